@@ -1,0 +1,57 @@
+"""Errors a user can cause, and the exit codes the command line promises.
+
+Every mistake in a spec becomes a `SpecError` that names the file, the line (and column
+where known) and what is wrong; the command line prints it and exits 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+EXIT_OK = 0
+EXIT_MISMATCH = 1
+EXIT_BAD_INPUT = 2
+EXIT_UNKNOWN = 3
+
+
+@dataclass(frozen=True)
+class Location:
+    """A place in a spec file; line and column are 1-based, 0 when unknown."""
+
+    path: str
+    line: int = 0
+    col: int = 0
+
+    def __str__(self) -> str:
+        if self.line and self.col:
+            return f"{self.path}:{self.line}:{self.col}"
+        if self.line:
+            return f"{self.path}:{self.line}"
+        return self.path
+
+
+class LedgercheckError(Exception):
+    """Base of every error the tool reports to a user as a message, not a traceback."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+class SpecError(LedgercheckError):
+    """A spec that cannot be loaded: what is wrong, and where."""
+
+    def __init__(self, where: Location, message: str) -> None:
+        self.where = where
+        self.message = message
+        super().__init__(f"{where}: {message}")
+
+
+class UsageError(LedgercheckError):
+    """A command-line argument that does not fit the spec (unknown variant, bad policy)."""
+
+
+def did_you_mean(name: str, candidates: Iterable[str]) -> str:
+    """A ' (did you mean X?)' suffix when a close candidate exists, else ''."""
+    close = difflib.get_close_matches(name, sorted(set(candidates)), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""

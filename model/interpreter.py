@@ -1,0 +1,216 @@
+"""The executable model: a spec variant turned into a class with the ledger's public API.
+
+`build_api(spec)` returns the names a real ledger module offers (the state enum, the
+policy class, the per-shard record and the ledger class), so a generated test can drive
+this model and a real implementation through the same calls. Every method runs the
+spec's event through the shared executor (`model.semantics`) with concrete values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from model import ir
+from model.semantics import ConcreteBackend, Effects, Key, Machine
+from model.spec import Event, Spec
+
+
+class SpecEnum(str, enum.Enum):
+    """A state enum whose members compare equal to their value ("suspect") and their name
+    ("SUSPECT"), so a test can compare states either way."""
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, enum.Enum):
+            return self is other or (other.name == self.name and str(getattr(other, "value", "")) == self.value)
+        if isinstance(other, str):
+            return other in (self.value, self.name)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.value)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class Api:
+    """The names of one spec variant's ledger module."""
+
+    spec: Spec
+    State: type[SpecEnum]
+    Policy: type
+    Record: type
+    Ledger: type
+
+
+def build_api(spec: Spec) -> Api:
+    state_enum = spec.enums[spec.state_enum]
+    State = SpecEnum(spec.api_enum or spec.state_enum, {m: state_enum.api_values[m] for m in state_enum.members})  # type: ignore[call-overload]
+    Policy = dataclasses.make_dataclass(
+        spec.api_policy_class,
+        [(name, int, dataclasses.field(default=decl.default)) for name, decl in spec.policy.items()],
+        frozen=True,
+    )
+    Record = dataclasses.make_dataclass("ShardHealth", [(f.name, Any) for f in spec.fields])
+    namespace: dict[str, Any] = {"_spec": spec, "_State": State, "_Policy": Policy, "_Record": Record,
+                                 "__doc__": f"Executable model of {spec.name} ({spec.variant})."}
+    for event in spec.events.values():
+        namespace[event.name] = _event_method(event)
+    for query in spec.queries.values():
+        if query.api:
+            namespace[query.api] = _query_method(query.name)
+    for var in spec.globals:
+        namespace[var.name] = property(lambda self, _n=var.name: self._store[(None, _n)])
+    Ledger = type(spec.api_class, (LedgerModel,), namespace)
+    return Api(spec, State, Policy, Record, Ledger)
+
+
+def _event_method(event: Event) -> Callable[..., None]:
+    params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+              inspect.Parameter(event.signature.shard_param, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    for p in event.signature.params:
+        kind = inspect.Parameter.KEYWORD_ONLY if p.keyword_only else inspect.Parameter.POSITIONAL_OR_KEYWORD
+        default = p.default if p.has_default else inspect.Parameter.empty
+        params.append(inspect.Parameter(p.name, kind, default=default))
+    signature = inspect.Signature(params)
+
+    def method(self: LedgerModel, *args: Any, **kwargs: Any) -> None:
+        bound = signature.bind(self, *args, **kwargs)
+        bound.apply_defaults()
+        values = dict(bound.arguments)
+        values.pop("self")
+        shard = values.pop(event.signature.shard_param)
+        self._call(event, shard, values)
+
+    method.__name__ = event.name
+    method.__qualname__ = event.name
+    method.__signature__ = signature  # type: ignore[attr-defined]
+    method.__doc__ = f"Ledger event {event.name} (see the spec)."
+    return method
+
+
+def _query_method(name: str) -> Callable[[LedgerModel], list[int]]:
+    def method(self: LedgerModel) -> list[int]:
+        return self._query(name)
+
+    method.__name__ = name
+    return method
+
+
+class LedgerModel:
+    """Base of every generated ledger class: state, policy and the concrete executor."""
+
+    _spec: Spec
+    _State: type[SpecEnum]
+    _Policy: type
+    _Record: type
+
+    def __init__(self, *, shard_count: int, policy: Any = None, base_urls: list[str] | None = None,
+                 clock: Callable[[], float] | None = None, echo: bool = True) -> None:
+        spec = self._spec
+        if isinstance(shard_count, bool) or not isinstance(shard_count, int) or shard_count < 1:
+            raise ValueError(f"shard_count must be a positive integer, not {shard_count!r}")
+        if base_urls is not None and len(base_urls) != shard_count:
+            raise ValueError(f"base_urls has {len(base_urls)} entries for {shard_count} shards")
+        self._policy_values = _policy_values(spec, policy)
+        self.policy = policy if policy is not None else self._Policy()
+        self.shard_count = shard_count
+        self._clock = clock
+        self._echo = echo
+        self._machine: Machine[Any] = Machine(spec, ConcreteBackend(), self._policy_values, shard_count)
+        self._store: dict[Key, Any] = initial_store(spec, shard_count, base_urls)
+        self.log_lines: list[str] = []
+
+    # -- reads --
+
+    def _index(self, shard: Any) -> int:
+        if isinstance(shard, bool) or not isinstance(shard, int) or not 0 <= shard < self.shard_count:
+            raise KeyError(shard)
+        return shard
+
+    def state_of(self, shard: int) -> SpecEnum:
+        index = self._index(shard)
+        return self._State[self._store[(index, self._spec.state_field)]]
+
+    def snapshot(self) -> list[Any]:
+        return [self._record(i) for i in range(self.shard_count)]
+
+    def _record(self, index: int) -> Any:
+        values = {}
+        for field in self._spec.fields:
+            value = self._store[(index, field.name)]
+            if field.type.kind == "enum" and value is not None and field.type.enum == self._spec.state_enum:
+                value = self._State[value]
+            values[field.name] = value
+        return self._Record(**values)
+
+    def history(self, shard: int) -> dict[str, Any]:
+        """The spec's history (ghost) variables of one shard: not part of the ledger's API."""
+        index = self._index(shard)
+        return {h.name: self._store[(index, h.name)] for h in self._spec.history}
+
+    def _query(self, name: str) -> list[int]:
+        query = self._spec.queries[name]
+        from model.semantics import Frame
+
+        return [i for i in range(self.shard_count)
+                if self._machine.eval(query.expr, Frame(i), self._store)]
+
+    # -- writes --
+
+    def _call(self, event: Event, shard: Any, args: Mapping[str, Any]) -> None:
+        index = self._index(shard)
+        effects: Effects[Any] = Effects()
+        self._machine.call_event(event, index, args, self._store, True, effects)
+        self._emit(effects)
+
+    def _emit(self, effects: Effects[Any]) -> None:
+        for shard, old, new, event in effects.logs:
+            line = self._spec.log.format(shard=shard, old=old, new=new, event=event)
+            self.log_lines.append(line)
+            if self._echo:
+                print(line)
+
+
+def _policy_values(spec: Spec, policy: Any) -> dict[str, int]:
+    values = spec.default_policy()
+    if policy is None:
+        return values
+    for name in values:
+        if isinstance(policy, Mapping):
+            if name in policy:
+                values[name] = policy[name]
+        elif hasattr(policy, name):
+            values[name] = getattr(policy, name)
+    for name, decl in spec.policy.items():
+        value = values[name]
+        if isinstance(value, bool) or not isinstance(value, int) or value < decl.min:
+            raise ValueError(f"policy {name} must be an integer >= {decl.min}, not {value!r}")
+    return values
+
+
+def initial_store(spec: Spec, shards: int, base_urls: list[str] | None = None,
+                  env_vars: tuple[Any, ...] = ()) -> dict[Key, Any]:
+    """The initial values of every state variable, as the concrete semantics holds them."""
+    store: dict[Key, Any] = {}
+    for index in range(shards):
+        for var in spec.shard_vars:
+            if var.initial_from is not None:
+                store[(index, var.name)] = base_urls[index] if base_urls is not None else None
+            else:
+                store[(index, var.name)] = var.initial
+    for var in spec.globals:
+        store[(None, var.name)] = var.initial
+    for var in env_vars:
+        store[(None, var.name)] = var.initial
+    return store
+
+
+def is_state_type(spec: Spec, vtype: ir.Type) -> bool:
+    return vtype.kind == "enum" and vtype.enum == spec.state_enum

@@ -1,0 +1,242 @@
+"""The typed intermediate form of guards, updates and action bodies.
+
+A spec's expressions and statement blocks are written in a small subset of Python; `lang`
+parses and type-checks them into these nodes once, at load time. Both back ends (the
+concrete interpreter and the Z3 encoding) walk these same nodes through one executor
+(`semantics`), which is what keeps the two semantics from drifting apart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+
+@dataclass(frozen=True)
+class Type:
+    """A value type: bool, int, an enum, str (opaque text), any (opaque, unchecked) or shard."""
+
+    kind: str
+    enum: str | None = None
+    optional: bool = False
+
+    def __str__(self) -> str:
+        base = self.enum if self.kind == "enum" else self.kind
+        return f"{base} | None" if self.optional else str(base)
+
+    def without_none(self) -> Type:
+        return Type(self.kind, self.enum, False)
+
+
+BOOL = Type("bool")
+INT = Type("int")
+STR = Type("str")
+ANY = Type("any")
+SHARD = Type("shard")
+NONE = Type("none", optional=True)
+
+
+# --- expressions -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Const:
+    value: object
+    type: Type
+
+
+@dataclass(frozen=True)
+class FieldRef:
+    """A per-shard field. `shard` is "self" (the event's shard) or a shard variable;
+    `snap` is None for the current value or "old"/"before"/"after" for a captured one."""
+
+    name: str
+    shard: str
+    snap: str | None
+    type: Type
+
+
+@dataclass(frozen=True)
+class GlobalRef:
+    """A fleet-wide ledger value or an environment variable."""
+
+    name: str
+    type: Type
+
+
+@dataclass(frozen=True)
+class PolicyRef:
+    name: str
+    type: Type = INT
+
+
+@dataclass(frozen=True)
+class LocalRef:
+    name: str
+    type: Type
+
+
+@dataclass(frozen=True)
+class ArgRef:
+    """An event argument (`args.x`) or an action's value parameter."""
+
+    name: str
+    type: Type
+
+
+@dataclass(frozen=True)
+class ShardVar:
+    """A shard variable used as a value (only as an event call's shard argument)."""
+
+    name: str
+    type: Type = SHARD
+
+
+@dataclass(frozen=True)
+class Not:
+    operand: Expr
+    type: Type = BOOL
+
+
+@dataclass(frozen=True)
+class BoolOp:
+    op: str  # "and" | "or"
+    operands: tuple[Expr, ...]
+    type: Type = BOOL
+
+
+@dataclass(frozen=True)
+class Compare:
+    op: str  # "==", "!=", "<", "<=", ">", ">="
+    left: Expr
+    right: Expr
+    type: Type = BOOL
+
+
+@dataclass(frozen=True)
+class Arith:
+    op: str  # "+" | "-"
+    left: Expr
+    right: Expr
+    type: Type = INT
+
+
+@dataclass(frozen=True)
+class Neg:
+    operand: Expr
+    type: Type = INT
+
+
+@dataclass(frozen=True)
+class InSet:
+    operand: Expr
+    members: tuple[str, ...]
+    set_name: str
+    type: Type = BOOL
+
+
+@dataclass(frozen=True)
+class IsNone:
+    operand: Expr
+    type: Type = BOOL
+
+
+@dataclass(frozen=True)
+class IfExp:
+    cond: Expr
+    then: Expr
+    orelse: Expr
+    type: Type
+
+
+@dataclass(frozen=True)
+class QueryRef:
+    """A named per-shard query evaluated on one shard (`s.suspected`)."""
+
+    name: str
+    shard: str
+    type: Type = BOOL
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """`count(e)`, `exists(e)` or `forall(e)`: `e` evaluated on every shard as "self"."""
+
+    op: str
+    body: Expr
+    type: Type
+
+
+Expr = Union[
+    Const,
+    FieldRef,
+    GlobalRef,
+    PolicyRef,
+    LocalRef,
+    ArgRef,
+    ShardVar,
+    Not,
+    BoolOp,
+    Compare,
+    Arith,
+    Neg,
+    InSet,
+    IsNone,
+    IfExp,
+    QueryRef,
+    Aggregate,
+]
+
+
+# --- statements --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Assign:
+    """`target = value`; target kinds: "field" (on `shard`), "global", "local"."""
+
+    kind: str
+    name: str
+    shard: str
+    value: Expr
+    line: int
+    text: str
+
+
+@dataclass(frozen=True)
+class If:
+    cond: Expr
+    then: tuple[Stmt, ...]
+    orelse: tuple[Stmt, ...]
+    line: int
+    text: str
+
+
+@dataclass(frozen=True)
+class ForShards:
+    """`for s in shards:` in index order."""
+
+    var: str
+    body: tuple[Stmt, ...]
+    line: int
+    text: str
+
+
+@dataclass(frozen=True)
+class CallEvent:
+    """A ledger API call inside an environment action: `event(shard, name=value, ...)`."""
+
+    event: str
+    shard: str
+    args: tuple[tuple[str, Expr], ...]
+    line: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Pass:
+    line: int
+    text: str = "pass"
+
+
+Stmt = Union[Assign, If, ForShards, CallEvent, Pass]

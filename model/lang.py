@@ -1,0 +1,643 @@
+"""The spec's expression and statement language: a small, safe subset of Python.
+
+Guards, updates, action bodies and properties are parsed with `ast` and compiled into the
+typed nodes of `model.ir`. Only whitelisted syntax is accepted: names, constants,
+comparisons, `and`/`or`/`not`, `+`/`-`, `in` a named state set, `is None`, conditional
+expressions, `args.x`, `old.x`/`before.x`/`after.x`, shard variables (`s.state`) and the
+fleet aggregates `count`, `exists` and `forall`. Nothing here ever evaluates user text:
+a call, an import, a subscript, a lambda or a dunder name is refused with its position.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+
+from model import ir
+from model.errors import Location, SpecError, did_you_mean
+from model.ir import BOOL, INT, NONE, SHARD, STR, Type
+
+MAX_SOURCE_CHARS = 20_000
+MAX_DEPTH = 60
+MAX_INT = 2**31 - 1
+AGGREGATES = ("count", "exists", "forall")
+SNAPSHOTS = ("old", "before", "after")
+
+Where = Callable[[int, int], Location]
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter of an event's API call or of an environment action."""
+
+    name: str
+    type: Type
+    keyword_only: bool = False
+    default: object = None
+    has_default: bool = False
+
+
+@dataclass(frozen=True)
+class Signature:
+    name: str
+    shard_param: str
+    params: tuple[Param, ...]
+
+    def param(self, name: str) -> Param | None:
+        return next((p for p in self.params if p.name == name), None)
+
+
+@dataclass
+class Scope:
+    """What names mean where an expression or block is written, and what it may do."""
+
+    where: Where
+    context: str
+    fields: Mapping[str, tuple[Type, str]]
+    globals: Mapping[str, Type]
+    policy: frozenset[str]
+    enum_members: Mapping[str, str]
+    enums: Mapping[str, tuple[str, ...]]
+    sets: Mapping[str, tuple[str, tuple[str, ...]]]
+    queries: Mapping[str, ir.Expr]
+    readable_kinds: frozenset[str] = frozenset({"ledger"})
+    self_shard: bool = True
+    args: Mapping[str, Type] | None = None
+    params: Mapping[str, Type] = field(default_factory=dict)
+    shard_vars: frozenset[str] = frozenset()
+    snapshots: frozenset[str] = frozenset()
+    writable_fields: frozenset[str] = frozenset()
+    writable_globals: frozenset[str] = frozenset()
+    events: Mapping[str, Signature] | None = None
+    aggregates: bool = False
+    locals: dict[str, Type] = field(default_factory=dict)
+
+    def fail(self, node: ast.AST | None, message: str) -> SpecError:
+        line = getattr(node, "lineno", 1) if node is not None else 1
+        col = getattr(node, "col_offset", 0) if node is not None else 0
+        return SpecError(self.where(line, col), f"{self.context}: {message}")
+
+    def all_names(self) -> list[str]:
+        names = list(self.locals) + list(self.params) + list(self.globals) + list(self.policy)
+        names += list(self.enum_members) + list(self.shard_vars)
+        if self.self_shard:
+            names += [n for n, (_, kind) in self.fields.items() if kind in self.readable_kinds]
+            names += list(self.queries)
+        return names
+
+
+def parse_python(text: str, mode: str, scope: Scope) -> ast.AST:
+    """Parse text as Python, refusing oversized or overly deep input before it can hurt."""
+    if len(text) > MAX_SOURCE_CHARS:
+        raise scope.fail(None, f"text is too long ({len(text)} characters, at most {MAX_SOURCE_CHARS})")
+    if _bracket_depth(text) > MAX_DEPTH:
+        raise scope.fail(None, f"nesting is deeper than {MAX_DEPTH} levels")
+    try:
+        tree = ast.parse(text, mode=mode)
+    except SyntaxError as exc:
+        line = exc.lineno or 1
+        col = (exc.offset or 1) - 1
+        raise SpecError(scope.where(line, col), f"{scope.context}: syntax error: {exc.msg}") from None
+    except (RecursionError, MemoryError, ValueError) as exc:
+        raise scope.fail(None, f"cannot parse: {type(exc).__name__}") from None
+    if _ast_depth(tree) > MAX_DEPTH:
+        raise scope.fail(None, f"nesting is deeper than {MAX_DEPTH} levels")
+    return tree
+
+
+def _bracket_depth(text: str) -> int:
+    depth = deepest = 0
+    for char in text:
+        if char in "([{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in ")]}":
+            depth -= 1
+    return deepest
+
+
+def _ast_depth(tree: ast.AST) -> int:
+    deepest = 0
+    stack: list[tuple[ast.AST, int]] = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if depth > MAX_DEPTH:
+            return depth
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return deepest
+
+
+# --- expressions -------------------------------------------------------------------------
+
+
+def compile_expr(text: str, scope: Scope, expected: Type | None = None) -> ir.Expr:
+    """Compile one expression; `expected` (e.g. BOOL for a guard) is checked."""
+    tree = parse_python(text.strip(), "eval", scope)
+    assert isinstance(tree, ast.Expression)
+    expr = _expr(tree.body, scope)
+    if expected is not None:
+        _require(expr, expected, tree.body, scope, "the expression")
+    return expr
+
+
+def _require(expr: ir.Expr, expected: Type, node: ast.AST, scope: Scope, what: str) -> None:
+    if not assignable(expr.type, expected):
+        raise scope.fail(node, f"{what} must be {expected}, not {expr.type}")
+
+
+def assignable(value: Type, target: Type) -> bool:
+    """Whether a value of type `value` may be stored where `target` is expected."""
+    if target.kind == "any":
+        return True
+    if value.kind == "none":
+        return target.optional
+    if value.kind != target.kind or value.enum != target.enum:
+        return False
+    return target.optional or not value.optional
+
+
+def _comparable(left: Type, right: Type) -> bool:
+    if left.kind == "none" or right.kind == "none":
+        return left.optional or right.optional
+    return left.kind == right.kind and left.enum == right.enum and left.kind != "any"
+
+
+def _join(left: Type, right: Type) -> Type | None:
+    if left.kind == "none":
+        return replace(right, optional=True) if right.kind != "none" else NONE
+    if right.kind == "none":
+        return replace(left, optional=True)
+    if left.kind != right.kind or left.enum != right.enum:
+        return None
+    return replace(left, optional=left.optional or right.optional)
+
+
+_CMP = {
+    ast.Eq: "==",
+    ast.NotEq: "!=",
+    ast.Lt: "<",
+    ast.LtE: "<=",
+    ast.Gt: ">",
+    ast.GtE: ">=",
+}
+
+
+def _expr(node: ast.expr, scope: Scope) -> ir.Expr:
+    if isinstance(node, ast.Constant):
+        return _constant(node, scope)
+    if isinstance(node, ast.Name):
+        return _name(node, scope)
+    if isinstance(node, ast.Attribute):
+        return _attribute(node, scope)
+    if isinstance(node, ast.BoolOp):
+        operands = tuple(_expr(v, scope) for v in node.values)
+        for value, operand in zip(node.values, operands, strict=True):
+            _require(operand, BOOL, value, scope, "an operand of and/or")
+        return ir.BoolOp("and" if isinstance(node.op, ast.And) else "or", operands)
+    if isinstance(node, ast.UnaryOp):
+        operand = _expr(node.operand, scope)
+        if isinstance(node.op, ast.Not):
+            _require(operand, BOOL, node.operand, scope, "the operand of not")
+            return ir.Not(operand)
+        if isinstance(node.op, ast.USub):
+            _require(operand, INT, node.operand, scope, "the operand of -")
+            if isinstance(operand, ir.Const):
+                return ir.Const(-int(operand.value), INT)  # type: ignore[call-overload]
+            return ir.Neg(operand)
+        raise scope.fail(node, f"the operator {type(node.op).__name__} is not allowed")
+    if isinstance(node, ast.BinOp):
+        if not isinstance(node.op, (ast.Add, ast.Sub)):
+            raise scope.fail(node, f"only + and - are allowed, not {type(node.op).__name__}")
+        left, right = _expr(node.left, scope), _expr(node.right, scope)
+        _require(left, INT, node.left, scope, "an operand of + or -")
+        _require(right, INT, node.right, scope, "an operand of + or -")
+        return ir.Arith("+" if isinstance(node.op, ast.Add) else "-", left, right)
+    if isinstance(node, ast.Compare):
+        return _compare(node, scope)
+    if isinstance(node, ast.IfExp):
+        cond = _expr(node.test, scope)
+        _require(cond, BOOL, node.test, scope, "the condition")
+        then, orelse = _expr(node.body, scope), _expr(node.orelse, scope)
+        joined = _join(then.type, orelse.type)
+        if joined is None:
+            raise scope.fail(node, f"the branches have different types: {then.type} and {orelse.type}")
+        return ir.IfExp(cond, then, orelse, joined)
+    if isinstance(node, ast.Call):
+        return _aggregate(node, scope)
+    raise scope.fail(node, f"{_describe(node)} is not allowed in a spec expression")
+
+
+def _describe(node: ast.AST) -> str:
+    names = {
+        ast.Subscript: "a subscript",
+        ast.Lambda: "a lambda",
+        ast.ListComp: "a comprehension",
+        ast.SetComp: "a comprehension",
+        ast.DictComp: "a comprehension",
+        ast.GeneratorExp: "a generator expression",
+        ast.JoinedStr: "an f-string",
+        ast.NamedExpr: "an assignment expression",
+        ast.Await: "await",
+        ast.Yield: "yield",
+        ast.List: "a list",
+        ast.Tuple: "a tuple",
+        ast.Dict: "a dict",
+        ast.Set: "a set",
+        ast.Starred: "a starred expression",
+    }
+    return names.get(type(node), f"syntax of kind {type(node).__name__}")
+
+
+def _constant(node: ast.Constant, scope: Scope) -> ir.Const:
+    value = node.value
+    if value is None:
+        return ir.Const(None, NONE)
+    if isinstance(value, bool):
+        return ir.Const(value, BOOL)
+    if isinstance(value, int):
+        if abs(value) > MAX_INT:
+            raise scope.fail(node, f"the integer {str(value)[:20]}... is out of range (|n| <= {MAX_INT})")
+        return ir.Const(value, INT)
+    if isinstance(value, str):
+        return ir.Const(value, STR)
+    raise scope.fail(node, f"a constant of type {type(value).__name__} is not allowed")
+
+
+def _check_identifier(node: ast.AST, name: str, scope: Scope) -> None:
+    if name.startswith("__") or name.startswith("_"):
+        raise scope.fail(node, f"the name {name!r} is not allowed (names may not start with '_')")
+
+
+def _name(node: ast.Name, scope: Scope) -> ir.Expr:
+    name = node.id
+    _check_identifier(node, name, scope)
+    if name in scope.locals:
+        return ir.LocalRef(name, scope.locals[name])
+    if name in scope.params:
+        return ir.ArgRef(name, scope.params[name])
+    if scope.self_shard and name in scope.fields:
+        ftype, kind = scope.fields[name]
+        if kind not in scope.readable_kinds:
+            raise scope.fail(node, f"{kind} field {name!r} cannot be read here")
+        return ir.FieldRef(name, "self", None, ftype)
+    if scope.self_shard and name in scope.queries:
+        return ir.QueryRef(name, "self")
+    if name in scope.globals:
+        return ir.GlobalRef(name, scope.globals[name])
+    if name in scope.policy:
+        return ir.PolicyRef(name)
+    if name in scope.enum_members:
+        enum = scope.enum_members[name]
+        return ir.Const(name, Type("enum", enum))
+    if name in scope.shard_vars:
+        return ir.ShardVar(name)
+    if name in scope.sets:
+        raise scope.fail(node, f"the set {name!r} can only be used after 'in'")
+    if name in ("True", "False", "None"):
+        raise scope.fail(node, f"{name} is reserved")
+    if name in scope.fields:
+        raise scope.fail(node, f"{name!r} is a per-shard field: name the shard ({_shard_hint(scope)}.{name})")
+    raise scope.fail(node, f"unknown name {name!r}{did_you_mean(name, scope.all_names())}")
+
+
+def _shard_hint(scope: Scope) -> str:
+    return sorted(scope.shard_vars)[0] if scope.shard_vars else "s"
+
+
+def _attribute(node: ast.Attribute, scope: Scope) -> ir.Expr:
+    attr = node.attr
+    if not isinstance(node.value, ast.Name):
+        raise scope.fail(node, "attribute chains are not allowed")
+    base = node.value.id
+    _check_identifier(node, attr, scope)
+    _check_identifier(node.value, base, scope)
+    if base == "args" and scope.args is not None:
+        if attr not in scope.args:
+            raise scope.fail(node, f"the event has no argument {attr!r}{did_you_mean(attr, scope.args)}")
+        return ir.ArgRef(attr, scope.args[attr])
+    if base in scope.snapshots:
+        return _shard_field(node, "self", base, scope)
+    if base in scope.shard_vars:
+        return _shard_field(node, base, None, scope)
+    allowed = ["args"] if scope.args is not None else []
+    allowed += sorted(scope.snapshots) + sorted(scope.shard_vars)
+    hint = f" (here: {', '.join(allowed)})" if allowed else ""
+    raise scope.fail(node, f"attributes are only allowed on arguments, snapshots and shard variables{hint}")
+
+
+def _shard_field(node: ast.Attribute, shard: str, snap: str | None, scope: Scope) -> ir.Expr:
+    attr = node.attr
+    if attr in scope.fields:
+        ftype, kind = scope.fields[attr]
+        if kind not in scope.readable_kinds:
+            raise scope.fail(node, f"{kind} field {attr!r} cannot be read here")
+        return ir.FieldRef(attr, shard, snap, ftype)
+    if attr in scope.queries and snap is None:
+        return ir.QueryRef(attr, shard)
+    known = list(scope.fields) + list(scope.queries)
+    raise scope.fail(node, f"unknown field {attr!r}{did_you_mean(attr, known)}")
+
+
+def _compare(node: ast.Compare, scope: Scope) -> ir.Expr:
+    parts: list[ir.Expr] = []
+    left_node = node.left
+    left = _expr(left_node, scope)
+    for op, right_node in zip(node.ops, node.comparators, strict=True):
+        if isinstance(op, (ast.In, ast.NotIn)):
+            if len(node.ops) > 1:
+                raise scope.fail(node, "'in' cannot be chained with other comparisons")
+            part = _in_set(left, right_node, scope, node)
+            parts.append(ir.Not(part) if isinstance(op, ast.NotIn) else part)
+            continue
+        if isinstance(op, (ast.Is, ast.IsNot)):
+            if not (isinstance(right_node, ast.Constant) and right_node.value is None):
+                raise scope.fail(right_node, "'is' and 'is not' may only compare with None")
+            if not left.type.optional:
+                raise scope.fail(node, f"{left.type} can never be None")
+            test: ir.Expr = ir.IsNone(left)
+            parts.append(ir.Not(test) if isinstance(op, ast.IsNot) else test)
+            continue
+        symbol = _CMP.get(type(op))
+        if symbol is None:
+            raise scope.fail(node, f"the comparison {type(op).__name__} is not allowed")
+        right = _expr(right_node, scope)
+        if symbol in ("==", "!="):
+            if not _comparable(left.type, right.type):
+                raise scope.fail(node, f"cannot compare {left.type} with {right.type}")
+        else:
+            _require(left, INT, left_node, scope, f"an operand of {symbol}")
+            _require(right, INT, right_node, scope, f"an operand of {symbol}")
+        parts.append(ir.Compare(symbol, left, right))
+        left, left_node = right, right_node
+    return parts[0] if len(parts) == 1 else ir.BoolOp("and", tuple(parts))
+
+
+def _in_set(left: ir.Expr, right: ast.expr, scope: Scope, node: ast.AST) -> ir.Expr:
+    if not isinstance(right, ast.Name) or right.id not in scope.sets:
+        known = list(scope.sets)
+        name = right.id if isinstance(right, ast.Name) else ""
+        raise scope.fail(right, f"'in' must be followed by a named state set{did_you_mean(name, known)}")
+    enum, members = scope.sets[right.id]
+    if left.type.kind != "enum" or left.type.enum != enum:
+        raise scope.fail(node, f"{right.id} is a set of {enum}, not of {left.type}")
+    return ir.InSet(left, members, right.id)
+
+
+def _aggregate(node: ast.Call, scope: Scope) -> ir.Expr:
+    func = node.func
+    name = func.id if isinstance(func, ast.Name) else None
+    if name is None or name not in AGGREGATES:
+        shown = name or _describe(func)
+        raise scope.fail(node, f"calls are not allowed in expressions ({shown}); only {', '.join(AGGREGATES)} over shards")
+    if not scope.aggregates:
+        raise scope.fail(node, f"{name}() over shards is only allowed in environment actions and fleet properties")
+    if len(node.args) != 1 or node.keywords:
+        raise scope.fail(node, f"{name}() takes exactly one per-shard condition")
+    inner = replace(scope, self_shard=True, locals={}, aggregates=False)
+    body = _expr(node.args[0], inner)
+    _require(body, BOOL, node.args[0], scope, f"the condition of {name}()")
+    return ir.Aggregate(name, body, INT if name == "count" else BOOL)
+
+
+# --- statements --------------------------------------------------------------------------
+
+
+def compile_block(text: str, scope: Scope) -> tuple[ir.Stmt, ...]:
+    """Compile a statement block (an event body, a history block, an action body)."""
+    tree = parse_python(_dedent(text), "exec", scope)
+    assert isinstance(tree, ast.Module)
+    return _block(tree.body, scope, set(scope.locals))
+
+
+def _dedent(text: str) -> str:
+    import textwrap
+
+    return textwrap.dedent(text).strip("\n")
+
+
+def _block(nodes: list[ast.stmt], scope: Scope, assigned: set[str]) -> tuple[ir.Stmt, ...]:
+    result = []
+    for node in nodes:
+        result.append(_stmt(node, scope, assigned))
+    return tuple(result)
+
+
+def _text(node: ast.AST) -> str:
+    return ast.unparse(node).splitlines()[0] if not isinstance(node, ast.If) else f"if {ast.unparse(node.test)}:"
+
+
+def _stmt(node: ast.stmt, scope: Scope, assigned: set[str]) -> ir.Stmt:
+    line = node.lineno
+    if isinstance(node, ast.Pass):
+        return ir.Pass(line)
+    if isinstance(node, ast.Assign):
+        if len(node.targets) != 1:
+            raise scope.fail(node, "chained assignment is not allowed")
+        return _assign(node, node.targets[0], _expr(node.value, scope), scope, assigned)
+    if isinstance(node, ast.AugAssign):
+        if not isinstance(node.op, (ast.Add, ast.Sub)) or not isinstance(node.target, ast.Name):
+            raise scope.fail(node, "only 'name += e' and 'name -= e' are allowed")
+        load = ast.Name(id=node.target.id, ctx=ast.Load(), lineno=node.lineno, col_offset=node.col_offset)
+        value = _expr(ast.BinOp(left=load, op=node.op, right=node.value, lineno=node.lineno, col_offset=node.col_offset), scope)
+        return _assign(node, node.target, value, scope, assigned)
+    if isinstance(node, ast.If):
+        cond = _expr(node.test, scope)
+        _require(cond, BOOL, node.test, scope, "an if condition")
+        then_assigned, else_assigned = set(assigned), set(assigned)
+        then = _block(node.body, scope, then_assigned)
+        orelse = _block(node.orelse, scope, else_assigned)
+        for name in (then_assigned ^ else_assigned) - assigned:
+            scope.locals.pop(name, None)
+        assigned |= then_assigned & else_assigned
+        return ir.If(cond, then, orelse, line, _text(node))
+    if isinstance(node, ast.For):
+        return _for(node, scope, assigned)
+    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+        return _call(node.value, scope)
+    kinds = {
+        ast.Import: "an import",
+        ast.ImportFrom: "an import",
+        ast.FunctionDef: "a function definition",
+        ast.ClassDef: "a class definition",
+        ast.While: "a while loop",
+        ast.Return: "return",
+        ast.With: "with",
+        ast.Try: "try",
+        ast.Raise: "raise",
+        ast.Delete: "del",
+        ast.Global: "global",
+        ast.Nonlocal: "nonlocal",
+    }
+    what = kinds.get(type(node), f"a statement of kind {type(node).__name__}")
+    raise scope.fail(node, f"{what} is not allowed in a spec block")
+
+
+def _assign(node: ast.stmt, target: ast.expr, value: ir.Expr, scope: Scope, assigned: set[str]) -> ir.Stmt:
+    text = ast.unparse(node)
+    if not isinstance(target, ast.Name):
+        raise scope.fail(node, "only a plain name can be assigned")
+    name = target.id
+    _check_identifier(target, name, scope)
+    if scope.self_shard and name in scope.fields:
+        ftype, kind = scope.fields[name]
+        if name not in scope.writable_fields:
+            raise scope.fail(target, f"{kind} field {name!r} cannot be assigned here")
+        _require(value, ftype, node, scope, f"the value assigned to {name}")
+        return ir.Assign("field", name, "self", value, node.lineno, text)
+    if name in scope.globals:
+        if name not in scope.writable_globals:
+            raise scope.fail(target, f"{name!r} cannot be assigned here")
+        _require(value, scope.globals[name], node, scope, f"the value assigned to {name}")
+        return ir.Assign("global", name, "", value, node.lineno, text)
+    clash = (set(scope.policy) | set(scope.enum_members) | set(scope.sets) | set(scope.params)
+             | set(scope.queries) | set(scope.shard_vars) | {"args"} | set(SNAPSHOTS))
+    if name in clash or name in scope.fields:
+        raise scope.fail(target, f"{name!r} cannot be assigned here")
+    previous = scope.locals.get(name)
+    if previous is not None:
+        joined = _join(previous, value.type)
+        if joined is None:
+            raise scope.fail(node, f"local {name!r} was {previous}, cannot assign {value.type}")
+        scope.locals[name] = joined
+    else:
+        scope.locals[name] = value.type
+    assigned.add(name)
+    return ir.Assign("local", name, "", value, node.lineno, text)
+
+
+def _for(node: ast.For, scope: Scope, assigned: set[str]) -> ir.Stmt:
+    if scope.events is None:
+        raise scope.fail(node, "loops over shards are only allowed in environment actions")
+    if not isinstance(node.target, ast.Name) or not (isinstance(node.iter, ast.Name) and node.iter.id == "shards"):
+        raise scope.fail(node, "the only loop is 'for s in shards:'")
+    if node.orelse:
+        raise scope.fail(node, "for ... else is not allowed")
+    var = node.target.id
+    _check_identifier(node.target, var, scope)
+    if var in scope.shard_vars or var in scope.all_names():
+        raise scope.fail(node.target, f"the loop variable {var!r} hides another name")
+    inner = replace(scope, shard_vars=scope.shard_vars | {var})
+    body = _block(node.body, inner, set(assigned))
+    return ir.ForShards(var, body, node.lineno, f"for {var} in shards:")
+
+
+def _call(node: ast.Call, scope: Scope) -> ir.Stmt:
+    text = ast.unparse(node)
+    if scope.events is None:
+        raise scope.fail(node, "calls are not allowed here (ledger calls belong in environment actions)")
+    if not isinstance(node.func, ast.Name):
+        raise scope.fail(node, "only a ledger event can be called")
+    name = node.func.id
+    signature = scope.events.get(name)
+    if signature is None:
+        raise scope.fail(node, f"unknown event {name!r}{did_you_mean(name, scope.events)}")
+    if not node.args or not isinstance(node.args[0], ast.Name) or node.args[0].id not in scope.shard_vars:
+        raise scope.fail(node, f"the first argument of {name}() must be a shard variable")
+    shard = node.args[0].id
+    bound: dict[str, ir.Expr] = {}
+    positional = [p for p in signature.params if not p.keyword_only]
+    if len(node.args) - 1 > len(positional):
+        raise scope.fail(node, f"{name}() takes {len(positional)} positional argument(s) after the shard")
+    for param, arg in zip(positional, node.args[1:], strict=False):
+        bound[param.name] = _call_arg(param, arg, scope)
+    for keyword in node.keywords:
+        if keyword.arg is None:
+            raise scope.fail(node, "**kwargs is not allowed")
+        param = signature.param(keyword.arg)
+        if param is None:
+            known = [p.name for p in signature.params]
+            raise scope.fail(keyword, f"{name}() has no argument {keyword.arg!r}{did_you_mean(keyword.arg, known)}")
+        if param.name in bound:
+            raise scope.fail(keyword, f"{name}() got {param.name!r} twice")
+        bound[param.name] = _call_arg(param, keyword.value, scope)
+    for param in signature.params:
+        if param.name not in bound and not param.has_default:
+            raise scope.fail(node, f"{name}() is missing the argument {param.name!r}")
+    ordered = tuple((p.name, bound[p.name]) for p in signature.params if p.name in bound)
+    return ir.CallEvent(name, shard, ordered, node.lineno, text)
+
+
+def _call_arg(param: Param, node: ast.expr, scope: Scope) -> ir.Expr:
+    value = _expr(node, scope)
+    if param.type.kind == "any":
+        if not isinstance(value, ir.Const):
+            raise scope.fail(node, f"argument {param.name!r} is opaque to the spec: pass a constant")
+        return value
+    _require(value, param.type, node, scope, f"argument {param.name!r}")
+    return value
+
+
+# --- signatures --------------------------------------------------------------------------
+
+
+def parse_signature(text: str, scope: Scope, types: Callable[[str, ast.AST], Type]) -> Signature:
+    """Parse `name(i, x: int, *, y: bool = False)`: the API call an event stands for, or an
+    action's parameter list. Annotations name spec types; defaults must be constants."""
+    tree = parse_python(f"def {text.strip()}:\n    pass", "exec", scope)
+    assert isinstance(tree, ast.Module)
+    fn = tree.body[0]
+    if not isinstance(fn, ast.FunctionDef):
+        raise scope.fail(fn, "expected a call signature like name(i, *, arg: type)")
+    spec_args = fn.args
+    if spec_args.vararg or spec_args.kwarg or spec_args.posonlyargs:
+        raise scope.fail(fn, "*args, **kwargs and positional-only markers are not supported")
+    positional = list(spec_args.args)
+    if not positional:
+        raise scope.fail(fn, "the first parameter must be the shard index")
+    shard = positional.pop(0)
+    params: list[Param] = []
+    defaults = [None] * (len(spec_args.args) - len(spec_args.defaults)) + list(spec_args.defaults)
+    defaults = defaults[1:]
+    for arg, default in zip(positional, defaults, strict=True):
+        params.append(_param(arg, default, False, scope, types))
+    for arg, kw_default in zip(spec_args.kwonlyargs, spec_args.kw_defaults, strict=True):
+        params.append(_param(arg, kw_default, True, scope, types))
+    names = [shard.arg] + [p.name for p in params]
+    if len(set(names)) != len(names):
+        raise scope.fail(fn, "duplicate parameter name")
+    return Signature(fn.name, shard.arg, tuple(params))
+
+
+def _param(arg: ast.arg, default: ast.expr | None, kw_only: bool, scope: Scope,
+           types: Callable[[str, ast.AST], Type]) -> Param:
+    _check_identifier(arg, arg.arg, scope)
+    if arg.annotation is None:
+        raise scope.fail(arg, f"parameter {arg.arg!r} needs a type (e.g. {arg.arg}: int)")
+    ptype = annotation_type(arg.annotation, scope, types)
+    if default is None:
+        return Param(arg.arg, ptype, kw_only)
+    if not isinstance(default, ast.Constant):
+        raise scope.fail(default, f"the default of {arg.arg!r} must be a constant")
+    value = default.value
+    if value is None and not ptype.optional and ptype.kind != "any":
+        raise scope.fail(default, f"{arg.arg!r} is not optional, its default cannot be None")
+    return Param(arg.arg, ptype, kw_only, value, True)
+
+
+def annotation_type(node: ast.expr, scope: Scope, types: Callable[[str, ast.AST], Type]) -> Type:
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        left = annotation_type(node.left, scope, types)
+        right_none = isinstance(node.right, ast.Constant) and node.right.value is None
+        if not right_none:
+            raise scope.fail(node, "only 'T | None' unions are supported")
+        return replace(left, optional=True)
+    if isinstance(node, ast.Name):
+        return types(node.id, node)
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return types(node.value, node)
+    raise scope.fail(node, "a parameter type must be a type name, optionally '| None'")
+
+
+__all__ = [
+    "Param",
+    "Scope",
+    "Signature",
+    "SHARD",
+    "annotation_type",
+    "assignable",
+    "compile_block",
+    "compile_expr",
+    "parse_signature",
+]

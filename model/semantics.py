@@ -1,0 +1,354 @@
+"""One executor for the spec's language, shared by the interpreter and the Z3 encoding.
+
+`Machine` walks the compiled statements of `model.ir` over a *backend* that supplies the
+values and operators: `ConcreteBackend` computes with Python values (the executable model),
+`model.encoding.Z3Backend` builds Z3 terms (the checker). Control flow is the same code for
+both: a condition the backend can decide runs one branch; an undecided (symbolic) condition
+runs both and merges the results with if-then-else. So the two semantics cannot disagree on
+what a spec means; only on arithmetic, which `tests/test_agreement.py` checks step by step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar
+
+from model import ir
+from model.errors import LedgercheckError
+from model.spec import Action, Event, Spec, VarDecl
+
+V = TypeVar("V")
+Key = tuple[int | None, str]
+"""A state variable: (shard index, name) per shard, (None, name) fleet-wide."""
+
+
+class Backend(Protocol[V]):
+    """Values and operators of one semantics."""
+
+    def const(self, value: object, vtype: ir.Type) -> V: ...
+    def compare(self, op: str, left: V, right: V) -> V: ...
+    def arith(self, op: str, left: V, right: V) -> V: ...
+    def neg(self, operand: V) -> V: ...
+    def and_(self, operands: Sequence[V]) -> V: ...
+    def or_(self, operands: Sequence[V]) -> V: ...
+    def not_(self, operand: V) -> V: ...
+    def ite(self, cond: V, then: V, orelse: V) -> V: ...
+    def in_set(self, operand: V, members: tuple[str, ...], enum: str) -> V: ...
+    def is_none(self, operand: V, vtype: ir.Type) -> V: ...
+    def count(self, operands: Sequence[V]) -> V: ...
+    def decide(self, cond: V) -> bool | None: ...
+
+
+class ModelError(LedgercheckError):
+    """The spec asked the model to do something impossible (an internal contradiction)."""
+
+
+class ConcreteBackend:
+    """Plain Python values: bool, int, str, None, and enum members as their names."""
+
+    def const(self, value: object, vtype: ir.Type) -> Any:
+        return value
+
+    def compare(self, op: str, left: Any, right: Any) -> Any:
+        if op == "==":
+            return left == right
+        if op == "!=":
+            return left != right
+        if op == "<":
+            return left < right
+        if op == "<=":
+            return left <= right
+        if op == ">":
+            return left > right
+        return left >= right
+
+    def arith(self, op: str, left: Any, right: Any) -> Any:
+        return left + right if op == "+" else left - right
+
+    def neg(self, operand: Any) -> Any:
+        return -operand
+
+    def and_(self, operands: Sequence[Any]) -> Any:
+        return all(operands)
+
+    def or_(self, operands: Sequence[Any]) -> Any:
+        return any(operands)
+
+    def not_(self, operand: Any) -> Any:
+        return not operand
+
+    def ite(self, cond: Any, then: Any, orelse: Any) -> Any:
+        return then if cond else orelse
+
+    def in_set(self, operand: Any, members: tuple[str, ...], enum: str) -> Any:
+        return operand in members
+
+    def is_none(self, operand: Any, vtype: ir.Type) -> Any:
+        return operand is None
+
+    def count(self, operands: Sequence[Any]) -> Any:
+        return sum(1 for o in operands if o)
+
+    def decide(self, cond: Any) -> bool | None:
+        return bool(cond)
+
+
+@dataclass
+class Frame(Generic[V]):
+    """What names mean while one block runs."""
+
+    self_shard: int | None = None
+    shard_vars: dict[str, int] = field(default_factory=dict)
+    args: Mapping[str, V] = field(default_factory=dict)
+    locals: dict[str, V] = field(default_factory=dict)
+    snaps: Mapping[str, Mapping[str, V]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CallRecord(Generic[V]):
+    """One ledger event executed inside an action, with the path condition it ran under
+    (always true in the concrete semantics) and the called shard's values around it."""
+
+    event: str
+    shard: int
+    args: Mapping[str, V]
+    pc: V
+    ignored: V
+    contract_ok: V
+    before: Mapping[str, V]
+    after: Mapping[str, V]
+
+
+@dataclass
+class Effects(Generic[V]):
+    calls: list[CallRecord[V]] = field(default_factory=list)
+    logs: list[tuple[int, str, str, str]] = field(default_factory=list)
+
+
+class Machine(Generic[V]):
+    """Executes a spec's events and environment actions over one backend."""
+
+    def __init__(self, spec: Spec, backend: Backend[V], policy: Mapping[str, V], shards: int) -> None:
+        self.spec = spec
+        self.backend = backend
+        self.policy = policy
+        self.shards = shards
+        self.shard_field_names = tuple(v.name for v in spec.shard_vars)
+        self.true = backend.const(True, ir.BOOL)
+
+    # -- state --
+
+    def state_keys(self, env_vars: Sequence[VarDecl] = ()) -> list[Key]:
+        keys: list[Key] = [(i, v.name) for i in range(self.shards) for v in self.spec.shard_vars]
+        keys += [(None, g.name) for g in self.spec.globals]
+        keys += [(None, v.name) for v in env_vars]
+        return keys
+
+    # -- expressions --
+
+    def eval(self, expr: ir.Expr, frame: Frame[V], store: Mapping[Key, V]) -> V:
+        b = self.backend
+        if isinstance(expr, ir.Const):
+            return b.const(expr.value, expr.type)
+        if isinstance(expr, ir.FieldRef):
+            if expr.snap is not None:
+                return frame.snaps[expr.snap][expr.name]
+            return store[(self._shard(expr.shard, frame), expr.name)]
+        if isinstance(expr, ir.GlobalRef):
+            return store[(None, expr.name)]
+        if isinstance(expr, ir.PolicyRef):
+            return self.policy[expr.name]
+        if isinstance(expr, ir.LocalRef):
+            return frame.locals[expr.name]
+        if isinstance(expr, ir.ArgRef):
+            return frame.args[expr.name]
+        if isinstance(expr, ir.Not):
+            return b.not_(self.eval(expr.operand, frame, store))
+        if isinstance(expr, ir.BoolOp):
+            return self._boolop(expr, frame, store)
+        if isinstance(expr, ir.Compare):
+            return b.compare(expr.op, self.eval(expr.left, frame, store), self.eval(expr.right, frame, store))
+        if isinstance(expr, ir.Arith):
+            return b.arith(expr.op, self.eval(expr.left, frame, store), self.eval(expr.right, frame, store))
+        if isinstance(expr, ir.Neg):
+            return b.neg(self.eval(expr.operand, frame, store))
+        if isinstance(expr, ir.InSet):
+            enum = expr.operand.type.enum or ""
+            return b.in_set(self.eval(expr.operand, frame, store), expr.members, enum)
+        if isinstance(expr, ir.IsNone):
+            return b.is_none(self.eval(expr.operand, frame, store), expr.operand.type)
+        if isinstance(expr, ir.IfExp):
+            cond = self.eval(expr.cond, frame, store)
+            decided = b.decide(cond)
+            if decided is not None:
+                return self.eval(expr.then if decided else expr.orelse, frame, store)
+            return b.ite(cond, self.eval(expr.then, frame, store), self.eval(expr.orelse, frame, store))
+        if isinstance(expr, ir.QueryRef):
+            query = self.spec.queries[expr.name]
+            inner = Frame(self._shard(expr.shard, frame), frame.shard_vars, frame.args)
+            return self.eval(query.expr, inner, store)
+        if isinstance(expr, ir.Aggregate):
+            values = [self.eval(expr.body, Frame(i, frame.shard_vars, frame.args), store)
+                      for i in range(self.shards)]
+            if expr.op == "count":
+                return b.count(values)
+            return b.or_(values) if expr.op == "exists" else b.and_(values)
+        raise ModelError(f"cannot evaluate {type(expr).__name__}")
+
+    def _boolop(self, expr: ir.BoolOp, frame: Frame[V], store: Mapping[Key, V]) -> V:
+        b = self.backend
+        values = []
+        for operand in expr.operands:
+            value = self.eval(operand, frame, store)
+            decided = b.decide(value)
+            if decided is not None and decided == (expr.op == "or"):
+                return value
+            values.append(value)
+        return b.and_(values) if expr.op == "and" else b.or_(values)
+
+    def _shard(self, name: str, frame: Frame[V]) -> int:
+        if name == "self":
+            if frame.self_shard is None:
+                raise ModelError("a per-shard field was read without a shard")
+            return frame.self_shard
+        return frame.shard_vars[name]
+
+    # -- statements --
+
+    def exec_block(self, block: Sequence[ir.Stmt], frame: Frame[V], store: dict[Key, V], pc: V,
+                   effects: Effects[V], event: str = "") -> None:
+        for stmt in block:
+            self._exec(stmt, frame, store, pc, effects, event)
+
+    def _exec(self, stmt: ir.Stmt, frame: Frame[V], store: dict[Key, V], pc: V, effects: Effects[V],
+              event: str) -> None:
+        b = self.backend
+        if isinstance(stmt, ir.Assign):
+            value = self.eval(stmt.value, frame, store)
+            if stmt.kind == "local":
+                frame.locals[stmt.name] = value
+            elif stmt.kind == "global":
+                store[(None, stmt.name)] = value
+            else:
+                shard = self._shard(stmt.shard, frame)
+                key = (shard, stmt.name)
+                if stmt.name == self.spec.state_field:
+                    self._state_change(shard, store[key], value, store, pc, effects, event)
+                store[key] = value
+        elif isinstance(stmt, ir.If):
+            cond = self.eval(stmt.cond, frame, store)
+            self.branch(cond, lambda s, f, p: self.exec_block(stmt.then, f, s, p, effects, event),
+                        lambda s, f, p: self.exec_block(stmt.orelse, f, s, p, effects, event), frame, store, pc)
+        elif isinstance(stmt, ir.ForShards):
+            for shard in range(self.shards):
+                frame.shard_vars[stmt.var] = shard
+                self.exec_block(stmt.body, frame, store, pc, effects, event)
+            del frame.shard_vars[stmt.var]
+        elif isinstance(stmt, ir.CallEvent):
+            shard = self._shard(stmt.shard, frame)
+            args = {name: self.eval(expr, frame, store) for name, expr in stmt.args}
+            self.call_event(self.spec.events[stmt.event], shard, args, store, pc, effects)
+        elif isinstance(stmt, ir.Pass):
+            pass
+        else:  # pragma: no cover - the compiler produces no other statements
+            raise ModelError(f"cannot execute {type(stmt).__name__}")
+        del b
+
+    def branch(self, cond: V, then: Any, orelse: Any, frame: Frame[V], store: dict[Key, V], pc: V) -> None:
+        """Run `then` or `orelse` (each a function of store, frame, pc); both, merged, when
+        the backend cannot decide `cond`."""
+        b = self.backend
+        decided = b.decide(cond)
+        if decided is True:
+            then(store, frame, pc)
+            return
+        if decided is False:
+            orelse(store, frame, pc)
+            return
+        then_store, else_store = dict(store), dict(store)
+        then_frame = Frame(frame.self_shard, dict(frame.shard_vars), frame.args, dict(frame.locals), frame.snaps)
+        else_frame = Frame(frame.self_shard, dict(frame.shard_vars), frame.args, dict(frame.locals), frame.snaps)
+        then(then_store, then_frame, b.and_([pc, cond]))
+        orelse(else_store, else_frame, b.and_([pc, b.not_(cond)]))
+        for key in set(then_store) | set(else_store):
+            left, right = then_store.get(key), else_store.get(key)
+            if left is None or right is None:
+                store.pop(key, None)
+            else:
+                store[key] = left if left is right else b.ite(cond, left, right)
+        frame.locals.clear()
+        for name in set(then_frame.locals) & set(else_frame.locals):
+            left, right = then_frame.locals[name], else_frame.locals[name]
+            frame.locals[name] = left if left is right else b.ite(cond, left, right)
+
+    def _state_change(self, shard: int, old: V, new: V, store: dict[Key, V], pc: V, effects: Effects[V],
+                      event: str) -> None:
+        b = self.backend
+        changed = b.compare("!=", old, new)
+        if b.decide(changed) is True and isinstance(self.backend, ConcreteBackend):
+            effects.logs.append((shard, str(old), str(new), event))
+        if not self.spec.on_state_change:
+            return
+        hook = Frame(None, {}, {}, {"old": old, "new": new})
+        self.branch(changed, lambda s, f, p: self.exec_block(self.spec.on_state_change, f, s, p, effects, event),
+                    lambda s, f, p: None, hook, store, pc)
+
+    # -- events and actions --
+
+    def call_event(self, event: Event, shard: int, args: Mapping[str, V], store: dict[Key, V], pc: V,
+                   effects: Effects[V]) -> None:
+        """Run one ledger API call on `shard`: guard, body, then history."""
+        b = self.backend
+        full_args = dict(args)
+        for param in event.signature.params:
+            if param.name not in full_args:
+                full_args[param.name] = b.const(param.default, param.type)
+        before = {name: store[(shard, name)] for name in self.shard_field_names}
+        frame = Frame(shard, {}, full_args)
+        ignored = self.eval(event.ignore_when, frame, store) if event.ignore_when is not None else b.const(False, ir.BOOL)
+        contract = self.eval(event.requires, frame, store) if event.requires is not None else self.true
+
+        def run(s: dict[Key, V], f: Frame[V], p: V) -> None:
+            self.exec_block(event.body, f, s, p, effects, event.name)
+            history = Frame(shard, {}, full_args, {}, {"old": before})
+            self.exec_block(event.history, history, s, p, effects, event.name)
+
+        self.branch(ignored, lambda s, f, p: None, run, frame, store, pc)
+        after = {name: store[(shard, name)] for name in self.shard_field_names}
+        effects.calls.append(CallRecord(event.name, shard, full_args, pc, ignored, contract, before, after))
+
+    def enabled(self, action: Action, shards: Mapping[str, int], values: Mapping[str, V],
+                store: Mapping[Key, V]) -> V:
+        frame = Frame(None, dict(shards), values)
+        return self.eval(action.when, frame, store)
+
+    def run_action(self, action: Action, shards: Mapping[str, int], values: Mapping[str, V],
+                   store: dict[Key, V]) -> Effects[V]:
+        """Execute an action's body on `store` (in place); the caller checks `enabled`."""
+        effects: Effects[V] = Effects()
+        frame = Frame(None, dict(shards), values)
+        self.exec_block(action.body, frame, store, self.true, effects)
+        return effects
+
+    # -- properties --
+
+    def step_violations(self, prop_when: ir.Expr | None, prop_check: ir.Expr, record: CallRecord[V],
+                        store: Mapping[Key, V]) -> V:
+        """The condition under which one call breaks a step property."""
+        b = self.backend
+        frame = Frame(record.shard, {}, record.args, {}, {"before": record.before, "after": record.after})
+        holds = self.eval(prop_check, frame, store)
+        parts = [record.pc, b.not_(holds)]
+        if prop_when is not None:
+            parts.insert(1, self.eval(prop_when, frame, store))
+        return b.and_(parts)
+
+    def invariant(self, when: ir.Expr | None, check: ir.Expr, shard: int | None, store: Mapping[Key, V]) -> V:
+        """Whether an invariant holds of one shard (or of the fleet, shard None)."""
+        b = self.backend
+        frame = Frame(shard)
+        holds = self.eval(check, frame, store)
+        if when is None:
+            return holds
+        return b.or_([b.not_(self.eval(when, frame, store)), holds])

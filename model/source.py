@@ -1,0 +1,199 @@
+"""Reading a TOML spec while remembering where each key was written.
+
+`tomllib` returns plain dictionaries without positions, but every error a user sees must
+name a line. `KeyLines` scans the same text for table headers and key assignments and maps
+each key path (``("events", "mark_loaded", "body")``) to the line and column where its value
+starts. It understands the TOML a spec uses: tables, arrays of tables, dotted keys, inline
+tables, and single- or multi-line strings.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from model.errors import Location, SpecError
+
+KeyPath = tuple[str | int, ...]
+
+_BARE_KEY = r"[A-Za-z0-9_-]+"
+_QUOTED_KEY = r'"(?:[^"\\]|\\.)*"|\'[^\']*\''
+_KEY = rf"(?:{_BARE_KEY}|{_QUOTED_KEY})"
+_DOTTED = rf"{_KEY}(?:\s*\.\s*{_KEY})*"
+_HEADER = re.compile(rf"^\s*(\[\[?)\s*({_DOTTED})\s*\]\]?")
+_ASSIGN = re.compile(rf"\s*({_DOTTED})\s*=\s*")
+_KEY_PART = re.compile(_KEY)
+
+
+def _split_dotted(text: str) -> tuple[str, ...]:
+    parts = []
+    for match in _KEY_PART.finditer(text):
+        part = match.group(0)
+        if part[0] in "\"'":
+            part = part[1:-1]
+        parts.append(part)
+    return tuple(parts)
+
+
+@dataclass
+class KeyLines:
+    """Where each key path of one TOML file was written."""
+
+    path: str
+    positions: dict[KeyPath, tuple[int, int]] = field(default_factory=dict)
+
+    def where(self, keys: KeyPath) -> Location:
+        """The location of the longest prefix of `keys` that the file wrote explicitly."""
+        for end in range(len(keys), 0, -1):
+            found = self.positions.get(keys[:end])
+            if found:
+                return Location(self.path, found[0], found[1])
+        return Location(self.path, 1)
+
+    def line_of(self, keys: KeyPath) -> int:
+        return self.where(keys).line
+
+    @classmethod
+    def scan(cls, path: str, text: str) -> KeyLines:
+        table: KeyPath = ()
+        arrays: dict[KeyPath, int] = {}
+        found = cls(path)
+        lines = text.splitlines()
+        index = 0
+        while index < len(lines):
+            line = lines[index]
+            lineno = index + 1
+            index += 1
+            stripped = line.strip()
+            if not stripped or stripped.startswith("#"):
+                continue
+            header = _HEADER.match(line)
+            if header:
+                keys = _split_dotted(header.group(2))
+                if header.group(1) == "[[":
+                    count = arrays.get(keys, -1) + 1
+                    arrays[keys] = count
+                    table = (*keys, count)
+                else:
+                    table = _with_array_indices(keys, arrays)
+                found.positions.setdefault(table, (lineno, line.index(header.group(2)) + 1))
+                continue
+            assign = _ASSIGN.match(line)
+            if not assign:
+                continue
+            keys = (*table, *_split_dotted(assign.group(1)))
+            value_col = assign.end()
+            found.positions.setdefault(keys, (lineno, value_col + 1))
+            rest = line[value_col:]
+            if rest.startswith("{"):
+                found._scan_inline(keys, line, value_col, lineno)
+            for quote in ('"""', "'''"):
+                if rest.startswith(quote) and rest.count(quote) == 1:
+                    while index < len(lines) and quote not in lines[index]:
+                        index += 1
+                    index += 1
+                    break
+        return found
+
+    def _scan_inline(self, keys: KeyPath, line: str, start: int, lineno: int) -> None:
+        depth = 0
+        position = start
+        stack: list[KeyPath] = [keys]
+        expect_key = False
+        while position < len(line):
+            char = line[position]
+            if char in "\"'":
+                end = line.find(char, position + 1)
+                while char == '"' and end > 0 and line[end - 1] == "\\":
+                    end = line.find(char, end + 1)
+                if end < 0:
+                    return
+                position = end + 1
+                continue
+            if char == "{":
+                depth += 1
+                expect_key = True
+            elif char == "}":
+                depth -= 1
+                stack.pop() if len(stack) > 1 else None
+                if depth == 0:
+                    return
+            elif char == ",":
+                expect_key = True
+            elif expect_key and not char.isspace():
+                match = _ASSIGN.match(line, position)
+                if match:
+                    inner = (*stack[-1], *_split_dotted(match.group(1)))
+                    self.positions.setdefault(inner, (lineno, position + 1))
+                    position = match.end()
+                    if line[position : position + 1] == "{":
+                        stack.append(inner)
+                    expect_key = False
+                    continue
+                expect_key = False
+            position += 1
+
+
+def _with_array_indices(keys: tuple[str, ...], arrays: dict[KeyPath, int]) -> KeyPath:
+    """A `[a.b.c]` header under an array of tables `[[a.b]]` refers to its last element."""
+    result: list[str | int] = []
+    for part in keys:
+        result.append(part)
+        count = arrays.get(tuple(result))
+        if count is not None:
+            result.append(count)
+    return tuple(result)
+
+
+@dataclass(frozen=True)
+class SpecSource:
+    """A spec file's parsed TOML, its raw text and its key positions."""
+
+    path: str
+    text: str
+    data: dict[str, Any]
+    lines: KeyLines
+
+    def where(self, *keys: str | int) -> Location:
+        return self.lines.where(tuple(keys))
+
+    def error(self, keys: KeyPath, message: str) -> SpecError:
+        return SpecError(self.lines.where(keys), message)
+
+
+_TOML_POSITION = re.compile(r"\(at line (\d+), column (\d+)\)")
+
+
+def read_source(path: str | Path) -> SpecSource:
+    """Read and parse a spec file; every failure is a SpecError naming the file."""
+    name = str(path)
+    try:
+        raw = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise SpecError(Location(name), "no such spec file") from None
+    except OSError as exc:
+        raise SpecError(Location(name), f"cannot read the spec: {exc.strerror}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise SpecError(Location(name, line), "the spec is not valid UTF-8") from None
+    return parse_source(name, text)
+
+
+def parse_source(name: str, text: str) -> SpecSource:
+    """Parse spec text (already read) into a SpecSource."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        message = str(exc)
+        match = _TOML_POSITION.search(message)
+        line, col = (int(match.group(1)), int(match.group(2))) if match else (0, 0)
+        reason = _TOML_POSITION.sub("", message).strip()
+        raise SpecError(Location(name, line, col), f"TOML syntax error: {reason}") from None
+    except RecursionError:
+        raise SpecError(Location(name), "TOML nesting is too deep") from None
+    return SpecSource(name, text, data, KeyLines.scan(name, text))

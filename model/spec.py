@@ -1,0 +1,940 @@
+"""The parsed spec: declarations, events, environments, properties and variants.
+
+`load_spec` reads a TOML spec file, validates every declaration against the others and
+compiles every expression and block into `model.ir`. A spec file describes one base
+ledger plus *variants*, each an overlay of small statement patches; `SpecFile.variant`
+returns the fully compiled `Spec` of one variant. Every mistake is a `SpecError` naming
+the file, the line and what is wrong.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import textwrap
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from model import ir, lang
+from model.errors import Location, SpecError, UsageError, did_you_mean
+from model.ir import BOOL, INT, STR, Type
+from model.lang import Param, Scope, Signature
+from model.source import KeyPath, SpecSource, parse_source, read_source
+
+DEFAULT_SPEC = Path(__file__).resolve().parent.parent / "spec" / "fleet_health.toml"
+VERDICTS = ("holds", "violated")
+PROPERTY_KINDS = ("invariant", "step")
+MAX_SHARDS = 64
+
+
+@dataclass(frozen=True)
+class EnumDecl:
+    name: str
+    members: tuple[str, ...]
+    api_values: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class VarDecl:
+    """A state variable: a ledger field, a history field, a fleet value or an env variable."""
+
+    name: str
+    type: Type
+    initial: object
+    kind: str  # "ledger" | "history" | "global" | "env"
+    initial_from: str | None = None
+    doc: str = ""
+    metric: bool = False
+
+
+@dataclass(frozen=True)
+class PolicyDecl:
+    name: str
+    default: int
+    min: int
+    max: int
+
+
+@dataclass(frozen=True)
+class Query:
+    name: str
+    expr: ir.Expr
+    api: str | None
+    text: str
+
+
+@dataclass(frozen=True)
+class Event:
+    name: str
+    signature: Signature
+    ignore_when: ir.Expr | None
+    requires: ir.Expr | None
+    body: tuple[ir.Stmt, ...]
+    history: tuple[ir.Stmt, ...]
+    examples: Mapping[str, str]
+    body_text: str
+    line: int
+
+
+@dataclass(frozen=True)
+class Action:
+    """One atomic step of an environment: shard parameters, value parameters, a guard and
+    a body that calls ledger events. In the `ledger` environment each event is an action."""
+
+    name: str
+    doc: str
+    shard_params: tuple[str, ...]
+    value_params: tuple[Param, ...]
+    when: ir.Expr
+    body: tuple[ir.Stmt, ...]
+    line: int
+
+
+@dataclass(frozen=True)
+class Environment:
+    name: str
+    doc: str
+    vars: tuple[VarDecl, ...]
+    actions: tuple[Action, ...]
+    any_call: bool
+
+    def action(self, name: str) -> Action:
+        for action in self.actions:
+            if action.name == name:
+                return action
+        raise UsageError(f"environment {self.name!r} has no action {name!r}{did_you_mean(name, [a.name for a in self.actions])}")
+
+
+@dataclass(frozen=True)
+class Property:
+    name: str
+    claim: int | None
+    doc: str
+    kind: str  # "invariant" | "step"
+    on: tuple[str, ...]
+    when: ir.Expr | None
+    check: ir.Expr
+    message: str
+    expect: Mapping[str, str]
+    environments: tuple[str, ...] | None
+    fleet: bool
+    line: int
+    when_text: str
+    assert_text: str
+
+    def applies_to(self, environment: str) -> bool:
+        return self.environments is None or environment in self.environments
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One variant of a spec, compiled: the single source of truth for both back ends."""
+
+    path: str
+    sha256: str
+    name: str
+    title: str
+    variant: str
+    variant_doc: str
+    variants: tuple[str, ...]
+    api_module: str
+    api_class: str
+    api_policy_class: str
+    api_enum: str
+    state_field: str
+    state_enum: str
+    default_shards: int
+    log: str
+    enums: Mapping[str, EnumDecl]
+    sets: Mapping[str, tuple[str, tuple[str, ...]]]
+    policy: Mapping[str, PolicyDecl]
+    fields: tuple[VarDecl, ...]
+    globals: tuple[VarDecl, ...]
+    history: tuple[VarDecl, ...]
+    queries: Mapping[str, Query]
+    on_state_change: tuple[ir.Stmt, ...]
+    events: Mapping[str, Event]
+    environments: Mapping[str, Environment]
+    properties: Mapping[str, Property]
+
+    @property
+    def shard_vars(self) -> tuple[VarDecl, ...]:
+        """Per-shard state: the ledger's fields, then the history fields."""
+        return self.fields + self.history
+
+    def environment(self, name: str) -> Environment:
+        if name not in self.environments:
+            raise UsageError(f"unknown environment {name!r}{did_you_mean(name, self.environments)}; "
+                             f"the spec has {', '.join(self.environments)}")
+        return self.environments[name]
+
+    def property(self, name: str) -> Property:
+        if name not in self.properties:
+            raise UsageError(f"unknown property {name!r}{did_you_mean(name, self.properties)}")
+        return self.properties[name]
+
+    def default_policy(self) -> dict[str, int]:
+        return {name: decl.default for name, decl in self.policy.items()}
+
+    def resolve_policy(self, overrides: Mapping[str, int] | None = None) -> dict[str, int]:
+        """Shipped defaults with overrides applied, each checked against its declared range."""
+        policy = self.default_policy()
+        for name, value in (overrides or {}).items():
+            if name not in self.policy:
+                raise UsageError(f"unknown policy constant {name!r}{did_you_mean(name, self.policy)}")
+            decl = self.policy[name]
+            if not isinstance(value, int) or isinstance(value, bool) or not decl.min <= value <= decl.max:
+                raise UsageError(f"policy {name}={value!r} is out of range [{decl.min}, {decl.max}]")
+            policy[name] = value
+        return policy
+
+
+# --- the file, before a variant is chosen ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SpecFile:
+    """A loaded spec file: its source and the compiled spec of every variant."""
+
+    path: str
+    source: SpecSource
+    compiled: Mapping[str, Spec] = field(default_factory=dict)
+
+    @property
+    def variants(self) -> tuple[str, ...]:
+        return tuple(self.compiled)
+
+    def variant(self, name: str | None = None) -> Spec:
+        if name is None:
+            return next(iter(self.compiled.values()))
+        if name not in self.compiled:
+            raise UsageError(f"unknown variant {name!r}{did_you_mean(name, self.compiled)}; "
+                             f"the spec has {', '.join(self.compiled)}")
+        return self.compiled[name]
+
+
+def load_spec(path: str | Path | None = None) -> SpecFile:
+    """Load, validate and compile a spec file and all of its variants."""
+    source = read_source(path or DEFAULT_SPEC)
+    return _load(source)
+
+
+def load_spec_text(text: str, name: str = "<spec>") -> SpecFile:
+    """Like load_spec, for spec text already in memory (tests, generated specs)."""
+    return _load(parse_source(name, text))
+
+
+def _load(source: SpecSource) -> SpecFile:
+    data = source.data
+    variant_table = _table(source, data, ("variants",), required=False)
+    names = list(variant_table) or ["base"]
+    compiled: dict[str, Spec] = {}
+    for name in names:
+        compiled[name] = _Builder(source, name).build()
+    return SpecFile(source.path, source, compiled)
+
+
+# --- building one variant ----------------------------------------------------------------
+
+
+def _table(source: SpecSource, data: Any, keys: KeyPath, required: bool = True) -> dict[str, Any]:
+    node: Any = data
+    for key in keys:
+        if not isinstance(node, dict) or key not in node:
+            if required:
+                raise source.error(keys, f"missing table [{'.'.join(map(str, keys))}]")
+            return {}
+        node = node[key]
+    if not isinstance(node, dict):
+        raise source.error(keys, f"[{'.'.join(map(str, keys))}] must be a table")
+    return node
+
+
+_KNOWN_TOP = ("spec", "enums", "sets", "policy", "fields", "globals", "queries", "on_state_change",
+              "history", "events", "environments", "properties", "variants")
+
+
+class _Builder:
+    """Compiles one variant of a spec source into a `Spec`."""
+
+    def __init__(self, source: SpecSource, variant: str) -> None:
+        self.source = source
+        self.variant = variant
+        self.data = source.data
+        self.patches = self._patches()
+
+    # -- helpers --
+
+    def fail(self, keys: KeyPath, message: str) -> SpecError:
+        return self.source.error(keys, message)
+
+    def _check_keys(self, table: Mapping[str, Any], keys: KeyPath, allowed: tuple[str, ...]) -> None:
+        for key in table:
+            if key not in allowed:
+                raise self.fail((*keys, key), f"unknown key {key!r} in [{'.'.join(map(str, keys)) or 'top level'}]"
+                                f"{did_you_mean(key, allowed)}")
+
+    def _str(self, table: Mapping[str, Any], key: str, keys: KeyPath, default: str | None = None) -> str:
+        if key not in table:
+            if default is None:
+                raise self.fail(keys, f"missing {key!r}")
+            return default
+        value = table[key]
+        if not isinstance(value, str):
+            raise self.fail((*keys, key), f"{key!r} must be a string, not {type(value).__name__}")
+        return value
+
+    def _int(self, table: Mapping[str, Any], key: str, keys: KeyPath, default: int | None = None) -> int:
+        if key not in table:
+            if default is None:
+                raise self.fail(keys, f"missing {key!r}")
+            return default
+        value = table[key]
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise self.fail((*keys, key), f"{key!r} must be an integer, not {type(value).__name__}")
+        if abs(value) > lang.MAX_INT:
+            raise self.fail((*keys, key), f"{key!r} is out of range")
+        return value
+
+    def where(self, keys: KeyPath) -> lang.Where:
+        """Map positions inside a string value (1-based line, 0-based col) to the file."""
+        loc = self.source.lines.where(keys)
+        raw_lines = self.source.text.splitlines()
+        start = raw_lines[loc.line - 1][loc.col - 1 :] if 0 < loc.line <= len(raw_lines) else ""
+        multiline = start.startswith(('"""', "'''"))
+        first_empty = multiline and start[3:].strip() == ""
+
+        def locate(line: int, col: int) -> Location:
+            if not multiline:
+                return Location(loc.path, loc.line, loc.col + 1 + col)
+            if first_empty:
+                return Location(loc.path, loc.line + line, col + 1)
+            if line == 1:
+                return Location(loc.path, loc.line, loc.col + 3 + col)
+            return Location(loc.path, loc.line + line - 1, col + 1)
+
+        return locate
+
+    # -- the build --
+
+    def build(self) -> Spec:
+        data = self.data
+        self._check_keys(data, (), _KNOWN_TOP)
+        head = _table(self.source, data, ("spec",))
+        self._check_keys(head, ("spec",), ("name", "title", "api_module", "api_class", "api_policy_class",
+                                           "api_enum", "state_field", "default_shards", "log"))
+        self.enums = self._enums()
+        self.sets = self._sets()
+        self.policy = self._policy()
+        self.fields = self._vars(("fields",), "ledger", required=True)
+        self.globals = self._vars(("globals",), "global")
+        history_table = _table(self.source, data, ("history",), required=False)
+        self._check_keys(history_table, ("history",), ("fields",))
+        self.history = self._vars(("history", "fields"), "history")
+        self._check_unique()
+        state_field = self._str(head, "state_field", ("spec",))
+        field_types = {f.name: f.type for f in self.fields}
+        if state_field not in field_types:
+            raise self.fail(("spec", "state_field"), f"state_field {state_field!r} is not a field"
+                            f"{did_you_mean(state_field, field_types)}")
+        state_type = field_types[state_field]
+        if state_type.kind != "enum" or state_type.optional:
+            raise self.fail(("spec", "state_field"), "the state field must have a (non-optional) enum type")
+        default_shards = self._int(head, "default_shards", ("spec",), 4)
+        if not 1 <= default_shards <= MAX_SHARDS:
+            raise self.fail(("spec", "default_shards"), f"default_shards must be in [1, {MAX_SHARDS}]")
+        self.state_field = state_field
+        self.queries = self._queries()
+        self.on_state_change = self._on_state_change(state_type)
+        self.events = self._events()
+        environments = self._environments()
+        properties = self._properties(environments)
+        enum_name = state_type.enum or ""
+        variants = tuple(_table(self.source, data, ("variants",), required=False)) or ("base",)
+        variant_doc = ""
+        vtable = _table(self.source, data, ("variants", self.variant), required=False)
+        if vtable:
+            self._check_keys(vtable, ("variants", self.variant), ("doc", "patch"))
+            variant_doc = self._str(vtable, "doc", ("variants", self.variant), "")
+        return Spec(
+            path=self.source.path,
+            sha256=hashlib.sha256(self.source.text.encode("utf-8")).hexdigest(),
+            name=self._str(head, "name", ("spec",)),
+            title=self._str(head, "title", ("spec",), ""),
+            variant=self.variant,
+            variant_doc=variant_doc,
+            variants=variants,
+            api_module=self._str(head, "api_module", ("spec",), ""),
+            api_class=self._str(head, "api_class", ("spec",), "Ledger"),
+            api_policy_class=self._str(head, "api_policy_class", ("spec",), "FleetHealthPolicy"),
+            api_enum=self._str(head, "api_enum", ("spec",), enum_name),
+            state_field=state_field,
+            state_enum=enum_name,
+            default_shards=default_shards,
+            log=self._str(head, "log", ("spec",), "shard {shard}: {old} -> {new} ({event})"),
+            enums=self.enums,
+            sets=self.sets,
+            policy=self.policy,
+            fields=self.fields,
+            globals=self.globals,
+            history=self.history,
+            queries=self.queries,
+            on_state_change=self.on_state_change,
+            events=self.events,
+            environments=environments,
+            properties=properties,
+        )
+
+    def _enums(self) -> dict[str, EnumDecl]:
+        table = _table(self.source, self.data, ("enums",))
+        enums: dict[str, EnumDecl] = {}
+        seen: dict[str, str] = {}
+        for name, body in table.items():
+            keys = ("enums", name)
+            self._ident(name, keys)
+            if not isinstance(body, dict):
+                raise self.fail(keys, f"enum {name!r} must be a table with 'members'")
+            self._check_keys(body, keys, ("members", "api_values", "doc"))
+            members = body.get("members")
+            if not isinstance(members, list) or not members or not all(isinstance(m, str) for m in members):
+                raise self.fail((*keys, "members"), "members must be a non-empty list of names")
+            if len(set(members)) != len(members):
+                raise self.fail((*keys, "members"), "duplicate member")
+            for member in members:
+                self._ident(member, (*keys, "members"))
+                if member in seen:
+                    raise self.fail((*keys, "members"), f"member {member!r} is already in enum {seen[member]!r}")
+                seen[member] = name
+            api = body.get("api_values", "names")
+            if api == "lower":
+                values = {m: m.lower() for m in members}
+            elif api == "names":
+                values = {m: m for m in members}
+            elif isinstance(api, dict) and set(api) == set(members) and all(isinstance(v, str) for v in api.values()):
+                values = dict(api)
+            else:
+                raise self.fail((*keys, "api_values"), "api_values must be 'lower', 'names' or a table of every member")
+            enums[name] = EnumDecl(name, tuple(members), values)
+        return enums
+
+    def _ident(self, name: str, keys: KeyPath) -> None:
+        if not name.isidentifier() or name.startswith("_"):
+            raise self.fail(keys, f"{name!r} is not a valid name (letters, digits, '_'; not starting with '_')")
+
+    def _sets(self) -> dict[str, tuple[str, tuple[str, ...]]]:
+        table = _table(self.source, self.data, ("sets",), required=False)
+        sets: dict[str, tuple[str, tuple[str, ...]]] = {}
+        members_of = {m: e.name for e in self.enums.values() for m in e.members}
+        for name, members in table.items():
+            keys = ("sets", name)
+            self._ident(name, keys)
+            if not isinstance(members, list) or not all(isinstance(m, str) for m in members):
+                raise self.fail(keys, f"set {name!r} must be a list of enum members")
+            enum_names = set()
+            for member in members:
+                if member not in members_of:
+                    raise self.fail(keys, f"set {name!r}: unknown member {member!r}{did_you_mean(member, members_of)}")
+                enum_names.add(members_of[member])
+            if len(enum_names) > 1:
+                raise self.fail(keys, f"set {name!r} mixes members of {', '.join(sorted(enum_names))}")
+            if not enum_names:
+                raise self.fail(keys, f"set {name!r} is empty")
+            sets[name] = (enum_names.pop(), tuple(members))
+        return sets
+
+    def _policy(self) -> dict[str, PolicyDecl]:
+        table = _table(self.source, self.data, ("policy",), required=False)
+        policy: dict[str, PolicyDecl] = {}
+        for name, body in table.items():
+            keys = ("policy", name)
+            self._ident(name, keys)
+            if isinstance(body, int) and not isinstance(body, bool):
+                body = {"default": body}
+            if not isinstance(body, dict):
+                raise self.fail(keys, f"policy {name!r} must be an integer or a table with 'default'")
+            self._check_keys(body, keys, ("default", "min", "max", "doc"))
+            default = self._int(body, "default", keys)
+            low = self._int(body, "min", keys, 0)
+            high = self._int(body, "max", keys, max(default, low, 16))
+            if not low <= default <= high:
+                raise self.fail((*keys, "default"), f"policy {name}: default {default} is outside [{low}, {high}]")
+            policy[name] = PolicyDecl(name, default, low, high)
+        return policy
+
+    def type_of(self, text: str, keys: KeyPath) -> Type:
+        optional = text.endswith("?")
+        base = text[:-1] if optional else text
+        if base.endswith(" | None"):
+            base, optional = base[: -len(" | None")], True
+        base = base.strip()
+        if base in ("bool", "int", "str", "any"):
+            return Type(base, None, optional)
+        if base in self.enums:
+            return Type("enum", base, optional)
+        known = ["bool", "int", "str", "any", *self.enums]
+        raise self.fail(keys, f"unknown type {base!r}{did_you_mean(base, known)}")
+
+    def _value(self, raw: object, vtype: Type, keys: KeyPath) -> object:
+        if raw == "None" or raw is None:
+            if not vtype.optional:
+                raise self.fail(keys, f"None is not a value of {vtype}")
+            return None
+        if vtype.kind == "bool" and isinstance(raw, bool):
+            return raw
+        if vtype.kind == "int" and isinstance(raw, int) and not isinstance(raw, bool):
+            if abs(raw) > lang.MAX_INT:
+                raise self.fail(keys, "the integer is out of range")
+            return raw
+        if vtype.kind == "enum" and isinstance(raw, str):
+            members = self.enums[vtype.enum or ""].members
+            if raw not in members:
+                raise self.fail(keys, f"{raw!r} is not a member of {vtype.enum}{did_you_mean(raw, members)}")
+            return raw
+        if vtype.kind == "str" and isinstance(raw, str):
+            return raw
+        raise self.fail(keys, f"initial value {raw!r} is not a {vtype}")
+
+    def _vars(self, where: KeyPath, kind: str, required: bool = False) -> tuple[VarDecl, ...]:
+        table = _table(self.source, self.data, where, required=required)
+        result = []
+        for name, body in table.items():
+            keys = (*where, name)
+            self._ident(name, keys)
+            if not isinstance(body, dict):
+                raise self.fail(keys, f"{name!r} must be a table like {{ type = \"int\", initial = 0 }}")
+            self._check_keys(body, keys, ("type", "initial", "initial_from", "doc", "metric"))
+            vtype = self.type_of(self._str(body, "type", keys), (*keys, "type"))
+            if vtype.kind == "any":
+                raise self.fail((*keys, "type"), "a state variable cannot have type 'any'")
+            initial_from = body.get("initial_from")
+            if initial_from is not None:
+                if kind != "ledger" or not isinstance(initial_from, str) or not initial_from.isidentifier():
+                    raise self.fail((*keys, "initial_from"), "initial_from names a constructor argument of the ledger")
+                if vtype.kind != "str":
+                    raise self.fail((*keys, "initial_from"), "only str fields can come from the constructor")
+                initial: object = None
+            elif "initial" not in body:
+                raise self.fail(keys, f"{name!r} needs an 'initial' value")
+            else:
+                initial = self._value(body["initial"], vtype, (*keys, "initial"))
+            metric = body.get("metric", False)
+            if not isinstance(metric, bool):
+                raise self.fail((*keys, "metric"), "metric must be true or false")
+            doc = body.get("doc", "")
+            result.append(VarDecl(name, vtype, initial, kind, initial_from, str(doc), metric))
+        return tuple(result)
+
+    def _check_unique(self) -> None:
+        seen: dict[str, str] = {}
+        groups = [
+            ("enum", list(self.enums)),
+            ("enum member", [m for e in self.enums.values() for m in e.members]),
+            ("set", list(self.sets)),
+            ("policy constant", list(self.policy)),
+            ("field", [f.name for f in self.fields]),
+            ("fleet value", [g.name for g in self.globals]),
+            ("history field", [h.name for h in self.history]),
+        ]
+        reserved = {"args", "old", "new", "before", "after", "shards", "count", "exists", "forall", "True", "False", "None"}
+        for what, names in groups:
+            for name in names:
+                if name in reserved:
+                    raise self.source.error(self._key_of(what, name), f"{what} {name!r} uses a reserved name")
+                if name in seen and not (what == "enum member" and seen[name] == "enum member"):
+                    raise self.source.error(self._key_of(what, name), f"{what} {name!r} clashes with the {seen[name]} of the same name")
+                seen[name] = what
+
+    def _key_of(self, what: str, name: str) -> KeyPath:
+        places = {"enum": ("enums", name), "set": ("sets", name), "policy constant": ("policy", name),
+                  "field": ("fields", name), "fleet value": ("globals", name),
+                  "history field": ("history", "fields", name)}
+        return places.get(what, ("enums",))
+
+    # -- scopes --
+
+    def scope(self, keys: KeyPath, context: str, **overrides: Any) -> Scope:
+        fields: dict[str, tuple[Type, str]] = {f.name: (f.type, "ledger") for f in self.fields}
+        fields.update({h.name: (h.type, "history") for h in self.history})
+        base = Scope(
+            where=self.where(keys),
+            context=context,
+            fields=fields,
+            globals={g.name: g.type for g in self.globals},
+            policy=frozenset(self.policy),
+            enum_members={m: e.name for e in self.enums.values() for m in e.members},
+            enums={e.name: e.members for e in self.enums.values()},
+            sets=self.sets,
+            queries={name: q.expr for name, q in getattr(self, "queries", {}).items()},
+        )
+        for key, value in overrides.items():
+            setattr(base, key, value)
+        return base
+
+    def _queries(self) -> dict[str, Query]:
+        table = _table(self.source, self.data, ("queries",), required=False)
+        queries: dict[str, Query] = {}
+        self.queries = queries
+        for name, body in table.items():
+            keys = ("queries", name)
+            self._ident(name, keys)
+            if name in self.sets or name in {f.name for f in self.shard_fields()}:
+                raise self.fail(keys, f"query {name!r} clashes with another name")
+            if isinstance(body, str):
+                body = {"when": body}
+            if not isinstance(body, dict):
+                raise self.fail(keys, f"query {name!r} must be a condition or a table with 'when'")
+            self._check_keys(body, keys, ("when", "api", "doc"))
+            text = self._str(body, "when", keys)
+            scope = self.scope((*keys, "when"), f"query {name}")
+            expr = lang.compile_expr(text, scope, BOOL)
+            api = body.get("api")
+            if api is not None and (not isinstance(api, str) or not api.isidentifier()):
+                raise self.fail((*keys, "api"), "api must be a method name")
+            queries[name] = Query(name, expr, api, text)
+        return queries
+
+    def shard_fields(self) -> tuple[VarDecl, ...]:
+        return self.fields + self.history
+
+    def _on_state_change(self, state_type: Type) -> tuple[ir.Stmt, ...]:
+        table = _table(self.source, self.data, ("on_state_change",), required=False)
+        if not table:
+            return ()
+        self._check_keys(table, ("on_state_change",), ("body",))
+        text = self._str(table, "body", ("on_state_change",))
+        scope = self.scope(("on_state_change", "body"), "on_state_change", self_shard=False,
+                           locals={"old": state_type, "new": state_type},
+                           writable_globals=frozenset(g.name for g in self.globals))
+        return lang.compile_block(text, scope)
+
+    # -- events --
+
+    def _patches(self) -> dict[str, list[tuple[KeyPath, dict[str, Any]]]]:
+        """This variant's statement patches, grouped by event."""
+        table = _table(self.source, self.data, ("variants", self.variant), required=False)
+        patches: dict[str, list[tuple[KeyPath, dict[str, Any]]]] = {}
+        raw = table.get("patch", []) if isinstance(table, dict) else []
+        if not isinstance(raw, list):
+            raise self.fail(("variants", self.variant, "patch"), "patch must be an array of tables ([[variants.X.patch]])")
+        for index, patch in enumerate(raw):
+            keys: KeyPath = ("variants", self.variant, "patch", index)
+            if not isinstance(patch, dict):
+                raise self.fail(keys, "each patch must be a table")
+            self._check_keys(patch, keys, ("event", "block", "after", "before", "replace", "insert", "remove",
+                                           "ignore_when", "requires", "doc"))
+            event = self._str(patch, "event", keys)
+            patches.setdefault(event, []).append((keys, patch))
+        return patches
+
+    def _events(self) -> dict[str, Event]:
+        table = _table(self.source, self.data, ("events",))
+        events: dict[str, Event] = {}
+        for event_name in self.patches:
+            if event_name not in table:
+                keys = self.patches[event_name][0][0]
+                raise self.fail((*keys, "event"), f"patch of unknown event {event_name!r}{did_you_mean(event_name, table)}")
+        signatures: dict[str, Signature] = {}
+        for name, body in table.items():
+            keys = ("events", name)
+            self._ident(name, keys)
+            if not isinstance(body, dict):
+                raise self.fail(keys, f"event {name!r} must be a table")
+            self._check_keys(body, keys, ("call", "ignore_when", "requires", "body", "history", "examples", "doc"))
+            call = self._str(body, "call", keys)
+            scope = self.scope((*keys, "call"), f"event {name}: call")
+            signature = lang.parse_signature(call, scope, lambda t, n: self._annotation(t, (*keys, "call")))
+            if signature.name != name:
+                raise self.fail((*keys, "call"), f"the call is named {signature.name!r}, the event {name!r}")
+            signatures[name] = signature
+        for name, body in table.items():
+            events[name] = self._event(name, body, signatures[name])
+        return events
+
+    def _annotation(self, text: str, keys: KeyPath) -> Type:
+        if text == "shard":
+            return lang.SHARD
+        return self.type_of(text, keys)
+
+    def _event(self, name: str, body: dict[str, Any], signature: Signature) -> Event:
+        keys = ("events", name)
+        args = {p.name: p.type for p in signature.params}
+        ledger_fields = frozenset(f.name for f in self.fields)
+        history_fields = frozenset(h.name for h in self.history)
+        texts = {"body": self._str(body, "body", keys, ""), "history": self._str(body, "history", keys, "")}
+        guards: dict[str, str | None] = {k: body.get(k) for k in ("ignore_when", "requires")}
+        line_maps: dict[str, lang.Where] = {k: self.where((*keys, k)) for k in texts}
+        for patch_keys, patch in self.patches.get(name, []):
+            for guard in ("ignore_when", "requires"):
+                if guard in patch:
+                    guards[guard] = patch[guard]
+            if any(k in patch for k in ("after", "before", "replace", "remove", "insert")):
+                block = patch.get("block", "body")
+                if block not in texts:
+                    raise self.fail((*patch_keys, "block"), "block must be 'body' or 'history'")
+                texts[block], line_maps[block] = self._apply_patch(texts[block], line_maps[block], patch, patch_keys)
+        ignore_when = requires = None
+        for guard in ("ignore_when", "requires"):
+            text = guards[guard]
+            if text is None:
+                continue
+            if not isinstance(text, str):
+                raise self.fail((*keys, guard), f"{guard} must be a string")
+            scope = self.scope((*keys, guard), f"event {name}: {guard}", args=args)
+            compiled = lang.compile_expr(text, scope, BOOL)
+            if guard == "ignore_when":
+                ignore_when = compiled
+            else:
+                requires = compiled
+        body_scope = self.scope((*keys, "body"), f"event {name}: body", args=args,
+                                writable_fields=ledger_fields, where=line_maps["body"])
+        compiled_body = lang.compile_block(texts["body"], body_scope)
+        history_scope = self.scope((*keys, "history"), f"event {name}: history", args=args,
+                                   readable_kinds=frozenset({"ledger", "history"}), snapshots=frozenset({"old"}),
+                                   writable_fields=history_fields, where=line_maps["history"])
+        compiled_history = lang.compile_block(texts["history"], history_scope)
+        examples = body.get("examples", {})
+        if not isinstance(examples, dict) or not all(isinstance(v, str) for v in examples.values()):
+            raise self.fail((*keys, "examples"), "examples must be a table of argument = 'python expression'")
+        for arg, example in examples.items():
+            if arg not in args:
+                raise self.fail((*keys, "examples", arg), f"event {name} has no argument {arg!r}{did_you_mean(arg, args)}")
+            _check_example(example, self.fail, (*keys, "examples", arg))
+        return Event(name, signature, ignore_when, requires, compiled_body, compiled_history, dict(examples),
+                     texts["body"], self.source.lines.line_of(keys))
+
+    def _apply_patch(self, text: str, where: lang.Where, patch: dict[str, Any], keys: KeyPath) -> tuple[str, lang.Where]:
+        """Insert, replace or remove statements of a block, anchored on a statement's text."""
+        anchors = [k for k in ("after", "before", "replace", "remove") if k in patch]
+        if len(anchors) != 1:
+            raise self.fail(keys, "a patch needs exactly one of 'after', 'before', 'replace' or 'remove'")
+        mode = anchors[0]
+        anchor_text = patch[mode]
+        if not isinstance(anchor_text, str):
+            raise self.fail((*keys, mode), f"{mode!r} must be the text of one statement")
+        insert = patch.get("insert", "")
+        if not isinstance(insert, str):
+            raise self.fail((*keys, "insert"), "insert must be a string of statements")
+        if mode in ("after", "before") and not insert.strip():
+            raise self.fail(keys, f"a patch with {mode!r} needs 'insert'")
+        source_lines = textwrap.dedent(text).split("\n")
+        try:
+            tree = ast.parse("\n".join(source_lines))
+            wanted = ast.unparse(ast.parse(textwrap.dedent(anchor_text).strip()).body[0]).split("\n")[0]
+        except (SyntaxError, IndexError):
+            raise self.fail((*keys, mode), "the anchor must be one valid statement of the block") from None
+        matches = [n for n in ast.walk(tree) if isinstance(n, ast.stmt) and _stmt_head(n) == wanted]
+        if len(matches) != 1:
+            found = "no" if not matches else f"{len(matches)}"
+            raise self.fail((*keys, mode), f"{found} statement(s) of event {patch['event']!r} read {wanted!r}; the anchor must match exactly one")
+        node = matches[0]
+        indent = " " * node.col_offset
+        new_lines = [indent + line if line.strip() else line for line in textwrap.dedent(insert).strip("\n").split("\n")] if insert.strip() else []
+        start, end = node.lineno - 1, (node.end_lineno or node.lineno)
+        origin = [where(i + 1, 0) for i in range(len(source_lines))]
+        insert_where = self.where((*keys, "insert"))
+        inserted = [insert_where(i + 1, 0) for i in range(len(new_lines))]
+        if mode == "after":
+            lines = source_lines[:end] + new_lines + source_lines[end:]
+            origins = origin[:end] + inserted + origin[end:]
+        elif mode == "before":
+            lines = source_lines[:start] + new_lines + source_lines[start:]
+            origins = origin[:start] + inserted + origin[start:]
+        else:
+            lines = source_lines[:start] + new_lines + source_lines[end:]
+            origins = origin[:start] + inserted + origin[end:]
+
+        def locate(line: int, col: int) -> Location:
+            if 1 <= line <= len(origins):
+                base = origins[line - 1]
+                return Location(base.path, base.line, col + 1)
+            return origins[-1] if origins else self.source.where(*keys)
+
+        return "\n".join(lines), locate
+
+    # -- environments --
+
+    def _environments(self) -> dict[str, Environment]:
+        table = _table(self.source, self.data, ("environments",))
+        environments: dict[str, Environment] = {}
+        for name, body in table.items():
+            keys = ("environments", name)
+            self._ident(name, keys)
+            if not isinstance(body, dict):
+                raise self.fail(keys, f"environment {name!r} must be a table")
+            self._check_keys(body, keys, ("doc", "any_call", "vars", "actions"))
+            any_call = body.get("any_call", False)
+            if not isinstance(any_call, bool):
+                raise self.fail((*keys, "any_call"), "any_call must be true or false")
+            env_vars = self._vars((*keys, "vars"), "env")
+            taken = {f.name for f in self.fields + self.history + self.globals} | set(self.policy) | set(self.sets)
+            for var in env_vars:
+                if var.name in taken or var.name in self.queries:
+                    raise self.fail((*keys, "vars", var.name), f"environment variable {var.name!r} clashes with another name")
+            if any_call:
+                if "actions" in body:
+                    raise self.fail((*keys, "actions"), "an any_call environment has no actions of its own")
+                actions = tuple(self._call_action(event) for event in self.events.values())
+            else:
+                actions_table = _table(self.source, self.data, (*keys, "actions"))
+                actions = tuple(self._action(keys, env_vars, action, spec)
+                                for action, spec in actions_table.items())
+                if not actions:
+                    raise self.fail(keys, f"environment {name!r} has no actions")
+            environments[name] = Environment(name, self._str(body, "doc", keys, ""), env_vars, actions, any_call)
+        if not environments:
+            raise self.fail(("environments",), "the spec declares no environment")
+        return environments
+
+    def _call_action(self, event: Event) -> Action:
+        """The `ledger` environment's action for one event: any shard, any arguments."""
+        shard = event.signature.shard_param
+        params = tuple(p for p in event.signature.params if p.type.kind != "any")
+        args: list[tuple[str, ir.Expr]] = []
+        for p in event.signature.params:
+            if p.type.kind == "any":
+                args.append((p.name, ir.Const(p.default if p.has_default else "", STR)))
+            else:
+                args.append((p.name, ir.ArgRef(p.name, p.type)))
+        call = ir.CallEvent(event.name, shard, tuple(args), event.line, f"{event.name}({shard}, ...)")
+        return Action(event.name, f"call {event.name}", (shard,), params, ir.Const(True, BOOL), (call,), event.line)
+
+    def _action(self, env_keys: KeyPath, env_vars: tuple[VarDecl, ...], name: str, body: Any) -> Action:
+        keys = (*env_keys, "actions", name)
+        self._ident(name, keys)
+        if not isinstance(body, dict):
+            raise self.fail(keys, f"action {name!r} must be a table")
+        self._check_keys(body, keys, ("doc", "params", "when", "body"))
+        params_text = self._str(body, "params", keys, "")
+        shard_params: list[str] = []
+        value_params: list[Param] = []
+        if params_text.strip():
+            scope = self.scope((*keys, "params"), f"action {name}: params")
+            signature = lang.parse_signature(f"{name}(_self_, {params_text})".replace("_self_", "self_"), scope,
+                                             lambda t, n: self._annotation(t, (*keys, "params")))
+            for param in signature.params:
+                if param.type.kind == "shard":
+                    shard_params.append(param.name)
+                elif param.type.kind == "any":
+                    raise self.fail((*keys, "params"), "an action parameter cannot be of type 'any'")
+                else:
+                    value_params.append(param)
+        env_types = {g.name: g.type for g in self.globals} | {v.name: v.type for v in env_vars}
+        common = dict(self_shard=False, globals=env_types, shard_vars=frozenset(shard_params),
+                      params={p.name: p.type for p in value_params}, aggregates=True,
+                      events={n: e.signature for n, e in self.events.items()})
+        when_scope = self.scope((*keys, "when"), f"action {name}: when", **common)
+        when = lang.compile_expr(self._str(body, "when", keys, "True"), when_scope, BOOL)
+        body_scope = self.scope((*keys, "body"), f"action {name}: body",
+                                writable_globals=frozenset(v.name for v in env_vars), **common)
+        block = lang.compile_block(self._str(body, "body", keys), body_scope)
+        return Action(name, self._str(body, "doc", keys, ""), tuple(shard_params), tuple(value_params), when, block,
+                      self.source.lines.line_of(keys))
+
+    # -- properties --
+
+    def _properties(self, environments: Mapping[str, Environment]) -> dict[str, Property]:
+        table = _table(self.source, self.data, ("properties",), required=False)
+        properties: dict[str, Property] = {}
+        variants = list(_table(self.source, self.data, ("variants",), required=False)) or ["base"]
+        all_fields = frozenset({"ledger", "history"})
+        for name, body in table.items():
+            keys = ("properties", name)
+            self._ident(name, keys)
+            if not isinstance(body, dict):
+                raise self.fail(keys, f"property {name!r} must be a table")
+            self._check_keys(body, keys, ("claim", "doc", "kind", "on", "when", "assert", "message", "expect",
+                                          "environments", "scope"))
+            kind = self._str(body, "kind", keys, "invariant")
+            if kind not in PROPERTY_KINDS:
+                raise self.fail((*keys, "kind"), f"kind must be one of {', '.join(PROPERTY_KINDS)}{did_you_mean(kind, PROPERTY_KINDS)}")
+            scope_kind = self._str(body, "scope", keys, "shard")
+            if scope_kind not in ("shard", "fleet"):
+                raise self.fail((*keys, "scope"), "scope must be 'shard' or 'fleet'")
+            fleet = scope_kind == "fleet"
+            on: tuple[str, ...] = ()
+            if kind == "step":
+                raw_on = body.get("on")
+                if not isinstance(raw_on, list) or not raw_on or not all(isinstance(e, str) for e in raw_on):
+                    raise self.fail((*keys, "on"), "a step property needs 'on', a list of event names")
+                for event in raw_on:
+                    if event not in self.events:
+                        raise self.fail((*keys, "on"), f"unknown event {event!r}{did_you_mean(event, self.events)}")
+                on = tuple(raw_on)
+                if fleet:
+                    raise self.fail((*keys, "scope"), "step properties are about the shard an event is called on")
+            elif "on" in body:
+                raise self.fail((*keys, "on"), "'on' is only for step properties")
+            env_names = body.get("environments")
+            envs: tuple[str, ...] | None = None
+            if env_names is not None:
+                if not isinstance(env_names, list) or not all(isinstance(e, str) for e in env_names):
+                    raise self.fail((*keys, "environments"), "environments must be a list of names")
+                for env in env_names:
+                    if env not in environments:
+                        raise self.fail((*keys, "environments"), f"unknown environment {env!r}{did_you_mean(env, environments)}")
+                envs = tuple(env_names)
+            if kind == "step":
+                overrides: dict[str, Any] = dict(readable_kinds=all_fields, snapshots=frozenset({"before", "after"}),
+                                                 self_shard=False)
+            elif fleet:
+                overrides = dict(readable_kinds=all_fields, self_shard=False, aggregates=True)
+            else:
+                overrides = dict(readable_kinds=all_fields)
+            env_types = {v.name: v.type for e in environments.values() for v in e.vars}
+            overrides["globals"] = {g.name: g.type for g in self.globals} | env_types
+            when_text = self._str(body, "when", keys, "")
+            when = None
+            if when_text.strip():
+                when = lang.compile_expr(when_text, self.scope((*keys, "when"), f"property {name}: when", **overrides), BOOL)
+            assert_text = self._str(body, "assert", keys)
+            check = lang.compile_expr(assert_text, self.scope((*keys, "assert"), f"property {name}: assert", **overrides), BOOL)
+            expect_raw = body.get("expect", {})
+            if not isinstance(expect_raw, dict):
+                raise self.fail((*keys, "expect"), "expect must be a table of variant = 'holds' | 'violated'")
+            for variant, verdict in expect_raw.items():
+                if variant not in variants:
+                    raise self.fail((*keys, "expect", variant), f"unknown variant {variant!r}{did_you_mean(variant, variants)}")
+                if verdict not in VERDICTS:
+                    raise self.fail((*keys, "expect", variant), f"expected verdict must be 'holds' or 'violated', not {verdict!r}")
+            claim = body.get("claim")
+            if claim is not None and (not isinstance(claim, int) or isinstance(claim, bool)):
+                raise self.fail((*keys, "claim"), "claim must be an integer")
+            properties[name] = Property(
+                name=name, claim=claim, doc=self._str(body, "doc", keys, ""), kind=kind, on=on, when=when,
+                check=check, message=self._str(body, "message", keys, f"property {name} failed"),
+                expect=dict(expect_raw), environments=envs, fleet=fleet, line=self.source.lines.line_of(keys),
+                when_text=when_text.strip(), assert_text=assert_text.strip(),
+            )
+        return properties
+
+
+def _stmt_head(node: ast.stmt) -> str:
+    if isinstance(node, ast.If):
+        return f"if {ast.unparse(node.test)}:"
+    if isinstance(node, ast.For):
+        return f"for {ast.unparse(node.target)} in {ast.unparse(node.iter)}:"
+    return ast.unparse(node).split("\n")[0]
+
+
+_EXAMPLE_CALLS = {"RuntimeError", "ValueError", "TimeoutError", "ConnectionError", "OSError", "Exception"}
+
+
+def _check_example(text: str, fail: Any, keys: KeyPath) -> None:
+    """An argument example is rendered into generated tests, so it must be a literal or a
+    built-in exception built from literals: nothing else can reach generated code."""
+    try:
+        node = ast.parse(text, mode="eval").body
+    except SyntaxError:
+        raise fail(keys, f"example {text!r} is not a Python expression") from None
+    if isinstance(node, ast.Constant):
+        return
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _EXAMPLE_CALLS
+            and not node.keywords and all(isinstance(a, ast.Constant) for a in node.args)):
+        return
+    raise fail(keys, f"example {text!r} must be a literal or a built-in exception of literals")
+
+
+__all__ = ["DEFAULT_SPEC", "Action", "Environment", "Event", "Property", "Query", "Spec", "SpecFile", "VarDecl",
+           "load_spec", "load_spec_text", "INT"]
