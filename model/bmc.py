@@ -1,0 +1,262 @@
+"""Bounded model checking: the shortest traces that break a property, and every distinct one.
+
+One Z3 solver is deepened one transition at a time; the goal "the property fails for the
+first time at depth d" is asked under an assumption literal, so nothing is re-encoded
+and the first answer is the shortest counterexample. After each find, the trace's *view*
+(the focus shard's events and changed fields, step by step) is blocked and the solver is
+asked again, so every listed trace differs in what matters.
+
+Per-shard properties are checked on shard 0 only: the spec language is symmetric in its
+shards (no shard literal can be written, every loop visits every shard), so a violation on
+any shard is, after renaming, a violation on shard 0.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import z3
+
+from model import ir
+from model.encoding import NONE_CODE, Encoding, StepVars
+from model.errors import LedgercheckError
+from model.spec import Property, Spec
+from model.trace import Simulation, Step, Trace, base_url
+
+FOCUS = 0
+
+
+class EncodingMismatch(LedgercheckError):
+    """The solver's trace and the interpreter's replay of it disagree: a bug in ledgercheck."""
+
+    exit_code = 3
+
+
+@dataclass
+class Result:
+    variant: str
+    property: str
+    environment: str
+    shards: int
+    policy: Mapping[str, int] | None
+    status: str  # "violated" | "holds_to_depth" | "proved" | "unknown"
+    depth: int
+    traces: list[Trace] = field(default_factory=list)
+    expected: str | None = None
+    seconds: float = 0.0
+    note: str = ""
+    lax_traces: list[Trace] = field(default_factory=list)
+
+    @property
+    def verdict(self) -> str:
+        """'holds' or 'violated' (what the spec's expectations speak of), or 'unknown'."""
+        if self.status == "violated":
+            return "violated"
+        if self.status in ("holds_to_depth", "proved"):
+            return "holds"
+        return "unknown"
+
+    @property
+    def matches(self) -> bool | None:
+        if self.expected is None or self.verdict == "unknown":
+            return None
+        return self.expected == self.verdict
+
+
+def view_of(trace: Trace, spec: Spec, focus: int | None) -> tuple[Any, ...]:
+    """The default view: per step that changes the focus shard's ledger fields, the events
+    called on it and the new values. Steps elsewhere, and renamings, disappear."""
+    if focus is None:
+        return tuple((s.action, tuple(sorted(s.shards.items()))) for s in trace.steps[1:])
+    view = []
+    previous = trace.steps[0].after["shards"][focus]
+    for step in trace.steps[1:]:
+        current = step.after["shards"][focus]
+        changed = tuple((name, _hashable(current[name])) for name in current if current[name] != previous[name])
+        events = tuple(c.event for c in step.calls if c.shard == focus)
+        if changed:
+            view.append((events, changed))
+        previous = current
+    return tuple(view)
+
+
+def _hashable(value: Any) -> Any:
+    return value if not isinstance(value, (dict, list)) else repr(value)
+
+
+class Checker:
+    """Bounded model checking of one property of one spec variant in one environment."""
+
+    def __init__(self, spec: Spec, environment: str, prop: Property, shards: int,
+                 policy: Mapping[str, int] | None, *, contracts: bool = False, timeout: float | None = None,
+                 progress: Callable[[str], None] | None = None) -> None:
+        self.spec = spec
+        self.env = spec.environment(environment)
+        self.prop = prop
+        self.shards = shards
+        self.policy = dict(policy) if policy is not None else None
+        self.focus = None if prop.fleet else FOCUS
+        self.contracts = contracts
+        self.timeout = timeout
+        self.progress = progress
+        self.enc = Encoding(spec, self.env, shards, self.policy, contracts=contracts)
+        self.solver = z3.SolverFor("QF_LIA") if self.policy is not None else z3.Solver()
+        if timeout:
+            self.solver.set("timeout", max(1, int(timeout * 1000)))
+        self.states: list[StepVars] = [self.enc.step_vars(0)]
+        self.pairs: list[list[tuple[Any, Any]]] = []
+        self.bad: list[Any] = []
+        self.solver.add(self.enc.initial(self.states[0].state))
+        self.step_bad = self.enc.step_violation(prop, self.focus) if prop.kind == "step" else None
+        self.focus_events = self.enc.focus_events(self.focus) if self.focus is not None else None
+        self.focus_events_at: list[Any] = []
+
+    def _deepen(self) -> None:
+        depth = len(self.states)
+        cur = self.states[-1]
+        nxt = self.enc.step_vars(depth)
+        pairs = self.enc.substitution(cur, depth - 1)
+        self.solver.add(self.enc.transition(nxt, pairs))
+        self.states.append(nxt)
+        self.pairs.append(pairs)
+        if self.focus_events is not None:
+            self.focus_events_at.append(z3.substitute(self.focus_events, *pairs))
+
+    def _bad_at(self, depth: int) -> Any:
+        if self.prop.kind == "invariant":
+            return self.enc.invariant_violation(self.prop, self.focus, self.states[depth].state)
+        if depth == 0:
+            return z3.BoolVal(False)
+        assert self.step_bad is not None
+        return z3.substitute(self.step_bad, *self.pairs[depth - 1])
+
+    def run(self, max_depth: int, max_traces: int, extra: Any = None) -> Result:
+        start = time.monotonic()
+        traces: list[Trace] = []
+        views: set[tuple[Any, ...]] = set()
+        status, reached = "holds_to_depth", max_depth
+        for depth in range(max_depth + 1):
+            if depth > 0:
+                self._deepen()
+            bad = self._bad_at(depth)
+            self.bad.append(bad)
+            goal = z3.Bool(f"goal@{depth}")
+            earlier = [z3.Not(b) for b in self.bad[:-1]]
+            self.solver.add(z3.Implies(goal, z3.And([bad, *earlier])))
+            if extra is not None:
+                self.solver.add(z3.Implies(goal, extra(self, depth)))
+            found_here: list[Trace] = []
+            attempts = 0
+            while len(traces) + len(found_here) < max_traces and attempts < 64:
+                attempts += 1
+                answer = self.solver.check(goal)
+                if answer == z3.unsat:
+                    break
+                if answer == z3.unknown:
+                    status, reached = "unknown", depth - 1
+                    note = f"the solver gave up at depth {depth} ({self.solver.reason_unknown()})"
+                    return self._result("unknown", max(reached, 0), traces + found_here, start, note)
+                model = self.solver.model()
+                trace = self._extract(model, depth)
+                self.solver.add(z3.Implies(goal, z3.Not(self._same_view(model, depth))))
+                key = view_of(trace, self.spec, self.focus)
+                if key not in views:
+                    views.add(key)
+                    found_here.append(trace)
+            found_here.sort(key=lambda t: _trace_key(t))
+            traces.extend(found_here)
+            if self.progress:
+                self.progress(f"{self.prop.name}: depth {depth}, {len(traces)} trace(s), "
+                              f"{time.monotonic() - start:.1f}s")
+            if traces and len(traces) >= max_traces:
+                break
+        if traces:
+            status, reached = "violated", traces[0].depth
+        return self._result(status, reached, traces, start)
+
+    def _result(self, status: str, depth: int, traces: list[Trace], start: float, note: str = "") -> Result:
+        return Result(self.spec.variant, self.prop.name, self.env.name, self.shards, self.policy, status, depth,
+                      traces, self.prop.expect.get(self.spec.variant), time.monotonic() - start, note)
+
+    def _same_view(self, model: z3.ModelRef, depth: int) -> Any:
+        """The trace just found, as a formula over the view (or over the actions)."""
+        parts = []
+        for t in range(depth):
+            if self.focus is None:
+                act = self.states[t].act
+                parts.append(act == model.eval(act, model_completion=True))
+                continue
+            events = self.focus_events_at[t]
+            parts.append(events == model.eval(events, model_completion=True))
+            for f in self.spec.fields:
+                var = self.states[t + 1].state[(self.focus, f.name)]
+                parts.append(var == model.eval(var, model_completion=True))
+        return z3.And(parts) if parts else z3.BoolVal(True)
+
+    def _extract(self, model: z3.ModelRef, depth: int) -> Trace:
+        """Read the actions off the model and replay them on the executable model."""
+        policy = self.policy or {name: model.eval(var, model_completion=True).as_long()
+                                 for name, var in self.enc.policy_vars.items()}
+        sim = Simulation(self.spec, self.env, self.shards, policy)
+        tokens: dict[tuple[int, int], str] = {}
+        steps: list[Step] = [sim.initial_step()]
+        self._compare(model, 0, sim, tokens)
+        for t in range(depth):
+            state = self.states[t]
+            index = model.eval(state.act, model_completion=True).as_long()
+            inst = self.enc.instances[index]
+            values: dict[str, Any] = {}
+            owner = next(iter(inst.shards.values()), 0)
+            for param in inst.action.value_params:
+                raw = model.eval(state.params[(inst.action.name, param.name)], model_completion=True)
+                values[param.name] = self._concrete(raw, param.type, owner, tokens)
+            step, _ = sim.apply(inst.action, inst.shards, values)
+            steps.append(step)
+            self._compare(model, t + 1, sim, tokens)
+        classification = "reachable"
+        if any(not c.contract_ok for s in steps[1:] for c in s.calls):
+            classification = "lax_guard"
+        return Trace(self.spec.name, self.spec.variant, self.env.name, self.shards, policy, tuple(steps),
+                     self.focus, classification)
+
+    def _concrete(self, raw: Any, vtype: ir.Type, shard: int, tokens: dict[tuple[int, int], str]) -> Any:
+        if vtype.kind == "bool":
+            return z3.is_true(raw)
+        value = raw.as_long()
+        if vtype.optional and value == NONE_CODE:
+            return None
+        if vtype.kind == "int":
+            return value
+        if vtype.kind == "enum":
+            return self.spec.enums[vtype.enum or ""].members[value]
+        return self._token(shard, value, tokens)
+
+    def _token(self, shard: int, code: int, tokens: dict[tuple[int, int], str]) -> str:
+        if code == 0:
+            return base_url(shard)
+        if (shard, code) not in tokens:
+            n = sum(1 for (s, _) in tokens if s == shard) + 1
+            tokens[(shard, code)] = f"{base_url(shard)}.restarted" + (f"-{n}" if n > 1 else "")
+        return tokens[(shard, code)]
+
+    def _compare(self, model: z3.ModelRef, t: int, sim: Simulation, tokens: dict[tuple[int, int], str]) -> None:
+        """The solver's state at step t must be the interpreter's: one semantics, checked."""
+        for key, var in self.states[t].state.items():
+            decl = self.enc.vars[key]
+            raw = model.eval(var, model_completion=True)
+            shard = key[0] if key[0] is not None else 0
+            expected = self._concrete(raw, decl.type, shard, tokens)
+            actual = sim.store[key]
+            if decl.type.kind == "str" and isinstance(actual, str) and isinstance(expected, str):
+                continue  # token names are ours; equality structure is checked by the guards
+            if expected != actual:
+                raise EncodingMismatch(
+                    f"internal error: at step {t}, {key[1]}[{key[0]}] is {expected!r} in the Z3 model "
+                    f"but {actual!r} in the interpreter")
+
+
+def _trace_key(trace: Trace) -> str:
+    return "|".join(f"{s.action}{sorted(s.shards.items())}{sorted(s.args.items())}" for s in trace.steps[1:])

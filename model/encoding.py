@@ -1,0 +1,319 @@
+"""The Z3 encoding of a spec: the same compiled spec the interpreter runs, as formulas.
+
+`Z3Backend` gives the shared executor (`model.semantics.Machine`) Z3 terms instead of
+Python values. `Encoding` runs every instance of every environment action (an action with
+its shard parameters fixed) once, symbolically, over a *template* state; the result is a
+functional transition relation: for each state variable, its next value as an if-then-else
+over the action selector. Each unrolled step substitutes fresh step variables into the
+template, so no step is ever re-encoded from the spec.
+
+Value representation: bool as Bool; int as Int; an enum member as its index (None = -1);
+str values are opaque tokens: 0 is the value a shard was constructed with, -1 is None,
+every other integer is some other string (only equality is observable).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import z3
+
+from model import ir
+from model.semantics import CallRecord, Key, Machine
+from model.spec import Action, Environment, Property, Spec, VarDecl
+
+NONE_CODE = -1
+
+
+class Z3Backend:
+    """Z3 terms for the shared executor."""
+
+    def __init__(self, spec: Spec, ctx: z3.Context | None = None) -> None:
+        self.spec = spec
+        self.ctx = ctx
+        self.index = {e.name: {m: i for i, m in enumerate(e.members)} for e in spec.enums.values()}
+        self.tokens: dict[str, int] = {}
+        self.TRUE = z3.BoolVal(True, ctx)
+        self.FALSE = z3.BoolVal(False, ctx)
+
+    def const(self, value: object, vtype: ir.Type) -> Any:
+        if value is None:
+            return z3.IntVal(NONE_CODE, self.ctx)
+        if vtype.kind == "bool" or isinstance(value, bool):
+            return self.TRUE if value else self.FALSE
+        if vtype.kind == "int":
+            return z3.IntVal(int(value), self.ctx)  # type: ignore[call-overload]
+        if vtype.kind == "enum":
+            return z3.IntVal(self.index[vtype.enum or ""][str(value)], self.ctx)
+        if vtype.kind in ("str", "any"):
+            token = self.tokens.setdefault(str(value), 1_000_000 + len(self.tokens))
+            return z3.IntVal(token, self.ctx)
+        raise TypeError(f"no Z3 value for {vtype}")
+
+    def compare(self, op: str, left: Any, right: Any) -> Any:
+        if op == "==":
+            return left == right
+        if op == "!=":
+            return left != right
+        if op == "<":
+            return left < right
+        if op == "<=":
+            return left <= right
+        if op == ">":
+            return left > right
+        return left >= right
+
+    def arith(self, op: str, left: Any, right: Any) -> Any:
+        return left + right if op == "+" else left - right
+
+    def neg(self, operand: Any) -> Any:
+        return -operand
+
+    def and_(self, operands: Sequence[Any]) -> Any:
+        kept = []
+        for operand in operands:
+            if z3.is_false(operand):
+                return self.FALSE
+            if not z3.is_true(operand):
+                kept.append(operand)
+        if not kept:
+            return self.TRUE
+        return kept[0] if len(kept) == 1 else z3.And(kept)
+
+    def or_(self, operands: Sequence[Any]) -> Any:
+        kept = []
+        for operand in operands:
+            if z3.is_true(operand):
+                return self.TRUE
+            if not z3.is_false(operand):
+                kept.append(operand)
+        if not kept:
+            return self.FALSE
+        return kept[0] if len(kept) == 1 else z3.Or(kept)
+
+    def not_(self, operand: Any) -> Any:
+        if z3.is_true(operand):
+            return self.FALSE
+        if z3.is_false(operand):
+            return self.TRUE
+        return z3.Not(operand)
+
+    def ite(self, cond: Any, then: Any, orelse: Any) -> Any:
+        if z3.is_true(cond):
+            return then
+        if z3.is_false(cond):
+            return orelse
+        if then.eq(orelse):
+            return then
+        return z3.If(cond, then, orelse)
+
+    def in_set(self, operand: Any, members: tuple[str, ...], enum: str) -> Any:
+        return self.or_([operand == self.index[enum][m] for m in members])
+
+    def is_none(self, operand: Any, vtype: ir.Type) -> Any:
+        return operand == NONE_CODE
+
+    def count(self, operands: Sequence[Any]) -> Any:
+        terms = [z3.If(o, z3.IntVal(1, self.ctx), z3.IntVal(0, self.ctx)) for o in operands]
+        return z3.Sum(terms) if terms else z3.IntVal(0, self.ctx)
+
+    def decide(self, cond: Any) -> bool | None:
+        if z3.is_true(cond):
+            return True
+        if z3.is_false(cond):
+            return False
+        return None
+
+
+def sort_of(vtype: ir.Type, ctx: z3.Context | None = None) -> z3.SortRef:
+    return z3.BoolSort(ctx) if vtype.kind == "bool" and not vtype.optional else z3.IntSort(ctx)
+
+
+def domain(var: Any, vtype: ir.Type, spec: Spec) -> Any:
+    """The values a variable of this type may take (for free parameters)."""
+    low = NONE_CODE if vtype.optional else 0
+    if vtype.kind == "enum":
+        return z3.And(var >= low, var < len(spec.enums[vtype.enum or ""].members))
+    if vtype.kind in ("str", "int"):
+        return var >= low
+    return z3.BoolVal(True)
+
+
+@dataclass
+class Instance:
+    """One action with its shard parameters fixed, executed once over the template."""
+
+    index: int
+    action: Action
+    shards: dict[str, int]
+    params: dict[str, Any]
+    enabled: Any
+    store: dict[Key, Any]
+    calls: list[CallRecord[Any]]
+
+
+@dataclass
+class StepVars:
+    state: dict[Key, Any]
+    act: Any = None
+    params: dict[tuple[str, str], Any] = field(default_factory=dict)
+
+
+class Encoding:
+    """The transition system of one (spec variant, environment, fleet size, policy)."""
+
+    def __init__(self, spec: Spec, environment: Environment, shards: int,
+                 policy: Mapping[str, int] | None, contracts: bool = False) -> None:
+        self.spec = spec
+        self.environment = environment
+        self.shards = shards
+        self.backend = Z3Backend(spec)
+        self.symbolic_policy = policy is None
+        self.policy_vars = {name: z3.Int(f"policy.{name}") for name in spec.policy}
+        policy_terms: dict[str, Any] = (dict(self.policy_vars) if policy is None
+                                        else {k: z3.IntVal(v) for k, v in policy.items()})
+        self.policy = policy_terms
+        self.machine: Machine[Any] = Machine(spec, self.backend, policy_terms, shards)
+        self.vars: dict[Key, VarDecl] = {}
+        for index in range(shards):
+            for var in spec.shard_vars:
+                self.vars[(index, var.name)] = var
+        for var in spec.globals + environment.vars:
+            self.vars[(None, var.name)] = var
+        self.keys = list(self.vars)
+        self.template = {key: self._var(key, "cur") for key in self.keys}
+        self.act = z3.Int("act")
+        self.contracts = contracts
+        self.instances = self._instances()
+        self.next_terms = self._next_terms()
+        self.enabled_term = self.backend.or_([self._selected(inst) for inst in self.instances])
+        self.next_template = {key: self._var(key, "next") for key in self.keys}
+        self.transition_template = z3.And([self.enabled_term] + [
+            self.next_template[key] == self.next_terms[key] for key in self.keys])
+
+    # -- naming --
+
+    def _var(self, key: Key, suffix: str | int) -> Any:
+        shard, name = key
+        label = f"{name}[{shard}]" if shard is not None else name
+        return z3.Const(f"{label}@{suffix}", sort_of(self.vars[key].type))
+
+    def param_template(self, action: Action, name: str) -> Any:
+        param = next(p for p in action.value_params if p.name == name)
+        return z3.Const(f"{action.name}.{name}", sort_of(param.type))
+
+    # -- the template transition --
+
+    def _instances(self) -> list[Instance]:
+        instances = []
+        for action in self.environment.actions:
+            ranges = [range(self.shards)] * len(action.shard_params)
+            for combo in itertools.product(*ranges):
+                shards = dict(zip(action.shard_params, combo, strict=True))
+                params = {p.name: self.param_template(action, p.name) for p in action.value_params}
+                store = dict(self.template)
+                enabled = self.machine.enabled(action, shards, params, store)
+                if z3.is_false(z3.simplify(enabled)):
+                    continue
+                domains = [domain(params[p.name], p.type, self.spec) for p in action.value_params]
+                effects = self.machine.run_action(action, shards, params, store)
+                if self.contracts:
+                    domains += [z3.Implies(c.pc, c.contract_ok) for c in effects.calls]
+                enabled = self.backend.and_([enabled, *domains])
+                instances.append(Instance(len(instances), action, shards, params, enabled, store, effects.calls))
+        return instances
+
+    def _selected(self, inst: Instance) -> Any:
+        return z3.And(self.act == inst.index, inst.enabled)
+
+    def _next_terms(self) -> dict[Key, Any]:
+        terms = {}
+        for key in self.keys:
+            current = self.template[key]
+            term = current
+            for inst in reversed(self.instances):
+                value = inst.store[key]
+                if not value.eq(current):
+                    term = z3.If(self.act == inst.index, value, term)
+            terms[key] = term
+        return terms
+
+    # -- properties over the template --
+
+    def step_violation(self, prop: Property, focus: int | None) -> Any:
+        """Over the template: this transition breaks the step property on the focus shard."""
+        cases = []
+        for inst in self.instances:
+            parts = []
+            for record in inst.calls:
+                if record.event in prop.on and (focus is None or record.shard == focus):
+                    parts.append(self.machine.step_violations(prop.when, prop.check, record, self.template))
+            if parts:
+                cases.append(z3.And(self.act == inst.index, self.backend.or_(parts)))
+        return self.backend.or_(cases)
+
+    def invariant_violation(self, prop: Property, focus: int | None, state: Mapping[Key, Any]) -> Any:
+        if prop.fleet:
+            return self.backend.not_(self.machine.invariant(prop.when, prop.check, None, state))
+        shards = [focus] if focus is not None else list(range(self.shards))
+        return self.backend.or_([self.backend.not_(self.machine.invariant(prop.when, prop.check, s, state))
+                                 for s in shards])
+
+    def focus_events(self, focus: int) -> Any:
+        """Over the template: a bit mask of the events called on the focus shard."""
+        events = list(self.spec.events)
+        term: Any = z3.IntVal(0)
+        for inst in reversed(self.instances):
+            bits = [z3.If(c.pc, z3.IntVal(1 << events.index(c.event)), z3.IntVal(0))
+                    for c in inst.calls if c.shard == focus]
+            if bits:
+                term = z3.If(self.act == inst.index, z3.Sum(bits) if len(bits) > 1 else bits[0], term)
+        return term
+
+    def contract_violation(self) -> Any:
+        """Over the template: this transition makes a call outside the callers' contract."""
+        cases = []
+        for inst in self.instances:
+            broken = [z3.And(c.pc, z3.Not(c.contract_ok)) for c in inst.calls if not z3.is_true(c.contract_ok)]
+            if broken:
+                cases.append(z3.And(self.act == inst.index, self.backend.or_(broken)))
+        return self.backend.or_(cases)
+
+    # -- unrolling --
+
+    def initial(self, state: Mapping[Key, Any]) -> Any:
+        parts = []
+        for key, var in self.vars.items():
+            if var.initial_from is not None:
+                value = z3.IntVal(0)
+            else:
+                value = self.backend.const(var.initial, var.type)
+            parts.append(state[key] == value)
+        if self.symbolic_policy:
+            for name, decl in self.spec.policy.items():
+                parts.append(z3.And(self.policy_vars[name] >= decl.min, self.policy_vars[name] <= decl.max))
+        return z3.And(parts)
+
+    def step_vars(self, t: int) -> StepVars:
+        state = {key: self._var(key, t) for key in self.keys}
+        return StepVars(state)
+
+    def substitution(self, cur: StepVars, step: int) -> list[tuple[Any, Any]]:
+        """Template variables -> the variables of transition `step` (from state `step`)."""
+        pairs = [(self.template[key], cur.state[key]) for key in self.keys]
+        cur.act = z3.Int(f"act@{step}")
+        pairs.append((self.act, cur.act))
+        for action in self.environment.actions:
+            for param in action.value_params:
+                template = self.param_template(action, param.name)
+                var = z3.Const(f"{action.name}.{param.name}@{step}", sort_of(param.type))
+                cur.params[(action.name, param.name)] = var
+                pairs.append((template, var))
+        return pairs
+
+    def transition(self, nxt: StepVars, pairs: list[tuple[Any, Any]]) -> Any:
+        moves = [(self.next_template[key], nxt.state[key]) for key in self.keys]
+        return z3.substitute(self.transition_template, *(pairs + moves))

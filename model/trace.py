@@ -1,0 +1,205 @@
+"""Traces: sequences of environment actions, replayed on the executable model.
+
+A trace is what the checker finds and what a generated test replays. Every trace, however
+it was found, is replayed here through the concrete semantics, so its recorded states are
+the interpreter's own (the checker compares them with the solver's model as it goes).
+The JSON step schema is shared by `ledgercheck replay` and `ledgercheck check`:
+``{"action", "shard", "args", "calls", "after": {"shards": [...], "history": {...}}}``.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from model import ir
+from model.errors import UsageError, did_you_mean
+from model.interpreter import initial_store
+from model.semantics import ConcreteBackend, Effects, Key, Machine
+from model.spec import Action, Environment, Spec
+
+
+@dataclass(frozen=True)
+class Call:
+    """One ledger API call made by an action (what a generated test writes out)."""
+
+    event: str
+    shard: int
+    args: Mapping[str, Any]
+    ignored: bool
+    contract_ok: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"event": self.event, "shard": self.shard, "args": dict(self.args)}
+
+
+@dataclass(frozen=True)
+class Step:
+    action: str | None
+    shard: int | None
+    shards: Mapping[str, int]
+    args: Mapping[str, Any]
+    calls: tuple[Call, ...]
+    after: Mapping[str, Any]
+    logs: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "action": self.action,
+            "shard": self.shard,
+            "args": dict(self.args),
+            "calls": [c.to_json() for c in self.calls],
+            "after": self.after,
+        }
+
+
+@dataclass(frozen=True)
+class Trace:
+    spec_name: str
+    variant: str
+    environment: str
+    shard_count: int
+    policy: Mapping[str, int]
+    steps: tuple[Step, ...]
+    focus: int | None = None
+    classification: str = "reachable"
+    tags: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def depth(self) -> int:
+        return len(self.steps) - 1
+
+    def to_json(self) -> list[dict[str, Any]]:
+        return [step.to_json() for step in self.steps]
+
+
+def base_url(shard: int) -> str:
+    """The address a generated test gives shard `shard` at construction."""
+    return f"http://shard-{shard}"
+
+
+class Simulation:
+    """An environment driving the executable model, one atomic action at a time."""
+
+    def __init__(self, spec: Spec, environment: Environment, shard_count: int, policy: Mapping[str, int],
+                 base_urls: Sequence[str] | None = None) -> None:
+        self.spec = spec
+        self.environment = environment
+        self.shard_count = shard_count
+        self.policy = dict(policy)
+        urls = list(base_urls) if base_urls is not None else [base_url(i) for i in range(shard_count)]
+        self.machine: Machine[Any] = Machine(spec, ConcreteBackend(), self.policy, shard_count)
+        self.store: dict[Key, Any] = initial_store(spec, shard_count, urls, environment.vars)
+
+    def observe(self) -> dict[str, Any]:
+        """The state as the step schema shows it: ledger fields per shard, then history."""
+        shards = []
+        for index in range(self.shard_count):
+            shards.append({f.name: self.store[(index, f.name)] for f in self.spec.fields})
+        history: dict[str, Any] = {
+            "shards": [{h.name: self.store[(i, h.name)] for h in self.spec.history} for i in range(self.shard_count)],
+        }
+        fleet = {g.name: self.store[(None, g.name)] for g in self.spec.globals}
+        environment = {v.name: self.store[(None, v.name)] for v in self.environment.vars}
+        return {"shards": shards, "fleet": fleet, "history": history, "environment": environment}
+
+    def initial_step(self) -> Step:
+        return Step(None, None, {}, {}, (), self.observe())
+
+    def enabled(self, action: Action, shards: Mapping[str, int], values: Mapping[str, Any]) -> bool:
+        return bool(self.machine.enabled(action, shards, values, self.store))
+
+    def apply(self, action: Action, shards: Mapping[str, int], values: Mapping[str, Any]) -> tuple[Step, Effects[Any]]:
+        for name, index in shards.items():
+            if not 0 <= index < self.shard_count:
+                raise UsageError(f"{action.name}: shard {index} is out of range (0..{self.shard_count - 1}) for {name}")
+        if not self.enabled(action, shards, values):
+            raise UsageError(f"{action.name} is not enabled here (when: {action.name} requires its guard)")
+        effects = self.machine.run_action(action, shards, values, self.store)
+        calls = tuple(Call(c.event, c.shard, dict(c.args), bool(c.ignored), bool(c.contract_ok)) for c in effects.calls)
+        logs = tuple(self.spec.log.format(shard=s, old=o, new=n, event=e) for s, o, n, e in effects.logs)
+        first = action.shard_params[0] if action.shard_params else None
+        step = Step(action.name, shards[first] if first else None, dict(shards), dict(values), calls,
+                    self.observe(), logs)
+        return step, effects
+
+
+def parse_action_call(text: str, environment: Environment) -> tuple[Action, dict[str, int], dict[str, Any]]:
+    """Parse `name(1, key=value)`: an action of the environment with its shard and values.
+
+    Shard parameters come first, positionally; value parameters by name or position;
+    values are Python literals. In the `ledger` environment, arguments the spec treats as
+    opaque (`any`) are accepted and ignored.
+    """
+    try:
+        node = ast.parse(text.strip(), mode="eval").body
+    except SyntaxError:
+        raise UsageError(f"cannot parse step {text!r}: write it as a call, e.g. report_failure(1)") from None
+    if isinstance(node, ast.Name):
+        node = ast.Call(func=node, args=[], keywords=[])
+    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name):
+        raise UsageError(f"cannot parse step {text!r}: write it as a call, e.g. report_failure(1)")
+    names = [a.name for a in environment.actions]
+    name = node.func.id
+    if name not in names:
+        raise UsageError(f"step {text!r}: environment {environment.name!r} has no action {name!r}{did_you_mean(name, names)}")
+    action = environment.action(name)
+    try:
+        positional = [ast.literal_eval(a) for a in node.args]
+        keywords = {k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg}
+    except ValueError:
+        raise UsageError(f"step {text!r}: arguments must be literals") from None
+    shards: dict[str, int] = {}
+    for param in action.shard_params:
+        if param in keywords:
+            shards[param] = keywords.pop(param)
+        elif positional:
+            shards[param] = positional.pop(0)
+        else:
+            raise UsageError(f"step {text!r}: missing shard {param!r}")
+        if isinstance(shards[param], bool) or not isinstance(shards[param], int):
+            raise UsageError(f"step {text!r}: shard {param!r} must be an integer")
+    values: dict[str, Any] = {}
+    opaque = _opaque_params(action)
+    ordered = [(p.name, p) for p in action.value_params]
+    if opaque:
+        ordered = [(name, next((p for p in action.value_params if p.name == name), None)) for name in opaque[1]]
+    for name, param in ordered:
+        if name in keywords:
+            value = keywords.pop(name)
+        elif positional:
+            value = positional.pop(0)
+        elif param is None or param.has_default:
+            value = param.default if param is not None else None
+        else:
+            raise UsageError(f"step {text!r}: missing argument {name!r}")
+        if param is not None:
+            values[name] = value
+    if keywords or positional:
+        extra = sorted(keywords) or [repr(v) for v in positional]
+        raise UsageError(f"step {text!r}: unexpected argument(s) {', '.join(extra)}")
+    return action, shards, values
+
+
+def _opaque_params(action: Action) -> tuple[set[str], list[str]] | None:
+    """For an action that stands for one ledger call (the `ledger` environment): the
+    event's opaque (`any`) arguments and the order of all its arguments."""
+    if len(action.body) != 1 or not isinstance(action.body[0], ir.CallEvent):
+        return None
+    call = action.body[0]
+    if action.name != call.event:
+        return None
+    opaque = {name for name, expr in call.args if isinstance(expr, ir.Const)}
+    return opaque, [name for name, _ in call.args]
+
+
+def replay(spec: Spec, environment: Environment, shard_count: int, policy: Mapping[str, int],
+           steps: Sequence[tuple[Action, Mapping[str, int], Mapping[str, Any]]], focus: int | None = None) -> Trace:
+    sim = Simulation(spec, environment, shard_count, policy)
+    recorded = [sim.initial_step()]
+    for action, shards, values in steps:
+        step, _ = sim.apply(action, shards, values)
+        recorded.append(step)
+    return Trace(spec.name, spec.variant, environment.name, shard_count, dict(policy), tuple(recorded), focus)
