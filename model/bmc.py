@@ -42,7 +42,7 @@ class Result:
     environment: str
     shards: int
     policy: Mapping[str, int] | None
-    status: str  # "violated" | "holds_to_depth" | "proved" | "unknown"
+    status: str  # "violated" | "holds_to_depth" | "proved" | "unknown" | "not_applicable"
     depth: int
     traces: list[Trace] = field(default_factory=list)
     expected: str | None = None
@@ -72,10 +72,11 @@ def view_of(trace: Trace, spec: Spec, focus: int | None) -> tuple[Any, ...]:
     if focus is None:
         return tuple((s.action, tuple(sorted(s.shards.items()))) for s in trace.steps[1:])
     view = []
+    observed = spec.observed_fields
     previous = trace.steps[0].after["shards"][focus]
     for step in trace.steps[1:]:
         current = step.after["shards"][focus]
-        changed = tuple((name, _hashable(current[name])) for name in current if current[name] != previous[name])
+        changed = tuple((name, _hashable(current[name])) for name in observed if current[name] != previous[name])
         events = tuple(c.event for c in step.calls if c.shard == focus)
         if changed:
             view.append((events, changed))
@@ -113,6 +114,7 @@ class Checker:
         self.step_bad = self.enc.step_violation(prop, self.focus) if prop.kind == "step" else None
         self.focus_events = self.enc.focus_events(self.focus) if self.focus is not None else None
         self.focus_events_at: list[Any] = []
+        self.blockers: list[ViewBlocker] = []
 
     def _deepen(self) -> None:
         depth = len(self.states)
@@ -148,6 +150,8 @@ class Checker:
             self.solver.add(z3.Implies(goal, z3.And([bad, *earlier])))
             if extra is not None:
                 self.solver.add(z3.Implies(goal, extra(self, depth)))
+            for blocker in self.blockers:
+                self.solver.add(z3.Implies(goal, blocker.not_matched_at(depth)))
             found_here: list[Trace] = []
             attempts = 0
             while len(traces) + len(found_here) < max_traces and attempts < 64:
@@ -161,7 +165,12 @@ class Checker:
                     return self._result("unknown", max(reached, 0), traces + found_here, start, note)
                 model = self.solver.model()
                 trace = self._extract(model, depth)
-                self.solver.add(z3.Implies(goal, z3.Not(self._same_view(model, depth))))
+                if self.focus is None:
+                    self.solver.add(z3.Implies(goal, z3.Not(self._same_actions(model, depth))))
+                else:
+                    blocker = ViewBlocker(self, model, depth)
+                    self.blockers.append(blocker)
+                    self.solver.add(z3.Implies(goal, blocker.not_matched_at(depth)))
                 key = view_of(trace, self.spec, self.focus)
                 if key not in views:
                     views.add(key)
@@ -181,20 +190,25 @@ class Checker:
         return Result(self.spec.variant, self.prop.name, self.env.name, self.shards, self.policy, status, depth,
                       traces, self.prop.expect.get(self.spec.variant), time.monotonic() - start, note)
 
-    def _same_view(self, model: z3.ModelRef, depth: int) -> Any:
-        """The trace just found, as a formula over the view (or over the actions)."""
-        parts = []
-        for t in range(depth):
-            if self.focus is None:
-                act = self.states[t].act
-                parts.append(act == model.eval(act, model_completion=True))
-                continue
-            events = self.focus_events_at[t]
-            parts.append(events == model.eval(events, model_completion=True))
-            for f in self.spec.fields:
-                var = self.states[t + 1].state[(self.focus, f.name)]
-                parts.append(var == model.eval(var, model_completion=True))
+    def _same_actions(self, model: z3.ModelRef, depth: int) -> Any:
+        """The trace just found, action by action (fleet properties have no focus shard)."""
+        parts = [self.states[t].act == model.eval(self.states[t].act, model_completion=True) for t in range(depth)]
         return z3.And(parts) if parts else z3.BoolVal(True)
+
+    def view_term(self, t: int, name: str) -> Any:
+        """What the view records of a focus field after transition t: its value, or for
+        opaque text (whose token numbers mean nothing) whether it changed."""
+        assert self.focus is not None
+        after = self.states[t + 1].state[(self.focus, name)]
+        if self.enc.vars[(self.focus, name)].type.kind == "str":
+            return after != self.states[t].state[(self.focus, name)]
+        return after
+
+    def touched(self, t: int) -> Any:
+        """Transition t changes an observed field of the focus shard."""
+        assert self.focus is not None
+        return z3.Or([self.states[t + 1].state[(self.focus, n)] != self.states[t].state[(self.focus, n)]
+                      for n in self.spec.observed_fields])
 
     def _extract(self, model: z3.ModelRef, depth: int) -> Trace:
         """Read the actions off the model and replay them on the executable model."""
@@ -258,5 +272,79 @@ class Checker:
                     f"but {actual!r} in the interpreter")
 
 
+class ViewBlocker:
+    """Excludes every trace, at any depth, whose view equals one already found.
+
+    The view is the subsequence of transitions that change the focus shard; a small
+    automaton over the unrolled steps tracks how much of the found view a trace has
+    matched (`pos`), jumping to a dead position on any other focus change. Interleavings
+    of unrelated steps are therefore blocked along with the trace itself.
+    """
+
+    def __init__(self, checker: Checker, model: z3.ModelRef, depth: int) -> None:
+        self.checker = checker
+        self.items: list[tuple[Any, list[Any]]] = []
+        names = checker.spec.observed_fields
+        focus = checker.focus
+        for t in range(depth):
+            if not z3.is_true(model.eval(checker.touched(t), model_completion=True)):
+                continue
+            events = model.eval(checker.focus_events_at[t], model_completion=True)
+            values = [model.eval(checker.view_term(t, n), model_completion=True) for n in names]
+            self.items.append((events, values))
+        self.length = len(self.items)
+        self.pos: list[Any] = []
+        self.index = len(checker.blockers)
+
+    def _extend(self, depth: int) -> None:
+        chk = self.checker
+        names = chk.spec.observed_fields
+        dead = self.length + 1
+        while len(self.pos) <= depth:
+            t = len(self.pos)
+            var = z3.Int(f"view{self.index}@{t}")
+            if t == 0:
+                chk.solver.add(var == 0)
+            else:
+                prev = self.pos[t - 1]
+                step = t - 1
+                matches = []
+                for j, (events, values) in enumerate(self.items):
+                    fields = [chk.view_term(step, n) == v for n, v in zip(names, values, strict=True)]
+                    matches.append(z3.And(prev == j, chk.focus_events_at[step] == events, *fields))
+                advance = z3.If(z3.Or(matches) if matches else z3.BoolVal(False), prev + 1, dead)
+                chk.solver.add(var == z3.If(chk.touched(step), advance, prev))
+            self.pos.append(var)
+
+    def not_matched_at(self, depth: int) -> Any:
+        self._extend(depth)
+        return self.pos[depth] != self.length
+
+
 def _trace_key(trace: Trace) -> str:
     return "|".join(f"{s.action}{sorted(s.shards.items())}{sorted(s.args.items())}" for s in trace.steps[1:])
+
+
+def check_property(spec: Spec, environment: str, prop: Property, shards: int, policy: Mapping[str, int] | None,
+                   max_depth: int, max_traces: int, timeout: float | None = None,
+                   progress: Callable[[str], None] | None = None, lax: bool = True) -> Result:
+    """Check one property. In an environment that may call anything (`any_call`), the
+    verdict is about traces within the callers' contracts (`requires`); traces that need a
+    call outside them are searched for separately and reported as `lax_traces`."""
+    env = spec.environment(environment)
+    if not prop.applies_to(environment):
+        return Result(spec.variant, prop.name, environment, shards, policy, "not_applicable", 0,
+                      expected=None, note=f"the property is only about {', '.join(prop.environments or ())}")
+    checker = Checker(spec, environment, prop, shards, policy, contracts=env.any_call, timeout=timeout,
+                      progress=progress)
+    result = checker.run(max_depth, max_traces)
+    if env.any_call and lax and result.status != "unknown":
+        lax_checker = Checker(spec, environment, prop, shards, policy, contracts=False, timeout=timeout)
+
+        def needs_lax_call(chk: Checker, depth: int) -> Any:
+            broken = chk.enc.contract_violation()
+            return z3.Or([z3.substitute(broken, *chk.pairs[t]) for t in range(depth)] or [z3.BoolVal(False)])
+
+        lax_result = lax_checker.run(max_depth, max_traces, extra=needs_lax_call)
+        result.lax_traces = [t for t in lax_result.traces if t.classification == "lax_guard"]
+    return result

@@ -162,6 +162,16 @@ class LedgerModel:
         return [i for i in range(self.shard_count)
                 if self._machine.eval(query.expr, Frame(i), self._store)]
 
+    def contract_allows(self, event: str, shard: int, args: Mapping[str, Any]) -> bool:
+        """Whether the spec's callers' contract (`requires`) allows this call now."""
+        spec_event = self._spec.events[event]
+        if spec_event.requires is None:
+            return True
+        from model.semantics import Frame
+
+        full = {p.name: args.get(p.name, p.default) for p in spec_event.signature.params}
+        return bool(self._machine.eval(spec_event.requires, Frame(self._index(shard), {}, full), self._store))
+
     # -- writes --
 
     def _call(self, event: Event, shard: Any, args: Mapping[str, Any]) -> None:

@@ -240,3 +240,44 @@ class Pass:
 
 
 Stmt = Union[Assign, If, ForShards, CallEvent, Pass]
+
+
+def field_reads(nodes: object) -> set[str]:
+    """Names of the per-shard fields read by expressions and statements (a field read only
+    to update itself, as in `x = x + 1`, does not count: nothing else depends on it)."""
+    found: set[str] = set()
+
+    def expr(node: object, exclude: str | None = None) -> None:
+        if isinstance(node, FieldRef):
+            if node.name != exclude:
+                found.add(node.name)
+            return
+        if isinstance(node, (list, tuple)):
+            for item in node:
+                expr(item, exclude)
+            return
+        for name in getattr(node, "__dataclass_fields__", {}):
+            value = getattr(node, name)
+            if isinstance(value, (Const, str, int, bool, Type)) or value is None:
+                continue
+            expr(value, exclude)
+
+    def stmt(node: object) -> None:
+        if isinstance(node, (list, tuple)):
+            for item in node:
+                stmt(item)
+        elif isinstance(node, Assign):
+            expr(node.value, node.name if node.kind == "field" else None)
+        elif isinstance(node, If):
+            expr(node.cond)
+            stmt(node.then)
+            stmt(node.orelse)
+        elif isinstance(node, ForShards):
+            stmt(node.body)
+        elif isinstance(node, CallEvent):
+            expr([value for _, value in node.args])
+        elif node is not None and not isinstance(node, Pass):
+            expr(node)
+
+    stmt(nodes)
+    return found

@@ -129,6 +129,19 @@ class Property:
 
 
 @dataclass(frozen=True)
+class Scenario:
+    """A named trace written in the spec: environment actions as calls, e.g. `report_failure(1)`."""
+
+    name: str
+    doc: str
+    environment: str
+    focus: int | None
+    shards: int | None
+    steps: tuple[str, ...]
+    line: int
+
+
+@dataclass(frozen=True)
 class Spec:
     """One variant of a spec, compiled: the single source of truth for both back ends."""
 
@@ -158,6 +171,20 @@ class Spec:
     events: Mapping[str, Event]
     environments: Mapping[str, Environment]
     properties: Mapping[str, Property]
+    scenarios: Mapping[str, Scenario] = field(default_factory=dict)
+
+    @property
+    def observed_fields(self) -> tuple[str, ...]:
+        """Ledger fields that something in the spec reads: the ones a trace's view shows.
+        A field that is only written (a version number, a metric) makes no trace distinct."""
+        parts: list[object] = [q.expr for q in self.queries.values()]
+        for event in self.events.values():
+            parts += [event.ignore_when, event.requires, event.body, event.history]
+        for env in self.environments.values():
+            parts += [[a.when for a in env.actions], [a.body for a in env.actions]]
+        parts += [[p.when, p.check] for p in self.properties.values()]
+        reads = ir.field_reads(parts)
+        return tuple(f.name for f in self.fields if f.name in reads)
 
     @property
     def shard_vars(self) -> tuple[VarDecl, ...]:
@@ -253,7 +280,7 @@ def _table(source: SpecSource, data: Any, keys: KeyPath, required: bool = True) 
 
 
 _KNOWN_TOP = ("spec", "enums", "sets", "policy", "fields", "globals", "queries", "on_state_change",
-              "history", "events", "environments", "properties", "variants")
+              "history", "events", "environments", "properties", "variants", "scenarios")
 
 
 class _Builder:
@@ -385,6 +412,7 @@ class _Builder:
             events=self.events,
             environments=environments,
             properties=properties,
+            scenarios=self._scenarios(environments, default_shards),
         )
 
     def _enums(self) -> dict[str, EnumDecl]:
@@ -831,6 +859,36 @@ class _Builder:
         block = lang.compile_block(self._str(body, "body", keys), body_scope)
         return Action(name, self._str(body, "doc", keys, ""), tuple(shard_params), tuple(value_params), when, block,
                       self.source.lines.line_of(keys))
+
+    # -- scenarios --
+
+    def _scenarios(self, environments: Mapping[str, Environment], default_shards: int) -> dict[str, Scenario]:
+        table = _table(self.source, self.data, ("scenarios",), required=False)
+        scenarios: dict[str, Scenario] = {}
+        for name, body in table.items():
+            keys = ("scenarios", name)
+            self._ident(name, keys)
+            if not isinstance(body, dict):
+                raise self.fail(keys, f"scenario {name!r} must be a table")
+            self._check_keys(body, keys, ("doc", "environment", "focus", "shards", "steps"))
+            env = self._str(body, "environment", keys)
+            if env not in environments:
+                raise self.fail((*keys, "environment"), f"unknown environment {env!r}{did_you_mean(env, environments)}")
+            shards = self._int(body, "shards", keys, default_shards)
+            focus = body.get("focus")
+            if focus is not None and (not isinstance(focus, int) or isinstance(focus, bool) or not 0 <= focus < shards):
+                raise self.fail((*keys, "focus"), f"focus must be a shard index in [0, {shards - 1}]")
+            steps = body.get("steps")
+            if not isinstance(steps, list) or not all(isinstance(s, str) for s in steps):
+                raise self.fail((*keys, "steps"), "steps must be a list of calls, e.g. \"report_failure(1)\"")
+            actions = {a.name for a in environments[env].actions}
+            for step in steps:
+                head = step.split("(", 1)[0].strip()
+                if head not in actions:
+                    raise self.fail((*keys, "steps"), f"scenario {name}: {env} has no action {head!r}{did_you_mean(head, actions)}")
+            scenarios[name] = Scenario(name, self._str(body, "doc", keys, ""), env, focus, shards, tuple(steps),
+                                       self.source.lines.line_of(keys))
+        return scenarios
 
     # -- properties --
 

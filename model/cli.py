@@ -1,0 +1,294 @@
+"""The `ledgercheck` command line.
+
+Exit codes (a public contract, documented in the README): 0 every verdict matches the
+spec's expectations (or the command did its job); 1 a verdict differs from its expectation,
+or `gen --check` found drift; 2 bad input (spec, arguments, files); 3 the solver could not
+decide in time, or an internal inconsistency was detected (never reported as a pass).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from model import bmc
+from model.errors import EXIT_BAD_INPUT, EXIT_MISMATCH, EXIT_OK, EXIT_UNKNOWN, LedgercheckError, UsageError
+from model.figure import trace_figure
+from model.spec import DEFAULT_SPEC, Spec, SpecFile, load_spec
+from model.trace import Simulation, Trace, parse_action_call
+
+DEFAULT_DEPTH = 12
+DEFAULT_TRACES = 3
+
+EXAMPLES = {
+    "replay": "examples:\n  ledgercheck replay                      # the seed's trace, both variants\n"
+              "  ledgercheck replay --variant fixed 'report_failure(1)' 'report_failure(1)'\n"
+              "  ledgercheck replay --environment controller 'request_fails(0)' 'refit_aborts()' 'recovery()'",
+    "check": "examples:\n  ledgercheck check                       # every variant and property, controller, 4 shards\n"
+             "  ledgercheck check --variant as_written --property no_condemnation_by_inherited_streak\n"
+             "  ledgercheck check --environment ledger --max-traces 6 --format json",
+    "gen": "examples:\n  ledgercheck gen                         # regenerate generated_tests/\n"
+           "  ledgercheck gen --check                 # exit 1 with a diff when they drifted",
+}
+
+
+def _policy_arg(text: str) -> tuple[str, int]:
+    name, sep, value = text.partition("=")
+    if not sep:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    try:
+        return name.strip(), int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"policy value must be an integer: {text!r}") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ledgercheck",
+        description="Model-check a ledger spec with Z3 and turn every counterexample into a pytest case.",
+        epilog="examples:\n  ledgercheck                 # check the bundled spec (same as 'ledgercheck check')\n"
+               "  ledgercheck replay          # the seed's trace on both variants\n"
+               "  ledgercheck gen --check     # are generated_tests/ up to date?",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command")
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("spec", nargs="?", default=None, help=f"spec file (default: {DEFAULT_SPEC.name} bundled)")
+        p.add_argument("--policy", action="append", type=_policy_arg, default=[], metavar="NAME=VALUE",
+                       help="override a policy constant (repeatable)")
+        p.add_argument("--shards", type=int, default=None, help="fleet size (default: the spec's)")
+
+    replay = sub.add_parser("replay", help="drive the executable model through events and print each state",
+                            epilog=EXAMPLES["replay"], formatter_class=argparse.RawDescriptionHelpFormatter)
+    replay.add_argument("spec_or_event", nargs="*", metavar="[SPEC] EVENTS", help="a spec file, then calls")
+    replay.add_argument("--policy", action="append", type=_policy_arg, default=[], metavar="NAME=VALUE")
+    replay.add_argument("--shards", type=int, default=None)
+    replay.add_argument("--variant", action="append", default=None, help="variant(s) to replay (default: all)")
+    replay.add_argument("--environment", default=None, help="environment whose actions the events name (default: ledger)")
+    replay.add_argument("--scenario", default=None, help="replay a scenario written in the spec (default: seed)")
+    replay.add_argument("--file", default=None, help="read events from a file, one per line")
+    replay.add_argument("--shard", type=int, default=None, help="shard to show in the table")
+    replay.add_argument("--format", choices=("text", "json"), default="text")
+
+    check = sub.add_parser("check", help="bounded model checking of the spec's properties",
+                           epilog=EXAMPLES["check"], formatter_class=argparse.RawDescriptionHelpFormatter)
+    common(check)
+    check.add_argument("--variant", action="append", default=None)
+    check.add_argument("--property", action="append", default=None)
+    check.add_argument("--environment", default="controller")
+    check.add_argument("--max-depth", type=int, default=DEFAULT_DEPTH)
+    check.add_argument("--max-traces", type=int, default=DEFAULT_TRACES)
+    check.add_argument("--timeout", type=float, default=None, help="seconds per solver call")
+    check.add_argument("--format", choices=("text", "json"), default="text")
+    check.add_argument("--progress", action="store_true", help="depth-by-depth progress on stderr")
+
+    gen = sub.add_parser("gen", help="generate pytest cases from every counterexample",
+                         epilog=EXAMPLES["gen"], formatter_class=argparse.RawDescriptionHelpFormatter)
+    gen.add_argument("spec", nargs="?", default=None)
+    gen.add_argument("--out", default=None, help="output directory (default: generated_tests/)")
+    gen.add_argument("--check", action="store_true", help="change nothing; exit 1 with a diff on drift")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    first_run = not args
+    if first_run:
+        args = ["check"]
+    ns = parser.parse_args(args)
+    try:
+        if ns.command == "replay":
+            return cmd_replay(ns)
+        if ns.command == "check":
+            code = cmd_check(ns)
+            if first_run:
+                print("\nNext: 'ledgercheck replay' shows the seed's trace on both variants; "
+                      "'ledgercheck gen' writes a pytest case per counterexample; "
+                      "'ledgercheck check --help' lists the options.")
+            return code
+        if ns.command == "gen":
+            from codegen.render import cmd_gen
+
+            return cmd_gen(ns)
+        parser.print_help()
+        return EXIT_OK
+    except LedgercheckError as exc:
+        print(f"ledgercheck: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("ledgercheck: interrupted; nothing was written", file=sys.stderr)
+        return EXIT_UNKNOWN
+
+
+def _load(path: str | None) -> SpecFile:
+    return load_spec(path)
+
+
+def _variants(spec_file: SpecFile, names: list[str] | None) -> list[Spec]:
+    return [spec_file.variant(n) for n in (names or spec_file.variants)]
+
+
+# --- replay ------------------------------------------------------------------------------
+
+
+def cmd_replay(ns: argparse.Namespace) -> int:
+    words = list(ns.spec_or_event)
+    spec_path = None
+    if words and (words[0].endswith(".toml") or Path(words[0]).is_file()):
+        spec_path = words.pop(0)
+    spec_file = _load(spec_path)
+    events = words
+    if ns.file:
+        try:
+            lines = Path(ns.file).read_text(encoding="utf-8").splitlines()
+        except OSError as exc:
+            raise UsageError(f"cannot read {ns.file}: {exc.strerror}") from None
+        events += [line.strip() for line in lines if line.strip() and not line.strip().startswith("#")]
+    base = spec_file.variant()
+    scenario = None
+    if not events:
+        name = ns.scenario or ("seed" if "seed" in base.scenarios else None)
+        if name is None:
+            raise UsageError("no events given and the spec has no scenario to replay")
+        if name not in base.scenarios:
+            raise UsageError(f"unknown scenario {name!r}; the spec has {', '.join(base.scenarios) or 'none'}")
+        scenario = base.scenarios[name]
+        events = list(scenario.steps)
+    environment = ns.environment or (scenario.environment if scenario else "ledger")
+    shards = ns.shards or (scenario.shards if scenario and scenario.shards else base.default_shards)
+    output: list[dict[str, Any]] = []
+    for spec in _variants(spec_file, ns.variant):
+        env = spec.environment(environment)
+        policy = spec.resolve_policy(dict(ns.policy))
+        sim = Simulation(spec, env, shards, policy)
+        steps = [sim.initial_step()]
+        for text in events:
+            action, shard_args, values = parse_action_call(text, env)
+            step, _ = sim.apply(action, shard_args, values)
+            steps.append(step)
+        focus = ns.shard if ns.shard is not None else (scenario.focus if scenario and scenario.focus is not None
+                                                         else next((s.shard for s in steps[1:] if s.shard is not None), 0))
+        trace = Trace(spec.name, spec.variant, env.name, shards, policy, tuple(steps), focus)
+        if ns.format == "json":
+            output.append({"variant": spec.variant, "environment": env.name, "shards": shards, "policy": policy,
+                           "steps": trace.to_json()})
+        else:
+            print(f"{spec.variant}: {spec.variant_doc}" if spec.variant_doc else spec.variant)
+            print(trace_figure(trace, spec, focus))
+            print()
+    if ns.format == "json":
+        print(json.dumps(output, indent=2, sort_keys=False, default=str))
+    else:
+        print(f"{'*'} changed by the step; ! held over from an earlier process incarnation; ~ history (ghost) variable")
+    return EXIT_OK
+
+
+# --- check -------------------------------------------------------------------------------
+
+
+def result_json(result: bmc.Result) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "variant": result.variant,
+        "property": result.property,
+        "environment": result.environment,
+        "shards": result.shards,
+        "policy": result.policy,
+        "status": result.status,
+        "depth": result.depth,
+        "expected": result.expected,
+        "matches": result.matches,
+        "traces": [t.to_json() for t in result.traces],
+    }
+    if result.lax_traces:
+        data["lax_traces"] = [t.to_json() for t in result.lax_traces]
+    if result.note:
+        data["note"] = result.note
+    return data
+
+
+def run_checks(spec_file: SpecFile, variants: list[str] | None, properties: list[str] | None, environment: str,
+               shards: int | None, policy: dict[str, int], max_depth: int, max_traces: int,
+               timeout: float | None, progress: Any = None) -> list[bmc.Result]:
+    results = []
+    for spec in _variants(spec_file, variants):
+        resolved = spec.resolve_policy(policy)
+        spec.environment(environment)
+        for name in properties or list(spec.properties):
+            prop = spec.property(name)
+            results.append(bmc.check_property(spec, environment, prop, shards or spec.default_shards, resolved,
+                                              max_depth, max_traces, timeout, progress))
+    return results
+
+
+def exit_code(results: list[bmc.Result]) -> int:
+    if any(r.status == "unknown" for r in results):
+        return EXIT_UNKNOWN
+    if any(r.matches is False for r in results):
+        return EXIT_MISMATCH
+    return EXIT_OK
+
+
+def cmd_check(ns: argparse.Namespace) -> int:
+    if ns.max_depth < 0 or ns.max_traces < 1:
+        raise UsageError("--max-depth must be >= 0 and --max-traces >= 1")
+    if ns.shards is not None and not 1 <= ns.shards <= 64:
+        raise UsageError("--shards must be in [1, 64]")
+    spec_file = _load(ns.spec)
+    progress = (lambda message: print(message, file=sys.stderr)) if ns.progress else None
+    results = run_checks(spec_file, ns.variant, ns.property, ns.environment, ns.shards, dict(ns.policy),
+                         ns.max_depth, ns.max_traces, ns.timeout, progress)
+    if ns.format == "json":
+        print(json.dumps([result_json(r) for r in results], indent=2, default=str))
+    else:
+        print_results(spec_file, results)
+    return exit_code(results)
+
+
+def verdict_line(result: bmc.Result) -> str:
+    if result.status == "violated":
+        what = f"VIOLATED at depth {result.depth} ({len(result.traces)} distinct trace(s))"
+    elif result.status == "holds_to_depth":
+        what = f"holds up to depth {result.depth}"
+    elif result.status == "not_applicable":
+        what = "not checked here: " + result.note
+    else:
+        what = f"UNKNOWN ({result.note})"
+    expect = ""
+    if result.matches is True:
+        expect = "  [as expected]"
+    elif result.matches is False:
+        expect = f"  [MISMATCH: the spec expects {result.expected}]"
+    return f"{result.variant:<11} {result.property:<40} {what}{expect}"
+
+
+def print_results(spec_file: SpecFile, results: list[bmc.Result]) -> None:
+    for result in results:
+        print(verdict_line(result))
+    for result in results:
+        if not result.traces and not result.lax_traces:
+            continue
+        spec = spec_file.variant(result.variant)
+        prop = spec.properties[result.property]
+        print()
+        print(f"== {result.variant} / {result.property} ({result.environment}, {result.shards} shards)")
+        print(f"   {prop.doc}")
+        for number, trace in enumerate(result.traces, 1):
+            print(f"\n-- trace {number} of {len(result.traces)}, {trace.depth} steps: {prop.message}")
+            print(trace_figure(trace, spec))
+        for number, trace in enumerate(result.lax_traces, 1):
+            print(f"\n-- outside the callers' contracts, trace {number}: relies on a lax guard")
+            print(trace_figure(trace, spec))
+    failing = [r for r in results if r.matches is False]
+    unknown = [r for r in results if r.status == "unknown"]
+    print()
+    print(f"{len(results)} result(s): {len(failing)} mismatch(es), {len(unknown)} unknown")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
