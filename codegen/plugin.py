@@ -27,10 +27,18 @@ LedgerFactory = Callable[..., tuple[Any, LedgerCheck]]
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("ledgercheck", "ledgercheck generated tests")
-    group.addoption("--ledger-variant", default=None, metavar="NAME",
-                    help="run generated tests against the executable model of this spec variant")
-    group.addoption("--ledger-impl", default=None, metavar="TARGET",
-                    help="run generated tests against module:Class or path/to/file.py:Class")
+    group.addoption(
+        "--ledger-variant",
+        default=None,
+        metavar="NAME",
+        help="run generated tests against the executable model of this spec variant",
+    )
+    group.addoption(
+        "--ledger-impl",
+        default=None,
+        metavar="TARGET",
+        help="run generated tests against module:Class or path/to/file.py:Class",
+    )
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:
@@ -58,17 +66,18 @@ def ledger_factory(request: pytest.FixtureRequest) -> LedgerFactory:
     """Builds the implementation under test and the check that watches it."""
     config = request.config
 
-    def make(spec_rel: str, spec_sha: str, prop: str, expected_from: str, *, shards: int,
-             policy: Mapping[str, int]) -> tuple[Any, LedgerCheck]:
+    def make(
+        spec_rel: str, spec_sha: str, prop: str, expected_from: str, *, shards: int, policy: Mapping[str, int]
+    ) -> tuple[Any, LedgerCheck]:
         spec_path = (Path(str(request.node.path)).parent / spec_rel).resolve()
         try:
             actual_sha = hashlib.sha256(spec_path.read_bytes()).hexdigest()
         except OSError as exc:
-            pytest.fail(f"cannot read the spec these tests were generated from ({spec_path}): {exc.strerror}",
-                        pytrace=False)
+            pytest.fail(
+                f"cannot read the spec these tests were generated from ({spec_path}): {exc.strerror}", pytrace=False
+            )
         if actual_sha != spec_sha:
-            pytest.fail(f"{spec_path} changed since these tests were generated: run `ledgercheck gen`",
-                        pytrace=False)
+            pytest.fail(f"{spec_path} changed since these tests were generated: run `ledgercheck gen`", pytrace=False)
         try:
             monitor_spec = _spec(spec_path, expected_from)
             impl_target = config.getoption("--ledger-impl")

@@ -127,14 +127,19 @@ def _observable(spec: Spec, record: Any) -> dict[str, Any]:
     return {field.name: normalise(getattr(record, field.name), spec) for field in spec.fields}
 
 
-def _replay_calls(spec: Spec, trace: Trace, skip_outside_contract: bool
-                  ) -> tuple[list[list[dict[str, Any]]], list[bool]]:
+def _replay_calls(
+    spec: Spec, trace: Trace, skip_outside_contract: bool
+) -> tuple[list[list[dict[str, Any]]], list[bool]]:
     """The observable fields of every shard after each call of the trace, on `spec`, and
     per call whether the callers' contract allowed it there. With `skip_outside_contract`
     a call the callers would not make in `spec`'s state is not made."""
     api = build_api(spec)
-    ledger = api.Ledger(shard_count=trace.shard_count, policy=api.Policy(**trace.policy),
-                        base_urls=[base_url(i) for i in range(trace.shard_count)], echo=False)
+    ledger = api.Ledger(
+        shard_count=trace.shard_count,
+        policy=api.Policy(**trace.policy),
+        base_urls=[base_url(i) for i in range(trace.shard_count)],
+        echo=False,
+    )
     states = [[_observable(spec, r) for r in ledger.snapshot()]]
     allowed: list[bool] = []
     for step in trace.steps[1:]:
@@ -168,32 +173,60 @@ def build_test(trace: Trace, violating: Spec, holding: Spec, prop_name: str) -> 
                     continue
                 if after_e[name] != before_e[name] or after_a[name] != before_a[name] or after_a[name] != after_e[name]:
                     fields.append((name, after_e[name]))
-            monitor = tuple((p.name, pyrepr(call.args[p.name])) for p in event.signature.params
-                            if p.type.kind != "any" and p.name in call.args)
-            calls.append(GeneratedCall(call.event, shard, call_code(event, shard, call.args), monitor,
-                                       ((shard, tuple(fields)),), tuple(call.args.items()),
-                                       guarded=not allowed[position - 1]))
+            monitor = tuple(
+                (p.name, pyrepr(call.args[p.name]))
+                for p in event.signature.params
+                if p.type.kind != "any" and p.name in call.args
+            )
+            calls.append(
+                GeneratedCall(
+                    call.event,
+                    shard,
+                    call_code(event, shard, call.args),
+                    monitor,
+                    ((shard, tuple(fields)),),
+                    tuple(call.args.items()),
+                    guarded=not allowed[position - 1],
+                )
+            )
         label = step.action or "?"
         params = [str(v) for v in step.shards.values()] + [f"{k}={pyrepr(v)}" for k, v in step.args.items()]
         steps.append(GeneratedStep(number, f"{label}({', '.join(params)})", tuple(calls)))
-    payload = json.dumps({"property": prop_name, "environment": trace.environment, "shards": trace.shard_count,
-                          "policy": dict(trace.policy),
-                          "calls": [[c.event, c.shard, sorted((k, repr(v)) for k, v in c.args.items())]
-                                    for s in trace.steps[1:] for c in s.calls]}, sort_keys=True)
+    payload = json.dumps(
+        {
+            "property": prop_name,
+            "environment": trace.environment,
+            "shards": trace.shard_count,
+            "policy": dict(trace.policy),
+            "calls": [
+                [c.event, c.shard, sorted((k, repr(v)) for k, v in c.args.items())]
+                for s in trace.steps[1:]
+                for c in s.calls
+            ],
+        },
+        sort_keys=True,
+    )
     digest = hashlib.sha256(payload.encode("utf-8")).hexdigest()[:10]
-    summary = (f"{violating.variant} breaks this in {trace.depth} steps ({trace.environment} environment, "
-               f"{trace.shard_count} shards): {prop.message}.")
+    summary = (
+        f"{violating.variant} breaks this in {trace.depth} steps ({trace.environment} environment, "
+        f"{trace.shard_count} shards): {prop.message}."
+    )
     legend = "* changed by the step; ! held over from an earlier process incarnation; ~ history variable"
     figure = f"Trace found in {violating.variant}:\n\n{trace_figure(trace, violating, width=FIGURE_WIDTH)}\n\n{legend}"
-    return GeneratedTest(f"{trace.environment}_{digest}", summary, figure, trace.shard_count, dict(trace.policy),
-                         tuple(steps))
+    return GeneratedTest(
+        f"{trace.environment}_{digest}", summary, figure, trace.shard_count, dict(trace.policy), tuple(steps)
+    )
 
 
 def _outcome(test: GeneratedTest, spec: Spec, monitor: Spec, prop: str) -> str | None:
     """Run a generated test in-process against a model; None if it passes, else why not."""
     api = build_api(spec)
-    ledger = api.Ledger(shard_count=test.shards, policy=api.Policy(**test.policy),
-                        base_urls=[base_url(i) for i in range(test.shards)], echo=False)
+    ledger = api.Ledger(
+        shard_count=test.shards,
+        policy=api.Policy(**test.policy),
+        base_urls=[base_url(i) for i in range(test.shards)],
+        echo=False,
+    )
     check = LedgerCheck(ledger, monitor, prop, test.shards, test.policy)
     try:
         for step in test.steps:
@@ -212,13 +245,14 @@ def _outcome(test: GeneratedTest, spec: Spec, monitor: Spec, prop: str) -> str |
     return None
 
 
-def plan_tests(spec_file: SpecFile, max_depth: int = DEFAULT_DEPTH, max_traces: int = DEFAULT_TRACES,
-               progress: Any = None) -> dict[str, tuple[Spec, str, list[GeneratedTest]]]:
+def plan_tests(
+    spec_file: SpecFile, max_depth: int = DEFAULT_DEPTH, max_traces: int = DEFAULT_TRACES, progress: Any = None
+) -> dict[str, tuple[Spec, str, list[GeneratedTest]]]:
     """Every property with counterexamples: (holding spec, violating variants, tests)."""
     planned: dict[str, tuple[Spec, str, list[GeneratedTest]]] = {}
     variants = [spec_file.variant(v) for v in spec_file.variants]
     base = variants[0]
-    for prop_name, prop in base.properties.items():
+    for prop_name, _prop in base.properties.items():
         holding = next((v for v in variants if v.properties[prop_name].expect.get(v.variant) == "holds"), None)
         if holding is None:
             continue
@@ -230,9 +264,17 @@ def plan_tests(spec_file: SpecFile, max_depth: int = DEFAULT_DEPTH, max_traces: 
             for env_name in spec.environments:
                 if not spec.properties[prop_name].applies_to(env_name):
                     continue
-                result = bmc.check_property(spec, env_name, spec.properties[prop_name], spec.default_shards,
-                                            spec.default_policy(), max_depth, max_traces, lax=False,
-                                            progress=progress)
+                result = bmc.check_property(
+                    spec,
+                    env_name,
+                    spec.properties[prop_name],
+                    spec.default_shards,
+                    spec.default_policy(),
+                    max_depth,
+                    max_traces,
+                    lax=False,
+                    progress=progress,
+                )
                 for trace in result.traces:
                     test = build_test(trace, spec, holding, prop_name)
                     if test.name in tests:
@@ -250,8 +292,9 @@ def plan_tests(spec_file: SpecFile, max_depth: int = DEFAULT_DEPTH, max_traces: 
     return planned
 
 
-def render_files(spec_file: SpecFile, out_dir: Path, planned: Mapping[str, tuple[Spec, str, list[GeneratedTest]]]
-                 ) -> dict[str, str]:
+def render_files(
+    spec_file: SpecFile, out_dir: Path, planned: Mapping[str, tuple[Spec, str, list[GeneratedTest]]]
+) -> dict[str, str]:
     env = environment()
     template = env.get_template("test_module.py.j2")
     spec_path = Path(spec_file.path).resolve()
@@ -260,8 +303,12 @@ def render_files(spec_file: SpecFile, out_dir: Path, planned: Mapping[str, tuple
     files: dict[str, str] = {}
     for prop_name, (holding, violating, tests) in sorted(planned.items()):
         text = template.render(
-            spec_rel=spec_rel, spec_sha=sha, template_version=TEMPLATE_VERSION,
-            prop=holding.properties[prop_name], holding=holding.variant, violating=violating.split(", "),
+            spec_rel=spec_rel,
+            spec_sha=sha,
+            template_version=TEMPLATE_VERSION,
+            prop=holding.properties[prop_name],
+            holding=holding.variant,
+            violating=violating.split(", "),
             tests=tests,
         )
         files[f"test_{prop_name}.py"] = text
@@ -341,8 +388,9 @@ def drift(out_dir: Path, files: Mapping[str, str]) -> list[str]:
         before = old.get(name, "").splitlines(keepends=True)
         after = files.get(name, "").splitlines(keepends=True)
         if before != after:
-            lines += difflib.unified_diff(before, after, f"{out_dir.name}/{name} (committed)",
-                                          f"{out_dir.name}/{name} (from the spec now)", n=1)
+            lines += difflib.unified_diff(
+                before, after, f"{out_dir.name}/{name} (committed)", f"{out_dir.name}/{name} (from the spec now)", n=1
+            )
     return lines
 
 
@@ -379,8 +427,10 @@ def cmd_gen(ns: argparse.Namespace) -> int:
     except GenerationError as exc:
         print(f"ledgercheck: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    print(f"ledgercheck gen: {len(files)} module(s), {count} test(s) in {out_dir}; "
-          f"{len(changed)} file(s) changed{': ' + ', '.join(changed) if changed else ''}.")
+    print(
+        f"ledgercheck gen: {len(files)} module(s), {count} test(s) in {out_dir}; "
+        f"{len(changed)} file(s) changed{': ' + ', '.join(changed) if changed else ''}."
+    )
     return EXIT_OK
 
 

@@ -42,8 +42,9 @@ class Implementation:
         try:
             return self.ledger_class(shard_count=shards, policy=policy_obj, base_urls=base_urls)
         except TypeError as exc:
-            raise ImplementationError(f"{self.label} cannot be constructed with the ledger's API "
-                                      f"(shard_count=, policy=, base_urls=): {exc}") from exc
+            raise ImplementationError(
+                f"{self.label} cannot be constructed with the ledger's API (shard_count=, policy=, base_urls=): {exc}"
+            ) from exc
 
 
 def model_implementation(spec_path: str | Path, variant: str) -> Implementation:
@@ -67,7 +68,9 @@ def load_implementation(target: str, spec: Spec) -> Implementation:
     if not isinstance(ledger_class, type):
         raise ImplementationError(f"{location} has no class {class_name!r}")
     policy_class = getattr(module, spec.api_policy_class, None)
-    return Implementation(f"{location}:{class_name}", ledger_class, policy_class if isinstance(policy_class, type) else None)
+    return Implementation(
+        f"{location}:{class_name}", ledger_class, policy_class if isinstance(policy_class, type) else None
+    )
 
 
 def _load_file(path: Path) -> Any:
@@ -158,8 +161,9 @@ class LedgerCheck:
         after = self.observe()
         self._monitor(event, shard, args, before, after)
 
-    def _monitor(self, event_name: str, shard: int, args: Mapping[str, Any], before: dict[Key, Any],
-                 after: dict[Key, Any]) -> None:
+    def _monitor(
+        self, event_name: str, shard: int, args: Mapping[str, Any], before: dict[Key, Any], after: dict[Key, Any]
+    ) -> None:
         event = self.spec.events[event_name]
         full_args = {p.name: args.get(p.name, p.default) for p in event.signature.params}
         store = {**before, **self.history}

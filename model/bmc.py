@@ -13,6 +13,7 @@ any shard is, after renaming, a violation on shard 0.
 
 from __future__ import annotations
 
+import builtins
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -50,7 +51,7 @@ class Result:
     note: str = ""
     lax_traces: list[Trace] = field(default_factory=list)
 
-    @property
+    @builtins.property
     def verdict(self) -> str:
         """'holds' or 'violated' (what the spec's expectations speak of), or 'unknown'."""
         if self.status == "violated":
@@ -59,7 +60,7 @@ class Result:
             return "holds"
         return "unknown"
 
-    @property
+    @builtins.property
     def matches(self) -> bool | None:
         if self.expected is None or self.verdict == "unknown":
             return None
@@ -91,9 +92,18 @@ def _hashable(value: Any) -> Any:
 class Checker:
     """Bounded model checking of one property of one spec variant in one environment."""
 
-    def __init__(self, spec: Spec, environment: str, prop: Property, shards: int,
-                 policy: Mapping[str, int] | None, *, contracts: bool = False, timeout: float | None = None,
-                 progress: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        spec: Spec,
+        environment: str,
+        prop: Property,
+        shards: int,
+        policy: Mapping[str, int] | None,
+        *,
+        contracts: bool = False,
+        timeout: float | None = None,
+        progress: Callable[[str], None] | None = None,
+    ) -> None:
         self.spec = spec
         self.env = spec.environment(environment)
         self.prop = prop
@@ -178,8 +188,9 @@ class Checker:
             found_here.sort(key=lambda t: _trace_key(t))
             traces.extend(found_here)
             if self.progress:
-                self.progress(f"{self.prop.name}: depth {depth}, {len(traces)} trace(s), "
-                              f"{time.monotonic() - start:.1f}s")
+                self.progress(
+                    f"{self.prop.name}: depth {depth}, {len(traces)} trace(s), {time.monotonic() - start:.1f}s"
+                )
             if traces and len(traces) >= max_traces:
                 break
         if traces:
@@ -187,8 +198,19 @@ class Checker:
         return self._result(status, reached, traces, start)
 
     def _result(self, status: str, depth: int, traces: list[Trace], start: float, note: str = "") -> Result:
-        return Result(self.spec.variant, self.prop.name, self.env.name, self.shards, self.policy, status, depth,
-                      traces, self.prop.expect.get(self.spec.variant), time.monotonic() - start, note)
+        return Result(
+            self.spec.variant,
+            self.prop.name,
+            self.env.name,
+            self.shards,
+            self.policy,
+            status,
+            depth,
+            traces,
+            self.prop.expect.get(self.spec.variant),
+            time.monotonic() - start,
+            note,
+        )
 
     def _same_actions(self, model: z3.ModelRef, depth: int) -> Any:
         """The trace just found, action by action (fleet properties have no focus shard)."""
@@ -207,13 +229,18 @@ class Checker:
     def touched(self, t: int) -> Any:
         """Transition t changes an observed field of the focus shard."""
         assert self.focus is not None
-        return z3.Or([self.states[t + 1].state[(self.focus, n)] != self.states[t].state[(self.focus, n)]
-                      for n in self.spec.observed_fields])
+        return z3.Or(
+            [
+                self.states[t + 1].state[(self.focus, n)] != self.states[t].state[(self.focus, n)]
+                for n in self.spec.observed_fields
+            ]
+        )
 
     def _extract(self, model: z3.ModelRef, depth: int) -> Trace:
         """Read the actions off the model and replay them on the executable model."""
-        policy = self.policy or {name: model.eval(var, model_completion=True).as_long()
-                                 for name, var in self.enc.policy_vars.items()}
+        policy = self.policy or {
+            name: model.eval(var, model_completion=True).as_long() for name, var in self.enc.policy_vars.items()
+        }
         sim = Simulation(self.spec, self.env, self.shards, policy)
         tokens: dict[tuple[int, int], str] = {}
         steps: list[Step] = [sim.initial_step()]
@@ -233,8 +260,16 @@ class Checker:
         classification = "reachable"
         if any(not c.contract_ok for s in steps[1:] for c in s.calls):
             classification = "lax_guard"
-        return Trace(self.spec.name, self.spec.variant, self.env.name, self.shards, policy, tuple(steps),
-                     self.focus, classification)
+        return Trace(
+            self.spec.name,
+            self.spec.variant,
+            self.env.name,
+            self.shards,
+            policy,
+            tuple(steps),
+            self.focus,
+            classification,
+        )
 
     def _concrete(self, raw: Any, vtype: ir.Type, shard: int, tokens: dict[tuple[int, int], str]) -> Any:
         if vtype.kind == "bool":
@@ -269,7 +304,8 @@ class Checker:
             if expected != actual:
                 raise EncodingMismatch(
                     f"internal error: at step {t}, {key[1]}[{key[0]}] is {expected!r} in the Z3 model "
-                    f"but {actual!r} in the interpreter")
+                    f"but {actual!r} in the interpreter"
+                )
 
 
 class ViewBlocker:
@@ -285,7 +321,6 @@ class ViewBlocker:
         self.checker = checker
         self.items: list[tuple[Any, list[Any]]] = []
         names = checker.spec.observed_fields
-        focus = checker.focus
         for t in range(depth):
             if not z3.is_true(model.eval(checker.touched(t), model_completion=True)):
                 continue
@@ -325,18 +360,37 @@ def _trace_key(trace: Trace) -> str:
     return "|".join(f"{s.action}{sorted(s.shards.items())}{sorted(s.args.items())}" for s in trace.steps[1:])
 
 
-def check_property(spec: Spec, environment: str, prop: Property, shards: int, policy: Mapping[str, int] | None,
-                   max_depth: int, max_traces: int, timeout: float | None = None,
-                   progress: Callable[[str], None] | None = None, lax: bool = True) -> Result:
+def check_property(
+    spec: Spec,
+    environment: str,
+    prop: Property,
+    shards: int,
+    policy: Mapping[str, int] | None,
+    max_depth: int,
+    max_traces: int,
+    timeout: float | None = None,
+    progress: Callable[[str], None] | None = None,
+    lax: bool = True,
+) -> Result:
     """Check one property. In an environment that may call anything (`any_call`), the
     verdict is about traces within the callers' contracts (`requires`); traces that need a
     call outside them are searched for separately and reported as `lax_traces`."""
     env = spec.environment(environment)
     if not prop.applies_to(environment):
-        return Result(spec.variant, prop.name, environment, shards, policy, "not_applicable", 0,
-                      expected=None, note=f"the property is only about {', '.join(prop.environments or ())}")
-    checker = Checker(spec, environment, prop, shards, policy, contracts=env.any_call, timeout=timeout,
-                      progress=progress)
+        return Result(
+            spec.variant,
+            prop.name,
+            environment,
+            shards,
+            policy,
+            "not_applicable",
+            0,
+            expected=None,
+            note=f"the property is only about {', '.join(prop.environments or ())}",
+        )
+    checker = Checker(
+        spec, environment, prop, shards, policy, contracts=env.any_call, timeout=timeout, progress=progress
+    )
     result = checker.run(max_depth, max_traces)
     if env.any_call and lax and result.status != "unknown":
         lax_checker = Checker(spec, environment, prop, shards, policy, contracts=False, timeout=timeout)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from model import bmc
-from model.errors import EXIT_BAD_INPUT, EXIT_MISMATCH, EXIT_OK, EXIT_UNKNOWN, LedgercheckError, UsageError
+from model.errors import EXIT_MISMATCH, EXIT_OK, EXIT_UNKNOWN, LedgercheckError, UsageError
 from model.figure import trace_figure
 from model.spec import DEFAULT_SPEC, Spec, SpecFile, load_spec
 from model.trace import Simulation, Trace, parse_action_call
@@ -26,13 +26,13 @@ DEFAULT_TRACES = 3
 
 EXAMPLES = {
     "replay": "examples:\n  ledgercheck replay                      # the seed's trace, both variants\n"
-              "  ledgercheck replay --variant fixed 'report_failure(1)' 'report_failure(1)'\n"
-              "  ledgercheck replay --environment controller 'request_fails(0)' 'refit_aborts()' 'recovery()'",
+    "  ledgercheck replay --variant fixed 'report_failure(1)' 'report_failure(1)'\n"
+    "  ledgercheck replay --environment controller 'request_fails(0)' 'refit_aborts()' 'recovery()'",
     "check": "examples:\n  ledgercheck check                       # every variant and property, controller, 4 shards\n"
-             "  ledgercheck check --variant as_written --property no_condemnation_by_inherited_streak\n"
-             "  ledgercheck check --environment ledger --max-traces 6 --format json",
+    "  ledgercheck check --variant as_written --property no_condemnation_by_inherited_streak\n"
+    "  ledgercheck check --environment ledger --max-traces 6 --format json",
     "gen": "examples:\n  ledgercheck gen                         # regenerate generated_tests/\n"
-           "  ledgercheck gen --check                 # exit 1 with a diff when they drifted",
+    "  ledgercheck gen --check                 # exit 1 with a diff when they drifted",
 }
 
 
@@ -51,32 +51,48 @@ def build_parser() -> argparse.ArgumentParser:
         prog="ledgercheck",
         description="Model-check a ledger spec with Z3 and turn every counterexample into a pytest case.",
         epilog="examples:\n  ledgercheck                 # check the bundled spec (same as 'ledgercheck check')\n"
-               "  ledgercheck replay          # the seed's trace on both variants\n"
-               "  ledgercheck gen --check     # are generated_tests/ up to date?",
+        "  ledgercheck replay          # the seed's trace on both variants\n"
+        "  ledgercheck gen --check     # are generated_tests/ up to date?",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command")
 
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("spec", nargs="?", default=None, help=f"spec file (default: {DEFAULT_SPEC.name} bundled)")
-        p.add_argument("--policy", action="append", type=_policy_arg, default=[], metavar="NAME=VALUE",
-                       help="override a policy constant (repeatable)")
+        p.add_argument(
+            "--policy",
+            action="append",
+            type=_policy_arg,
+            default=[],
+            metavar="NAME=VALUE",
+            help="override a policy constant (repeatable)",
+        )
         p.add_argument("--shards", type=int, default=None, help="fleet size (default: the spec's)")
 
-    replay = sub.add_parser("replay", help="drive the executable model through events and print each state",
-                            epilog=EXAMPLES["replay"], formatter_class=argparse.RawDescriptionHelpFormatter)
+    replay = sub.add_parser(
+        "replay",
+        help="drive the executable model through events and print each state",
+        epilog=EXAMPLES["replay"],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     replay.add_argument("spec_or_event", nargs="*", metavar="[SPEC] EVENTS", help="a spec file, then calls")
     replay.add_argument("--policy", action="append", type=_policy_arg, default=[], metavar="NAME=VALUE")
     replay.add_argument("--shards", type=int, default=None)
     replay.add_argument("--variant", action="append", default=None, help="variant(s) to replay (default: all)")
-    replay.add_argument("--environment", default=None, help="environment whose actions the events name (default: ledger)")
+    replay.add_argument(
+        "--environment", default=None, help="environment whose actions the events name (default: ledger)"
+    )
     replay.add_argument("--scenario", default=None, help="replay a scenario written in the spec (default: seed)")
     replay.add_argument("--file", default=None, help="read events from a file, one per line")
     replay.add_argument("--shard", type=int, default=None, help="shard to show in the table")
     replay.add_argument("--format", choices=("text", "json"), default="text")
 
-    check = sub.add_parser("check", help="bounded model checking of the spec's properties",
-                           epilog=EXAMPLES["check"], formatter_class=argparse.RawDescriptionHelpFormatter)
+    check = sub.add_parser(
+        "check",
+        help="bounded model checking of the spec's properties",
+        epilog=EXAMPLES["check"],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     common(check)
     check.add_argument("--variant", action="append", default=None)
     check.add_argument("--property", action="append", default=None)
@@ -87,8 +103,12 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--format", choices=("text", "json"), default="text")
     check.add_argument("--progress", action="store_true", help="depth-by-depth progress on stderr")
 
-    gen = sub.add_parser("gen", help="generate pytest cases from every counterexample",
-                         epilog=EXAMPLES["gen"], formatter_class=argparse.RawDescriptionHelpFormatter)
+    gen = sub.add_parser(
+        "gen",
+        help="generate pytest cases from every counterexample",
+        epilog=EXAMPLES["gen"],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     gen.add_argument("spec", nargs="?", default=None)
     gen.add_argument("--out", default=None, help="output directory (default: generated_tests/)")
     gen.add_argument("--check", action="store_true", help="change nothing; exit 1 with a diff on drift")
@@ -108,9 +128,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if ns.command == "check":
             code = cmd_check(ns)
             if first_run:
-                print("\nNext: 'ledgercheck replay' shows the seed's trace on both variants; "
-                      "'ledgercheck gen' writes a pytest case per counterexample; "
-                      "'ledgercheck check --help' lists the options.")
+                print(
+                    "\nNext: 'ledgercheck replay' shows the seed's trace on both variants; "
+                    "'ledgercheck gen' writes a pytest case per counterexample; "
+                    "'ledgercheck check --help' lists the options."
+                )
             return code
         if ns.command == "gen":
             from codegen.render import cmd_gen
@@ -172,12 +194,26 @@ def cmd_replay(ns: argparse.Namespace) -> int:
             action, shard_args, values = parse_action_call(text, env)
             step, _ = sim.apply(action, shard_args, values)
             steps.append(step)
-        focus = ns.shard if ns.shard is not None else (scenario.focus if scenario and scenario.focus is not None
-                                                         else next((s.shard for s in steps[1:] if s.shard is not None), 0))
+        focus = (
+            ns.shard
+            if ns.shard is not None
+            else (
+                scenario.focus
+                if scenario and scenario.focus is not None
+                else next((s.shard for s in steps[1:] if s.shard is not None), 0)
+            )
+        )
         trace = Trace(spec.name, spec.variant, env.name, shards, policy, tuple(steps), focus)
         if ns.format == "json":
-            output.append({"variant": spec.variant, "environment": env.name, "shards": shards, "policy": policy,
-                           "steps": trace.to_json()})
+            output.append(
+                {
+                    "variant": spec.variant,
+                    "environment": env.name,
+                    "shards": shards,
+                    "policy": policy,
+                    "steps": trace.to_json(),
+                }
+            )
         else:
             print(f"{spec.variant}: {spec.variant_doc}" if spec.variant_doc else spec.variant)
             print(trace_figure(trace, spec, focus))
@@ -212,17 +248,37 @@ def result_json(result: bmc.Result) -> dict[str, Any]:
     return data
 
 
-def run_checks(spec_file: SpecFile, variants: list[str] | None, properties: list[str] | None, environment: str,
-               shards: int | None, policy: dict[str, int], max_depth: int, max_traces: int,
-               timeout: float | None, progress: Any = None) -> list[bmc.Result]:
+def run_checks(
+    spec_file: SpecFile,
+    variants: list[str] | None,
+    properties: list[str] | None,
+    environment: str,
+    shards: int | None,
+    policy: dict[str, int],
+    max_depth: int,
+    max_traces: int,
+    timeout: float | None,
+    progress: Any = None,
+) -> list[bmc.Result]:
     results = []
     for spec in _variants(spec_file, variants):
         resolved = spec.resolve_policy(policy)
         spec.environment(environment)
         for name in properties or list(spec.properties):
             prop = spec.property(name)
-            results.append(bmc.check_property(spec, environment, prop, shards or spec.default_shards, resolved,
-                                              max_depth, max_traces, timeout, progress))
+            results.append(
+                bmc.check_property(
+                    spec,
+                    environment,
+                    prop,
+                    shards or spec.default_shards,
+                    resolved,
+                    max_depth,
+                    max_traces,
+                    timeout,
+                    progress,
+                )
+            )
     return results
 
 
@@ -241,8 +297,18 @@ def cmd_check(ns: argparse.Namespace) -> int:
         raise UsageError("--shards must be in [1, 64]")
     spec_file = _load(ns.spec)
     progress = (lambda message: print(message, file=sys.stderr)) if ns.progress else None
-    results = run_checks(spec_file, ns.variant, ns.property, ns.environment, ns.shards, dict(ns.policy),
-                         ns.max_depth, ns.max_traces, ns.timeout, progress)
+    results = run_checks(
+        spec_file,
+        ns.variant,
+        ns.property,
+        ns.environment,
+        ns.shards,
+        dict(ns.policy),
+        ns.max_depth,
+        ns.max_traces,
+        ns.timeout,
+        progress,
+    )
     if ns.format == "json":
         print(json.dumps([result_json(r) for r in results], indent=2, default=str))
     else:

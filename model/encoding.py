@@ -165,16 +165,23 @@ class StepVars:
 class Encoding:
     """The transition system of one (spec variant, environment, fleet size, policy)."""
 
-    def __init__(self, spec: Spec, environment: Environment, shards: int,
-                 policy: Mapping[str, int] | None, contracts: bool = False) -> None:
+    def __init__(
+        self,
+        spec: Spec,
+        environment: Environment,
+        shards: int,
+        policy: Mapping[str, int] | None,
+        contracts: bool = False,
+    ) -> None:
         self.spec = spec
         self.environment = environment
         self.shards = shards
         self.backend = Z3Backend(spec)
         self.symbolic_policy = policy is None
         self.policy_vars = {name: z3.Int(f"policy.{name}") for name in spec.policy}
-        policy_terms: dict[str, Any] = (dict(self.policy_vars) if policy is None
-                                        else {k: z3.IntVal(v) for k, v in policy.items()})
+        policy_terms: dict[str, Any] = (
+            dict(self.policy_vars) if policy is None else {k: z3.IntVal(v) for k, v in policy.items()}
+        )
         self.policy = policy_terms
         self.machine: Machine[Any] = Machine(spec, self.backend, policy_terms, shards)
         self.vars: dict[Key, VarDecl] = {}
@@ -191,8 +198,9 @@ class Encoding:
         self.next_terms = self._next_terms()
         self.enabled_term = self.backend.or_([self._selected(inst) for inst in self.instances])
         self.next_template = {key: self._var(key, "next") for key in self.keys}
-        self.transition_template = z3.And([self.enabled_term] + [
-            self.next_template[key] == self.next_terms[key] for key in self.keys])
+        self.transition_template = z3.And(
+            [self.enabled_term] + [self.next_template[key] == self.next_terms[key] for key in self.keys]
+        )
 
     # -- naming --
 
@@ -208,7 +216,7 @@ class Encoding:
     # -- the template transition --
 
     def _instances(self) -> list[Instance]:
-        instances = []
+        instances: list[Instance] = []
         for action in self.environment.actions:
             ranges = [range(self.shards)] * len(action.shard_params)
             for combo in itertools.product(*ranges):
@@ -259,16 +267,18 @@ class Encoding:
         if prop.fleet:
             return self.backend.not_(self.machine.invariant(prop.when, prop.check, None, state))
         shards = [focus] if focus is not None else list(range(self.shards))
-        return self.backend.or_([self.backend.not_(self.machine.invariant(prop.when, prop.check, s, state))
-                                 for s in shards])
+        return self.backend.or_(
+            [self.backend.not_(self.machine.invariant(prop.when, prop.check, s, state)) for s in shards]
+        )
 
     def focus_events(self, focus: int) -> Any:
         """Over the template: a bit mask of the events called on the focus shard."""
         events = list(self.spec.events)
         term: Any = z3.IntVal(0)
         for inst in reversed(self.instances):
-            bits = [z3.If(c.pc, z3.IntVal(1 << events.index(c.event)), z3.IntVal(0))
-                    for c in inst.calls if c.shard == focus]
+            bits = [
+                z3.If(c.pc, z3.IntVal(1 << events.index(c.event)), z3.IntVal(0)) for c in inst.calls if c.shard == focus
+            ]
             if bits:
                 term = z3.If(self.act == inst.index, z3.Sum(bits) if len(bits) > 1 else bits[0], term)
         return term

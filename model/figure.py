@@ -132,8 +132,7 @@ def trace_figure(trace: Trace, spec: Spec, shard: int | None = None, width: int 
 def markdown_table(trace: Trace, spec: Spec, shard: int | None = None) -> str:
     shard = shard if shard is not None else (trace.focus if trace.focus is not None else 0)
     header, rows = trace_rows(trace, spec, shard)
-    lines = ["| " + " | ".join(f"`{h}`" if i else h for i, h in enumerate(header)) + " |",
-             "|" + "---|" * len(header)]
+    lines = ["| " + " | ".join(f"`{h}`" if i else h for i, h in enumerate(header)) + " |", "|" + "---|" * len(header)]
     for row in rows:
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)

@@ -20,7 +20,7 @@ from model.semantics import ConcreteBackend, Effects, Key, Machine
 from model.spec import Event, Spec
 
 
-class SpecEnum(str, enum.Enum):
+class SpecEnum(enum.StrEnum):
     """A state enum whose members compare equal to their value ("suspect") and their name
     ("SUSPECT"), so a test can compare states either way."""
 
@@ -51,29 +51,37 @@ class Api:
 
 def build_api(spec: Spec) -> Api:
     state_enum = spec.enums[spec.state_enum]
-    State = SpecEnum(spec.api_enum or spec.state_enum, {m: state_enum.api_values[m] for m in state_enum.members})  # type: ignore[call-overload]
+    members = {m: state_enum.api_values[m] for m in state_enum.members}
+    State: type[SpecEnum] = SpecEnum(spec.api_enum or spec.state_enum, members)  # type: ignore[call-arg, assignment]
     Policy = dataclasses.make_dataclass(
         spec.api_policy_class,
         [(name, int, dataclasses.field(default=decl.default)) for name, decl in spec.policy.items()],
         frozen=True,
     )
     Record = dataclasses.make_dataclass("ShardHealth", [(f.name, Any) for f in spec.fields])
-    namespace: dict[str, Any] = {"_spec": spec, "_State": State, "_Policy": Policy, "_Record": Record,
-                                 "__doc__": f"Executable model of {spec.name} ({spec.variant})."}
+    namespace: dict[str, Any] = {
+        "_spec": spec,
+        "_State": State,
+        "_Policy": Policy,
+        "_Record": Record,
+        "__doc__": f"Executable model of {spec.name} ({spec.variant}).",
+    }
     for event in spec.events.values():
         namespace[event.name] = _event_method(event)
     for query in spec.queries.values():
         if query.api:
             namespace[query.api] = _query_method(query.name)
     for var in spec.globals:
-        namespace[var.name] = property(lambda self, _n=var.name: self._store[(None, _n)])
+        namespace[var.name] = property(_global_reader(var.name))
     Ledger = type(spec.api_class, (LedgerModel,), namespace)
     return Api(spec, State, Policy, Record, Ledger)
 
 
 def _event_method(event: Event) -> Callable[..., None]:
-    params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
-              inspect.Parameter(event.signature.shard_param, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    params = [
+        inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+        inspect.Parameter(event.signature.shard_param, inspect.Parameter.POSITIONAL_OR_KEYWORD),
+    ]
     for p in event.signature.params:
         kind = inspect.Parameter.KEYWORD_ONLY if p.keyword_only else inspect.Parameter.POSITIONAL_OR_KEYWORD
         default = p.default if p.has_default else inspect.Parameter.empty
@@ -95,6 +103,14 @@ def _event_method(event: Event) -> Callable[..., None]:
     return method
 
 
+def _global_reader(name: str) -> Callable[[LedgerModel], Any]:
+    def read(self: LedgerModel) -> Any:
+        return self._store[(None, name)]
+
+    read.__name__ = name
+    return read
+
+
 def _query_method(name: str) -> Callable[[LedgerModel], list[int]]:
     def method(self: LedgerModel) -> list[int]:
         return self._query(name)
@@ -111,8 +127,15 @@ class LedgerModel:
     _Policy: type
     _Record: type
 
-    def __init__(self, *, shard_count: int, policy: Any = None, base_urls: list[str] | None = None,
-                 clock: Callable[[], float] | None = None, echo: bool = True) -> None:
+    def __init__(
+        self,
+        *,
+        shard_count: int,
+        policy: Any = None,
+        base_urls: list[str] | None = None,
+        clock: Callable[[], float] | None = None,
+        echo: bool = True,
+    ) -> None:
         spec = self._spec
         if isinstance(shard_count, bool) or not isinstance(shard_count, int) or shard_count < 1:
             raise ValueError(f"shard_count must be a positive integer, not {shard_count!r}")
@@ -159,8 +182,7 @@ class LedgerModel:
         query = self._spec.queries[name]
         from model.semantics import Frame
 
-        return [i for i in range(self.shard_count)
-                if self._machine.eval(query.expr, Frame(i), self._store)]
+        return [i for i in range(self.shard_count) if self._machine.eval(query.expr, Frame(i), self._store)]
 
     def contract_allows(self, event: str, shard: int, args: Mapping[str, Any]) -> bool:
         """Whether the spec's callers' contract (`requires`) allows this call now."""
@@ -205,8 +227,9 @@ def _policy_values(spec: Spec, policy: Any) -> dict[str, int]:
     return values
 
 
-def initial_store(spec: Spec, shards: int, base_urls: list[str] | None = None,
-                  env_vars: tuple[Any, ...] = ()) -> dict[Key, Any]:
+def initial_store(
+    spec: Spec, shards: int, base_urls: list[str] | None = None, env_vars: tuple[Any, ...] = ()
+) -> dict[Key, Any]:
     """The initial values of every state variable, as the concrete semantics holds them."""
     store: dict[Key, Any] = {}
     for index in range(shards):

@@ -9,7 +9,6 @@ concrete interpreter and the Z3 encoding) walk these same nodes through one exec
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
 
 
 @dataclass(frozen=True)
@@ -167,25 +166,25 @@ class Aggregate:
     type: Type
 
 
-Expr = Union[
-    Const,
-    FieldRef,
-    GlobalRef,
-    PolicyRef,
-    LocalRef,
-    ArgRef,
-    ShardVar,
-    Not,
-    BoolOp,
-    Compare,
-    Arith,
-    Neg,
-    InSet,
-    IsNone,
-    IfExp,
-    QueryRef,
-    Aggregate,
-]
+Expr = (
+    Const
+    | FieldRef
+    | GlobalRef
+    | PolicyRef
+    | LocalRef
+    | ArgRef
+    | ShardVar
+    | Not
+    | BoolOp
+    | Compare
+    | Arith
+    | Neg
+    | InSet
+    | IsNone
+    | IfExp
+    | QueryRef
+    | Aggregate
+)
 
 
 # --- statements --------------------------------------------------------------------------
@@ -239,7 +238,7 @@ class Pass:
     text: str = "pass"
 
 
-Stmt = Union[Assign, If, ForShards, CallEvent, Pass]
+Stmt = Assign | If | ForShards | CallEvent | Pass
 
 
 def field_reads(nodes: object) -> set[str]:

@@ -390,7 +390,9 @@ def _aggregate(node: ast.Call, scope: Scope) -> ir.Expr:
     name = func.id if isinstance(func, ast.Name) else None
     if name is None or name not in AGGREGATES:
         shown = name or _describe(func)
-        raise scope.fail(node, f"calls are not allowed in expressions ({shown}); only {', '.join(AGGREGATES)} over shards")
+        raise scope.fail(
+            node, f"calls are not allowed in expressions ({shown}); only {', '.join(AGGREGATES)} over shards"
+        )
     if not scope.aggregates:
         raise scope.fail(node, f"{name}() over shards is only allowed in environment actions and fleet properties")
     if len(node.args) != 1 or node.keywords:
@@ -440,7 +442,9 @@ def _stmt(node: ast.stmt, scope: Scope, assigned: set[str]) -> ir.Stmt:
         if not isinstance(node.op, (ast.Add, ast.Sub)) or not isinstance(node.target, ast.Name):
             raise scope.fail(node, "only 'name += e' and 'name -= e' are allowed")
         load = ast.Name(id=node.target.id, ctx=ast.Load(), lineno=node.lineno, col_offset=node.col_offset)
-        value = _expr(ast.BinOp(left=load, op=node.op, right=node.value, lineno=node.lineno, col_offset=node.col_offset), scope)
+        value = _expr(
+            ast.BinOp(left=load, op=node.op, right=node.value, lineno=node.lineno, col_offset=node.col_offset), scope
+        )
         return _assign(node, node.target, value, scope, assigned)
     if isinstance(node, ast.If):
         cond = _expr(node.test, scope)
@@ -491,8 +495,16 @@ def _assign(node: ast.stmt, target: ast.expr, value: ir.Expr, scope: Scope, assi
             raise scope.fail(target, f"{name!r} cannot be assigned here")
         _require(value, scope.globals[name], node, scope, f"the value assigned to {name}")
         return ir.Assign("global", name, "", value, node.lineno, text)
-    clash = (set(scope.policy) | set(scope.enum_members) | set(scope.sets) | set(scope.params)
-             | set(scope.queries) | set(scope.shard_vars) | {"args"} | set(SNAPSHOTS))
+    clash = (
+        set(scope.policy)
+        | set(scope.enum_members)
+        | set(scope.sets)
+        | set(scope.params)
+        | set(scope.queries)
+        | set(scope.shard_vars)
+        | {"args"}
+        | set(SNAPSHOTS)
+    )
     if name in clash or name in scope.fields:
         raise scope.fail(target, f"{name!r} cannot be assigned here")
     previous = scope.locals.get(name)
@@ -545,13 +557,13 @@ def _call(node: ast.Call, scope: Scope) -> ir.Stmt:
     for keyword in node.keywords:
         if keyword.arg is None:
             raise scope.fail(node, "**kwargs is not allowed")
-        param = signature.param(keyword.arg)
-        if param is None:
+        named = signature.param(keyword.arg)
+        if named is None:
             known = [p.name for p in signature.params]
             raise scope.fail(keyword, f"{name}() has no argument {keyword.arg!r}{did_you_mean(keyword.arg, known)}")
-        if param.name in bound:
-            raise scope.fail(keyword, f"{name}() got {param.name!r} twice")
-        bound[param.name] = _call_arg(param, keyword.value, scope)
+        if named.name in bound:
+            raise scope.fail(keyword, f"{name}() got {named.name!r} twice")
+        bound[named.name] = _call_arg(named, keyword.value, scope)
     for param in signature.params:
         if param.name not in bound and not param.has_default:
             raise scope.fail(node, f"{name}() is missing the argument {param.name!r}")
@@ -600,8 +612,9 @@ def parse_signature(text: str, scope: Scope, types: Callable[[str, ast.AST], Typ
     return Signature(fn.name, shard.arg, tuple(params))
 
 
-def _param(arg: ast.arg, default: ast.expr | None, kw_only: bool, scope: Scope,
-           types: Callable[[str, ast.AST], Type]) -> Param:
+def _param(
+    arg: ast.arg, default: ast.expr | None, kw_only: bool, scope: Scope, types: Callable[[str, ast.AST], Type]
+) -> Param:
     _check_identifier(arg, arg.arg, scope)
     if arg.annotation is None:
         raise scope.fail(arg, f"parameter {arg.arg!r} needs a type (e.g. {arg.arg}: int)")

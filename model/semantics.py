@@ -189,8 +189,7 @@ class Machine(Generic[V]):
             inner = Frame(self._shard(expr.shard, frame), frame.shard_vars, frame.args)
             return self.eval(query.expr, inner, store)
         if isinstance(expr, ir.Aggregate):
-            values = [self.eval(expr.body, Frame(i, frame.shard_vars, frame.args), store)
-                      for i in range(self.shards)]
+            values = [self.eval(expr.body, Frame(i, frame.shard_vars, frame.args), store) for i in range(self.shards)]
             if expr.op == "count":
                 return b.count(values)
             return b.or_(values) if expr.op == "exists" else b.and_(values)
@@ -216,13 +215,21 @@ class Machine(Generic[V]):
 
     # -- statements --
 
-    def exec_block(self, block: Sequence[ir.Stmt], frame: Frame[V], store: dict[Key, V], pc: V,
-                   effects: Effects[V], event: str = "") -> None:
+    def exec_block(
+        self,
+        block: Sequence[ir.Stmt],
+        frame: Frame[V],
+        store: dict[Key, V],
+        pc: V,
+        effects: Effects[V],
+        event: str = "",
+    ) -> None:
         for stmt in block:
             self._exec(stmt, frame, store, pc, effects, event)
 
-    def _exec(self, stmt: ir.Stmt, frame: Frame[V], store: dict[Key, V], pc: V, effects: Effects[V],
-              event: str) -> None:
+    def _exec(
+        self, stmt: ir.Stmt, frame: Frame[V], store: dict[Key, V], pc: V, effects: Effects[V], event: str
+    ) -> None:
         b = self.backend
         if isinstance(stmt, ir.Assign):
             value = self.eval(stmt.value, frame, store)
@@ -238,8 +245,14 @@ class Machine(Generic[V]):
                 store[key] = value
         elif isinstance(stmt, ir.If):
             cond = self.eval(stmt.cond, frame, store)
-            self.branch(cond, lambda s, f, p: self.exec_block(stmt.then, f, s, p, effects, event),
-                        lambda s, f, p: self.exec_block(stmt.orelse, f, s, p, effects, event), frame, store, pc)
+            self.branch(
+                cond,
+                lambda s, f, p: self.exec_block(stmt.then, f, s, p, effects, event),
+                lambda s, f, p: self.exec_block(stmt.orelse, f, s, p, effects, event),
+                frame,
+                store,
+                pc,
+            )
         elif isinstance(stmt, ir.ForShards):
             for shard in range(self.shards):
                 frame.shard_vars[stmt.var] = shard
@@ -282,8 +295,9 @@ class Machine(Generic[V]):
             left, right = then_frame.locals[name], else_frame.locals[name]
             frame.locals[name] = left if left is right else b.ite(cond, left, right)
 
-    def _state_change(self, shard: int, old: V, new: V, store: dict[Key, V], pc: V, effects: Effects[V],
-                      event: str) -> None:
+    def _state_change(
+        self, shard: int, old: V, new: V, store: dict[Key, V], pc: V, effects: Effects[V], event: str
+    ) -> None:
         b = self.backend
         changed = b.compare("!=", old, new)
         if b.decide(changed) is True and isinstance(self.backend, ConcreteBackend):
@@ -291,13 +305,20 @@ class Machine(Generic[V]):
         if not self.spec.on_state_change:
             return
         hook = Frame(None, {}, {}, {"old": old, "new": new})
-        self.branch(changed, lambda s, f, p: self.exec_block(self.spec.on_state_change, f, s, p, effects, event),
-                    lambda s, f, p: None, hook, store, pc)
+        self.branch(
+            changed,
+            lambda s, f, p: self.exec_block(self.spec.on_state_change, f, s, p, effects, event),
+            lambda s, f, p: None,
+            hook,
+            store,
+            pc,
+        )
 
     # -- events and actions --
 
-    def call_event(self, event: Event, shard: int, args: Mapping[str, V], store: dict[Key, V], pc: V,
-                   effects: Effects[V]) -> None:
+    def call_event(
+        self, event: Event, shard: int, args: Mapping[str, V], store: dict[Key, V], pc: V, effects: Effects[V]
+    ) -> None:
         """Run one ledger API call on `shard`: guard, body, then history."""
         b = self.backend
         full_args = dict(args)
@@ -306,7 +327,9 @@ class Machine(Generic[V]):
                 full_args[param.name] = b.const(param.default, param.type)
         before = {name: store[(shard, name)] for name in self.shard_field_names}
         frame = Frame(shard, {}, full_args)
-        ignored = self.eval(event.ignore_when, frame, store) if event.ignore_when is not None else b.const(False, ir.BOOL)
+        ignored = (
+            self.eval(event.ignore_when, frame, store) if event.ignore_when is not None else b.const(False, ir.BOOL)
+        )
         contract = self.eval(event.requires, frame, store) if event.requires is not None else self.true
 
         def run(s: dict[Key, V], f: Frame[V], p: V) -> None:
@@ -318,13 +341,13 @@ class Machine(Generic[V]):
         after = {name: store[(shard, name)] for name in self.shard_field_names}
         effects.calls.append(CallRecord(event.name, shard, full_args, pc, ignored, contract, before, after))
 
-    def enabled(self, action: Action, shards: Mapping[str, int], values: Mapping[str, V],
-                store: Mapping[Key, V]) -> V:
+    def enabled(self, action: Action, shards: Mapping[str, int], values: Mapping[str, V], store: Mapping[Key, V]) -> V:
         frame = Frame(None, dict(shards), values)
         return self.eval(action.when, frame, store)
 
-    def run_action(self, action: Action, shards: Mapping[str, int], values: Mapping[str, V],
-                   store: dict[Key, V]) -> Effects[V]:
+    def run_action(
+        self, action: Action, shards: Mapping[str, int], values: Mapping[str, V], store: dict[Key, V]
+    ) -> Effects[V]:
         """Execute an action's body on `store` (in place); the caller checks `enabled`."""
         effects: Effects[V] = Effects()
         frame = Frame(None, dict(shards), values)
@@ -333,8 +356,9 @@ class Machine(Generic[V]):
 
     # -- properties --
 
-    def step_violations(self, prop_when: ir.Expr | None, prop_check: ir.Expr, record: CallRecord[V],
-                        store: Mapping[Key, V]) -> V:
+    def step_violations(
+        self, prop_when: ir.Expr | None, prop_check: ir.Expr, record: CallRecord[V], store: Mapping[Key, V]
+    ) -> V:
         """The condition under which one call breaks a step property."""
         b = self.backend
         frame = Frame(record.shard, {}, record.args, {}, {"before": record.before, "after": record.after})
@@ -347,7 +371,7 @@ class Machine(Generic[V]):
     def invariant(self, when: ir.Expr | None, check: ir.Expr, shard: int | None, store: Mapping[Key, V]) -> V:
         """Whether an invariant holds of one shard (or of the fleet, shard None)."""
         b = self.backend
-        frame = Frame(shard)
+        frame: Frame[V] = Frame(shard)
         holds = self.eval(check, frame, store)
         if when is None:
             return holds

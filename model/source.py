@@ -84,12 +84,12 @@ class KeyLines:
             assign = _ASSIGN.match(line)
             if not assign:
                 continue
-            keys = (*table, *_split_dotted(assign.group(1)))
+            key_path: KeyPath = (*table, *_split_dotted(assign.group(1)))
             value_col = assign.end()
-            found.positions.setdefault(keys, (lineno, value_col + 1))
+            found.positions.setdefault(key_path, (lineno, value_col + 1))
             rest = line[value_col:]
             if rest.startswith("{"):
-                found._scan_inline(keys, line, value_col, lineno)
+                found._scan_inline(key_path, line, value_col, lineno)
             for quote in ('"""', "'''"):
                 if rest.startswith(quote) and rest.count(quote) == 1:
                     while index < len(lines) and quote not in lines[index]:

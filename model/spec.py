@@ -10,6 +10,7 @@ the file, the line and what is wrong.
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import textwrap
 from collections.abc import Mapping
@@ -104,7 +105,9 @@ class Environment:
         for action in self.actions:
             if action.name == name:
                 return action
-        raise UsageError(f"environment {self.name!r} has no action {name!r}{did_you_mean(name, [a.name for a in self.actions])}")
+        raise UsageError(
+            f"environment {self.name!r} has no action {name!r}{did_you_mean(name, [a.name for a in self.actions])}"
+        )
 
 
 @dataclass(frozen=True)
@@ -193,8 +196,10 @@ class Spec:
 
     def environment(self, name: str) -> Environment:
         if name not in self.environments:
-            raise UsageError(f"unknown environment {name!r}{did_you_mean(name, self.environments)}; "
-                             f"the spec has {', '.join(self.environments)}")
+            raise UsageError(
+                f"unknown environment {name!r}{did_you_mean(name, self.environments)}; "
+                f"the spec has {', '.join(self.environments)}"
+            )
         return self.environments[name]
 
     def property(self, name: str) -> Property:
@@ -237,8 +242,9 @@ class SpecFile:
         if name is None:
             return next(iter(self.compiled.values()))
         if name not in self.compiled:
-            raise UsageError(f"unknown variant {name!r}{did_you_mean(name, self.compiled)}; "
-                             f"the spec has {', '.join(self.compiled)}")
+            raise UsageError(
+                f"unknown variant {name!r}{did_you_mean(name, self.compiled)}; the spec has {', '.join(self.compiled)}"
+            )
         return self.compiled[name]
 
 
@@ -279,8 +285,22 @@ def _table(source: SpecSource, data: Any, keys: KeyPath, required: bool = True) 
     return node
 
 
-_KNOWN_TOP = ("spec", "enums", "sets", "policy", "fields", "globals", "queries", "on_state_change",
-              "history", "events", "environments", "properties", "variants", "scenarios")
+_KNOWN_TOP = (
+    "spec",
+    "enums",
+    "sets",
+    "policy",
+    "fields",
+    "globals",
+    "queries",
+    "on_state_change",
+    "history",
+    "events",
+    "environments",
+    "properties",
+    "variants",
+    "scenarios",
+)
 
 
 class _Builder:
@@ -300,8 +320,10 @@ class _Builder:
     def _check_keys(self, table: Mapping[str, Any], keys: KeyPath, allowed: tuple[str, ...]) -> None:
         for key in table:
             if key not in allowed:
-                raise self.fail((*keys, key), f"unknown key {key!r} in [{'.'.join(map(str, keys)) or 'top level'}]"
-                                f"{did_you_mean(key, allowed)}")
+                raise self.fail(
+                    (*keys, key),
+                    f"unknown key {key!r} in [{'.'.join(map(str, keys)) or 'top level'}]{did_you_mean(key, allowed)}",
+                )
 
     def _str(self, table: Mapping[str, Any], key: str, keys: KeyPath, default: str | None = None) -> str:
         if key not in table:
@@ -350,8 +372,21 @@ class _Builder:
         data = self.data
         self._check_keys(data, (), _KNOWN_TOP)
         head = _table(self.source, data, ("spec",))
-        self._check_keys(head, ("spec",), ("name", "title", "api_module", "api_class", "api_policy_class",
-                                           "api_enum", "state_field", "default_shards", "log"))
+        self._check_keys(
+            head,
+            ("spec",),
+            (
+                "name",
+                "title",
+                "api_module",
+                "api_class",
+                "api_policy_class",
+                "api_enum",
+                "state_field",
+                "default_shards",
+                "log",
+            ),
+        )
         self.enums = self._enums()
         self.sets = self._sets()
         self.policy = self._policy()
@@ -364,8 +399,10 @@ class _Builder:
         state_field = self._str(head, "state_field", ("spec",))
         field_types = {f.name: f.type for f in self.fields}
         if state_field not in field_types:
-            raise self.fail(("spec", "state_field"), f"state_field {state_field!r} is not a field"
-                            f"{did_you_mean(state_field, field_types)}")
+            raise self.fail(
+                ("spec", "state_field"),
+                f"state_field {state_field!r} is not a field{did_you_mean(state_field, field_types)}",
+            )
         state_type = field_types[state_field]
         if state_type.kind != "enum" or state_type.optional:
             raise self.fail(("spec", "state_field"), "the state field must have a (non-optional) enum type")
@@ -531,7 +568,7 @@ class _Builder:
             keys = (*where, name)
             self._ident(name, keys)
             if not isinstance(body, dict):
-                raise self.fail(keys, f"{name!r} must be a table like {{ type = \"int\", initial = 0 }}")
+                raise self.fail(keys, f'{name!r} must be a table like {{ type = "int", initial = 0 }}')
             self._check_keys(body, keys, ("type", "initial", "initial_from", "doc", "metric"))
             vtype = self.type_of(self._str(body, "type", keys), (*keys, "type"))
             if vtype.kind == "any":
@@ -565,19 +602,39 @@ class _Builder:
             ("fleet value", [g.name for g in self.globals]),
             ("history field", [h.name for h in self.history]),
         ]
-        reserved = {"args", "old", "new", "before", "after", "shards", "count", "exists", "forall", "True", "False", "None"}
+        reserved = {
+            "args",
+            "old",
+            "new",
+            "before",
+            "after",
+            "shards",
+            "count",
+            "exists",
+            "forall",
+            "True",
+            "False",
+            "None",
+        }
         for what, names in groups:
             for name in names:
                 if name in reserved:
                     raise self.source.error(self._key_of(what, name), f"{what} {name!r} uses a reserved name")
                 if name in seen and not (what == "enum member" and seen[name] == "enum member"):
-                    raise self.source.error(self._key_of(what, name), f"{what} {name!r} clashes with the {seen[name]} of the same name")
+                    raise self.source.error(
+                        self._key_of(what, name), f"{what} {name!r} clashes with the {seen[name]} of the same name"
+                    )
                 seen[name] = what
 
     def _key_of(self, what: str, name: str) -> KeyPath:
-        places = {"enum": ("enums", name), "set": ("sets", name), "policy constant": ("policy", name),
-                  "field": ("fields", name), "fleet value": ("globals", name),
-                  "history field": ("history", "fields", name)}
+        places = {
+            "enum": ("enums", name),
+            "set": ("sets", name),
+            "policy constant": ("policy", name),
+            "field": ("fields", name),
+            "fleet value": ("globals", name),
+            "history field": ("history", "fields", name),
+        }
         return places.get(what, ("enums",))
 
     # -- scopes --
@@ -632,9 +689,13 @@ class _Builder:
             return ()
         self._check_keys(table, ("on_state_change",), ("body",))
         text = self._str(table, "body", ("on_state_change",))
-        scope = self.scope(("on_state_change", "body"), "on_state_change", self_shard=False,
-                           locals={"old": state_type, "new": state_type},
-                           writable_globals=frozenset(g.name for g in self.globals))
+        scope = self.scope(
+            ("on_state_change", "body"),
+            "on_state_change",
+            self_shard=False,
+            locals={"old": state_type, "new": state_type},
+            writable_globals=frozenset(g.name for g in self.globals),
+        )
         return lang.compile_block(text, scope)
 
     # -- events --
@@ -645,13 +706,18 @@ class _Builder:
         patches: dict[str, list[tuple[KeyPath, dict[str, Any]]]] = {}
         raw = table.get("patch", []) if isinstance(table, dict) else []
         if not isinstance(raw, list):
-            raise self.fail(("variants", self.variant, "patch"), "patch must be an array of tables ([[variants.X.patch]])")
+            raise self.fail(
+                ("variants", self.variant, "patch"), "patch must be an array of tables ([[variants.X.patch]])"
+            )
         for index, patch in enumerate(raw):
             keys: KeyPath = ("variants", self.variant, "patch", index)
             if not isinstance(patch, dict):
                 raise self.fail(keys, "each patch must be a table")
-            self._check_keys(patch, keys, ("event", "block", "after", "before", "replace", "insert", "remove",
-                                           "ignore_when", "requires", "doc"))
+            self._check_keys(
+                patch,
+                keys,
+                ("event", "block", "after", "before", "replace", "insert", "remove", "ignore_when", "requires", "doc"),
+            )
             event = self._str(patch, "event", keys)
             patches.setdefault(event, []).append((keys, patch))
         return patches
@@ -662,7 +728,9 @@ class _Builder:
         for event_name in self.patches:
             if event_name not in table:
                 keys = self.patches[event_name][0][0]
-                raise self.fail((*keys, "event"), f"patch of unknown event {event_name!r}{did_you_mean(event_name, table)}")
+                raise self.fail(
+                    (*keys, "event"), f"patch of unknown event {event_name!r}{did_you_mean(event_name, table)}"
+                )
         signatures: dict[str, Signature] = {}
         for name, body in table.items():
             keys = ("events", name)
@@ -672,13 +740,16 @@ class _Builder:
             self._check_keys(body, keys, ("call", "ignore_when", "requires", "body", "history", "examples", "doc"))
             call = self._str(body, "call", keys)
             scope = self.scope((*keys, "call"), f"event {name}: call")
-            signature = lang.parse_signature(call, scope, lambda t, n: self._annotation(t, (*keys, "call")))
+            signature = lang.parse_signature(call, scope, functools.partial(self._annotation_at, (*keys, "call")))
             if signature.name != name:
                 raise self.fail((*keys, "call"), f"the call is named {signature.name!r}, the event {name!r}")
             signatures[name] = signature
         for name, body in table.items():
             events[name] = self._event(name, body, signatures[name])
         return events
+
+    def _annotation_at(self, keys: KeyPath, text: str, node: object) -> Type:
+        return self._annotation(text, keys)
 
     def _annotation(self, text: str, keys: KeyPath) -> Type:
         if text == "shard":
@@ -715,24 +786,44 @@ class _Builder:
                 ignore_when = compiled
             else:
                 requires = compiled
-        body_scope = self.scope((*keys, "body"), f"event {name}: body", args=args,
-                                writable_fields=ledger_fields, where=line_maps["body"])
+        body_scope = self.scope(
+            (*keys, "body"), f"event {name}: body", args=args, writable_fields=ledger_fields, where=line_maps["body"]
+        )
         compiled_body = lang.compile_block(texts["body"], body_scope)
-        history_scope = self.scope((*keys, "history"), f"event {name}: history", args=args,
-                                   readable_kinds=frozenset({"ledger", "history"}), snapshots=frozenset({"old"}),
-                                   writable_fields=history_fields, where=line_maps["history"])
+        history_scope = self.scope(
+            (*keys, "history"),
+            f"event {name}: history",
+            args=args,
+            readable_kinds=frozenset({"ledger", "history"}),
+            snapshots=frozenset({"old"}),
+            writable_fields=history_fields,
+            where=line_maps["history"],
+        )
         compiled_history = lang.compile_block(texts["history"], history_scope)
         examples = body.get("examples", {})
         if not isinstance(examples, dict) or not all(isinstance(v, str) for v in examples.values()):
             raise self.fail((*keys, "examples"), "examples must be a table of argument = 'python expression'")
         for arg, example in examples.items():
             if arg not in args:
-                raise self.fail((*keys, "examples", arg), f"event {name} has no argument {arg!r}{did_you_mean(arg, args)}")
+                raise self.fail(
+                    (*keys, "examples", arg), f"event {name} has no argument {arg!r}{did_you_mean(arg, args)}"
+                )
             _check_example(example, self.fail, (*keys, "examples", arg))
-        return Event(name, signature, ignore_when, requires, compiled_body, compiled_history, dict(examples),
-                     texts["body"], self.source.lines.line_of(keys))
+        return Event(
+            name,
+            signature,
+            ignore_when,
+            requires,
+            compiled_body,
+            compiled_history,
+            dict(examples),
+            texts["body"],
+            self.source.lines.line_of(keys),
+        )
 
-    def _apply_patch(self, text: str, where: lang.Where, patch: dict[str, Any], keys: KeyPath) -> tuple[str, lang.Where]:
+    def _apply_patch(
+        self, text: str, where: lang.Where, patch: dict[str, Any], keys: KeyPath
+    ) -> tuple[str, lang.Where]:
         """Insert, replace or remove statements of a block, anchored on a statement's text."""
         anchors = [k for k in ("after", "before", "replace", "remove") if k in patch]
         if len(anchors) != 1:
@@ -755,10 +846,17 @@ class _Builder:
         matches = [n for n in ast.walk(tree) if isinstance(n, ast.stmt) and _stmt_head(n) == wanted]
         if len(matches) != 1:
             found = "no" if not matches else f"{len(matches)}"
-            raise self.fail((*keys, mode), f"{found} statement(s) of event {patch['event']!r} read {wanted!r}; the anchor must match exactly one")
+            raise self.fail(
+                (*keys, mode),
+                f"{found} statement(s) of event {patch['event']!r} read {wanted!r}; the anchor must match exactly one",
+            )
         node = matches[0]
         indent = " " * node.col_offset
-        new_lines = [indent + line if line.strip() else line for line in textwrap.dedent(insert).strip("\n").split("\n")] if insert.strip() else []
+        new_lines = (
+            [indent + line if line.strip() else line for line in textwrap.dedent(insert).strip("\n").split("\n")]
+            if insert.strip()
+            else []
+        )
         start, end = node.lineno - 1, (node.end_lineno or node.lineno)
         origin = [where(i + 1, 0) for i in range(len(source_lines))]
         insert_where = self.where((*keys, "insert"))
@@ -799,15 +897,16 @@ class _Builder:
             taken = {f.name for f in self.fields + self.history + self.globals} | set(self.policy) | set(self.sets)
             for var in env_vars:
                 if var.name in taken or var.name in self.queries:
-                    raise self.fail((*keys, "vars", var.name), f"environment variable {var.name!r} clashes with another name")
+                    raise self.fail(
+                        (*keys, "vars", var.name), f"environment variable {var.name!r} clashes with another name"
+                    )
             if any_call:
                 if "actions" in body:
                     raise self.fail((*keys, "actions"), "an any_call environment has no actions of its own")
                 actions = tuple(self._call_action(event) for event in self.events.values())
             else:
                 actions_table = _table(self.source, self.data, (*keys, "actions"))
-                actions = tuple(self._action(keys, env_vars, action, spec)
-                                for action, spec in actions_table.items())
+                actions = tuple(self._action(keys, env_vars, action, spec) for action, spec in actions_table.items())
                 if not actions:
                     raise self.fail(keys, f"environment {name!r} has no actions")
             environments[name] = Environment(name, self._str(body, "doc", keys, ""), env_vars, actions, any_call)
@@ -839,8 +938,11 @@ class _Builder:
         value_params: list[Param] = []
         if params_text.strip():
             scope = self.scope((*keys, "params"), f"action {name}: params")
-            signature = lang.parse_signature(f"{name}(_self_, {params_text})".replace("_self_", "self_"), scope,
-                                             lambda t, n: self._annotation(t, (*keys, "params")))
+            signature = lang.parse_signature(
+                f"{name}(_self_, {params_text})".replace("_self_", "self_"),
+                scope,
+                lambda t, n: self._annotation(t, (*keys, "params")),
+            )
             for param in signature.params:
                 if param.type.kind == "shard":
                     shard_params.append(param.name)
@@ -849,16 +951,29 @@ class _Builder:
                 else:
                     value_params.append(param)
         env_types = {g.name: g.type for g in self.globals} | {v.name: v.type for v in env_vars}
-        common = dict(self_shard=False, globals=env_types, shard_vars=frozenset(shard_params),
-                      params={p.name: p.type for p in value_params}, aggregates=True,
-                      events={n: e.signature for n, e in self.events.items()})
+        common = dict(
+            self_shard=False,
+            globals=env_types,
+            shard_vars=frozenset(shard_params),
+            params={p.name: p.type for p in value_params},
+            aggregates=True,
+            events={n: e.signature for n, e in self.events.items()},
+        )
         when_scope = self.scope((*keys, "when"), f"action {name}: when", **common)
         when = lang.compile_expr(self._str(body, "when", keys, "True"), when_scope, BOOL)
-        body_scope = self.scope((*keys, "body"), f"action {name}: body",
-                                writable_globals=frozenset(v.name for v in env_vars), **common)
+        body_scope = self.scope(
+            (*keys, "body"), f"action {name}: body", writable_globals=frozenset(v.name for v in env_vars), **common
+        )
         block = lang.compile_block(self._str(body, "body", keys), body_scope)
-        return Action(name, self._str(body, "doc", keys, ""), tuple(shard_params), tuple(value_params), when, block,
-                      self.source.lines.line_of(keys))
+        return Action(
+            name,
+            self._str(body, "doc", keys, ""),
+            tuple(shard_params),
+            tuple(value_params),
+            when,
+            block,
+            self.source.lines.line_of(keys),
+        )
 
     # -- scenarios --
 
@@ -880,14 +995,23 @@ class _Builder:
                 raise self.fail((*keys, "focus"), f"focus must be a shard index in [0, {shards - 1}]")
             steps = body.get("steps")
             if not isinstance(steps, list) or not all(isinstance(s, str) for s in steps):
-                raise self.fail((*keys, "steps"), "steps must be a list of calls, e.g. \"report_failure(1)\"")
+                raise self.fail((*keys, "steps"), 'steps must be a list of calls, e.g. "report_failure(1)"')
             actions = {a.name for a in environments[env].actions}
             for step in steps:
                 head = step.split("(", 1)[0].strip()
                 if head not in actions:
-                    raise self.fail((*keys, "steps"), f"scenario {name}: {env} has no action {head!r}{did_you_mean(head, actions)}")
-            scenarios[name] = Scenario(name, self._str(body, "doc", keys, ""), env, focus, shards, tuple(steps),
-                                       self.source.lines.line_of(keys))
+                    raise self.fail(
+                        (*keys, "steps"), f"scenario {name}: {env} has no action {head!r}{did_you_mean(head, actions)}"
+                    )
+            scenarios[name] = Scenario(
+                name,
+                self._str(body, "doc", keys, ""),
+                env,
+                focus,
+                shards,
+                tuple(steps),
+                self.source.lines.line_of(keys),
+            )
         return scenarios
 
     # -- properties --
@@ -902,11 +1026,17 @@ class _Builder:
             self._ident(name, keys)
             if not isinstance(body, dict):
                 raise self.fail(keys, f"property {name!r} must be a table")
-            self._check_keys(body, keys, ("claim", "doc", "kind", "on", "when", "assert", "message", "expect",
-                                          "environments", "scope"))
+            self._check_keys(
+                body,
+                keys,
+                ("claim", "doc", "kind", "on", "when", "assert", "message", "expect", "environments", "scope"),
+            )
             kind = self._str(body, "kind", keys, "invariant")
             if kind not in PROPERTY_KINDS:
-                raise self.fail((*keys, "kind"), f"kind must be one of {', '.join(PROPERTY_KINDS)}{did_you_mean(kind, PROPERTY_KINDS)}")
+                raise self.fail(
+                    (*keys, "kind"),
+                    f"kind must be one of {', '.join(PROPERTY_KINDS)}{did_you_mean(kind, PROPERTY_KINDS)}",
+                )
             scope_kind = self._str(body, "scope", keys, "shard")
             if scope_kind not in ("shard", "fleet"):
                 raise self.fail((*keys, "scope"), "scope must be 'shard' or 'fleet'")
@@ -931,11 +1061,14 @@ class _Builder:
                     raise self.fail((*keys, "environments"), "environments must be a list of names")
                 for env in env_names:
                     if env not in environments:
-                        raise self.fail((*keys, "environments"), f"unknown environment {env!r}{did_you_mean(env, environments)}")
+                        raise self.fail(
+                            (*keys, "environments"), f"unknown environment {env!r}{did_you_mean(env, environments)}"
+                        )
                 envs = tuple(env_names)
             if kind == "step":
-                overrides: dict[str, Any] = dict(readable_kinds=all_fields, snapshots=frozenset({"before", "after"}),
-                                                 self_shard=False)
+                overrides: dict[str, Any] = dict(
+                    readable_kinds=all_fields, snapshots=frozenset({"before", "after"}), self_shard=False
+                )
             elif fleet:
                 overrides = dict(readable_kinds=all_fields, self_shard=False, aggregates=True)
             else:
@@ -945,25 +1078,43 @@ class _Builder:
             when_text = self._str(body, "when", keys, "")
             when = None
             if when_text.strip():
-                when = lang.compile_expr(when_text, self.scope((*keys, "when"), f"property {name}: when", **overrides), BOOL)
+                when = lang.compile_expr(
+                    when_text, self.scope((*keys, "when"), f"property {name}: when", **overrides), BOOL
+                )
             assert_text = self._str(body, "assert", keys)
-            check = lang.compile_expr(assert_text, self.scope((*keys, "assert"), f"property {name}: assert", **overrides), BOOL)
+            check = lang.compile_expr(
+                assert_text, self.scope((*keys, "assert"), f"property {name}: assert", **overrides), BOOL
+            )
             expect_raw = body.get("expect", {})
             if not isinstance(expect_raw, dict):
                 raise self.fail((*keys, "expect"), "expect must be a table of variant = 'holds' | 'violated'")
             for variant, verdict in expect_raw.items():
                 if variant not in variants:
-                    raise self.fail((*keys, "expect", variant), f"unknown variant {variant!r}{did_you_mean(variant, variants)}")
+                    raise self.fail(
+                        (*keys, "expect", variant), f"unknown variant {variant!r}{did_you_mean(variant, variants)}"
+                    )
                 if verdict not in VERDICTS:
-                    raise self.fail((*keys, "expect", variant), f"expected verdict must be 'holds' or 'violated', not {verdict!r}")
+                    raise self.fail(
+                        (*keys, "expect", variant), f"expected verdict must be 'holds' or 'violated', not {verdict!r}"
+                    )
             claim = body.get("claim")
             if claim is not None and (not isinstance(claim, int) or isinstance(claim, bool)):
                 raise self.fail((*keys, "claim"), "claim must be an integer")
             properties[name] = Property(
-                name=name, claim=claim, doc=self._str(body, "doc", keys, ""), kind=kind, on=on, when=when,
-                check=check, message=self._str(body, "message", keys, f"property {name} failed"),
-                expect=dict(expect_raw), environments=envs, fleet=fleet, line=self.source.lines.line_of(keys),
-                when_text=when_text.strip(), assert_text=assert_text.strip(),
+                name=name,
+                claim=claim,
+                doc=self._str(body, "doc", keys, ""),
+                kind=kind,
+                on=on,
+                when=when,
+                check=check,
+                message=self._str(body, "message", keys, f"property {name} failed"),
+                expect=dict(expect_raw),
+                environments=envs,
+                fleet=fleet,
+                line=self.source.lines.line_of(keys),
+                when_text=when_text.strip(),
+                assert_text=assert_text.strip(),
             )
         return properties
 
@@ -988,11 +1139,28 @@ def _check_example(text: str, fail: Any, keys: KeyPath) -> None:
         raise fail(keys, f"example {text!r} is not a Python expression") from None
     if isinstance(node, ast.Constant):
         return
-    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _EXAMPLE_CALLS
-            and not node.keywords and all(isinstance(a, ast.Constant) for a in node.args)):
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in _EXAMPLE_CALLS
+        and not node.keywords
+        and all(isinstance(a, ast.Constant) for a in node.args)
+    ):
         return
     raise fail(keys, f"example {text!r} must be a literal or a built-in exception of literals")
 
 
-__all__ = ["DEFAULT_SPEC", "Action", "Environment", "Event", "Property", "Query", "Spec", "SpecFile", "VarDecl",
-           "load_spec", "load_spec_text", "INT"]
+__all__ = [
+    "DEFAULT_SPEC",
+    "Action",
+    "Environment",
+    "Event",
+    "Property",
+    "Query",
+    "Spec",
+    "SpecFile",
+    "VarDecl",
+    "load_spec",
+    "load_spec_text",
+    "INT",
+]

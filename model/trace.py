@@ -17,6 +17,7 @@ from typing import Any
 from model import ir
 from model.errors import UsageError, did_you_mean
 from model.interpreter import initial_store
+from model.lang import Param
 from model.semantics import ConcreteBackend, Effects, Key, Machine
 from model.spec import Action, Environment, Spec
 
@@ -83,8 +84,14 @@ def base_url(shard: int) -> str:
 class Simulation:
     """An environment driving the executable model, one atomic action at a time."""
 
-    def __init__(self, spec: Spec, environment: Environment, shard_count: int, policy: Mapping[str, int],
-                 base_urls: Sequence[str] | None = None) -> None:
+    def __init__(
+        self,
+        spec: Spec,
+        environment: Environment,
+        shard_count: int,
+        policy: Mapping[str, int],
+        base_urls: Sequence[str] | None = None,
+    ) -> None:
         self.spec = spec
         self.environment = environment
         self.shard_count = shard_count
@@ -121,8 +128,9 @@ class Simulation:
         calls = tuple(Call(c.event, c.shard, dict(c.args), bool(c.ignored), bool(c.contract_ok)) for c in effects.calls)
         logs = tuple(self.spec.log.format(shard=s, old=o, new=n, event=e) for s, o, n, e in effects.logs)
         first = action.shard_params[0] if action.shard_params else None
-        step = Step(action.name, shards[first] if first else None, dict(shards), dict(values), calls,
-                    self.observe(), logs)
+        step = Step(
+            action.name, shards[first] if first else None, dict(shards), dict(values), calls, self.observe(), logs
+        )
         return step, effects
 
 
@@ -144,7 +152,9 @@ def parse_action_call(text: str, environment: Environment) -> tuple[Action, dict
     names = [a.name for a in environment.actions]
     name = node.func.id
     if name not in names:
-        raise UsageError(f"step {text!r}: environment {environment.name!r} has no action {name!r}{did_you_mean(name, names)}")
+        raise UsageError(
+            f"step {text!r}: environment {environment.name!r} has no action {name!r}{did_you_mean(name, names)}"
+        )
     action = environment.action(name)
     try:
         positional = [ast.literal_eval(a) for a in node.args]
@@ -163,19 +173,19 @@ def parse_action_call(text: str, environment: Environment) -> tuple[Action, dict
             raise UsageError(f"step {text!r}: shard {param!r} must be an integer")
     values: dict[str, Any] = {}
     opaque = _opaque_params(action)
-    ordered = [(p.name, p) for p in action.value_params]
+    ordered: list[tuple[str, Param | None]] = [(p.name, p) for p in action.value_params]
     if opaque:
         ordered = [(name, next((p for p in action.value_params if p.name == name), None)) for name in opaque[1]]
-    for name, param in ordered:
+    for name, value_param in ordered:
         if name in keywords:
             value = keywords.pop(name)
         elif positional:
             value = positional.pop(0)
-        elif param is None or param.has_default:
-            value = param.default if param is not None else None
+        elif value_param is None or value_param.has_default:
+            value = value_param.default if value_param is not None else None
         else:
             raise UsageError(f"step {text!r}: missing argument {name!r}")
-        if param is not None:
+        if value_param is not None:
             values[name] = value
     if keywords or positional:
         extra = sorted(keywords) or [repr(v) for v in positional]
@@ -195,8 +205,14 @@ def _opaque_params(action: Action) -> tuple[set[str], list[str]] | None:
     return opaque, [name for name, _ in call.args]
 
 
-def replay(spec: Spec, environment: Environment, shard_count: int, policy: Mapping[str, int],
-           steps: Sequence[tuple[Action, Mapping[str, int], Mapping[str, Any]]], focus: int | None = None) -> Trace:
+def replay(
+    spec: Spec,
+    environment: Environment,
+    shard_count: int,
+    policy: Mapping[str, int],
+    steps: Sequence[tuple[Action, Mapping[str, int], Mapping[str, Any]]],
+    focus: int | None = None,
+) -> Trace:
     sim = Simulation(spec, environment, shard_count, policy)
     recorded = [sim.initial_step()]
     for action, shards, values in steps:

@@ -43,8 +43,10 @@ TABLE: dict[str, dict[str, tuple[Any, ...]]] = {
 def _seed_steps(ledger: Any) -> list[Any]:
     """The seed's events on shard 1, grouped by table column."""
     return [
-        lambda: (ledger.report_failure(SHARD, RuntimeError("generation failed")),
-                 ledger.report_failure(SHARD, RuntimeError("generation failed"))),
+        lambda: (
+            ledger.report_failure(SHARD, RuntimeError("generation failed")),
+            ledger.report_failure(SHARD, RuntimeError("generation failed")),
+        ),
         lambda: ledger.mark_weights_partial(SHARD),
         lambda: ledger.condemn_silent_participant(SHARD, reason="silent during weight transfer"),
         lambda: (ledger.mark_restarting(SHARD), ledger.mark_loaded(SHARD, base_url=NEW_URL)),

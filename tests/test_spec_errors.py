@@ -60,52 +60,105 @@ class Bad:
 BAD: dict[str, Bad] = {
     # TOML syntax
     "toml-syntax": Bad("default_shards = 4", "default_shards = = 4", "= 4", ("TOML syntax error",)),
-    "toml-unterminated-string": Bad('title = "NeMo-RL generation fleet health ledger"',
-                                    'title = "NeMo-RL generation fleet health ledger', "title",
-                                    ("TOML syntax error",), col=False),
+    "toml-unterminated-string": Bad(
+        'title = "NeMo-RL generation fleet health ledger"',
+        'title = "NeMo-RL generation fleet health ledger',
+        "title",
+        ("TOML syntax error",),
+        col=False,
+    ),
     # unknown keys (the location is the key's line; the column is the value's start)
-    "unknown-top-level-key": Bad("[sets]", "[setz]", "setz",
-                                 ("unknown key 'setz'", "top level", "did you mean 'sets'?")),
-    "unknown-table-key": Bad('api_class = "GenerationFleetHealth"', 'api_klass = "GenerationFleetHealth"',
-                             "api_klass", ("unknown key 'api_klass' in [spec]", "did you mean 'api_class'?"),
-                             col=False),
-    "unknown-event-key": Bad("[events.retire]\ncall", "[events.retire]\ncal", "cal",
-                             ("unknown key 'cal' in [events.retire]", "did you mean 'call'?"), col=False),
+    "unknown-top-level-key": Bad(
+        "[sets]", "[setz]", "setz", ("unknown key 'setz'", "top level", "did you mean 'sets'?")
+    ),
+    "unknown-table-key": Bad(
+        'api_class = "GenerationFleetHealth"',
+        'api_klass = "GenerationFleetHealth"',
+        "api_klass",
+        ("unknown key 'api_klass' in [spec]", "did you mean 'api_class'?"),
+        col=False,
+    ),
+    "unknown-event-key": Bad(
+        "[events.retire]\ncall",
+        "[events.retire]\ncal",
+        "cal",
+        ("unknown key 'cal' in [events.retire]", "did you mean 'call'?"),
+        col=False,
+    ),
     # unknown names
-    "unknown-field-name": Bad("if consecutive_reported_failures >= unhealthy_threshold:",
-                              "if consecutive_reported_failure >= unhealthy_threshold:",
-                              "consecutive_reported_failure",
-                              ("event report_failure: body", "unknown name 'consecutive_reported_failure'",
-                               "did you mean 'consecutive_reported_failures'?")),
-    "unknown-field-attribute": Bad('assert = "after.own_request_streak >= unhealthy_threshold',
-                                   'assert = "after.own_request_streek >= unhealthy_threshold',
-                                   "after.own_request_streek",
-                                   ("unknown field 'own_request_streek'", "did you mean 'own_request_streak'?")),
-    "unknown-event-in-on": Bad('on = ["report_failure", "record_probe"]', 'on = ["report_failur", "record_probe"]',
-                               '["report_failur"', ("unknown event 'report_failur'", "did you mean 'report_failure'?")),
-    "unknown-set-in-body": Bad("if (old in SERVING) != (new in SERVING):", "if (old in SERVING) != (new in SERVNG):",
-                               "SERVNG", ("on_state_change", "named state set", "did you mean 'SERVING'?")),
-    "unknown-set-in-query": Bad('serving = { when = "state in SERVING"', 'serving = { when = "state in SERVNG"',
-                                "serving", ("query serving", "named state set", "did you mean 'SERVING'?"),
-                                col=False),  # the column is checked by test_column_inside_inline_table_expression
-    "unknown-variant-in-expect": Bad('did not fail"\nexpect = { as_written = "violated", fixed = "holds" }',
-                                     'did not fail"\nexpect = { as_written = "violated", fixd = "holds" }',
-                                     "fixd", ("unknown variant 'fixd'", "did you mean 'fixed'?")),
+    "unknown-field-name": Bad(
+        "if consecutive_reported_failures >= unhealthy_threshold:",
+        "if consecutive_reported_failure >= unhealthy_threshold:",
+        "consecutive_reported_failure",
+        (
+            "event report_failure: body",
+            "unknown name 'consecutive_reported_failure'",
+            "did you mean 'consecutive_reported_failures'?",
+        ),
+    ),
+    "unknown-field-attribute": Bad(
+        'assert = "after.own_request_streak >= unhealthy_threshold',
+        'assert = "after.own_request_streek >= unhealthy_threshold',
+        "after.own_request_streek",
+        ("unknown field 'own_request_streek'", "did you mean 'own_request_streak'?"),
+    ),
+    "unknown-event-in-on": Bad(
+        'on = ["report_failure", "record_probe"]',
+        'on = ["report_failur", "record_probe"]',
+        '["report_failur"',
+        ("unknown event 'report_failur'", "did you mean 'report_failure'?"),
+    ),
+    "unknown-set-in-body": Bad(
+        "if (old in SERVING) != (new in SERVING):",
+        "if (old in SERVING) != (new in SERVNG):",
+        "SERVNG",
+        ("on_state_change", "named state set", "did you mean 'SERVING'?"),
+    ),
+    "unknown-set-in-query": Bad(
+        'serving = { when = "state in SERVING"',
+        'serving = { when = "state in SERVNG"',
+        "serving",
+        ("query serving", "named state set", "did you mean 'SERVING'?"),
+        col=False,
+    ),  # the column is checked by test_column_inside_inline_table_expression
+    "unknown-variant-in-expect": Bad(
+        'did not fail"\nexpect = { as_written = "violated", fixed = "holds" }',
+        'did not fail"\nexpect = { as_written = "violated", fixd = "holds" }',
+        "fixd",
+        ("unknown variant 'fixd'", "did you mean 'fixed'?"),
+    ),
     # types
-    "type-compare-enum-with-int": Bad('requires = "state == DEAD"', 'requires = "state == 3"', "state == 3",
-                                      ("event mark_restarting: requires", "cannot compare ShardState with int")),
-    "type-none-to-int": Bad("weight_version = args.weight_version", "weight_version = None", "weight_version = None",
-                            ("event report_refit: body", "weight_version must be int")),
-    "non-boolean-guard": Bad(GUARD, guard("consecutive_probe_failures + 1"), "consecutive_probe_failures + 1",
-                             ("event mark_restarting: ignore_when", "must be bool, not int")),
+    "type-compare-enum-with-int": Bad(
+        'requires = "state == DEAD"',
+        'requires = "state == 3"',
+        "state == 3",
+        ("event mark_restarting: requires", "cannot compare ShardState with int"),
+    ),
+    "type-none-to-int": Bad(
+        "weight_version = args.weight_version",
+        "weight_version = None",
+        "weight_version = None",
+        ("event report_refit: body", "weight_version must be int"),
+    ),
+    "non-boolean-guard": Bad(
+        GUARD,
+        guard("consecutive_probe_failures + 1"),
+        "consecutive_probe_failures + 1",
+        ("event mark_restarting: ignore_when", "must be bool, not int"),
+    ),
     # who may assign what
-    "history-field-in-body": Bad(RETIRE_BODY, retire_body("state = RETIRED", "own_request_streak = 0"),
-                                 "own_request_streak", ("event retire: body",
-                                                        "history field 'own_request_streak' cannot be assigned")),
-    "ledger-field-in-history": Bad('history = """\nown_request_streak = 0\n"""',
-                                   'history = """\nown_request_streak = 0\nrestart_attempts = 0\n"""',
-                                   "restart_attempts", ("event report_success: history",
-                                                        "ledger field 'restart_attempts' cannot be assigned")),
+    "history-field-in-body": Bad(
+        RETIRE_BODY,
+        retire_body("state = RETIRED", "own_request_streak = 0"),
+        "own_request_streak",
+        ("event retire: body", "history field 'own_request_streak' cannot be assigned"),
+    ),
+    "ledger-field-in-history": Bad(
+        'history = """\nown_request_streak = 0\n"""',
+        'history = """\nown_request_streak = 0\nrestart_attempts = 0\n"""',
+        "restart_attempts",
+        ("event report_success: history", "ledger field 'restart_attempts' cannot be assigned"),
+    ),
     # outside the expression subset
     "call": Bad(GUARD, guard("__import__('os')"), "__import__", ("calls are not allowed", "__import__")),
     "call-statement": Bad(RETIRE_BODY, retire_body("exec('print(1)')"), "exec", ("calls are not allowed",)),
@@ -114,21 +167,32 @@ BAD: dict[str, Bad] = {
     "lambda": Bad(GUARD, guard("lambda: True"), "lambda", ("a lambda is not allowed",)),
     "comprehension": Bad(GUARD, guard("[x for x in shards]"), "[x for", ("a comprehension is not allowed",)),
     "dunder-name": Bad(GUARD, guard("__builtins__"), "__builtins__", ("'__builtins__' is not allowed",)),
-    "import-statement": Bad(RETIRE_BODY, retire_body("import os", "state = RETIRED"), "import os",
-                            ("event retire: body", "an import is not allowed")),
+    "import-statement": Bad(
+        RETIRE_BODY,
+        retire_body("import os", "state = RETIRED"),
+        "import os",
+        ("event retire: body", "an import is not allowed"),
+    ),
     # policy
-    "policy-default-above-max": Bad("unhealthy_threshold = { default = 3, min = 1, max = 8 }",
-                                    "unhealthy_threshold = { default = 9, min = 1, max = 8 }", "default = 9",
-                                    ("policy unhealthy_threshold", "default 9 is outside [1, 8]")),
-    "policy-default-below-min": Bad("healthy_threshold = { default = 2, min = 1, max = 8 }",
-                                    "healthy_threshold = { default = 2, min = 3, max = 8 }", "default = 2",
-                                    ("policy healthy_threshold", "default 2 is outside [3, 8]")),
+    "policy-default-above-max": Bad(
+        "unhealthy_threshold = { default = 3, min = 1, max = 8 }",
+        "unhealthy_threshold = { default = 9, min = 1, max = 8 }",
+        "default = 9",
+        ("policy unhealthy_threshold", "default 9 is outside [1, 8]"),
+    ),
+    "policy-default-below-min": Bad(
+        "healthy_threshold = { default = 2, min = 1, max = 8 }",
+        "healthy_threshold = { default = 2, min = 3, max = 8 }",
+        "default = 2",
+        ("policy healthy_threshold", "default 2 is outside [3, 8]"),
+    ),
     # variants
-    "patch-anchor-matches-nothing": Bad('after = "consecutive_probe_successes = 0"',
-                                        'after = "consecutive_probe_successes = 1"',
-                                        '"consecutive_probe_successes = 1"',
-                                        ("no statement", "mark_loaded", "consecutive_probe_successes = 1",
-                                         "must match exactly one")),
+    "patch-anchor-matches-nothing": Bad(
+        'after = "consecutive_probe_successes = 0"',
+        'after = "consecutive_probe_successes = 1"',
+        '"consecutive_probe_successes = 1"',
+        ("no statement", "mark_loaded", "consecutive_probe_successes = 1", "must match exactly one"),
+    ),
 }
 
 
@@ -158,8 +222,11 @@ def test_bad_spec_is_refused_with_location(case: Bad) -> None:
         assert fragment in err.message, f"{fragment!r} not in {err.message!r}"
 
 
-@pytest.mark.xfail(strict=True, reason="the column of an expression written in an inline-table value counts from "
-                   "the key, not from the value's opening quote (source.KeyLines._scan_inline records key columns)")
+@pytest.mark.xfail(
+    strict=True,
+    reason="the column of an expression written in an inline-table value counts from "
+    "the key, not from the value's opening quote (source.KeyLines._scan_inline records key columns)",
+)
 def test_column_inside_inline_table_expression() -> None:
     case = BAD["unknown-set-in-query"]
     edited = case.text()
@@ -171,15 +238,21 @@ def test_column_inside_inline_table_expression() -> None:
 
 def _drop_last_triple_quote(text: str) -> str:
     end = text.rindex('"""')
-    return text[:end] + text[end + 3:]
+    return text[:end] + text[end + 3 :]
 
 
-@pytest.mark.parametrize("edit", [
-    pytest.param(_drop_last_triple_quote, id="unterminated-last-string"),
-    pytest.param(lambda text: text + "\nextra =", id="missing-value-at-end"),
-])
-@pytest.mark.xfail(strict=True, reason="a TOML error tomllib reports 'at end of document' becomes a SpecError with "
-                   "no line (str is 'fleet_health.toml: TOML syntax error: ...')")
+@pytest.mark.parametrize(
+    "edit",
+    [
+        pytest.param(_drop_last_triple_quote, id="unterminated-last-string"),
+        pytest.param(lambda text: text + "\nextra =", id="missing-value-at-end"),
+    ],
+)
+@pytest.mark.xfail(
+    strict=True,
+    reason="a TOML error tomllib reports 'at end of document' becomes a SpecError with "
+    "no line (str is 'fleet_health.toml: TOML syntax error: ...')",
+)
 def test_toml_error_at_end_of_document_names_a_line(edit: object) -> None:
     assert callable(edit)
     edited = edit(SPEC)
@@ -210,12 +283,15 @@ def _garbage() -> dict[str, str]:
         "bad-indent": SPEC.replace(RETIRE_BODY, retire_body("state = RETIRED", "  state = DEAD")),
         "str-for-int": SPEC.replace("default_shards = 4", 'default_shards = "4"'),
         "huge-shards": SPEC.replace("default_shards = 4", "default_shards = 4000000000000000000000"),
-        "members-int": SPEC.replace('members = ["HEALTHY", "SUSPECT", "DEAD", "RESTARTING", "STALE", "RETIRED"]',
-                                    "members = 5"),
+        "members-int": SPEC.replace(
+            'members = ["HEALTHY", "SUSPECT", "DEAD", "RESTARTING", "STALE", "RETIRED"]', "members = 5"
+        ),
         "on-int": SPEC.replace('on = ["report_failure", "record_probe"]', "on = [1]"),
         "unknown-patch-event": SPEC.replace('event = "mark_loaded"', 'event = "mark_loadd"'),
-        "unsafe-example": SPEC.replace("""examples = { error = 'RuntimeError("generation failed")' }""",
-                                       """examples = { error = '__import__("os")' }"""),
+        "unsafe-example": SPEC.replace(
+            """examples = { error = 'RuntimeError("generation failed")' }""",
+            """examples = { error = '__import__("os")' }""",
+        ),
     }
 
 
@@ -242,7 +318,7 @@ def test_loader_raises_only_spec_error_when_any_line_is_deleted() -> None:
     for index, line in enumerate(lines):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
-        _assert_only_spec_error("\n".join(lines[:index] + lines[index + 1:]), f"without line {index + 1}: {line!r}")
+        _assert_only_spec_error("\n".join(lines[:index] + lines[index + 1 :]), f"without line {index + 1}: {line!r}")
 
 
 def test_loader_raises_only_spec_error_when_truncated() -> None:
@@ -257,6 +333,7 @@ def test_loader_raises_only_spec_error_for_token_substitutions(word: str) -> Non
     for index, line in enumerate(lines):
         for match in pattern.finditer(line):
             for token in ("None", "x.y", "(", "1 + True"):
-                edited = line[: match.start()] + token + line[match.end():]
-                _assert_only_spec_error("\n".join(lines[:index] + [edited] + lines[index + 1:]),
-                                        f"line {index + 1}: {edited!r}")
+                edited = line[: match.start()] + token + line[match.end() :]
+                _assert_only_spec_error(
+                    "\n".join(lines[:index] + [edited] + lines[index + 1 :]), f"line {index + 1}: {edited!r}"
+                )

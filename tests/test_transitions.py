@@ -119,8 +119,12 @@ def printed(capsys: pytest.CaptureFixture[str]) -> list[str]:
 def test_shipped_policy_defaults() -> None:
     for variant in VARIANTS:
         policy = api_for(variant).Policy()
-        assert (policy.unhealthy_threshold, policy.healthy_threshold, policy.max_restart_attempts_per_shard,
-                policy.min_healthy_shards) == (3, 2, 5, 1)
+        assert (
+            policy.unhealthy_threshold,
+            policy.healthy_threshold,
+            policy.max_restart_attempts_per_shard,
+            policy.min_healthy_shards,
+        ) == (3, 2, 5, 1)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -128,9 +132,14 @@ def test_initial_record(variant: str) -> None:
     ledger = new_ledger(variant)
     for i in range(SHARDS):
         assert record(ledger, i) == {
-            "state": "HEALTHY", "consecutive_probe_failures": 0, "consecutive_probe_successes": 0,
-            "consecutive_reported_failures": 0, "restart_attempts": 0, "state_before_partial": None,
-            "weight_version": 0, "base_url": URLS[i],
+            "state": "HEALTHY",
+            "consecutive_probe_failures": 0,
+            "consecutive_probe_successes": 0,
+            "consecutive_reported_failures": 0,
+            "restart_attempts": 0,
+            "state_before_partial": None,
+            "weight_version": 0,
+            "base_url": URLS[i],
         }
     assert ledger.membership_epoch == 0
 
@@ -146,8 +155,12 @@ def test_setups_reach_their_state(variant: str, state: str) -> None:
 
 # --- transitions that act -------------------------------------------------------------------
 
-PF, PS, RF, RA = ("consecutive_probe_failures", "consecutive_probe_successes", "consecutive_reported_failures",
-                  "restart_attempts")
+PF, PS, RF, RA = (
+    "consecutive_probe_failures",
+    "consecutive_probe_successes",
+    "consecutive_reported_failures",
+    "restart_attempts",
+)
 SBP, WV, URL, ST = "state_before_partial", "weight_version", "base_url", "state"
 
 # (id, setup steps, call, the fields that change and their new values): identical in both variants.
@@ -156,8 +169,12 @@ TRANSITIONS: list[tuple[str, list[str], str, dict[str, Any]]] = [
     ("probe_ok/HEALTHY", [], "probe_ok", {PS: 1}),
     ("probe_ok/SUSPECT resets probe failures", ["probe_fail"], "probe_ok", {PF: 0, PS: 1}),
     ("probe_ok/SUSPECT reaches H -> HEALTHY", ["probe_fail", "probe_ok"], "probe_ok", {PS: 2, ST: "HEALTHY"}),
-    ("probe_ok/SUSPECT by requests -> HEALTHY keeps request streak", ["fail", "fail", "probe_ok"], "probe_ok",
-     {PS: 2, ST: "HEALTHY"}),
+    (
+        "probe_ok/SUSPECT by requests -> HEALTHY keeps request streak",
+        ["fail", "fail", "probe_ok"],
+        "probe_ok",
+        {PS: 2, ST: "HEALTHY"},
+    ),
     ("probe_ok/HEALTHY beyond H", ["probe_ok", "probe_ok"], "probe_ok", {PS: 3}),
     # record_probe(ok=False)
     ("probe_fail/HEALTHY -> SUSPECT", [], "probe_fail", {PF: 1, ST: "SUSPECT"}),
@@ -169,8 +186,12 @@ TRANSITIONS: list[tuple[str, list[str], str, dict[str, Any]]] = [
     ("fail/HEALTHY -> SUSPECT", [], "fail", {RF: 1, ST: "SUSPECT"}),
     ("fail/SUSPECT below T", ["fail"], "fail", {RF: 2}),
     ("fail/SUSPECT reaches T -> DEAD", ["fail", "fail"], "fail", {RF: 3, ST: "DEAD"}),
-    ("fail/HEALTHY with streak reaches T -> DEAD", ["fail", "fail", "probe_ok", "probe_ok"], "fail",
-     {RF: 3, ST: "DEAD"}),
+    (
+        "fail/HEALTHY with streak reaches T -> DEAD",
+        ["fail", "fail", "probe_ok", "probe_ok"],
+        "fail",
+        {RF: 3, ST: "DEAD"},
+    ),
     ("fail/SUSPECT by probes", ["probe_fail"], "fail", {RF: 1}),
     # report_success: never ignored, never changes the state
     ("success/HEALTHY with streak", ["fail", "fail", "probe_ok", "probe_ok"], "success", {RF: 0}),
@@ -200,10 +221,18 @@ TRANSITIONS: list[tuple[str, list[str], str, dict[str, Any]]] = [
     ("restarting/SUSPECT (lax guard)", ["fail"], "restarting", {RA: 1, ST: "RESTARTING"}),
     ("restarting/STALE (lax guard)", ["partial"], "restarting", {RA: 1, ST: "RESTARTING"}),
     ("restarting/RESTARTING", ["dead", "restarting"], "restarting", {RA: 2}),
-    ("restarting/DEAD at M -> RETIRED", ["dead"] + ["restarting", "restart_failed"] * 5, "restarting",
-     {RA: 6, ST: "RETIRED"}),
-    ("restarting/DEAD below M", ["dead"] + ["restarting", "restart_failed"] * 4, "restarting",
-     {RA: 5, ST: "RESTARTING"}),
+    (
+        "restarting/DEAD at M -> RETIRED",
+        ["dead"] + ["restarting", "restart_failed"] * 5,
+        "restarting",
+        {RA: 6, ST: "RETIRED"},
+    ),
+    (
+        "restarting/DEAD below M",
+        ["dead"] + ["restarting", "restart_failed"] * 4,
+        "restarting",
+        {RA: 5, ST: "RESTARTING"},
+    ),
     # mark_loaded, where both variants agree (no streak, no verdict to clear)
     ("loaded/RESTARTING", ["actor_death", "restarting"], "loaded", {PF: 0, URL: NEW_URL, ST: "STALE"}),
     ("loaded/RESTARTING without base_url", ["actor_death", "restarting"], "loaded_no_url", {PF: 0, ST: "STALE"}),
@@ -215,17 +244,32 @@ TRANSITIONS: list[tuple[str, list[str], str, dict[str, Any]]] = [
     ("restart_failed/HEALTHY (lax guard)", [], "restart_failed", {ST: "DEAD"}),
     ("restart_failed/STALE (lax guard)", ["partial"], "restart_failed", {ST: "DEAD"}),
     # report_refit: was = sbp; sbp = None; wv; probe counters 0; SUSPECT keeps streak, else reset + HEALTHY
-    ("refit/STALE verdict SUSPECT -> SUSPECT keeps streak", ["probe_fail", "fail", "partial"], "refit",
-     {SBP: None, WV: 7, PF: 0, ST: "SUSPECT"}),
-    ("refit/STALE verdict SUSPECT with probe successes", ["fail", "fail", "probe_ok", "partial"], "refit",
-     {SBP: None, WV: 7, PS: 0, ST: "SUSPECT"}),
-    ("refit/STALE verdict HEALTHY -> HEALTHY resets streak", ["fail", "fail", "probe_ok", "probe_ok", "partial"],
-     "refit", {SBP: None, WV: 7, PS: 0, RF: 0, ST: "HEALTHY"}),
-    ("refit/STALE no verdict -> HEALTHY", ["actor_death", "restarting", "loaded"], "refit",
-     {WV: 7, ST: "HEALTHY"}),
+    (
+        "refit/STALE verdict SUSPECT -> SUSPECT keeps streak",
+        ["probe_fail", "fail", "partial"],
+        "refit",
+        {SBP: None, WV: 7, PF: 0, ST: "SUSPECT"},
+    ),
+    (
+        "refit/STALE verdict SUSPECT with probe successes",
+        ["fail", "fail", "probe_ok", "partial"],
+        "refit",
+        {SBP: None, WV: 7, PS: 0, ST: "SUSPECT"},
+    ),
+    (
+        "refit/STALE verdict HEALTHY -> HEALTHY resets streak",
+        ["fail", "fail", "probe_ok", "probe_ok", "partial"],
+        "refit",
+        {SBP: None, WV: 7, PS: 0, RF: 0, ST: "HEALTHY"},
+    ),
+    ("refit/STALE no verdict -> HEALTHY", ["actor_death", "restarting", "loaded"], "refit", {WV: 7, ST: "HEALTHY"}),
     ("refit/DEAD (lax guard) -> HEALTHY", ["dead"], "refit", {WV: 7, RF: 0, ST: "HEALTHY"}),
-    ("refit/RESTARTING (lax guard) -> HEALTHY", ["probe_fail", "dead", "restarting"], "refit",
-     {WV: 7, PF: 0, RF: 0, ST: "HEALTHY"}),
+    (
+        "refit/RESTARTING (lax guard) -> HEALTHY",
+        ["probe_fail", "dead", "restarting"],
+        "refit",
+        {WV: 7, PF: 0, RF: 0, ST: "HEALTHY"},
+    ),
     ("refit/SUSPECT no verdict -> HEALTHY", ["fail", "probe_fail"], "refit", {WV: 7, PF: 0, RF: 0, ST: "HEALTHY"}),
     ("refit/HEALTHY", ["probe_ok"], "refit", {WV: 7, PS: 0}),
     # retire: never ignored
@@ -240,8 +284,9 @@ TRANSITIONS: list[tuple[str, list[str], str, dict[str, Any]]] = [
 
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize(("setup", "call", "changes"), [pytest.param(*row[1:], id=row[0]) for row in TRANSITIONS])
-def test_transition(variant: str, setup: list[str], call: str, changes: dict[str, Any],
-                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_transition(
+    variant: str, setup: list[str], call: str, changes: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
     ledger = new_ledger(variant)
     drive(ledger, setup)
     before = record(ledger)
@@ -278,16 +323,19 @@ IGNORED: list[tuple[str, set[str]]] = [
     ("restart_failed", {"RETIRED"}),
     ("refit", {"RETIRED"}),
 ]
-IGNORED_CASES = [pytest.param(call, state, steps, id=f"{call}/{state}/{kind}")
-                 for call, states in IGNORED
-                 for state in sorted(states)
-                 for kind, steps in (("plain", REACH[state]), ("rich", RICH[state]))]
+IGNORED_CASES = [
+    pytest.param(call, state, steps, id=f"{call}/{state}/{kind}")
+    for call, states in IGNORED
+    for state in sorted(states)
+    for kind, steps in (("plain", REACH[state]), ("rich", RICH[state]))
+]
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize(("call", "state", "setup"), IGNORED_CASES)
-def test_ignored_call_changes_nothing(variant: str, call: str, state: str, setup: list[str],
-                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_ignored_call_changes_nothing(
+    variant: str, call: str, state: str, setup: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
     ledger = new_ledger(variant)
     drive(ledger, setup)
     assert ledger.state_of(I) == state
@@ -326,25 +374,33 @@ def test_guard_sets_are_exact(variant: str, call: str) -> None:
 
 # (id, setup, as_written changes, fixed changes)
 LOADED_CASES: list[tuple[str, list[str], dict[str, Any], dict[str, Any]]] = [
-    ("RESTARTING after request streak", ["dead", "restarting"],
-     {URL: NEW_URL, ST: "STALE"},
-     {URL: NEW_URL, RF: 0, ST: "STALE"}),
-    ("RESTARTING after condemned SUSPECT verdict", ["probe_fail", "fail", "fail", "partial", "condemn", "restarting"],
-     {PF: 0, URL: NEW_URL, ST: "STALE"},
-     {PF: 0, URL: NEW_URL, RF: 0, SBP: None, ST: "STALE"}),
-    ("STALE with HEALTHY verdict (lax guard)", ["fail", "probe_ok", "probe_ok", "partial"],
-     {PS: 0, URL: NEW_URL},
-     {PS: 0, URL: NEW_URL, RF: 0, SBP: None}),
-    ("SUSPECT (lax guard)", ["fail", "fail"],
-     {URL: NEW_URL, ST: "STALE"},
-     {URL: NEW_URL, RF: 0, ST: "STALE"}),
+    (
+        "RESTARTING after request streak",
+        ["dead", "restarting"],
+        {URL: NEW_URL, ST: "STALE"},
+        {URL: NEW_URL, RF: 0, ST: "STALE"},
+    ),
+    (
+        "RESTARTING after condemned SUSPECT verdict",
+        ["probe_fail", "fail", "fail", "partial", "condemn", "restarting"],
+        {PF: 0, URL: NEW_URL, ST: "STALE"},
+        {PF: 0, URL: NEW_URL, RF: 0, SBP: None, ST: "STALE"},
+    ),
+    (
+        "STALE with HEALTHY verdict (lax guard)",
+        ["fail", "probe_ok", "probe_ok", "partial"],
+        {PS: 0, URL: NEW_URL},
+        {PS: 0, URL: NEW_URL, RF: 0, SBP: None},
+    ),
+    ("SUSPECT (lax guard)", ["fail", "fail"], {URL: NEW_URL, ST: "STALE"}, {URL: NEW_URL, RF: 0, ST: "STALE"}),
 ]
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize(("setup", "as_written", "fixed"), [pytest.param(*row[1:], id=row[0]) for row in LOADED_CASES])
-def test_mark_loaded_variants_differ(variant: str, setup: list[str], as_written: dict[str, Any],
-                                     fixed: dict[str, Any]) -> None:
+def test_mark_loaded_variants_differ(
+    variant: str, setup: list[str], as_written: dict[str, Any], fixed: dict[str, Any]
+) -> None:
     ledger = new_ledger(variant)
     drive(ledger, setup)
     before = record(ledger)
@@ -353,8 +409,9 @@ def test_mark_loaded_variants_differ(variant: str, setup: list[str], as_written:
     assert record(ledger) == {**before, **changes}
 
 
-@pytest.mark.parametrize(("variant", "state_after_refit", "streak_after_refit"),
-                         [("as_written", "SUSPECT", 2), ("fixed", "HEALTHY", 0)])
+@pytest.mark.parametrize(
+    ("variant", "state_after_refit", "streak_after_refit"), [("as_written", "SUSPECT", 2), ("fixed", "HEALTHY", 0)]
+)
 def test_restarted_engine_refit_outcome(variant: str, state_after_refit: str, streak_after_refit: int) -> None:
     """The two lines of the fix are the only difference: after a reload and a refit, the
     replacement starts clean only in `fixed`."""
@@ -415,8 +472,7 @@ EPOCH_CASES: list[tuple[str, list[str], str, int]] = [
 
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize(("setup", "call", "bump"), [pytest.param(*row[1:], id=row[0]) for row in EPOCH_CASES])
-def test_membership_epoch_bumps_when_serving_set_changes(variant: str, setup: list[str], call: str,
-                                                         bump: int) -> None:
+def test_membership_epoch_bumps_when_serving_set_changes(variant: str, setup: list[str], call: str, bump: int) -> None:
     ledger = new_ledger(variant)
     drive(ledger, setup)
     epoch = ledger.membership_epoch
@@ -460,8 +516,9 @@ SAME_STATE = [
 
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize(("setup", "call"), [pytest.param(*row[1:], id=row[0]) for row in SAME_STATE])
-def test_transition_to_same_state_prints_nothing(variant: str, setup: list[str], call: str,
-                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_transition_to_same_state_prints_nothing(
+    variant: str, setup: list[str], call: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     ledger = new_ledger(variant)
     drive(ledger, setup)
     state, epoch = ledger.state_of(I).name, ledger.membership_epoch
@@ -552,32 +609,51 @@ def test_dead_shard_carrying_verdict_is_not_suspected(variant: str) -> None:
 # (id, policy overrides, setup, call, changes)
 POLICY_CASES: list[tuple[str, dict[str, int], list[str], str, dict[str, Any]]] = [
     ("T=2: second failed request -> DEAD", {"unhealthy_threshold": 2}, ["fail"], "fail", {RF: 2, ST: "DEAD"}),
-    ("T=2: second failed probe -> DEAD", {"unhealthy_threshold": 2}, ["probe_fail"], "probe_fail",
-     {PF: 2, ST: "DEAD"}),
-    ("T=2: actor death sets probe failures to T", {"unhealthy_threshold": 2}, [], "actor_death",
-     {PF: 2, ST: "DEAD"}),
+    ("T=2: second failed probe -> DEAD", {"unhealthy_threshold": 2}, ["probe_fail"], "probe_fail", {PF: 2, ST: "DEAD"}),
+    ("T=2: actor death sets probe failures to T", {"unhealthy_threshold": 2}, [], "actor_death", {PF: 2, ST: "DEAD"}),
     ("T=1: one failed request -> DEAD", {"unhealthy_threshold": 1}, [], "fail", {RF: 1, ST: "DEAD"}),
     ("T=5: third failed request stays SUSPECT", {"unhealthy_threshold": 5}, ["fail", "fail"], "fail", {RF: 3}),
-    ("T=5: actor death sets probe failures to T", {"unhealthy_threshold": 5}, [], "actor_death",
-     {PF: 5, ST: "DEAD"}),
+    ("T=5: actor death sets probe failures to T", {"unhealthy_threshold": 5}, [], "actor_death", {PF: 5, ST: "DEAD"}),
     ("H=1: one good probe -> HEALTHY", {"healthy_threshold": 1}, ["fail"], "probe_ok", {PS: 1, ST: "HEALTHY"}),
     ("H=3: second good probe stays SUSPECT", {"healthy_threshold": 3}, ["fail", "probe_ok"], "probe_ok", {PS: 2}),
-    ("H=3: third good probe -> HEALTHY", {"healthy_threshold": 3}, ["fail", "probe_ok", "probe_ok"], "probe_ok",
-     {PS: 3, ST: "HEALTHY"}),
-    ("M=0: first restart retires", {"max_restart_attempts_per_shard": 0}, ["dead"], "restarting",
-     {RA: 1, ST: "RETIRED"}),
-    ("M=1: first restart allowed", {"max_restart_attempts_per_shard": 1}, ["dead"], "restarting",
-     {RA: 1, ST: "RESTARTING"}),
-    ("M=1: second restart retires", {"max_restart_attempts_per_shard": 1}, ["dead", "restarting", "restart_failed"],
-     "restarting", {RA: 2, ST: "RETIRED"}),
+    (
+        "H=3: third good probe -> HEALTHY",
+        {"healthy_threshold": 3},
+        ["fail", "probe_ok", "probe_ok"],
+        "probe_ok",
+        {PS: 3, ST: "HEALTHY"},
+    ),
+    (
+        "M=0: first restart retires",
+        {"max_restart_attempts_per_shard": 0},
+        ["dead"],
+        "restarting",
+        {RA: 1, ST: "RETIRED"},
+    ),
+    (
+        "M=1: first restart allowed",
+        {"max_restart_attempts_per_shard": 1},
+        ["dead"],
+        "restarting",
+        {RA: 1, ST: "RESTARTING"},
+    ),
+    (
+        "M=1: second restart retires",
+        {"max_restart_attempts_per_shard": 1},
+        ["dead", "restarting", "restart_failed"],
+        "restarting",
+        {RA: 2, ST: "RETIRED"},
+    ),
 ]
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-@pytest.mark.parametrize(("policy", "setup", "call", "changes"),
-                         [pytest.param(*row[1:], id=row[0]) for row in POLICY_CASES])
-def test_guards_read_the_policy(variant: str, policy: dict[str, int], setup: list[str], call: str,
-                                changes: dict[str, Any]) -> None:
+@pytest.mark.parametrize(
+    ("policy", "setup", "call", "changes"), [pytest.param(*row[1:], id=row[0]) for row in POLICY_CASES]
+)
+def test_guards_read_the_policy(
+    variant: str, policy: dict[str, int], setup: list[str], call: str, changes: dict[str, Any]
+) -> None:
     ledger = new_ledger(variant, **policy)
     drive(ledger, setup)
     before = record(ledger)
