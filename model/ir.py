@@ -20,6 +20,8 @@ class Type:
     optional: bool = False
 
     def __str__(self) -> str:
+        if self.kind == "none":
+            return "None"
         base = self.enum if self.kind == "enum" else self.kind
         return f"{base} | None" if self.optional else str(base)
 

@@ -160,7 +160,7 @@ def assignable(value: Type, target: Type) -> bool:
 
 def _comparable(left: Type, right: Type) -> bool:
     if left.kind == "none" or right.kind == "none":
-        return left.optional or right.optional
+        return left.optional and right.optional
     return left.kind == right.kind and left.enum == right.enum and left.kind != "any"
 
 

@@ -44,6 +44,7 @@ class KeyLines:
 
     path: str
     positions: dict[KeyPath, tuple[int, int]] = field(default_factory=dict)
+    values: dict[KeyPath, tuple[int, int]] = field(default_factory=dict)
 
     def where(self, keys: KeyPath) -> Location:
         """The location of the longest prefix of `keys` that the file wrote explicitly."""
@@ -52,6 +53,11 @@ class KeyLines:
             if found:
                 return Location(self.path, found[0], found[1])
         return Location(self.path, 1)
+
+    def value_where(self, keys: KeyPath) -> Location:
+        """Where the value of `keys` starts (inside an inline table: after its `=`)."""
+        found = self.values.get(keys)
+        return Location(self.path, found[0], found[1]) if found else self.where(keys)
 
     def line_of(self, keys: KeyPath) -> int:
         return self.where(keys).line
@@ -128,6 +134,7 @@ class KeyLines:
                 if match:
                     inner = (*stack[-1], *_split_dotted(match.group(1)))
                     self.positions.setdefault(inner, (lineno, position + 1))
+                    self.values.setdefault(inner, (lineno, match.end() + 1))
                     position = match.end()
                     if line[position : position + 1] == "{":
                         stack.append(inner)
@@ -192,7 +199,9 @@ def parse_source(name: str, text: str) -> SpecSource:
         message = str(exc)
         match = _TOML_POSITION.search(message)
         line, col = (int(match.group(1)), int(match.group(2))) if match else (0, 0)
-        reason = _TOML_POSITION.sub("", message).strip()
+        if not match and "end of document" in message:
+            line = max(1, len(text.splitlines()))
+        reason = _TOML_POSITION.sub("", message).replace("(at end of document)", "at the end of the file").strip()
         raise SpecError(Location(name, line, col), f"TOML syntax error: {reason}") from None
     except RecursionError:
         raise SpecError(Location(name), "TOML nesting is too deep") from None

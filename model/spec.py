@@ -349,7 +349,7 @@ class _Builder:
 
     def where(self, keys: KeyPath) -> lang.Where:
         """Map positions inside a string value (1-based line, 0-based col) to the file."""
-        loc = self.source.lines.where(keys)
+        loc = self.source.lines.value_where(keys)
         raw_lines = self.source.text.splitlines()
         start = raw_lines[loc.line - 1][loc.col - 1 :] if 0 < loc.line <= len(raw_lines) else ""
         multiline = start.startswith(('"""', "'''"))

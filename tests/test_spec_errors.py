@@ -222,11 +222,6 @@ def test_bad_spec_is_refused_with_location(case: Bad) -> None:
         assert fragment in err.message, f"{fragment!r} not in {err.message!r}"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the column of an expression written in an inline-table value counts from "
-    "the key, not from the value's opening quote (source.KeyLines._scan_inline records key columns)",
-)
 def test_column_inside_inline_table_expression() -> None:
     case = BAD["unknown-set-in-query"]
     edited = case.text()
@@ -247,11 +242,6 @@ def _drop_last_triple_quote(text: str) -> str:
         pytest.param(_drop_last_triple_quote, id="unterminated-last-string"),
         pytest.param(lambda text: text + "\nextra =", id="missing-value-at-end"),
     ],
-)
-@pytest.mark.xfail(
-    strict=True,
-    reason="a TOML error tomllib reports 'at end of document' becomes a SpecError with "
-    "no line (str is 'fleet_health.toml: TOML syntax error: ...')",
 )
 def test_toml_error_at_end_of_document_names_a_line(edit: object) -> None:
     assert callable(edit)
