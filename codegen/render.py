@@ -100,6 +100,7 @@ class GeneratedTest:
     shards: int
     policy: Mapping[str, int]
     steps: tuple[GeneratedStep, ...]
+    known_violation: bool = False
 
 
 def call_code(event: Event, shard: int, args: Mapping[str, Any]) -> str:
@@ -152,9 +153,15 @@ def _replay_calls(
     return states, allowed
 
 
-def build_test(trace: Trace, violating: Spec, holding: Spec, prop_name: str) -> GeneratedTest:
+def build_test(
+    trace: Trace, violating: Spec, holding: Spec, prop_name: str, known_violation: bool = False
+) -> GeneratedTest:
+    """One test from one trace. Expectations come from `holding`; when no variant of the
+    spec is expected to hold the property (`known_violation`), they come from the violating
+    variant itself and the test is a strict xfail: it documents the violation, and turns
+    red the day an implementation stops showing it."""
     prop = violating.properties[prop_name]
-    expected, allowed = _replay_calls(holding, trace, skip_outside_contract=True)
+    expected, allowed = _replay_calls(holding, trace, skip_outside_contract=not known_violation)
     actual, _ = _replay_calls(violating, trace, skip_outside_contract=False)
     steps: list[GeneratedStep] = []
     position = 0
@@ -214,7 +221,13 @@ def build_test(trace: Trace, violating: Spec, holding: Spec, prop_name: str) -> 
     legend = "* changed by the step; ! held over from an earlier process incarnation; ~ history variable"
     figure = f"Trace found in {violating.variant}:\n\n{trace_figure(trace, violating, width=FIGURE_WIDTH)}\n\n{legend}"
     return GeneratedTest(
-        f"{trace.environment}_{digest}", summary, figure, trace.shard_count, dict(trace.policy), tuple(steps)
+        f"{trace.environment}_{digest}",
+        summary,
+        figure,
+        trace.shard_count,
+        dict(trace.policy),
+        tuple(steps),
+        known_violation,
     )
 
 
@@ -254,8 +267,6 @@ def plan_tests(
     base = variants[0]
     for prop_name, _prop in base.properties.items():
         holding = next((v for v in variants if v.properties[prop_name].expect.get(v.variant) == "holds"), None)
-        if holding is None:
-            continue
         tests: dict[str, GeneratedTest] = {}
         violating_names: list[str] = []
         for spec in variants:
@@ -276,19 +287,20 @@ def plan_tests(
                     progress=progress,
                 )
                 for trace in result.traces:
-                    test = build_test(trace, spec, holding, prop_name)
+                    expected_from = holding or spec
+                    test = build_test(trace, spec, expected_from, prop_name, known_violation=holding is None)
                     if test.name in tests:
                         continue
-                    if _outcome(test, holding, holding, prop_name) is not None:
+                    if holding is not None and _outcome(test, holding, holding, prop_name) is not None:
                         continue  # the holding variant breaks it too: not a regression test of the fix
-                    if _outcome(test, spec, holding, prop_name) is None:
+                    if _outcome(test, spec, expected_from, prop_name) is None:
                         continue  # it would not notice the violating variant: it asserts nothing
                     tests[test.name] = test
                     if spec.variant not in violating_names:
                         violating_names.append(spec.variant)
         if tests:
             ordered = sorted(tests.values(), key=lambda t: (t.name.split("_")[0] != "controller", len(t.steps), t.name))
-            planned[prop_name] = (holding, ", ".join(violating_names), ordered)
+            planned[prop_name] = (holding or spec_file.variant(violating_names[0]), ", ".join(violating_names), ordered)
     return planned
 
 

@@ -372,85 +372,89 @@ def test_controller_49d150e59e(ledger_factory: LedgerFactory) -> None:
     check.finish()
 
 
-def test_controller_468f5ff283(ledger_factory: LedgerFactory) -> None:
+def test_controller_eb5ed25558(ledger_factory: LedgerFactory) -> None:
     """as_written breaks this in 9 steps (controller environment, 4 shards): a restarted shard was
     condemned by a streak its own process did not fail.
 
     Trace found in as_written:
 
-    shard 0                       | start          | request_fails(0) | refit_aborts()
-    ----------------------------------------------------------------------------------
-    calls on shard                | -              | report_failure   | mark_weights_partial
-    state                         | HEALTHY        | SUSPECT*         | STALE*
+    shard 0                       | start          | request_fails(0) | request_fails(0)
+    ------------------------------------------------------------------------------------
+    calls on shard                | -              | report_failure   | report_failure
+    state                         | HEALTHY        | SUSPECT*         | SUSPECT
     consecutive_probe_failures    | 0              | 0                | 0
     consecutive_probe_successes   | 0              | 0                | 0
-    consecutive_reported_failures | 0              | 1*               | 1
+    consecutive_reported_failures | 0              | 1*               | 2*
     restart_attempts              | 0              | 0                | 0
-    state_before_partial          | None           | None             | SUSPECT*
+    state_before_partial          | None           | None             | None
     weight_version                | 0              | 0                | 0
     base_url                      | http://shard-0 | http://shard-0   | http://shard-0
     ~incarnation                  | 0              | 0                | 0
-    ~own_request_streak           | 0              | 1*               | 1
+    ~own_request_streak           | 0              | 1*               | 2*
+    ~own_probe_streak             | 0              | 0                | 0
     ~refits_this_incarnation      | 0              | 0                | 0
-    ~aborted_while_suspect        | false          | false            | true*
+    ~aborted_while_suspect        | false          | false            | false
     ~carries_rule_verdict         | false          | false            | false
     ~verdict_reads                | 0              | 0                | 0
     ~genuine_deaths               | 0              | 0                | 0
     ~inherited_deaths             | 0              | 0                | 0
 
-    shard 0                       | recovery()                 | supervisor_tick()
-    ------------------------------------------------------------------------------
-    calls on shard                | condemn_silent_participant | mark_restarting
-    state                         | DEAD*                      | RESTARTING*
-    consecutive_probe_failures    | 0                          | 0
-    consecutive_probe_successes   | 0                          | 0
-    consecutive_reported_failures | 1                          | 1
-    restart_attempts              | 0                          | 1*
-    state_before_partial          | SUSPECT                    | SUSPECT
-    weight_version                | 0                          | 0
-    base_url                      | http://shard-0             | http://shard-0
-    ~incarnation                  | 0                          | 0
-    ~own_request_streak           | 1                          | 1
-    ~refits_this_incarnation      | 0                          | 0
-    ~aborted_while_suspect        | true                       | true
-    ~carries_rule_verdict         | true*                      | true
-    ~verdict_reads                | 0                          | 0
-    ~genuine_deaths               | 1*                         | 1
-    ~inherited_deaths             | 0                          | 0
+    shard 0                       | refit_aborts()       | recovery()
+    -----------------------------------------------------------------
+    calls on shard                | mark_weights_partial | condemn_silent_participant
+    state                         | STALE*               | DEAD*
+    consecutive_probe_failures    | 0                    | 0
+    consecutive_probe_successes   | 0                    | 0
+    consecutive_reported_failures | 2                    | 2
+    restart_attempts              | 0                    | 0
+    state_before_partial          | SUSPECT*             | SUSPECT
+    weight_version                | 0                    | 0
+    base_url                      | http://shard-0       | http://shard-0
+    ~incarnation                  | 0                    | 0
+    ~own_request_streak           | 2                    | 2
+    ~own_probe_streak             | 0                    | 0
+    ~refits_this_incarnation      | 0                    | 0
+    ~aborted_while_suspect        | true*                | true
+    ~carries_rule_verdict         | false                | true*
+    ~verdict_reads                | 0                    | 0
+    ~genuine_deaths               | 0                    | 1*
+    ~inherited_deaths             | 0                    | 0
 
-    shard 0                       | restart_loaded(0, url=http://shard-0.restarted)
-    -------------------------------------------------------------------------------
-    calls on shard                | mark_loaded
-    state                         | STALE*
-    consecutive_probe_failures    | 0
-    consecutive_probe_successes   | 0
-    consecutive_reported_failures | 1!
-    restart_attempts              | 1!
-    state_before_partial          | SUSPECT!
-    weight_version                | 0
-    base_url                      | http://shard-0.restarted*
-    ~incarnation                  | 1*
-    ~own_request_streak           | 0*
-    ~refits_this_incarnation      | 0
-    ~aborted_while_suspect        | false*
-    ~carries_rule_verdict         | false*
-    ~verdict_reads                | 0
-    ~genuine_deaths               | 1
-    ~inherited_deaths             | 0
+    shard 0                       | supervisor_tick() | restart_loaded(0, url=http://shard-0.restarted)
+    ---------------------------------------------------------------------------------------------------
+    calls on shard                | mark_restarting   | mark_loaded
+    state                         | RESTARTING*       | STALE*
+    consecutive_probe_failures    | 0                 | 0
+    consecutive_probe_successes   | 0                 | 0
+    consecutive_reported_failures | 2                 | 2!
+    restart_attempts              | 1*                | 1!
+    state_before_partial          | SUSPECT           | SUSPECT!
+    weight_version                | 0                 | 0
+    base_url                      | http://shard-0    | http://shard-0.restarted*
+    ~incarnation                  | 0                 | 1*
+    ~own_request_streak           | 2                 | 0*
+    ~own_probe_streak             | 0                 | 0
+    ~refits_this_incarnation      | 0                 | 0
+    ~aborted_while_suspect        | true              | false*
+    ~carries_rule_verdict         | true              | false*
+    ~verdict_reads                | 0                 | 0
+    ~genuine_deaths               | 1                 | 1
+    ~inherited_deaths             | 0                 | 0
 
-    shard 0                       | refit_lands()            | probe_answers(0)
-    ---------------------------------------------------------------------------
+    shard 0                       | refit_lands()            | probe_fails(0)
+    -------------------------------------------------------------------------
     calls on shard                | report_refit             | record_probe
     state                         | SUSPECT*                 | SUSPECT
-    consecutive_probe_failures    | 0                        | 0
-    consecutive_probe_successes   | 0                        | 1*
-    consecutive_reported_failures | 1!                       | 1!
+    consecutive_probe_failures    | 0                        | 1*
+    consecutive_probe_successes   | 0                        | 0
+    consecutive_reported_failures | 2!                       | 2!
     restart_attempts              | 1!                       | 1!
     state_before_partial          | None*                    | None
     weight_version                | 1*                       | 1
     base_url                      | http://shard-0.restarted | http://shard-0.restarted
     ~incarnation                  | 1                        | 1
     ~own_request_streak           | 0                        | 0
+    ~own_probe_streak             | 0                        | 1*
     ~refits_this_incarnation      | 1*                       | 1
     ~aborted_while_suspect        | false                    | false
     ~carries_rule_verdict         | false                    | false
@@ -458,25 +462,26 @@ def test_controller_468f5ff283(ledger_factory: LedgerFactory) -> None:
     ~genuine_deaths               | 1                        | 1
     ~inherited_deaths             | 0                        | 0
 
-    shard 0                       | request_fails(0)         | request_fails(0)
-    ---------------------------------------------------------------------------
-    calls on shard                | report_failure           | report_failure
-    state                         | SUSPECT                  | DEAD*
-    consecutive_probe_failures    | 0                        | 0
-    consecutive_probe_successes   | 1                        | 1
-    consecutive_reported_failures | 2*                       | 3*
-    restart_attempts              | 1!                       | 1!
-    state_before_partial          | None                     | None
-    weight_version                | 1                        | 1
-    base_url                      | http://shard-0.restarted | http://shard-0.restarted
-    ~incarnation                  | 1                        | 1
-    ~own_request_streak           | 1*                       | 2*
-    ~refits_this_incarnation      | 1                        | 1
-    ~aborted_while_suspect        | false                    | false
-    ~carries_rule_verdict         | false                    | false
-    ~verdict_reads                | 1                        | 1
-    ~genuine_deaths               | 1                        | 1
-    ~inherited_deaths             | 0                        | 1*
+    shard 0                       | request_fails(0)
+    ------------------------------------------------
+    calls on shard                | report_failure
+    state                         | DEAD*
+    consecutive_probe_failures    | 1
+    consecutive_probe_successes   | 0
+    consecutive_reported_failures | 3*
+    restart_attempts              | 1!
+    state_before_partial          | None
+    weight_version                | 1
+    base_url                      | http://shard-0.restarted
+    ~incarnation                  | 1
+    ~own_request_streak           | 1*
+    ~own_probe_streak             | 1
+    ~refits_this_incarnation      | 1
+    ~aborted_while_suspect        | false
+    ~carries_rule_verdict         | false
+    ~verdict_reads                | 1
+    ~genuine_deaths               | 1
+    ~inherited_deaths             | 1*
 
     * changed by the step; ! held over from an earlier process incarnation; ~ history variable
     """
@@ -497,7 +502,11 @@ def test_controller_468f5ff283(ledger_factory: LedgerFactory) -> None:
     with check.call("report_failure", 0):
         ledger.report_failure(0, RuntimeError("generation failed"))
     check.expect(0, state="SUSPECT", consecutive_reported_failures=1)
-    # step 2: refit_aborts()
+    # step 2: request_fails(0)
+    with check.call("report_failure", 0):
+        ledger.report_failure(0, RuntimeError("generation failed"))
+    check.expect(0, state="SUSPECT", consecutive_reported_failures=2)
+    # step 3: refit_aborts()
     with check.call("mark_weights_partial", 0):
         ledger.mark_weights_partial(0)
     check.expect(0, state="STALE", state_before_partial="SUSPECT")
@@ -510,15 +519,15 @@ def test_controller_468f5ff283(ledger_factory: LedgerFactory) -> None:
     with check.call("mark_weights_partial", 3):
         ledger.mark_weights_partial(3)
     check.expect(3, state="STALE", state_before_partial="HEALTHY")
-    # step 3: recovery()
+    # step 4: recovery()
     with check.call("condemn_silent_participant", 0):
         ledger.condemn_silent_participant(0, reason="silent during weight transfer")
     check.expect(0, state="DEAD")
-    # step 4: supervisor_tick()
+    # step 5: supervisor_tick()
     with check.call("mark_restarting", 0):
         ledger.mark_restarting(0)
     check.expect(0, state="RESTARTING", restart_attempts=1)
-    # step 5: restart_loaded(0, url="http://shard-0.restarted")
+    # step 6: restart_loaded(0, url="http://shard-0.restarted")
     with check.call("mark_loaded", 0, base_url="http://shard-0.restarted"):
         ledger.mark_loaded(0, base_url="http://shard-0.restarted")
     check.expect(
@@ -528,7 +537,7 @@ def test_controller_468f5ff283(ledger_factory: LedgerFactory) -> None:
         state_before_partial=None,
         base_url="http://shard-0.restarted",
     )
-    # step 6: refit_lands()
+    # step 7: refit_lands()
     with check.call("report_refit", 0, weight_version=1):
         ledger.report_refit(0, weight_version=1)
     check.expect(
@@ -547,18 +556,14 @@ def test_controller_468f5ff283(ledger_factory: LedgerFactory) -> None:
     with check.call("report_refit", 3, weight_version=1):
         ledger.report_refit(3, weight_version=1)
     check.expect(3, state="HEALTHY", state_before_partial=None, weight_version=1)
-    # step 7: probe_answers(0)
-    with check.call("record_probe", 0, ok=True):
-        ledger.record_probe(0, ok=True)
-    check.expect(0, state="HEALTHY", consecutive_probe_successes=1, consecutive_reported_failures=0)
-    # step 8: request_fails(0)
-    with check.call("report_failure", 0):
-        ledger.report_failure(0, RuntimeError("generation failed"))
-    check.expect(0, state="SUSPECT", consecutive_reported_failures=1)
+    # step 8: probe_fails(0)
+    with check.call("record_probe", 0, ok=False):
+        ledger.record_probe(0, ok=False, error="probe timed out")
+    check.expect(0, state="SUSPECT", consecutive_probe_failures=1, consecutive_reported_failures=0)
     # step 9: request_fails(0)
     with check.call("report_failure", 0):
         ledger.report_failure(0, RuntimeError("generation failed"))
-    check.expect(0, state="SUSPECT", consecutive_reported_failures=2)
+    check.expect(0, state="SUSPECT", consecutive_reported_failures=1)
     check.finish()
 
 

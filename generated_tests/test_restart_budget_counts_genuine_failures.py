@@ -603,7 +603,7 @@ def test_controller_d69e3661a7(ledger_factory: LedgerFactory) -> None:
     check.finish()
 
 
-def test_ledger_060203611c(ledger_factory: LedgerFactory) -> None:
+def test_ledger_274c84ec32(ledger_factory: LedgerFactory) -> None:
     """as_written breaks this in 9 steps (ledger environment, 4 shards): a restart attempt was spent on
     a condemnation the process did not earn.
 
@@ -647,43 +647,62 @@ def test_ledger_060203611c(ledger_factory: LedgerFactory) -> None:
     ~genuine_deaths               | 0                       | 1*
     ~inherited_deaths             | 0                       | 0
 
-    shard 0                       | mark_restarting(0) | mark_loaded(0, base_url=None)
-    ----------------------------------------------------------------------------------
-    state                         | RESTARTING*        | STALE*
-    consecutive_probe_failures    | 0                  | 0
-    consecutive_probe_successes   | 0                  | 0
-    consecutive_reported_failures | 2                  | 2!
-    restart_attempts              | 1*                 | 1!
-    state_before_partial          | SUSPECT            | SUSPECT!
-    weight_version                | 0                  | 0
-    base_url                      | http://shard-0     | http://shard-0
-    ~incarnation                  | 0                  | 1*
-    ~own_request_streak           | 2                  | 0*
-    ~refits_this_incarnation      | 0                  | 0
-    ~aborted_while_suspect        | true               | false*
-    ~carries_rule_verdict         | true               | false*
-    ~verdict_reads                | 0                  | 0
-    ~genuine_deaths               | 1                  | 1
-    ~inherited_deaths             | 0                  | 0
+    shard 0                       | mark_restarting(0)
+    --------------------------------------------------
+    state                         | RESTARTING*
+    consecutive_probe_failures    | 0
+    consecutive_probe_successes   | 0
+    consecutive_reported_failures | 2
+    restart_attempts              | 1*
+    state_before_partial          | SUSPECT
+    weight_version                | 0
+    base_url                      | http://shard-0
+    ~incarnation                  | 0
+    ~own_request_streak           | 2
+    ~refits_this_incarnation      | 0
+    ~aborted_while_suspect        | true
+    ~carries_rule_verdict         | true
+    ~verdict_reads                | 0
+    ~genuine_deaths               | 1
+    ~inherited_deaths             | 0
 
-    shard 0                       | report_refit(0, weight_version=7362) | report_failure(0)
-    ----------------------------------------------------------------------------------------
-    state                         | SUSPECT*                             | DEAD*
-    consecutive_probe_failures    | 0                                    | 0
-    consecutive_probe_successes   | 0                                    | 0
-    consecutive_reported_failures | 2!                                   | 3*
-    restart_attempts              | 1!                                   | 1!
-    state_before_partial          | None*                                | None
-    weight_version                | 7362*                                | 7362
-    base_url                      | http://shard-0                       | http://shard-0
-    ~incarnation                  | 1                                    | 1
-    ~own_request_streak           | 0                                    | 1*
-    ~refits_this_incarnation      | 1*                                   | 1
-    ~aborted_while_suspect        | false                                | false
-    ~carries_rule_verdict         | false                                | false
-    ~verdict_reads                | 1*                                   | 1
-    ~genuine_deaths               | 1                                    | 1
-    ~inherited_deaths             | 0                                    | 1*
+    shard 0                       | mark_loaded(0, base_url=http://shard-0.restarted)
+    ---------------------------------------------------------------------------------
+    state                         | STALE*
+    consecutive_probe_failures    | 0
+    consecutive_probe_successes   | 0
+    consecutive_reported_failures | 2!
+    restart_attempts              | 1!
+    state_before_partial          | SUSPECT!
+    weight_version                | 0
+    base_url                      | http://shard-0.restarted*
+    ~incarnation                  | 1*
+    ~own_request_streak           | 0*
+    ~refits_this_incarnation      | 0
+    ~aborted_while_suspect        | false*
+    ~carries_rule_verdict         | false*
+    ~verdict_reads                | 0
+    ~genuine_deaths               | 1
+    ~inherited_deaths             | 0
+
+    shard 0                       | report_refit(0, weight_version=0) | report_failure(0)
+    -------------------------------------------------------------------------------------
+    state                         | SUSPECT*                          | DEAD*
+    consecutive_probe_failures    | 0                                 | 0
+    consecutive_probe_successes   | 0                                 | 0
+    consecutive_reported_failures | 2!                                | 3*
+    restart_attempts              | 1!                                | 1!
+    state_before_partial          | None*                             | None
+    weight_version                | 0                                 | 0
+    base_url                      | http://shard-0.restarted          | http://shard-0.restarted
+    ~incarnation                  | 1                                 | 1
+    ~own_request_streak           | 0                                 | 1*
+    ~refits_this_incarnation      | 1*                                | 1
+    ~aborted_while_suspect        | false                             | false
+    ~carries_rule_verdict         | false                             | false
+    ~verdict_reads                | 1*                                | 1
+    ~genuine_deaths               | 1                                 | 1
+    ~inherited_deaths             | 0                                 | 1*
 
     shard 0                       | mark_restarting(0)
     --------------------------------------------------
@@ -693,8 +712,8 @@ def test_ledger_060203611c(ledger_factory: LedgerFactory) -> None:
     consecutive_reported_failures | 3
     restart_attempts              | 2*
     state_before_partial          | None
-    weight_version                | 7362
-    base_url                      | http://shard-0
+    weight_version                | 0
+    base_url                      | http://shard-0.restarted
     ~incarnation                  | 1
     ~own_request_streak           | 1
     ~refits_this_incarnation      | 1
@@ -739,20 +758,20 @@ def test_ledger_060203611c(ledger_factory: LedgerFactory) -> None:
     with check.call("mark_restarting", 0):
         ledger.mark_restarting(0)
     check.expect(0, state="RESTARTING", restart_attempts=1)
-    # step 6: mark_loaded(0, base_url=None)
-    with check.call("mark_loaded", 0, base_url=None):
-        ledger.mark_loaded(0)
-    check.expect(0, state="STALE", consecutive_reported_failures=0, state_before_partial=None)
-    # step 7: report_refit(0, weight_version=7362)
-    with check.call("report_refit", 0, weight_version=7362):
-        ledger.report_refit(0, weight_version=7362)
+    # step 6: mark_loaded(0, base_url="http://shard-0.restarted")
+    with check.call("mark_loaded", 0, base_url="http://shard-0.restarted"):
+        ledger.mark_loaded(0, base_url="http://shard-0.restarted")
     check.expect(
         0,
-        state="HEALTHY",
+        state="STALE",
         consecutive_reported_failures=0,
         state_before_partial=None,
-        weight_version=7362,
+        base_url="http://shard-0.restarted",
     )
+    # step 7: report_refit(0, weight_version=0)
+    with check.call("report_refit", 0, weight_version=0):
+        ledger.report_refit(0, weight_version=0)
+    check.expect(0, state="HEALTHY", consecutive_reported_failures=0, state_before_partial=None)
     # step 8: report_failure(0)
     with check.call("report_failure", 0):
         ledger.report_failure(0, RuntimeError("generation failed"))
@@ -765,7 +784,170 @@ def test_ledger_060203611c(ledger_factory: LedgerFactory) -> None:
     check.finish()
 
 
-def test_ledger_697c2f4e65(ledger_factory: LedgerFactory) -> None:
+def test_ledger_cbc5602131(ledger_factory: LedgerFactory) -> None:
+    """as_written breaks this in 9 steps (ledger environment, 4 shards): a restart attempt was spent on
+    a condemnation the process did not earn.
+
+    Trace found in as_written:
+
+    shard 0                       | start          | report_failure(0) | mark_weights_partial(0)
+    --------------------------------------------------------------------------------------------
+    state                         | HEALTHY        | SUSPECT*          | STALE*
+    consecutive_probe_failures    | 0              | 0                 | 0
+    consecutive_probe_successes   | 0              | 0                 | 0
+    consecutive_reported_failures | 0              | 1*                | 1
+    restart_attempts              | 0              | 0                 | 0
+    state_before_partial          | None           | None              | SUSPECT*
+    weight_version                | 0              | 0                 | 0
+    base_url                      | http://shard-0 | http://shard-0    | http://shard-0
+    ~incarnation                  | 0              | 0                 | 0
+    ~own_request_streak           | 0              | 1*                | 1
+    ~refits_this_incarnation      | 0              | 0                 | 0
+    ~aborted_while_suspect        | false          | false             | true*
+    ~verdict_reads                | 0              | 0                 | 0
+    ~genuine_deaths               | 0              | 0                 | 0
+    ~inherited_deaths             | 0              | 0                 | 0
+
+    shard 0                       | record_actor_death(0) | mark_restarting(0)
+    --------------------------------------------------------------------------
+    state                         | DEAD*                 | RESTARTING*
+    consecutive_probe_failures    | 3*                    | 3
+    consecutive_probe_successes   | 0                     | 0
+    consecutive_reported_failures | 1                     | 1
+    restart_attempts              | 0                     | 1*
+    state_before_partial          | SUSPECT               | SUSPECT
+    weight_version                | 0                     | 0
+    base_url                      | http://shard-0        | http://shard-0
+    ~incarnation                  | 0                     | 0
+    ~own_request_streak           | 1                     | 1
+    ~refits_this_incarnation      | 0                     | 0
+    ~aborted_while_suspect        | true                  | true
+    ~verdict_reads                | 0                     | 0
+    ~genuine_deaths               | 1*                    | 1
+    ~inherited_deaths             | 0                     | 0
+
+    shard 0                       | mark_loaded(0, base_url=None)
+    -------------------------------------------------------------
+    state                         | STALE*
+    consecutive_probe_failures    | 0*
+    consecutive_probe_successes   | 0
+    consecutive_reported_failures | 1!
+    restart_attempts              | 1!
+    state_before_partial          | SUSPECT!
+    weight_version                | 0
+    base_url                      | http://shard-0
+    ~incarnation                  | 1*
+    ~own_request_streak           | 0*
+    ~refits_this_incarnation      | 0
+    ~aborted_while_suspect        | false*
+    ~verdict_reads                | 0
+    ~genuine_deaths               | 1
+    ~inherited_deaths             | 0
+
+    shard 0                       | report_refit(0, weight_version=24227) | report_failure(0)
+    -----------------------------------------------------------------------------------------
+    state                         | SUSPECT*                              | SUSPECT
+    consecutive_probe_failures    | 0                                     | 0
+    consecutive_probe_successes   | 0                                     | 0
+    consecutive_reported_failures | 1!                                    | 2*
+    restart_attempts              | 1!                                    | 1!
+    state_before_partial          | None*                                 | None
+    weight_version                | 24227*                                | 24227
+    base_url                      | http://shard-0                        | http://shard-0
+    ~incarnation                  | 1                                     | 1
+    ~own_request_streak           | 0                                     | 1*
+    ~refits_this_incarnation      | 1*                                    | 1
+    ~aborted_while_suspect        | false                                 | false
+    ~verdict_reads                | 1*                                    | 1
+    ~genuine_deaths               | 1                                     | 1
+    ~inherited_deaths             | 0                                     | 0
+
+    shard 0                       | report_failure(0) | mark_restarting(0)
+    ----------------------------------------------------------------------
+    state                         | DEAD*             | RESTARTING*
+    consecutive_probe_failures    | 0                 | 0
+    consecutive_probe_successes   | 0                 | 0
+    consecutive_reported_failures | 3*                | 3
+    restart_attempts              | 1!                | 2*
+    state_before_partial          | None              | None
+    weight_version                | 24227             | 24227
+    base_url                      | http://shard-0    | http://shard-0
+    ~incarnation                  | 1                 | 1
+    ~own_request_streak           | 2*                | 2
+    ~refits_this_incarnation      | 1                 | 1
+    ~aborted_while_suspect        | false             | false
+    ~verdict_reads                | 1                 | 1
+    ~genuine_deaths               | 1                 | 1
+    ~inherited_deaths             | 1*                | 1
+
+    * changed by the step; ! held over from an earlier process incarnation; ~ history variable
+    """
+    ledger, check = ledger_factory(
+        SPEC,
+        SPEC_SHA256,
+        PROPERTY,
+        EXPECTED_FROM,
+        shards=4,
+        policy={
+            "unhealthy_threshold": 3,
+            "healthy_threshold": 2,
+            "max_restart_attempts_per_shard": 5,
+            "min_healthy_shards": 1,
+        },
+    )
+    # step 1: report_failure(0)
+    with check.call("report_failure", 0):
+        ledger.report_failure(0, RuntimeError("generation failed"))
+    check.expect(0, state="SUSPECT", consecutive_reported_failures=1)
+    # step 2: mark_weights_partial(0)
+    with check.call("mark_weights_partial", 0):
+        ledger.mark_weights_partial(0)
+    check.expect(0, state="STALE", state_before_partial="SUSPECT")
+    # step 3: record_actor_death(0)
+    with check.call("record_actor_death", 0):
+        ledger.record_actor_death(0)
+    check.expect(0, state="DEAD", consecutive_probe_failures=3)
+    # step 4: mark_restarting(0)
+    with check.call("mark_restarting", 0):
+        ledger.mark_restarting(0)
+    check.expect(0, state="RESTARTING", restart_attempts=1)
+    # step 5: mark_loaded(0, base_url=None)
+    with check.call("mark_loaded", 0, base_url=None):
+        ledger.mark_loaded(0)
+    check.expect(
+        0,
+        state="STALE",
+        consecutive_probe_failures=0,
+        consecutive_reported_failures=0,
+        state_before_partial=None,
+    )
+    # step 6: report_refit(0, weight_version=24227)
+    with check.call("report_refit", 0, weight_version=24227):
+        ledger.report_refit(0, weight_version=24227)
+    check.expect(
+        0,
+        state="HEALTHY",
+        consecutive_reported_failures=0,
+        state_before_partial=None,
+        weight_version=24227,
+    )
+    # step 7: report_failure(0)
+    with check.call("report_failure", 0):
+        ledger.report_failure(0, RuntimeError("generation failed"))
+    check.expect(0, state="SUSPECT", consecutive_reported_failures=1)
+    # step 8: report_failure(0)
+    with check.call("report_failure", 0):
+        ledger.report_failure(0, RuntimeError("generation failed"))
+    check.expect(0, state="SUSPECT", consecutive_reported_failures=2)
+    # step 9: mark_restarting(0)
+    if check.callers_would_call("mark_restarting", 0):
+        with check.call("mark_restarting", 0):
+            ledger.mark_restarting(0)
+        check.expect(0, state="SUSPECT", consecutive_reported_failures=2, restart_attempts=1)
+    check.finish()
+
+
+def test_ledger_ed05cf3831(ledger_factory: LedgerFactory) -> None:
     """as_written breaks this in 9 steps (ledger environment, 4 shards): a restart attempt was spent on
     a condemnation the process did not earn.
 
@@ -825,23 +1007,23 @@ def test_ledger_697c2f4e65(ledger_factory: LedgerFactory) -> None:
     ~genuine_deaths               | 1
     ~inherited_deaths             | 0
 
-    shard 0                       | report_refit(0, weight_version=31327) | report_failure(0)
-    -----------------------------------------------------------------------------------------
-    state                         | SUSPECT*                              | SUSPECT
-    consecutive_probe_failures    | 0                                     | 0
-    consecutive_probe_successes   | 0                                     | 0
-    consecutive_reported_failures | 1!                                    | 2*
-    restart_attempts              | 1!                                    | 1!
-    state_before_partial          | None*                                 | None
-    weight_version                | 31327*                                | 31327
-    base_url                      | http://shard-0.restarted              | http://shard-0.restarted
-    ~incarnation                  | 1                                     | 1
-    ~own_request_streak           | 0                                     | 1*
-    ~refits_this_incarnation      | 1*                                    | 1
-    ~aborted_while_suspect        | false                                 | false
-    ~verdict_reads                | 1*                                    | 1
-    ~genuine_deaths               | 1                                     | 1
-    ~inherited_deaths             | 0                                     | 0
+    shard 0                       | report_refit(0, weight_version=4685) | report_failure(0)
+    ----------------------------------------------------------------------------------------
+    state                         | SUSPECT*                             | SUSPECT
+    consecutive_probe_failures    | 0                                    | 0
+    consecutive_probe_successes   | 0                                    | 0
+    consecutive_reported_failures | 1!                                   | 2*
+    restart_attempts              | 1!                                   | 1!
+    state_before_partial          | None*                                | None
+    weight_version                | 4685*                                | 4685
+    base_url                      | http://shard-0.restarted             | http://shard-0.restarted
+    ~incarnation                  | 1                                    | 1
+    ~own_request_streak           | 0                                    | 1*
+    ~refits_this_incarnation      | 1*                                   | 1
+    ~aborted_while_suspect        | false                                | false
+    ~verdict_reads                | 1*                                   | 1
+    ~genuine_deaths               | 1                                    | 1
+    ~inherited_deaths             | 0                                    | 0
 
     shard 0                       | report_failure(0)        | mark_restarting(0)
     -----------------------------------------------------------------------------
@@ -851,7 +1033,7 @@ def test_ledger_697c2f4e65(ledger_factory: LedgerFactory) -> None:
     consecutive_reported_failures | 3*                       | 3
     restart_attempts              | 1!                       | 2*
     state_before_partial          | None                     | None
-    weight_version                | 31327                    | 31327
+    weight_version                | 4685                     | 4685
     base_url                      | http://shard-0.restarted | http://shard-0.restarted
     ~incarnation                  | 1                        | 1
     ~own_request_streak           | 2*                       | 2
@@ -903,15 +1085,15 @@ def test_ledger_697c2f4e65(ledger_factory: LedgerFactory) -> None:
         state_before_partial=None,
         base_url="http://shard-0.restarted",
     )
-    # step 6: report_refit(0, weight_version=31327)
-    with check.call("report_refit", 0, weight_version=31327):
-        ledger.report_refit(0, weight_version=31327)
+    # step 6: report_refit(0, weight_version=4685)
+    with check.call("report_refit", 0, weight_version=4685):
+        ledger.report_refit(0, weight_version=4685)
     check.expect(
         0,
         state="HEALTHY",
         consecutive_reported_failures=0,
         state_before_partial=None,
-        weight_version=31327,
+        weight_version=4685,
     )
     # step 7: report_failure(0)
     with check.call("report_failure", 0):
@@ -926,168 +1108,4 @@ def test_ledger_697c2f4e65(ledger_factory: LedgerFactory) -> None:
         with check.call("mark_restarting", 0):
             ledger.mark_restarting(0)
         check.expect(0, state="SUSPECT", consecutive_reported_failures=2, restart_attempts=1)
-    check.finish()
-
-
-def test_ledger_dd78996bab(ledger_factory: LedgerFactory) -> None:
-    """as_written breaks this in 9 steps (ledger environment, 4 shards): a restart attempt was spent on
-    a condemnation the process did not earn.
-
-    Trace found in as_written:
-
-    shard 0                       | start          | report_failure(0) | report_failure(0)
-    --------------------------------------------------------------------------------------
-    state                         | HEALTHY        | SUSPECT*          | SUSPECT
-    consecutive_probe_failures    | 0              | 0                 | 0
-    consecutive_probe_successes   | 0              | 0                 | 0
-    consecutive_reported_failures | 0              | 1*                | 2*
-    restart_attempts              | 0              | 0                 | 0
-    state_before_partial          | None           | None              | None
-    weight_version                | 0              | 0                 | 0
-    base_url                      | http://shard-0 | http://shard-0    | http://shard-0
-    ~incarnation                  | 0              | 0                 | 0
-    ~own_request_streak           | 0              | 1*                | 2*
-    ~refits_this_incarnation      | 0              | 0                 | 0
-    ~aborted_while_suspect        | false          | false             | false
-    ~verdict_reads                | 0              | 0                 | 0
-    ~genuine_deaths               | 0              | 0                 | 0
-    ~inherited_deaths             | 0              | 0                 | 0
-
-    shard 0                       | mark_weights_partial(0) | record_actor_death(0) | mark_restarting(0)
-    ----------------------------------------------------------------------------------------------------
-    state                         | STALE*                  | DEAD*                 | RESTARTING*
-    consecutive_probe_failures    | 0                       | 3*                    | 3
-    consecutive_probe_successes   | 0                       | 0                     | 0
-    consecutive_reported_failures | 2                       | 2                     | 2
-    restart_attempts              | 0                       | 0                     | 1*
-    state_before_partial          | SUSPECT*                | SUSPECT               | SUSPECT
-    weight_version                | 0                       | 0                     | 0
-    base_url                      | http://shard-0          | http://shard-0        | http://shard-0
-    ~incarnation                  | 0                       | 0                     | 0
-    ~own_request_streak           | 2                       | 2                     | 2
-    ~refits_this_incarnation      | 0                       | 0                     | 0
-    ~aborted_while_suspect        | true*                   | true                  | true
-    ~verdict_reads                | 0                       | 0                     | 0
-    ~genuine_deaths               | 0                       | 1*                    | 1
-    ~inherited_deaths             | 0                       | 0                     | 0
-
-    shard 0                       | mark_loaded(0, base_url=http://shard-0.restarted)
-    ---------------------------------------------------------------------------------
-    state                         | STALE*
-    consecutive_probe_failures    | 0*
-    consecutive_probe_successes   | 0
-    consecutive_reported_failures | 2!
-    restart_attempts              | 1!
-    state_before_partial          | SUSPECT!
-    weight_version                | 0
-    base_url                      | http://shard-0.restarted*
-    ~incarnation                  | 1*
-    ~own_request_streak           | 0*
-    ~refits_this_incarnation      | 0
-    ~aborted_while_suspect        | false*
-    ~verdict_reads                | 0
-    ~genuine_deaths               | 1
-    ~inherited_deaths             | 0
-
-    shard 0                       | report_refit(0, weight_version=15656) | report_failure(0)
-    -----------------------------------------------------------------------------------------
-    state                         | SUSPECT*                              | DEAD*
-    consecutive_probe_failures    | 0                                     | 0
-    consecutive_probe_successes   | 0                                     | 0
-    consecutive_reported_failures | 2!                                    | 3*
-    restart_attempts              | 1!                                    | 1!
-    state_before_partial          | None*                                 | None
-    weight_version                | 15656*                                | 15656
-    base_url                      | http://shard-0.restarted              | http://shard-0.restarted
-    ~incarnation                  | 1                                     | 1
-    ~own_request_streak           | 0                                     | 1*
-    ~refits_this_incarnation      | 1*                                    | 1
-    ~aborted_while_suspect        | false                                 | false
-    ~verdict_reads                | 1*                                    | 1
-    ~genuine_deaths               | 1                                     | 1
-    ~inherited_deaths             | 0                                     | 1*
-
-    shard 0                       | mark_restarting(0)
-    --------------------------------------------------
-    state                         | RESTARTING*
-    consecutive_probe_failures    | 0
-    consecutive_probe_successes   | 0
-    consecutive_reported_failures | 3
-    restart_attempts              | 2*
-    state_before_partial          | None
-    weight_version                | 15656
-    base_url                      | http://shard-0.restarted
-    ~incarnation                  | 1
-    ~own_request_streak           | 1
-    ~refits_this_incarnation      | 1
-    ~aborted_while_suspect        | false
-    ~verdict_reads                | 1
-    ~genuine_deaths               | 1
-    ~inherited_deaths             | 1
-
-    * changed by the step; ! held over from an earlier process incarnation; ~ history variable
-    """
-    ledger, check = ledger_factory(
-        SPEC,
-        SPEC_SHA256,
-        PROPERTY,
-        EXPECTED_FROM,
-        shards=4,
-        policy={
-            "unhealthy_threshold": 3,
-            "healthy_threshold": 2,
-            "max_restart_attempts_per_shard": 5,
-            "min_healthy_shards": 1,
-        },
-    )
-    # step 1: report_failure(0)
-    with check.call("report_failure", 0):
-        ledger.report_failure(0, RuntimeError("generation failed"))
-    check.expect(0, state="SUSPECT", consecutive_reported_failures=1)
-    # step 2: report_failure(0)
-    with check.call("report_failure", 0):
-        ledger.report_failure(0, RuntimeError("generation failed"))
-    check.expect(0, state="SUSPECT", consecutive_reported_failures=2)
-    # step 3: mark_weights_partial(0)
-    with check.call("mark_weights_partial", 0):
-        ledger.mark_weights_partial(0)
-    check.expect(0, state="STALE", state_before_partial="SUSPECT")
-    # step 4: record_actor_death(0)
-    with check.call("record_actor_death", 0):
-        ledger.record_actor_death(0)
-    check.expect(0, state="DEAD", consecutive_probe_failures=3)
-    # step 5: mark_restarting(0)
-    with check.call("mark_restarting", 0):
-        ledger.mark_restarting(0)
-    check.expect(0, state="RESTARTING", restart_attempts=1)
-    # step 6: mark_loaded(0, base_url="http://shard-0.restarted")
-    with check.call("mark_loaded", 0, base_url="http://shard-0.restarted"):
-        ledger.mark_loaded(0, base_url="http://shard-0.restarted")
-    check.expect(
-        0,
-        state="STALE",
-        consecutive_probe_failures=0,
-        consecutive_reported_failures=0,
-        state_before_partial=None,
-        base_url="http://shard-0.restarted",
-    )
-    # step 7: report_refit(0, weight_version=15656)
-    with check.call("report_refit", 0, weight_version=15656):
-        ledger.report_refit(0, weight_version=15656)
-    check.expect(
-        0,
-        state="HEALTHY",
-        consecutive_reported_failures=0,
-        state_before_partial=None,
-        weight_version=15656,
-    )
-    # step 8: report_failure(0)
-    with check.call("report_failure", 0):
-        ledger.report_failure(0, RuntimeError("generation failed"))
-    check.expect(0, state="SUSPECT", consecutive_reported_failures=1)
-    # step 9: mark_restarting(0)
-    if check.callers_would_call("mark_restarting", 0):
-        with check.call("mark_restarting", 0):
-            ledger.mark_restarting(0)
-        check.expect(0, state="SUSPECT", consecutive_reported_failures=1, restart_attempts=1)
     check.finish()

@@ -114,7 +114,9 @@ class Checker:
         self.timeout = timeout
         self.progress = progress
         self.enc = Encoding(spec, self.env, shards, self.policy, contracts=contracts)
-        self.solver = z3.SolverFor("QF_LIA") if self.policy is not None else z3.Solver()
+        ctx = self.enc.ctx
+        self.ctx = ctx
+        self.solver = z3.SolverFor("QF_LIA", ctx=ctx) if self.policy is not None else z3.Solver(ctx=ctx)
         if timeout:
             self.solver.set("timeout", max(1, int(timeout * 1000)))
         self.states: list[StepVars] = [self.enc.step_vars(0)]
@@ -141,7 +143,7 @@ class Checker:
         if self.prop.kind == "invariant":
             return self.enc.invariant_violation(self.prop, self.focus, self.states[depth].state)
         if depth == 0:
-            return z3.BoolVal(False)
+            return z3.BoolVal(False, self.ctx)
         assert self.step_bad is not None
         return z3.substitute(self.step_bad, *self.pairs[depth - 1])
 
@@ -155,9 +157,9 @@ class Checker:
                 self._deepen()
             bad = self._bad_at(depth)
             self.bad.append(bad)
-            goal = z3.Bool(f"goal@{depth}")
+            goal = z3.Bool(f"goal@{depth}", self.ctx)
             earlier = [z3.Not(b) for b in self.bad[:-1]]
-            self.solver.add(z3.Implies(goal, z3.And([bad, *earlier])))
+            self.solver.add(z3.Implies(goal, z3.And([bad, *earlier]) if earlier else bad))
             if extra is not None:
                 self.solver.add(z3.Implies(goal, extra(self, depth)))
             for blocker in self.blockers:
@@ -215,7 +217,7 @@ class Checker:
     def _same_actions(self, model: z3.ModelRef, depth: int) -> Any:
         """The trace just found, action by action (fleet properties have no focus shard)."""
         parts = [self.states[t].act == model.eval(self.states[t].act, model_completion=True) for t in range(depth)]
-        return z3.And(parts) if parts else z3.BoolVal(True)
+        return z3.And(parts) if parts else z3.BoolVal(True, self.ctx)
 
     def view_term(self, t: int, name: str) -> Any:
         """What the view records of a focus field after transition t: its value, or for
@@ -337,7 +339,7 @@ class ViewBlocker:
         dead = self.length + 1
         while len(self.pos) <= depth:
             t = len(self.pos)
-            var = z3.Int(f"view{self.index}@{t}")
+            var = z3.Int(f"view{self.index}@{t}", chk.ctx)
             if t == 0:
                 chk.solver.add(var == 0)
             else:
@@ -347,7 +349,7 @@ class ViewBlocker:
                 for j, (events, values) in enumerate(self.items):
                     fields = [chk.view_term(step, n) == v for n, v in zip(names, values, strict=True)]
                     matches.append(z3.And(prev == j, chk.focus_events_at[step] == events, *fields))
-                advance = z3.If(z3.Or(matches) if matches else z3.BoolVal(False), prev + 1, dead)
+                advance = z3.If(z3.Or(matches) if matches else z3.BoolVal(False, chk.ctx), prev + 1, dead)
                 chk.solver.add(var == z3.If(chk.touched(step), advance, prev))
             self.pos.append(var)
 
@@ -397,7 +399,7 @@ def check_property(
 
         def needs_lax_call(chk: Checker, depth: int) -> Any:
             broken = chk.enc.contract_violation()
-            return z3.Or([z3.substitute(broken, *chk.pairs[t]) for t in range(depth)] or [z3.BoolVal(False)])
+            return z3.Or([z3.substitute(broken, *chk.pairs[t]) for t in range(depth)] or [z3.BoolVal(False, chk.ctx)])
 
         lax_result = lax_checker.run(max_depth, max_traces, extra=needs_lax_call)
         result.lax_traces = [t for t in lax_result.traces if t.classification == "lax_guard"]

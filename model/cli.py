@@ -143,6 +143,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LedgercheckError as exc:
         print(f"ledgercheck: {exc}", file=sys.stderr)
         return exc.exit_code
+    except BrokenPipeError:
+        sys.stderr.close()
+        return EXIT_OK
     except KeyboardInterrupt:
         print("ledgercheck: interrupted; nothing was written", file=sys.stderr)
         return EXIT_UNKNOWN

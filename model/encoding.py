@@ -139,7 +139,7 @@ def domain(var: Any, vtype: ir.Type, spec: Spec) -> Any:
         return z3.And(var >= low, var < len(spec.enums[vtype.enum or ""].members))
     if vtype.kind in ("str", "int"):
         return var >= low
-    return z3.BoolVal(True)
+    return z3.BoolVal(True, var.ctx)
 
 
 @dataclass
@@ -176,11 +176,13 @@ class Encoding:
         self.spec = spec
         self.environment = environment
         self.shards = shards
-        self.backend = Z3Backend(spec)
+        self.ctx = z3.Context()
+        ctx = self.ctx
+        self.backend = Z3Backend(spec, ctx)
         self.symbolic_policy = policy is None
-        self.policy_vars = {name: z3.Int(f"policy.{name}") for name in spec.policy}
+        self.policy_vars = {name: z3.Int(f"policy.{name}", ctx) for name in spec.policy}
         policy_terms: dict[str, Any] = (
-            dict(self.policy_vars) if policy is None else {k: z3.IntVal(v) for k, v in policy.items()}
+            dict(self.policy_vars) if policy is None else {k: z3.IntVal(v, ctx) for k, v in policy.items()}
         )
         self.policy = policy_terms
         self.machine: Machine[Any] = Machine(spec, self.backend, policy_terms, shards)
@@ -192,7 +194,7 @@ class Encoding:
             self.vars[(None, var.name)] = var
         self.keys = list(self.vars)
         self.template = {key: self._var(key, "cur") for key in self.keys}
-        self.act = z3.Int("act")
+        self.act = z3.Int("act", ctx)
         self.contracts = contracts
         self.instances = self._instances()
         self.next_terms = self._next_terms()
@@ -207,11 +209,11 @@ class Encoding:
     def _var(self, key: Key, suffix: str | int) -> Any:
         shard, name = key
         label = f"{name}[{shard}]" if shard is not None else name
-        return z3.Const(f"{label}@{suffix}", sort_of(self.vars[key].type))
+        return z3.Const(f"{label}@{suffix}", sort_of(self.vars[key].type, self.ctx))
 
     def param_template(self, action: Action, name: str) -> Any:
         param = next(p for p in action.value_params if p.name == name)
-        return z3.Const(f"{action.name}.{name}", sort_of(param.type))
+        return z3.Const(f"{action.name}.{name}", sort_of(param.type, self.ctx))
 
     # -- the template transition --
 
@@ -274,10 +276,12 @@ class Encoding:
     def focus_events(self, focus: int) -> Any:
         """Over the template: a bit mask of the events called on the focus shard."""
         events = list(self.spec.events)
-        term: Any = z3.IntVal(0)
+        term: Any = z3.IntVal(0, self.ctx)
         for inst in reversed(self.instances):
             bits = [
-                z3.If(c.pc, z3.IntVal(1 << events.index(c.event)), z3.IntVal(0)) for c in inst.calls if c.shard == focus
+                z3.If(c.pc, z3.IntVal(1 << events.index(c.event), self.ctx), z3.IntVal(0, self.ctx))
+                for c in inst.calls
+                if c.shard == focus
             ]
             if bits:
                 term = z3.If(self.act == inst.index, z3.Sum(bits) if len(bits) > 1 else bits[0], term)
@@ -298,14 +302,14 @@ class Encoding:
         parts = []
         for key, var in self.vars.items():
             if var.initial_from is not None:
-                value = z3.IntVal(0)
+                value = z3.IntVal(0, self.ctx)
             else:
                 value = self.backend.const(var.initial, var.type)
             parts.append(state[key] == value)
         if self.symbolic_policy:
             for name, decl in self.spec.policy.items():
                 parts.append(z3.And(self.policy_vars[name] >= decl.min, self.policy_vars[name] <= decl.max))
-        return z3.And(parts)
+        return z3.And(parts) if parts else self.backend.TRUE
 
     def step_vars(self, t: int) -> StepVars:
         state = {key: self._var(key, t) for key in self.keys}
@@ -314,12 +318,12 @@ class Encoding:
     def substitution(self, cur: StepVars, step: int) -> list[tuple[Any, Any]]:
         """Template variables -> the variables of transition `step` (from state `step`)."""
         pairs = [(self.template[key], cur.state[key]) for key in self.keys]
-        cur.act = z3.Int(f"act@{step}")
+        cur.act = z3.Int(f"act@{step}", self.ctx)
         pairs.append((self.act, cur.act))
         for action in self.environment.actions:
             for param in action.value_params:
                 template = self.param_template(action, param.name)
-                var = z3.Const(f"{action.name}.{param.name}@{step}", sort_of(param.type))
+                var = z3.Const(f"{action.name}.{param.name}@{step}", sort_of(param.type, self.ctx))
                 cur.params[(action.name, param.name)] = var
                 pairs.append((template, var))
         return pairs

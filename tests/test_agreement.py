@@ -1,0 +1,331 @@
+"""The interpreter and the Z3 encoding agree, step by step, on seeded random traces.
+
+Both semantics run the same executor (`model.semantics.Machine`) over different back ends,
+so they can only disagree in the back ends themselves or in how the encoding assembles the
+transition relation (instances, If-chains over the action selector, parameter domains).
+For every spec variant and environment this test drives the interpreter
+(`model.trace.Simulation`) through seeded random traces, >= STEPS_PER_RUN steps in all, and
+at every step, with the concrete state and the chosen action's parameters put into the
+encoding's template:
+
+* the chosen instance is enabled in Z3 (its `enabled` and `enabled_term` simplify to true),
+  and a few randomly chosen choices the interpreter disables simplify to false;
+* every state variable's next value (`next_terms[key]` with the selector fixed) simplifies
+  to a literal equal to the interpreter's successor value, field by field;
+* every SOLVER_EVERY steps, a solver holding `transition_template` accepts the interpreter's
+  successor and rejects it with one randomly chosen field perturbed.
+
+Values are coded as the encoding's docstring says: enum members by index (None = -1), and
+strings as per-shard tokens (the shard's constructor URL = 0, None = -1, every other string
+a distinct positive integer, consistent over the whole run).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import z3
+
+from model import ir
+from model.encoding import NONE_CODE, Encoding, Instance
+from model.semantics import Key
+from model.spec import Action, Spec, load_spec
+from model.trace import Simulation, base_url
+
+SPEC_PATH = Path(__file__).resolve().parents[1] / "spec" / "fleet_health.toml"
+VARIANTS = ("as_written", "fixed")
+ENVIRONMENTS = ("ledger", "controller")
+SHARDS = 3
+STEPS_PER_RUN = 1000
+SOLVER_EVERY = 10
+DISABLED_PER_STEP = 2
+TRACE_LENGTH = (5, 80)  # a new trace (from the initial state) after this many steps, or on deadlock
+INTS = (0, 1, 2, 3)
+OTHER_URL = "http://elsewhere"
+
+Choice = tuple[Action, dict[str, int], dict[str, Any]]
+
+
+@functools.cache
+def _spec_file() -> Any:
+    return load_spec(SPEC_PATH)
+
+
+@dataclass
+class Run:
+    """One (variant, environment): the encoding, its string tokens and a solver over it."""
+
+    variant: str
+    env: str
+    spec: Spec
+    enc: Encoding
+
+    def __post_init__(self) -> None:
+        self.ctx = self.enc.act.ctx
+        self.by_choice: dict[tuple[str, tuple[tuple[str, int], ...]], Instance] = {
+            (inst.action.name, _binding(inst.shards)): inst for inst in self.enc.instances
+        }
+        self.tokens: dict[str, int] = {}
+        self.fresh = 0
+        self.solver = z3.SolverFor("QF_LIA", ctx=self.ctx)
+        self.solver.add(self.enc.transition_template)
+        # Everything a step compares, as one term (a constructor application), so that the
+        # concrete state is substituted once per step: enabled_term, every instance's guard,
+        # and every variable's next value.
+        terms = [self.enc.enabled_term] + [inst.enabled for inst in self.enc.instances]
+        terms += [self.enc.next_terms[key] for key in self.enc.keys]
+        row = z3.Datatype(f"agreement_{self.variant}_{self.env}", self.ctx)
+        row.declare("row", *[(f"f{n}", term.sort()) for n, term in enumerate(terms)])
+        self.row = row.create()
+        self.bundle = self.row.constructor(0)(*terms)
+        self.first_next = 1 + len(self.enc.instances)
+
+    # -- values: interpreter -> Z3 --
+
+    def token(self, value: str, shard: int | None) -> int:
+        if shard is not None and value == base_url(shard):
+            return 0
+        if value in self.enc.backend.tokens:  # a string literal of the spec
+            return self.enc.backend.tokens[value]
+        return self.tokens.setdefault(value, len(self.tokens) + 1)
+
+    def code(self, value: Any, vtype: ir.Type, shard: int | None) -> Any:
+        """The interpreter's value as the encoding codes it."""
+        if vtype.kind == "bool" and not vtype.optional:
+            assert isinstance(value, bool), f"expected a bool, got {value!r}"
+            return z3.BoolVal(value, self.ctx)
+        if value is None:
+            assert vtype.optional, f"None for a non-optional {vtype}"
+            return z3.IntVal(NONE_CODE, self.ctx)
+        if vtype.kind == "bool":
+            return z3.IntVal(int(value), self.ctx)
+        if vtype.kind == "int":
+            assert isinstance(value, int) and not isinstance(value, bool), f"expected an int, got {value!r}"
+            return z3.IntVal(value, self.ctx)
+        if vtype.kind == "enum":
+            return z3.IntVal(self.spec.enums[vtype.enum or ""].members.index(value), self.ctx)
+        if vtype.kind in ("str", "any"):
+            assert isinstance(value, str), f"expected a str, got {value!r}"
+            return z3.IntVal(self.token(value, shard), self.ctx)
+        raise AssertionError(f"no Z3 coding for {vtype}")
+
+    def state_pairs(self, store: Mapping[Key, Any]) -> list[tuple[Any, Any]]:
+        return [
+            (self.enc.template[key], self.code(store[key], decl.type, key[0])) for key, decl in self.enc.vars.items()
+        ]
+
+    def choice_pairs(self, inst: Instance, values: Mapping[str, Any]) -> list[tuple[Any, Any]]:
+        owner = next(iter(inst.shards.values()), None)
+        pairs = [(self.enc.act, z3.IntVal(inst.index, self.ctx))]
+        for param in inst.action.value_params:
+            pairs.append((inst.params[param.name], self.code(values[param.name], param.type, owner)))
+        return pairs
+
+    def at_state(self, store: Mapping[Key, Any]) -> Any:
+        """The bundle with the current state put in (action and parameters still free)."""
+        return z3.substitute(self.bundle, *self.state_pairs(store))
+
+    def evaluate(self, at_state: Any, inst: Instance, values: Mapping[str, Any]) -> Row:
+        """The bundle with the choice put in too, simplified, field by field."""
+        row = z3.simplify(z3.substitute(at_state, *self.choice_pairs(inst, values)))
+        assert row.decl().eq(self.row.constructor(0)), f"not a row: {row}"
+        fields = [row.arg(n) for n in range(row.num_args())]
+        nexts = fields[self.first_next :]
+        return Row(fields[0], fields[1 + inst.index], dict(zip(self.enc.keys, nexts, strict=True)))
+
+    # -- the choices the environment offers --
+
+    def choices(self, sim: Simulation) -> list[Choice]:
+        out: list[Choice] = []
+        for action in self.enc.environment.actions:
+            for combo in itertools.product(range(SHARDS), repeat=len(action.shard_params)):
+                shards = dict(zip(action.shard_params, combo, strict=True))
+                owner = combo[0] if combo else None
+                domains = [self.values_for(p.type, owner, sim) for p in action.value_params]
+                for picked in itertools.product(*domains):
+                    values = {p.name: v for p, v in zip(action.value_params, picked, strict=True)}
+                    out.append((action, shards, values))
+        return out
+
+    def values_for(self, vtype: ir.Type, owner: int | None, sim: Simulation) -> list[Any]:
+        values: list[Any] = []
+        if vtype.kind == "bool":
+            values = [True, False]
+        elif vtype.kind == "int":
+            values = list(INTS)
+        elif vtype.kind == "enum":
+            values = list(self.spec.enums[vtype.enum or ""].members)
+        elif vtype.kind in ("str", "any"):
+            self.fresh += 1
+            values = [OTHER_URL, f"http://x{self.fresh}"]
+            if owner is not None:
+                values += [base_url(owner), sim.store.get((owner, "base_url"))]
+        else:
+            raise AssertionError(f"no values for {vtype}")
+        if vtype.optional:
+            values.append(None)
+        unique: list[Any] = []
+        for value in values:
+            if (value is not None or vtype.optional) and value not in unique:
+                unique.append(value)
+        return unique
+
+
+@dataclass
+class Row:
+    """One choice's simplified Z3 terms: enabled_term, the instance's guard, next values."""
+
+    selected: Any
+    enabled: Any
+    next: dict[Key, Any]
+
+
+def _binding(shards: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
+    return tuple(sorted(shards.items()))
+
+
+def _describe(action: Action, shards: Mapping[str, int], values: Mapping[str, Any]) -> str:
+    args = [str(shards[p]) for p in action.shard_params] + [f"{k}={v!r}" for k, v in values.items()]
+    return f"{action.name}({', '.join(args)})"
+
+
+def _name(key: Key) -> str:
+    return f"{key[1]}[{key[0]}]" if key[0] is not None else key[1]
+
+
+def _literal(term: Any) -> Any:
+    """A simplified term as a Python value (bool or int), or None if it is not a literal."""
+    if z3.is_true(term):
+        return True
+    if z3.is_false(term):
+        return False
+    if z3.is_int_value(term):
+        return term.as_long()
+    return None
+
+
+def _perturbed(run: Run, key: Key, coded: Any, rng: random.Random) -> Any:
+    """Another legal value of the variable `key` (coded as the encoding codes it)."""
+    vtype = run.enc.vars[key].type
+    if z3.is_bool(coded):
+        return z3.BoolVal(not z3.is_true(coded), run.ctx)
+    value = coded.as_long()
+    if vtype.kind == "enum":
+        count = len(run.spec.enums[vtype.enum or ""].members)
+        low = NONE_CODE if vtype.optional else 0
+        return z3.IntVal(rng.choice([v for v in range(low, count) if v != value]), run.ctx)
+    return z3.IntVal(value + 1, run.ctx)
+
+
+def _check_step(
+    run: Run,
+    where: str,
+    at_state: Any,
+    inst: Instance,
+    values: Mapping[str, Any],
+    before: Mapping[Key, Any],
+    after: Mapping[Key, Any],
+    rng: random.Random,
+    use_solver: bool,
+) -> None:
+    row = run.evaluate(at_state, inst, values)
+    assert z3.is_true(row.enabled), f"{where}: the interpreter enables it, Z3's instance guard gives {row.enabled}"
+    assert z3.is_true(row.selected), f"{where}: the interpreter enables it, Z3's enabled_term gives {row.selected}"
+    successor: dict[Key, Any] = {}
+    for key, decl in run.enc.vars.items():
+        expected = run.code(after[key], decl.type, key[0])
+        successor[key] = expected
+        got = row.next[key]
+        assert _literal(got) is not None, f"{where}: next {_name(key)} is not determined by the state: {got}"
+        assert _literal(got) == _literal(expected), (
+            f"{where}: next {_name(key)} is {got} in Z3 but {expected} ({after[key]!r}) in the interpreter "
+            f"(was {before[key]!r})"
+        )
+    if not use_solver:
+        return
+    fixed = [a == b for a, b in run.state_pairs(before) + run.choice_pairs(inst, values)]
+    run.solver.push()
+    run.solver.add(fixed)
+    run.solver.push()
+    run.solver.add([run.enc.next_template[key] == value for key, value in successor.items()])
+    answer = run.solver.check()
+    run.solver.pop()
+    assert answer == z3.sat, f"{where}: transition_template rejects the interpreter's successor ({answer})"
+    key = rng.choice(list(successor))
+    wrong = _perturbed(run, key, successor[key], rng)
+    run.solver.add([run.enc.next_template[k] == (wrong if k == key else v) for k, v in successor.items()])
+    answer = run.solver.check()
+    run.solver.pop()
+    assert answer == z3.unsat, (
+        f"{where}: transition_template accepts the successor with {_name(key)} perturbed "
+        f"from {successor[key]} to {wrong} ({answer})"
+    )
+
+
+def _check_disabled(run: Run, where: str, at_state: Any, choice: Choice) -> bool:
+    """A choice the interpreter disables is disabled in Z3. Returns whether the encoding has
+    an instance for it at all (an instance whose guard is statically false is left out)."""
+    action, shards, values = choice
+    inst = run.by_choice.get((action.name, _binding(shards)))
+    if inst is None:
+        return False
+    row = run.evaluate(at_state, inst, values)
+    assert z3.is_false(row.enabled), f"{where}: the interpreter disables it, Z3's instance guard gives {row.enabled}"
+    assert z3.is_false(row.selected), f"{where}: the interpreter disables it, Z3's enabled_term gives {row.selected}"
+    return True
+
+
+@pytest.mark.parametrize("env", ENVIRONMENTS)
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_z3_transition_agrees_with_interpreter(variant: str, env: str) -> None:
+    spec = _spec_file().variant(variant)
+    environment = spec.environment(env)
+    policy = spec.default_policy()
+    run = Run(variant, env, spec, Encoding(spec, environment, SHARDS, policy))
+    rng = random.Random(f"agreement/{variant}/{env}")
+    steps = solver_checks = disabled_seen = disabled_checks = traces = 0
+    taken: set[str] = set()
+    entered: set[Any] = set()
+    while steps < STEPS_PER_RUN:
+        sim = Simulation(spec, environment, SHARDS, policy)
+        traces += 1
+        for _ in range(rng.randint(*TRACE_LENGTH)):
+            choices = run.choices(sim)
+            flags = [sim.enabled(a, s, v) for a, s, v in choices]
+            enabled = [c for c, ok in zip(choices, flags, strict=True) if ok]
+            disabled = [c for c, ok in zip(choices, flags, strict=True) if not ok]
+            if not enabled:
+                break  # a deadlock (the controller gave up, say): start a new trace
+            before = dict(sim.store)
+            at_state = run.at_state(before)
+            disabled_seen += bool(disabled)
+            for choice in rng.sample(disabled, min(DISABLED_PER_STEP, len(disabled))):
+                where = f"{variant}/{env} step {steps} (trace {traces}) {_describe(*choice)}"
+                disabled_checks += _check_disabled(run, where, at_state, choice)
+            action, shards, values = rng.choice(enabled)
+            where = f"{variant}/{env} step {steps} (trace {traces}) {_describe(action, shards, values)}"
+            inst = run.by_choice.get((action.name, _binding(shards)))
+            assert inst is not None, f"{where}: the interpreter enables it, the encoding has no instance for it"
+            sim.apply(action, shards, values)
+            use_solver = steps % SOLVER_EVERY == 0
+            _check_step(run, where, at_state, inst, values, before, sim.store, rng, use_solver)
+            steps += 1
+            solver_checks += use_solver
+            taken.add(action.name)
+            entered.update(sim.store[(i, spec.state_field)] for i in range(SHARDS))
+    assert steps >= STEPS_PER_RUN
+    assert solver_checks >= STEPS_PER_RUN // SOLVER_EVERY
+    if disabled_seen:  # the ledger environment disables nothing
+        assert disabled_checks > 0
+    # The walk is not stuck in a corner: every action ran and every state was entered.
+    actions = {a.name for a in environment.actions}
+    assert taken == actions, f"never taken: {sorted(actions - taken)}"
+    members = set(spec.enums[spec.state_enum].members)
+    assert entered == members, f"never entered: {sorted(members - entered)}"

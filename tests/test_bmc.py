@@ -1,0 +1,116 @@
+"""The bounded model checker on the bundled spec: verdicts, shortest traces, distinct views."""
+
+from __future__ import annotations
+
+import pytest
+
+from model import bmc
+from model.spec import load_spec
+
+HEADLINE = "no_condemnation_by_inherited_streak"
+SEED_PATH = (
+    "report_failure",
+    "report_failure",
+    "mark_weights_partial",
+    "condemn_silent_participant",
+    "mark_restarting",
+    "mark_loaded",
+    "report_refit",
+    "report_failure",
+)
+
+
+@pytest.fixture(scope="module")
+def spec_file():
+    return load_spec()
+
+
+def focus_events(trace) -> tuple[str, ...]:
+    return tuple(c.event for s in trace.steps[1:] for c in s.calls if c.shard == trace.focus)
+
+
+def check(spec_file, variant, prop, env="controller", depth=12, traces=3, shards=4):
+    spec = spec_file.variant(variant)
+    return bmc.check_property(spec, env, spec.properties[prop], shards, spec.default_policy(), depth, traces)
+
+
+def test_as_written_violates_headline_with_the_seed_path_among_the_shortest(spec_file):
+    result = check(spec_file, "as_written", HEADLINE, traces=6)
+    assert result.status == "violated"
+    assert result.depth == 8
+    shortest = [t for t in result.traces if t.depth == result.depth]
+    assert SEED_PATH in [focus_events(t) for t in shortest]
+    seed = next(t for t in shortest if focus_events(t) == SEED_PATH)
+    last = seed.steps[-1].after["shards"][seed.focus]
+    assert last["state"] == "DEAD" and last["consecutive_reported_failures"] == 3
+    assert seed.steps[-1].after["history"]["shards"][seed.focus]["own_request_streak"] == 1
+
+
+def test_fixed_holds_headline_to_depth_20(spec_file):
+    result = check(spec_file, "fixed", HEADLINE, depth=20, traces=1)
+    assert result.status == "holds_to_depth"
+    assert result.depth == 20
+    assert result.traces == []
+
+
+def test_traces_are_shortest_first_and_distinct_under_the_view(spec_file):
+    spec = spec_file.variant("as_written")
+    result = check(spec_file, "as_written", HEADLINE, traces=5)
+    depths = [t.depth for t in result.traces]
+    assert depths == sorted(depths)
+    views = [bmc.view_of(t, spec, t.focus) for t in result.traces]
+    assert len(set(views)) == len(views)
+
+
+def test_ledger_environment_lists_every_way_into_dead(spec_file):
+    result = check(spec_file, "as_written", HEADLINE, env="ledger", depth=8, traces=20)
+    assert result.status == "violated" and result.depth == 8
+    shortest = [t for t in result.traces if t.depth == 8]
+    killers = {focus_events(t)[3] for t in shortest if len(focus_events(t)) == 8}
+    assert {"condemn_silent_participant", "record_actor_death"} <= killers
+    assert all(t.classification == "reachable" for t in result.traces)
+
+
+def test_ledger_environment_reports_lax_traces_apart(spec_file):
+    result = check(spec_file, "as_written", HEADLINE, env="ledger", depth=8, traces=2)
+    assert result.lax_traces, "a call outside the callers' contract reaches the bug sooner"
+    lax = result.lax_traces[0]
+    assert lax.classification == "lax_guard"
+    assert lax.depth < result.depth
+    assert any(not c.contract_ok for s in lax.steps[1:] for c in s.calls)
+
+
+@pytest.mark.parametrize("variant", ["as_written", "fixed"])
+def test_every_verdict_matches_its_expectation(spec_file, variant):
+    spec = spec_file.variant(variant)
+    for env in spec.environments:
+        for name, prop in spec.properties.items():
+            result = bmc.check_property(spec, env, prop, 3, spec.default_policy(), 10, 1, lax=False)
+            if result.status == "not_applicable":
+                continue
+            assert result.matches is True, f"{variant}/{env}/{name}: {result.status} (expected {result.expected})"
+
+
+def test_policy_changes_the_shortest_trace(spec_file):
+    spec = spec_file.variant("as_written")
+    prop = spec.properties[HEADLINE]
+    policy = spec.resolve_policy({"unhealthy_threshold": 2})
+    result = bmc.check_property(spec, "controller", prop, 2, policy, 10, 1)
+    assert result.status == "violated"
+    assert result.depth == 7
+    result = bmc.check_property(spec, "controller", prop, 2, spec.resolve_policy({"unhealthy_threshold": 1}), 10, 1)
+    assert result.status == "holds_to_depth"
+
+
+def test_the_solver_and_the_interpreter_agree_on_every_found_trace(spec_file):
+    # _extract compares the Z3 model with the interpreter's replay at every step and raises on a mismatch.
+    for variant in ("as_written", "fixed"):
+        spec = spec_file.variant(variant)
+        prop = spec.properties["suspicion_survives_abort"]
+        checker = bmc.Checker(spec, "controller", prop, 3, spec.default_policy())
+        checker.solver.add(checker.enc.initial(checker.states[0].state))
+        for _ in range(6):
+            checker._deepen()
+        assert checker.solver.check() == bmc.z3.sat
+        trace = checker._extract(checker.solver.model(), 6)
+        assert trace.depth == 6
