@@ -78,6 +78,7 @@ def ledger_factory(request: pytest.FixtureRequest) -> LedgerFactory:
             )
         if actual_sha != spec_sha:
             pytest.fail(f"{spec_path} changed since these tests were generated: run `ledgercheck gen`", pytrace=False)
+        problem = None
         try:
             monitor_spec = _spec(spec_path, expected_from)
             impl_target = config.getoption("--ledger-impl")
@@ -89,7 +90,9 @@ def ledger_factory(request: pytest.FixtureRequest) -> LedgerFactory:
             urls = [base_url(i) for i in range(shards)]
             ledger = impl.build(monitor_spec, shards, policy, urls)
         except (ImplementationError, LedgercheckError) as exc:
-            pytest.fail(f"ledgercheck: {exc}", pytrace=False)
+            problem = f"ledgercheck: {exc}"
+        if problem is not None:  # failed outside the except block: no exception chain in the report
+            pytest.fail(problem, pytrace=False)
         return ledger, LedgerCheck(ledger, monitor_spec, prop, shards, policy)
 
     return make

@@ -50,6 +50,25 @@ class Result:
     seconds: float = 0.0
     note: str = ""
     lax_traces: list[Trace] = field(default_factory=list)
+    region: dict[str, dict[str, list[int]]] | None = None
+    region_depth: int = 0
+
+    def region_text(self) -> str:
+        """For a symbolic policy: which values of each constant admit a violation."""
+        if not self.region:
+            return ""
+        parts = []
+        for name, split in self.region.items():
+            bad, good = split["violated"], split["holds_to_depth"]
+            if not bad:
+                continue
+            if not good:
+                parts.append(f"any {name}")
+            else:
+                parts.append(f"{name} in {_ranges(bad)} (holds to depth {self.region_depth} for {_ranges(good)})")
+        if not parts:
+            return f"holds up to depth {self.region_depth} for every policy in the declared ranges"
+        return "violated for " + "; ".join(parts)
 
     @builtins.property
     def verdict(self) -> str:
@@ -67,13 +86,13 @@ class Result:
         return self.expected == self.verdict
 
 
-def view_of(trace: Trace, spec: Spec, focus: int | None) -> tuple[Any, ...]:
+def view_of(trace: Trace, spec: Spec, focus: int | None, fields: tuple[str, ...] | None = None) -> tuple[Any, ...]:
     """The default view: per step that changes the focus shard's ledger fields, the events
     called on it and the new values. Steps elsewhere, and renamings, disappear."""
     if focus is None:
         return tuple((s.action, tuple(sorted(s.shards.items()))) for s in trace.steps[1:])
     view = []
-    observed = spec.observed_fields
+    observed = fields if fields is not None else spec.observed_fields
     previous = trace.steps[0].after["shards"][focus]
     for step in trace.steps[1:]:
         current = step.after["shards"][focus]
@@ -103,6 +122,7 @@ class Checker:
         contracts: bool = False,
         timeout: float | None = None,
         progress: Callable[[str], None] | None = None,
+        view: tuple[str, ...] | None = None,
     ) -> None:
         self.spec = spec
         self.env = spec.environment(environment)
@@ -113,6 +133,7 @@ class Checker:
         self.contracts = contracts
         self.timeout = timeout
         self.progress = progress
+        self.view_fields = tuple(view or prop.view or spec.observed_fields)
         self.enc = Encoding(spec, self.env, shards, self.policy, contracts=contracts)
         ctx = self.enc.ctx
         self.ctx = ctx
@@ -183,7 +204,7 @@ class Checker:
                     blocker = ViewBlocker(self, model, depth)
                     self.blockers.append(blocker)
                     self.solver.add(z3.Implies(goal, blocker.not_matched_at(depth)))
-                key = view_of(trace, self.spec, self.focus)
+                key = view_of(trace, self.spec, self.focus, self.view_fields)
                 if key not in views:
                     views.add(key)
                     found_here.append(trace)
@@ -234,7 +255,7 @@ class Checker:
         return z3.Or(
             [
                 self.states[t + 1].state[(self.focus, n)] != self.states[t].state[(self.focus, n)]
-                for n in self.spec.observed_fields
+                for n in self.view_fields
             ]
         )
 
@@ -322,7 +343,7 @@ class ViewBlocker:
     def __init__(self, checker: Checker, model: z3.ModelRef, depth: int) -> None:
         self.checker = checker
         self.items: list[tuple[Any, list[Any]]] = []
-        names = checker.spec.observed_fields
+        names = checker.view_fields
         for t in range(depth):
             if not z3.is_true(model.eval(checker.touched(t), model_completion=True)):
                 continue
@@ -335,7 +356,7 @@ class ViewBlocker:
 
     def _extend(self, depth: int) -> None:
         chk = self.checker
-        names = chk.spec.observed_fields
+        names = chk.view_fields
         dead = self.length + 1
         while len(self.pos) <= depth:
             t = len(self.pos)
@@ -373,6 +394,7 @@ def check_property(
     timeout: float | None = None,
     progress: Callable[[str], None] | None = None,
     lax: bool = True,
+    view: tuple[str, ...] | None = None,
 ) -> Result:
     """Check one property. In an environment that may call anything (`any_call`), the
     verdict is about traces within the callers' contracts (`requires`); traces that need a
@@ -391,11 +413,14 @@ def check_property(
             note=f"the property is only about {', '.join(prop.environments or ())}",
         )
     checker = Checker(
-        spec, environment, prop, shards, policy, contracts=env.any_call, timeout=timeout, progress=progress
+        spec, environment, prop, shards, policy, contracts=env.any_call, timeout=timeout, progress=progress, view=view
     )
     result = checker.run(max_depth, max_traces)
+    if policy is None and result.status != "unknown":
+        result.region = policy_region(spec, environment, prop, shards, max_depth, timeout)
+        result.region_depth = max_depth
     if env.any_call and lax and result.status != "unknown":
-        lax_checker = Checker(spec, environment, prop, shards, policy, contracts=False, timeout=timeout)
+        lax_checker = Checker(spec, environment, prop, shards, policy, contracts=False, timeout=timeout, view=view)
 
         def needs_lax_call(chk: Checker, depth: int) -> Any:
             broken = chk.enc.contract_violation()
@@ -404,3 +429,63 @@ def check_property(
         lax_result = lax_checker.run(max_depth, max_traces, extra=needs_lax_call)
         result.lax_traces = [t for t in lax_result.traces if t.classification == "lax_guard"]
     return result
+
+
+def _ranges(values: list[int]) -> str:
+    """[2, 3, 4, 7] -> '{2..4, 7}'."""
+    runs: list[str] = []
+    start = previous = None
+    for value in sorted(values):
+        if start is None:
+            start = previous = value
+        elif previous is not None and value == previous + 1:
+            previous = value
+        else:
+            runs.append(f"{start}" if start == previous else f"{start}..{previous}")
+            start = previous = value
+    if start is not None:
+        runs.append(f"{start}" if start == previous else f"{start}..{previous}")
+    return "{" + ", ".join(runs) + "}"
+
+
+def policy_region(
+    spec: Spec, environment: str, prop: Property, shards: int, max_depth: int, timeout: float | None = None
+) -> dict[str, dict[str, list[int]]]:
+    """Per policy constant, the values for which some trace of at most `max_depth` steps
+    breaks the property (the other constants free in their declared ranges), and the
+    values for which none does. One unrolling; one query per value not yet covered by a
+    counterexample's policy."""
+    env = spec.environment(environment)
+    checker = Checker(spec, environment, prop, shards, None, contracts=env.any_call, timeout=timeout)
+    bad = [checker._bad_at(0)]
+    for depth in range(1, max_depth + 1):
+        checker._deepen()
+        bad.append(checker._bad_at(depth))
+    flag = z3.Bool("some_violation", checker.ctx)
+    checker.solver.add(z3.Implies(flag, z3.Or(bad)))
+    policy_vars = checker.enc.policy_vars
+    region = {name: {"violated": [], "holds_to_depth": []} for name in spec.policy}
+    covered: dict[str, set[int]] = {name: set() for name in spec.policy}
+
+    def record(model: z3.ModelRef) -> None:
+        for name, var in policy_vars.items():
+            covered[name].add(model.eval(var, model_completion=True).as_long())
+
+    answer = checker.solver.check(flag)
+    if answer == z3.unsat:
+        for name, decl in spec.policy.items():
+            region[name]["holds_to_depth"] = list(range(decl.min, decl.max + 1))
+        return region
+    if answer == z3.sat:
+        record(checker.solver.model())
+    for name, decl in spec.policy.items():
+        for value in range(decl.min, decl.max + 1):
+            if value not in covered[name]:
+                answer = checker.solver.check(flag, policy_vars[name] == value)
+                if answer == z3.sat:
+                    record(checker.solver.model())
+                elif answer == z3.unknown:
+                    continue
+            key = "violated" if value in covered[name] else "holds_to_depth"
+            region[name][key].append(value)
+    return region

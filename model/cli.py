@@ -102,6 +102,19 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--timeout", type=float, default=None, help="seconds per solver call")
     check.add_argument("--format", choices=("text", "json"), default="text")
     check.add_argument("--progress", action="store_true", help="depth-by-depth progress on stderr")
+    check.add_argument(
+        "--symbolic-policy",
+        action="store_true",
+        help="keep policy constants symbolic (within their declared ranges) and report for which values "
+        "each property fails",
+    )
+    check.add_argument(
+        "--view",
+        default=None,
+        metavar="FIELDS",
+        help="comma-separated ledger fields that make two traces distinct (default: the property's view, "
+        "else every field the spec reads)",
+    )
 
     gen = sub.add_parser(
         "gen",
@@ -248,6 +261,9 @@ def result_json(result: bmc.Result) -> dict[str, Any]:
         data["lax_traces"] = [t.to_json() for t in result.lax_traces]
     if result.note:
         data["note"] = result.note
+    if result.region is not None:
+        data["policy_region"] = result.region
+        data["policy_region_text"] = result.region_text()
     return data
 
 
@@ -257,16 +273,22 @@ def run_checks(
     properties: list[str] | None,
     environment: str,
     shards: int | None,
-    policy: dict[str, int],
+    policy: dict[str, int] | None,
     max_depth: int,
     max_traces: int,
     timeout: float | None,
     progress: Any = None,
+    view: tuple[str, ...] | None = None,
 ) -> list[bmc.Result]:
+    """Check each (variant, property); `policy` None keeps the policy symbolic."""
     results = []
     for spec in _variants(spec_file, variants):
-        resolved = spec.resolve_policy(policy)
+        resolved = spec.resolve_policy(policy) if policy is not None else None
         spec.environment(environment)
+        if view is not None:
+            unknown = [f for f in view if f not in {d.name for d in spec.fields}]
+            if unknown:
+                raise UsageError(f"--view: unknown field(s) {', '.join(unknown)}")
         for name in properties or list(spec.properties):
             prop = spec.property(name)
             results.append(
@@ -280,6 +302,7 @@ def run_checks(
                     max_traces,
                     timeout,
                     progress,
+                    view=view,
                 )
             )
     return results
@@ -300,17 +323,21 @@ def cmd_check(ns: argparse.Namespace) -> int:
         raise UsageError("--shards must be in [1, 64]")
     spec_file = _load(ns.spec)
     progress = (lambda message: print(message, file=sys.stderr)) if ns.progress else None
+    if ns.symbolic_policy and ns.policy:
+        raise UsageError("--symbolic-policy and --policy cannot be combined")
+    view = tuple(f.strip() for f in ns.view.split(",") if f.strip()) if ns.view else None
     results = run_checks(
         spec_file,
         ns.variant,
         ns.property,
         ns.environment,
         ns.shards,
-        dict(ns.policy),
+        None if ns.symbolic_policy else dict(ns.policy),
         ns.max_depth,
         ns.max_traces,
         ns.timeout,
         progress,
+        view,
     )
     if ns.format == "json":
         print(json.dumps([result_json(r) for r in results], indent=2, default=str))
@@ -333,7 +360,10 @@ def verdict_line(result: bmc.Result) -> str:
         expect = "  [as expected]"
     elif result.matches is False:
         expect = f"  [MISMATCH: the spec expects {result.expected}]"
-    return f"{result.variant:<11} {result.property:<40} {what}{expect}"
+    line = f"{result.variant:<11} {result.property:<40} {what}{expect}"
+    if result.region is not None:
+        line += f"\n{'':<11} {'':<40} {result.region_text()}"
+    return line
 
 
 def print_results(spec_file: SpecFile, results: list[bmc.Result]) -> None:

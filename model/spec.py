@@ -126,6 +126,7 @@ class Property:
     line: int
     when_text: str
     assert_text: str
+    view: tuple[str, ...] | None = None
 
     def applies_to(self, environment: str) -> bool:
         return self.environments is None or environment in self.environments
@@ -1029,7 +1030,7 @@ class _Builder:
             self._check_keys(
                 body,
                 keys,
-                ("claim", "doc", "kind", "on", "when", "assert", "message", "expect", "environments", "scope"),
+                ("claim", "doc", "kind", "on", "when", "assert", "message", "expect", "environments", "scope", "view"),
             )
             kind = self._str(body, "kind", keys, "invariant")
             if kind not in PROPERTY_KINDS:
@@ -1100,6 +1101,14 @@ class _Builder:
             claim = body.get("claim")
             if claim is not None and (not isinstance(claim, int) or isinstance(claim, bool)):
                 raise self.fail((*keys, "claim"), "claim must be an integer")
+            view = body.get("view")
+            if view is not None:
+                field_names = [f.name for f in self.fields]
+                if not isinstance(view, list) or not view or not all(isinstance(v, str) for v in view):
+                    raise self.fail((*keys, "view"), "view must be a list of ledger field names")
+                for item in view:
+                    if item not in field_names:
+                        raise self.fail((*keys, "view"), f"unknown field {item!r}{did_you_mean(item, field_names)}")
             properties[name] = Property(
                 name=name,
                 claim=claim,
@@ -1115,6 +1124,7 @@ class _Builder:
                 line=self.source.lines.line_of(keys),
                 when_text=when_text.strip(),
                 assert_text=assert_text.strip(),
+                view=tuple(view) if view is not None else None,
             )
         return properties
 

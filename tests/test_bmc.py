@@ -114,3 +114,23 @@ def test_the_solver_and_the_interpreter_agree_on_every_found_trace(spec_file):
         assert checker.solver.check() == bmc.z3.sat
         trace = checker._extract(checker.solver.model(), 6)
         assert trace.depth == 6
+
+
+def test_symbolic_policy_region_of_the_headline(spec_file):
+    spec = spec_file.variant("as_written")
+    result = bmc.check_property(spec, "controller", spec.properties[HEADLINE], 2, None, 10, 1)
+    assert result.status == "violated"
+    region = result.region
+    assert region is not None
+    # A threshold of 1 condemns on the shard's own first failure; the shortest violation for a
+    # threshold T is T + 5 steps (one inherited failure, abort, condemn, restart, load, refit, T-1 own).
+    assert region["unhealthy_threshold"] == {"violated": [2, 3, 4, 5], "holds_to_depth": [1, 6, 7, 8]}
+    assert region["healthy_threshold"]["holds_to_depth"] == []
+    assert region["max_restart_attempts_per_shard"]["holds_to_depth"] == [0]
+    assert "unhealthy_threshold in {2..5}" in result.region_text()
+
+
+def test_symbolic_policy_fixed_holds_everywhere(spec_file):
+    spec = spec_file.variant("fixed")
+    region = bmc.policy_region(spec, "controller", spec.properties[HEADLINE], 2, 8)
+    assert all(not split["violated"] for split in region.values())

@@ -134,14 +134,6 @@ def test_bad_target_fails_with_a_clear_message(target: str, named: str) -> None:
         assert debris not in output, f"{debris!r} in the output of a bad target:\n{output}"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="plugin bug: codegen/plugin.py calls pytest.fail(pytrace=False) inside `except ... as exc:`, so "
-    "pytest prints the implicit exception chain: the ImplementationError (and, for an import failure, "
-    "the ModuleNotFoundError) followed by 'During handling of the above exception, another exception "
-    "occurred:' before the real message; this reads like a crash of the plugin (fix: fail outside the "
-    "except block, or `raise pytest.fail.Exception(msg, pytrace=False) from None`)",
-)
 @pytest.mark.parametrize(("target", "named"), BAD_TARGETS, ids=[t for t, _ in BAD_TARGETS])
 def test_bad_target_message_has_no_exception_chain(target: str, named: str) -> None:
     _, output = run_generated(target)

@@ -11,6 +11,7 @@ import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 
 def _sibling(name: str) -> ModuleType:
@@ -29,9 +30,10 @@ ShardState = _clean.ShardState
 ShardHealth = _clean.ShardHealth
 FleetHealthPolicy = _clean.FleetHealthPolicy
 FleetExhaustedError = _clean.FleetExhaustedError
+_Clean: Any = _clean.GenerationFleetHealth
 
 
-class GenerationFleetHealth(_clean.GenerationFleetHealth):
+class GenerationFleetHealth(_Clean):
     def mark_loaded(self, i: int, *, base_url: str | None = None) -> None:
         shard = self._shard(i)
         if shard.state is ShardState.RETIRED:

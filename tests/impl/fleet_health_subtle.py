@@ -8,6 +8,7 @@ import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 
 def _sibling(name: str) -> ModuleType:
@@ -26,9 +27,10 @@ ShardState = _clean.ShardState
 ShardHealth = _clean.ShardHealth
 FleetHealthPolicy = _clean.FleetHealthPolicy
 FleetExhaustedError = _clean.FleetExhaustedError
+_Clean: Any = _clean.GenerationFleetHealth
 
 
-class GenerationFleetHealth(_clean.GenerationFleetHealth):
+class GenerationFleetHealth(_Clean):
     def report_success(self, i: int) -> None:
         shard = self._shard(i)
         if shard.state not in _clean.SERVING:
