@@ -464,7 +464,7 @@ def policy_region(
     flag = z3.Bool("some_violation", checker.ctx)
     checker.solver.add(z3.Implies(flag, z3.Or(bad)))
     policy_vars = checker.enc.policy_vars
-    region = {name: {"violated": [], "holds_to_depth": []} for name in spec.policy}
+    region: dict[str, dict[str, list[int]]] = {name: {"violated": [], "holds_to_depth": []} for name in spec.policy}
     covered: dict[str, set[int]] = {name: set() for name in spec.policy}
 
     def record(model: z3.ModelRef) -> None:

@@ -44,7 +44,7 @@ VARIANTS = ("as_written", "fixed")
 ENVIRONMENTS = ("ledger", "controller")
 SHARDS = 3
 STEPS_PER_RUN = 1000
-SOLVER_EVERY = 10
+SOLVER_EVERY = 1
 DISABLED_PER_STEP = 2
 TRACE_LENGTH = (5, 80)  # a new trace (from the initial state) after this many steps, or on deadlock
 INTS = (0, 1, 2, 3)
@@ -73,19 +73,27 @@ class Run:
             (inst.action.name, _binding(inst.shards)): inst for inst in self.enc.instances
         }
         self.tokens: dict[str, int] = {}
+        self.values: dict[tuple[str, Any], Any] = {}  # Z3 values, made once
         self.fresh = 0
         self.solver = z3.SolverFor("QF_LIA", ctx=self.ctx)
         self.solver.add(self.enc.transition_template)
-        # Everything a step compares, as one term (a constructor application), so that the
-        # concrete state is substituted once per step: enabled_term, every instance's guard,
-        # and every variable's next value.
-        terms = [self.enc.enabled_term] + [inst.enabled for inst in self.enc.instances]
-        terms += [self.enc.next_terms[key] for key in self.enc.keys]
-        row = z3.Datatype(f"agreement_{self.variant}_{self.env}", self.ctx)
-        row.declare("row", *[(f"f{n}", term.sort()) for n, term in enumerate(terms)])
-        self.row = row.create()
-        self.bundle = self.row.constructor(0)(*terms)
-        self.first_next = 1 + len(self.enc.instances)
+        # Everything a step compares, as one term, so that the concrete state is substituted
+        # once per step: Row(enabled_term, every instance's guard, State(next values)).
+        # Simplified with a choice put in, the State part must be the very term the
+        # interpreter's successor codes to (Z3 terms are hash-consed: compared in one go).
+        name = f"agreement_{self.variant}_{self.env}"
+        state = z3.Datatype(f"{name}_state", self.ctx)
+        state.declare("state", *[(_name(key), self.enc.template[key].sort()) for key in self.enc.keys])
+        self.state_sort = state.create()
+        row = z3.Datatype(f"{name}_row", self.ctx)
+        guards = [self.enc.enabled_term] + [inst.enabled for inst in self.enc.instances]
+        row.declare(
+            "row", *[(f"guard{n}", z3.BoolSort(self.ctx)) for n in range(len(guards))], ("next", self.state_sort)
+        )
+        self.row_sort = row.create()
+        nexts = self.state_sort.constructor(0)(*[self.enc.next_terms[key] for key in self.enc.keys])
+        self.bundle = self.row_sort.constructor(0)(*guards, nexts)
+        self.templates = [self.enc.template[key] for key in self.enc.keys]
 
     # -- values: interpreter -> Z3 --
 
@@ -100,26 +108,35 @@ class Run:
         """The interpreter's value as the encoding codes it."""
         if vtype.kind == "bool" and not vtype.optional:
             assert isinstance(value, bool), f"expected a bool, got {value!r}"
-            return z3.BoolVal(value, self.ctx)
+            return self.value("bool", value)
         if value is None:
             assert vtype.optional, f"None for a non-optional {vtype}"
-            return z3.IntVal(NONE_CODE, self.ctx)
+            return self.value("int", NONE_CODE)
         if vtype.kind == "bool":
-            return z3.IntVal(int(value), self.ctx)
+            return self.value("int", int(value))
         if vtype.kind == "int":
             assert isinstance(value, int) and not isinstance(value, bool), f"expected an int, got {value!r}"
-            return z3.IntVal(value, self.ctx)
+            return self.value("int", value)
         if vtype.kind == "enum":
-            return z3.IntVal(self.spec.enums[vtype.enum or ""].members.index(value), self.ctx)
+            return self.value("int", self.spec.enums[vtype.enum or ""].members.index(value))
         if vtype.kind in ("str", "any"):
             assert isinstance(value, str), f"expected a str, got {value!r}"
-            return z3.IntVal(self.token(value, shard), self.ctx)
+            return self.value("int", self.token(value, shard))
         raise AssertionError(f"no Z3 coding for {vtype}")
 
-    def state_pairs(self, store: Mapping[Key, Any]) -> list[tuple[Any, Any]]:
-        return [
-            (self.enc.template[key], self.code(store[key], decl.type, key[0])) for key, decl in self.enc.vars.items()
-        ]
+    def value(self, sort: str, value: Any) -> Any:
+        made = self.values.get((sort, value))
+        if made is None:
+            made = z3.BoolVal(value, self.ctx) if sort == "bool" else z3.IntVal(value, self.ctx)
+            self.values[(sort, value)] = made
+        return made
+
+    def coded(self, store: Mapping[Key, Any]) -> list[Any]:
+        """A whole state, coded, in the order of `enc.keys`."""
+        return [self.code(store[key], self.enc.vars[key].type, key[0]) for key in self.enc.keys]
+
+    def state_pairs(self, coded: list[Any]) -> list[tuple[Any, Any]]:
+        return list(zip(self.templates, coded, strict=True))
 
     def choice_pairs(self, inst: Instance, values: Mapping[str, Any]) -> list[tuple[Any, Any]]:
         owner = next(iter(inst.shards.values()), None)
@@ -128,17 +145,15 @@ class Run:
             pairs.append((inst.params[param.name], self.code(values[param.name], param.type, owner)))
         return pairs
 
-    def at_state(self, store: Mapping[Key, Any]) -> Any:
+    def at_state(self, coded: list[Any]) -> Any:
         """The bundle with the current state put in (action and parameters still free)."""
-        return z3.substitute(self.bundle, *self.state_pairs(store))
+        return z3.substitute(self.bundle, *self.state_pairs(coded))
 
     def evaluate(self, at_state: Any, inst: Instance, values: Mapping[str, Any]) -> Row:
-        """The bundle with the choice put in too, simplified, field by field."""
+        """The bundle with the choice put in too, simplified."""
         row = z3.simplify(z3.substitute(at_state, *self.choice_pairs(inst, values)))
-        assert row.decl().eq(self.row.constructor(0)), f"not a row: {row}"
-        fields = [row.arg(n) for n in range(row.num_args())]
-        nexts = fields[self.first_next :]
-        return Row(fields[0], fields[1 + inst.index], dict(zip(self.enc.keys, nexts, strict=True)))
+        assert row.decl().eq(self.row_sort.constructor(0)), f"not a row: {row}"
+        return Row(row.arg(0), row.arg(1 + inst.index), row.arg(row.num_args() - 1))
 
     # -- the choices the environment offers --
 
@@ -165,8 +180,9 @@ class Run:
         elif vtype.kind in ("str", "any"):
             self.fresh += 1
             values = [OTHER_URL, f"http://x{self.fresh}"]
-            if owner is not None:
-                values += [base_url(owner), sim.store.get((owner, "base_url"))]
+            if owner is not None:  # the constructor's value, and what the shard holds now
+                values.append(base_url(owner))
+                values += [sim.store[(owner, v.name)] for v in self.spec.shard_vars if v.type.kind == "str"]
         else:
             raise AssertionError(f"no values for {vtype}")
         if vtype.optional:
@@ -180,11 +196,11 @@ class Run:
 
 @dataclass
 class Row:
-    """One choice's simplified Z3 terms: enabled_term, the instance's guard, next values."""
+    """One choice's simplified Z3 terms: enabled_term, the instance's guard, the next state."""
 
     selected: Any
     enabled: Any
-    next: dict[Key, Any]
+    next: Any
 
 
 def _binding(shards: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
@@ -211,12 +227,12 @@ def _literal(term: Any) -> Any:
     return None
 
 
-def _perturbed(run: Run, key: Key, coded: Any, rng: random.Random) -> Any:
+def _perturbed(run: Run, key: Key, current: Any, rng: random.Random) -> Any:
     """Another legal value of the variable `key` (coded as the encoding codes it)."""
     vtype = run.enc.vars[key].type
-    if z3.is_bool(coded):
-        return z3.BoolVal(not z3.is_true(coded), run.ctx)
-    value = coded.as_long()
+    if z3.is_bool(current):
+        return z3.BoolVal(not z3.is_true(current), run.ctx)
+    value = current.as_long()
     if vtype.kind == "enum":
         count = len(run.spec.enums[vtype.enum or ""].members)
         low = NONE_CODE if vtype.optional else 0
@@ -232,25 +248,27 @@ def _check_step(
     values: Mapping[str, Any],
     before: Mapping[Key, Any],
     after: Mapping[Key, Any],
+    coded: tuple[list[Any], list[Any]],
     rng: random.Random,
     use_solver: bool,
 ) -> None:
     row = run.evaluate(at_state, inst, values)
     assert z3.is_true(row.enabled), f"{where}: the interpreter enables it, Z3's instance guard gives {row.enabled}"
     assert z3.is_true(row.selected), f"{where}: the interpreter enables it, Z3's enabled_term gives {row.selected}"
-    successor: dict[Key, Any] = {}
-    for key, decl in run.enc.vars.items():
-        expected = run.code(after[key], decl.type, key[0])
-        successor[key] = expected
-        got = row.next[key]
-        assert _literal(got) is not None, f"{where}: next {_name(key)} is not determined by the state: {got}"
-        assert _literal(got) == _literal(expected), (
-            f"{where}: next {_name(key)} is {got} in Z3 but {expected} ({after[key]!r}) in the interpreter "
-            f"(was {before[key]!r})"
-        )
+    coded_before, coded_after = coded
+    if not row.next.eq(run.state_sort.constructor(0)(*coded_after)):
+        for n, (key, expected) in enumerate(zip(run.enc.keys, coded_after, strict=True)):  # which field, and how
+            got = row.next.arg(n)
+            assert _literal(got) is not None, f"{where}: next {_name(key)} is not determined by the state: {got}"
+            assert _literal(got) == _literal(expected), (
+                f"{where}: next {_name(key)} is {got} in Z3 but {expected} ({after[key]!r}) in the interpreter "
+                f"(was {before[key]!r})"
+            )
+        raise AssertionError(f"{where}: the next state differs: {row.next}")
     if not use_solver:
         return
-    fixed = [a == b for a, b in run.state_pairs(before) + run.choice_pairs(inst, values)]
+    successor = dict(zip(run.enc.keys, coded_after, strict=True))
+    fixed = [a == b for a, b in run.state_pairs(coded_before) + run.choice_pairs(inst, values)]
     run.solver.push()
     run.solver.add(fixed)
     run.solver.push()
@@ -296,6 +314,9 @@ def test_z3_transition_agrees_with_interpreter(variant: str, env: str) -> None:
     while steps < STEPS_PER_RUN:
         sim = Simulation(spec, environment, SHARDS, policy)
         traces += 1
+        coded = run.coded(sim.store)
+        initial = z3.simplify(z3.substitute(run.enc.initial(run.enc.template), *run.state_pairs(coded)))
+        assert z3.is_true(initial), f"{variant}/{env}: the interpreter's initial state is not initial in Z3: {initial}"
         for _ in range(rng.randint(*TRACE_LENGTH)):
             choices = run.choices(sim)
             flags = [sim.enabled(a, s, v) for a, s, v in choices]
@@ -304,7 +325,7 @@ def test_z3_transition_agrees_with_interpreter(variant: str, env: str) -> None:
             if not enabled:
                 break  # a deadlock (the controller gave up, say): start a new trace
             before = dict(sim.store)
-            at_state = run.at_state(before)
+            at_state = run.at_state(coded)
             disabled_seen += bool(disabled)
             for choice in rng.sample(disabled, min(DISABLED_PER_STEP, len(disabled))):
                 where = f"{variant}/{env} step {steps} (trace {traces}) {_describe(*choice)}"
@@ -315,7 +336,9 @@ def test_z3_transition_agrees_with_interpreter(variant: str, env: str) -> None:
             assert inst is not None, f"{where}: the interpreter enables it, the encoding has no instance for it"
             sim.apply(action, shards, values)
             use_solver = steps % SOLVER_EVERY == 0
-            _check_step(run, where, at_state, inst, values, before, sim.store, rng, use_solver)
+            coded_after = run.coded(sim.store)
+            _check_step(run, where, at_state, inst, values, before, sim.store, (coded, coded_after), rng, use_solver)
+            coded = coded_after
             steps += 1
             solver_checks += use_solver
             taken.add(action.name)
