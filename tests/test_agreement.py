@@ -3,21 +3,26 @@
 Both semantics run the same executor (`model.semantics.Machine`) over different back ends,
 so they can only disagree in the back ends themselves or in how the encoding assembles the
 transition relation (instances, If-chains over the action selector, parameter domains).
-For every spec variant and environment this test drives the interpreter
-(`model.trace.Simulation`) through seeded random traces, >= STEPS_PER_RUN steps in all, and
-at every step, with the concrete state and the chosen action's parameters put into the
+For every spec variant and environment (3 shards, the shipped policy) this test drives the
+interpreter (`model.trace.Simulation`) through seeded random traces, picking uniformly among
+the enabled (action, shard binding, values) choices, >= STEPS_PER_RUN steps in all. With
+the interpreter's concrete state (and the choice's action and values) put into the
 encoding's template:
 
-* the chosen instance is enabled in Z3 (its `enabled` and `enabled_term` simplify to true),
-  and a few randomly chosen choices the interpreter disables simplify to false;
-* every state variable's next value (`next_terms[key]` with the selector fixed) simplifies
-  to a literal equal to the interpreter's successor value, field by field;
+* each trace's first state satisfies `Encoding.initial`;
+* at every step the chosen instance is enabled (its `enabled` and `enabled_term` simplify
+  to true), and DISABLED_PER_STEP random choices the interpreter disables simplify to false;
+* at every step every variable's next value (`next_terms[key]` with the selector fixed)
+  simplifies to exactly the interpreter's successor value; a mismatch is reported field by
+  field (variant, environment, step, action, variable, both values);
 * every SOLVER_EVERY steps, a solver holding `transition_template` accepts the interpreter's
-  successor and rejects it with one randomly chosen field perturbed.
+  successor and rejects it with one randomly chosen field perturbed (a bool flipped, an
+  int or string token + 1, an enum moved to another member).
 
 Values are coded as the encoding's docstring says: enum members by index (None = -1), and
 strings as per-shard tokens (the shard's constructor URL = 0, None = -1, every other string
-a distinct positive integer, consistent over the whole run).
+a distinct positive integer, consistent over the whole run). The walk must take every action
+and enter every state, so it cannot pass by idling in a corner.
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ VARIANTS = ("as_written", "fixed")
 ENVIRONMENTS = ("ledger", "controller")
 SHARDS = 3
 STEPS_PER_RUN = 1000
-SOLVER_EVERY = 1
+SOLVER_EVERY = 10
 DISABLED_PER_STEP = 2
 TRACE_LENGTH = (5, 80)  # a new trace (from the initial state) after this many steps, or on deadlock
 INTS = (0, 1, 2, 3)
