@@ -125,7 +125,20 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("spec", nargs="?", default=None)
     gen.add_argument("--out", default=None, help="output directory (default: generated_tests/)")
     gen.add_argument("--check", action="store_true", help="change nothing; exit 1 with a diff on drift")
+    for module in _command_modules():
+        module.register(sub)
     return parser
+
+
+# Commands that live in modules of their own: each has `register(subparsers)`, which adds its
+# parser with `set_defaults(run=...)`, and the `run(namespace) -> exit code` it names.
+COMMAND_MODULES: tuple[str, ...] = ()
+
+
+def _command_modules() -> list[Any]:
+    import importlib
+
+    return [importlib.import_module(name) for name in COMMAND_MODULES]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -151,6 +164,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from codegen.render import cmd_gen
 
             return cmd_gen(ns)
+        if getattr(ns, "run", None) is not None:
+            return int(ns.run(ns))
         parser.print_help()
         return EXIT_OK
     except LedgercheckError as exc:
