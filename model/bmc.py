@@ -52,6 +52,8 @@ class Result:
     lax_traces: list[Trace] = field(default_factory=list)
     region: dict[str, dict[str, list[int]]] | None = None
     region_depth: int = 0
+    engine: str = "bmc"
+    invariant: str = ""
 
     def region_text(self) -> str:
         """For a symbolic policy: which values of each constant admit a violation."""
@@ -295,24 +297,7 @@ class Checker:
         )
 
     def _concrete(self, raw: Any, vtype: ir.Type, shard: int, tokens: dict[tuple[int, int], str]) -> Any:
-        if vtype.kind == "bool":
-            return z3.is_true(raw)
-        value = raw.as_long()
-        if vtype.optional and value == NONE_CODE:
-            return None
-        if vtype.kind == "int":
-            return value
-        if vtype.kind == "enum":
-            return self.spec.enums[vtype.enum or ""].members[value]
-        return self._token(shard, value, tokens)
-
-    def _token(self, shard: int, code: int, tokens: dict[tuple[int, int], str]) -> str:
-        if code == 0:
-            return base_url(shard)
-        if (shard, code) not in tokens:
-            n = sum(1 for (s, _) in tokens if s == shard) + 1
-            tokens[(shard, code)] = f"{base_url(shard)}.restarted" + (f"-{n}" if n > 1 else "")
-        return tokens[(shard, code)]
+        return concrete_value(self.spec, raw, vtype, shard, tokens)
 
     def _compare(self, model: z3.ModelRef, t: int, sim: Simulation, tokens: dict[tuple[int, int], str]) -> None:
         """The solver's state at step t must be the interpreter's: one semantics, checked."""
@@ -377,6 +362,26 @@ class ViewBlocker:
     def not_matched_at(self, depth: int) -> Any:
         self._extend(depth)
         return self.pos[depth] != self.length
+
+
+def concrete_value(spec: Spec, raw: Any, vtype: ir.Type, shard: int, tokens: dict[tuple[int, int], str]) -> Any:
+    """A value of a Z3 model as the interpreter holds it. Opaque text tokens become
+    strings named after the shard (`http://shard-1.restarted`), fresh per token."""
+    if vtype.kind == "bool":
+        return z3.is_true(raw)
+    value = raw.as_long()
+    if vtype.optional and value == NONE_CODE:
+        return None
+    if vtype.kind == "int":
+        return value
+    if vtype.kind == "enum":
+        return spec.enums[vtype.enum or ""].members[value]
+    if value == 0:
+        return base_url(shard)
+    if (shard, value) not in tokens:
+        n = sum(1 for (s, _) in tokens if s == shard) + 1
+        tokens[(shard, value)] = f"{base_url(shard)}.restarted" + (f"-{n}" if n > 1 else "")
+    return tokens[(shard, value)]
 
 
 def _trace_key(trace: Trace) -> str:

@@ -172,11 +172,19 @@ class Encoding:
         shards: int,
         policy: Mapping[str, int] | None,
         contracts: bool = False,
+        ctx: z3.Context | None = None,
+        prefix: str = "",
+        keep_disabled: bool = False,
     ) -> None:
+        """`ctx` and `prefix` let two encodings share one solver (a product, as `diff`
+        builds): their state variables are told apart by the prefix, while the action
+        selector and the action parameters keep their names, so both take the same step."""
         self.spec = spec
         self.environment = environment
         self.shards = shards
-        self.ctx = z3.Context()
+        self.prefix = prefix
+        self.keep_disabled = keep_disabled
+        self.ctx = ctx if ctx is not None else z3.Context()
         ctx = self.ctx
         self.backend = Z3Backend(spec, ctx)
         self.symbolic_policy = policy is None
@@ -208,7 +216,7 @@ class Encoding:
 
     def _var(self, key: Key, suffix: str | int) -> Any:
         shard, name = key
-        label = f"{name}[{shard}]" if shard is not None else name
+        label = self.prefix + (f"{name}[{shard}]" if shard is not None else name)
         return z3.Const(f"{label}@{suffix}", sort_of(self.vars[key].type, self.ctx))
 
     def param_template(self, action: Action, name: str) -> Any:
@@ -226,7 +234,7 @@ class Encoding:
                 params = {p.name: self.param_template(action, p.name) for p in action.value_params}
                 store = dict(self.template)
                 enabled = self.machine.enabled(action, shards, params, store)
-                if z3.is_false(z3.simplify(enabled)):
+                if not self.keep_disabled and z3.is_false(z3.simplify(enabled)):
                     continue
                 domains = [domain(params[p.name], p.type, self.spec) for p in action.value_params]
                 effects = self.machine.run_action(action, shards, params, store)

@@ -127,6 +127,8 @@ class Property:
     when_text: str
     assert_text: str
     view: tuple[str, ...] | None = None
+    lemmas: tuple[ir.Expr, ...] = ()
+    lemma_texts: tuple[str, ...] = ()
 
     def applies_to(self, environment: str) -> bool:
         return self.environments is None or environment in self.environments
@@ -1030,7 +1032,20 @@ class _Builder:
             self._check_keys(
                 body,
                 keys,
-                ("claim", "doc", "kind", "on", "when", "assert", "message", "expect", "environments", "scope", "view"),
+                (
+                    "claim",
+                    "doc",
+                    "kind",
+                    "on",
+                    "when",
+                    "assert",
+                    "message",
+                    "expect",
+                    "environments",
+                    "scope",
+                    "view",
+                    "lemmas",
+                ),
             )
             kind = self._str(body, "kind", keys, "invariant")
             if kind not in PROPERTY_KINDS:
@@ -1109,6 +1124,15 @@ class _Builder:
                 for item in view:
                     if item not in field_names:
                         raise self.fail((*keys, "view"), f"unknown field {item!r}{did_you_mean(item, field_names)}")
+            raw_lemmas = body.get("lemmas", [])
+            if not isinstance(raw_lemmas, list) or not all(isinstance(t, str) for t in raw_lemmas):
+                raise self.fail((*keys, "lemmas"), "lemmas must be a list of per-shard invariant expressions")
+            lemma_scope = dict(readable_kinds=all_fields)
+            lemma_scope["globals"] = overrides["globals"]
+            lemmas = tuple(
+                lang.compile_expr(text, self.scope((*keys, "lemmas"), f"property {name}: lemma", **lemma_scope), BOOL)
+                for text in raw_lemmas
+            )
             properties[name] = Property(
                 name=name,
                 claim=claim,
@@ -1125,6 +1149,8 @@ class _Builder:
                 when_text=when_text.strip(),
                 assert_text=assert_text.strip(),
                 view=tuple(view) if view is not None else None,
+                lemmas=lemmas,
+                lemma_texts=tuple(t.strip() for t in raw_lemmas),
             )
         return properties
 

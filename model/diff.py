@@ -1,0 +1,213 @@
+"""What a change to the ledger really changes: `ledgercheck diff A B`.
+
+A and B are two spec files, or two variants of one. Both encodings share one solver and
+one action selector (a product: the same actions, in the same order, drive both), and the
+bounded search asks for the shortest trace after which some observable field of some shard
+differs. By shard symmetry, the difference is sought on shard 0. Then every property is
+checked on both sides and the verdicts that changed are listed, each with its trace.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import z3
+
+from model import bmc
+from model.encoding import Encoding
+from model.errors import EXIT_OK, UsageError
+from model.figure import render_table, trace_rows
+from model.spec import DEFAULT_SPEC, Spec, load_spec
+from model.trace import Simulation, Step, Trace
+
+FOCUS = bmc.FOCUS
+
+
+@dataclass
+class Difference:
+    depth: int
+    field: str
+    shard: int
+    left: Trace
+    right: Trace
+
+
+def resolve_side(text: str, default_spec: str | None) -> Spec:
+    """`variant`, `path/to/spec.toml`, or `path/to/spec.toml:variant`."""
+    path, sep, variant = text.rpartition(":")
+    if sep and path.endswith(".toml"):
+        return load_spec(path).variant(variant)
+    if text.endswith(".toml") or Path(text).is_file():
+        return load_spec(text).variant()
+    return load_spec(default_spec or DEFAULT_SPEC).variant(text)
+
+
+def _check_compatible(a: Spec, b: Spec, environment: str) -> None:
+    env_a, env_b = a.environment(environment), b.environment(environment)
+    sig_a = [(x.name, x.shard_params, tuple((p.name, p.type) for p in x.value_params)) for x in env_a.actions]
+    sig_b = [(x.name, x.shard_params, tuple((p.name, p.type) for p in x.value_params)) for x in env_b.actions]
+    if sig_a != sig_b:
+        raise UsageError(f"the two specs' {environment} environments do not offer the same actions")
+    for name, enum in a.enums.items():
+        if name in b.enums and b.enums[name].members != enum.members:
+            raise UsageError(f"the two specs declare enum {name} with different members")
+    if [f.name for f in a.fields] != [f.name for f in b.fields]:
+        raise UsageError("the two specs' records have different fields")
+
+
+def shortest_difference(
+    a: Spec, b: Spec, environment: str, shards: int, policy: Mapping[str, int], max_depth: int
+) -> Difference | None:
+    _check_compatible(a, b, environment)
+    ctx = z3.Context()
+    left = Encoding(a, a.environment(environment), shards, policy, ctx=ctx, prefix="A.", keep_disabled=True)
+    right = Encoding(b, b.environment(environment), shards, policy, ctx=ctx, prefix="B.", keep_disabled=True)
+    solver = z3.SolverFor("QF_LIA", ctx=ctx)
+    states_l, states_r = [left.step_vars(0)], [right.step_vars(0)]
+    solver.add(left.initial(states_l[0].state), right.initial(states_r[0].state))
+    observed = [f.name for f in a.fields]
+    for depth in range(max_depth + 1):
+        if depth:
+            nxt_l, nxt_r = left.step_vars(depth), right.step_vars(depth)
+            pairs_l = left.substitution(states_l[-1], depth - 1)
+            pairs_r = right.substitution(states_r[-1], depth - 1)
+            solver.add(left.transition(nxt_l, pairs_l), right.transition(nxt_r, pairs_r))
+            states_l.append(nxt_l)
+            states_r.append(nxt_r)
+        differs = {
+            name: states_l[depth].state[(FOCUS, name)] != states_r[depth].state[(FOCUS, name)] for name in observed
+        }
+        goal = z3.Bool(f"differs@{depth}", ctx)
+        solver.add(z3.Implies(goal, z3.Or(list(differs.values()))))
+        if solver.check(goal) != z3.sat:
+            continue
+        model = solver.model()
+        field = next(n for n, d in differs.items() if z3.is_true(model.eval(d, model_completion=True)))
+        steps = _actions(left, states_l, model, depth)
+        return Difference(
+            depth, field, FOCUS, _replay(a, environment, shards, policy, steps), _replay(b, environment, shards, policy, steps)
+        )
+    return None
+
+
+def _actions(enc: Encoding, states: list[Any], model: z3.ModelRef, depth: int) -> list[tuple[Any, dict[str, int], dict[str, Any]]]:
+    tokens: dict[tuple[int, int], str] = {}
+    steps = []
+    for t in range(depth):
+        index = model.eval(states[t].act, model_completion=True).as_long()
+        inst = enc.instances[index]
+        owner = next(iter(inst.shards.values()), 0)
+        values = {
+            p.name: bmc.concrete_value(
+                enc.spec, model.eval(states[t].params[(inst.action.name, p.name)], model_completion=True), p.type,
+                owner, tokens,
+            )
+            for p in inst.action.value_params
+        }
+        steps.append((inst.action.name, dict(inst.shards), values))
+    return steps
+
+
+def _replay(spec: Spec, environment: str, shards: int, policy: Mapping[str, int],
+            steps: list[tuple[str, dict[str, int], dict[str, Any]]]) -> Trace:
+    env = spec.environment(environment)
+    sim = Simulation(spec, env, shards, policy)
+    recorded: list[Step] = [sim.initial_step()]
+    for name, shard_args, values in steps:
+        step, _ = sim.apply(env.action(name), shard_args, values)
+        recorded.append(step)
+    return Trace(spec.name, spec.variant, environment, shards, dict(policy), tuple(recorded), FOCUS)
+
+
+def side_by_side(diff: Difference, a: Spec, b: Spec) -> str:
+    """One table: the trace's columns, each field of the focus shard as `A | B` where they differ."""
+    header, rows_a = trace_rows(diff.left, a, diff.shard)
+    _, rows_b = trace_rows(diff.right, b, diff.shard)
+    rows_b_by_name = {row[0]: row for row in rows_b}
+    merged = []
+    for row in rows_a:
+        other = rows_b_by_name.get(row[0])
+        if other is None:
+            continue
+        cells = [row[0] + (" <<" if row[0] == diff.field else "")]
+        for left, right in zip(row[1:], other[1:], strict=True):
+            cells.append(left if left == right else f"{left} / {right}")
+        merged.append(cells)
+    return render_table(header, merged)
+
+
+def verdict_changes(
+    a: Spec, b: Spec, environment: str, shards: int, policy: Mapping[str, int], max_depth: int
+) -> list[tuple[str, bmc.Result, bmc.Result]]:
+    changes = []
+    for name, prop in a.properties.items():
+        if name not in b.properties:
+            continue
+        left = bmc.check_property(a, environment, prop, shards, policy, max_depth, 1, lax=False)
+        right = bmc.check_property(b, environment, b.properties[name], shards, policy, max_depth, 1, lax=False)
+        if left.verdict != right.verdict:
+            changes.append((name, left, right))
+    return changes
+
+
+EXAMPLE = """examples:
+  ledgercheck diff as_written fixed                        # two variants of the bundled spec
+  ledgercheck diff old/fleet_health.toml spec/fleet_health.toml:fixed"""
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "diff",
+        help="the shortest trace on which two specs (or variants) disagree, and the verdicts that changed",
+        epilog=EXAMPLE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("a", help="variant name, spec file, or spec.toml:variant")
+    parser.add_argument("b", help="variant name, spec file, or spec.toml:variant")
+    parser.add_argument("--spec", default=None, help="the spec whose variants bare names refer to")
+    parser.add_argument("--environment", default="controller")
+    parser.add_argument("--shards", type=int, default=None)
+    parser.add_argument("--max-depth", type=int, default=12)
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.set_defaults(run=run)
+
+
+def run(ns: argparse.Namespace) -> int:
+    a, b = resolve_side(ns.a, ns.spec), resolve_side(ns.b, ns.spec)
+    shards = ns.shards or a.default_shards
+    policy = a.default_policy()
+    if a.default_policy() != b.default_policy():
+        raise UsageError("the two specs ship different policies; compare them with the same --policy")
+    diff = shortest_difference(a, b, ns.environment, shards, policy, ns.max_depth)
+    changes = verdict_changes(a, b, ns.environment, shards, policy, ns.max_depth)
+    if ns.format == "json":
+        print(json.dumps({
+            "a": a.variant, "b": b.variant, "environment": ns.environment, "shards": shards,
+            "difference": None if diff is None else {
+                "depth": diff.depth, "shard": diff.shard, "field": diff.field,
+                "a": diff.left.to_json(), "b": diff.right.to_json(),
+            },
+            "verdicts": [{"property": n, "a": l.verdict, "b": r.verdict,
+                          "trace": (l.traces or r.traces)[0].to_json() if (l.traces or r.traces) else None}
+                         for n, l, r in changes],
+        }, indent=2, default=str))
+        return EXIT_OK
+    if diff is None:
+        print(f"{a.variant} and {b.variant} agree on every observable field up to depth {ns.max_depth}")
+    else:
+        last = diff.left.steps[-1]
+        print(f"{a.variant} and {b.variant} first disagree after {diff.depth} steps, on shard {diff.shard}'s "
+              f"{diff.field}, at {last.action} ({', '.join(c.event for c in last.calls) or 'no call'}):")
+        print(side_by_side(diff, a, b))
+        print("(cells read 'A / B' where the two differ)")
+    print()
+    if not changes:
+        print("no property verdict changed")
+    for name, left, right in changes:
+        print(f"{name}: {left.verdict} in {a.variant}, {right.verdict} in {b.variant}")
+    return EXIT_OK

@@ -1,0 +1,429 @@
+"""Unbounded proofs: a property holds for every trace, not just up to a depth.
+
+Two engines over the same Z3 encoding the bounded checker uses:
+
+* **Spacer** (Z3's constrained-Horn-clause engine, IC3/PDR): the transition system becomes
+  three Horn clauses over an unknown invariant `Inv(state)`: the initial states are in it,
+  it is closed under the transition, and it contains no bad state (or no bad transition,
+  for a step property). Satisfiable means an inductive invariant exists: proved, and the
+  invariant is printed. It finds the strengthening itself.
+* **k-induction** with simple-path constraints: for k = 1, 2, ... a path of k transitions
+  from *any* state on which the property (and the property's user-written `lemmas`) held
+  at every earlier step cannot break it at step k. When it can, the counterexample to
+  induction (CTI) is printed as a table: a state the invariant does not exclude, which the
+  user can rule out with a lemma.
+
+Before either, a bounded search refutes what is false and returns its shortest trace.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import z3
+
+from model import bmc
+from model.encoding import Encoding
+from model.errors import EXIT_MISMATCH, EXIT_OK, EXIT_UNKNOWN, UsageError
+from model.figure import render_table, trace_figure
+from model.spec import Property, Spec, load_spec
+
+ENGINES = ("auto", "spacer", "kind")
+REFUTE_DEPTH = 12
+
+
+@dataclass
+class Proof:
+    engine: str
+    detail: str
+    seconds: float
+
+
+def _horn(enc: Encoding, prop: Property, focus: int | None, timeout: float | None) -> tuple[Any, str]:
+    """Ask Spacer for an inductive invariant; returns (z3 answer, invariant text or reason)."""
+    ctx = enc.ctx
+    cur = [enc.template[k] for k in enc.keys]
+    nxt = [enc.next_template[k] for k in enc.keys]
+    policy = list(enc.policy_vars.values()) if enc.symbolic_policy else []
+    params = [enc.act] + [enc.param_template(a, p.name) for a in enc.environment.actions for p in a.value_params]
+    sorts = [v.sort() for v in cur + policy]
+    inv = z3.Function("Inv", *sorts, z3.BoolSort(ctx))
+    solver = z3.SolverFor("HORN", ctx=ctx)
+    if timeout:
+        solver.set("timeout", max(1, int(timeout * 1000)))
+    false = z3.BoolVal(False, ctx)
+    solver.add(z3.ForAll(cur + policy, z3.Implies(enc.initial(enc.template), inv(*cur, *policy))))
+    step = z3.And(inv(*cur, *policy), enc.transition_template)
+    solver.add(z3.ForAll(cur + nxt + params + policy, z3.Implies(step, inv(*nxt, *policy))))
+    lemmas = _lemma_violation(enc, prop, focus, enc.template)
+    if prop.kind == "invariant":
+        bad = z3.Or(enc.invariant_violation(prop, focus, enc.template), lemmas)
+        solver.add(z3.ForAll(cur + policy, z3.Implies(z3.And(inv(*cur, *policy), bad), false)))
+    else:
+        solver.add(
+            z3.ForAll(
+                cur + nxt + params + policy,
+                z3.Implies(z3.And(step, enc.step_violation(prop, focus)), false),
+            )
+        )
+        if not z3.is_false(lemmas):
+            solver.add(z3.ForAll(cur + policy, z3.Implies(z3.And(inv(*cur, *policy), lemmas), false)))
+    answer = solver.check()
+    if answer != z3.sat:
+        return answer, solver.reason_unknown() if answer == z3.unknown else ""
+    interp = solver.model()[inv]
+    body = interp.else_value() if isinstance(interp, z3.FuncInterp) else interp
+    named = [z3.Const(str(v).replace("@cur", ""), v.sort()) for v in cur] + policy
+    try:
+        text = str(z3.simplify(z3.substitute_vars(body, *named)))
+    except z3.Z3Exception:
+        text = str(body)
+    return answer, text
+
+
+def _lemma_violation(enc: Encoding, prop: Property, focus: int | None, state: Mapping[Any, Any]) -> Any:
+    if not prop.lemmas:
+        return z3.BoolVal(False, enc.ctx)
+    shards = [focus] if focus is not None else list(range(enc.shards))
+    parts = [
+        enc.backend.not_(enc.machine.invariant(None, lemma, shard, state)) for lemma in prop.lemmas for shard in shards
+    ]
+    return enc.backend.or_(parts)
+
+
+def _k_induction(
+    spec: Spec,
+    environment: str,
+    prop: Property,
+    shards: int,
+    policy: Mapping[str, int] | None,
+    max_k: int,
+    timeout: float | None,
+) -> tuple[str, int, str]:
+    """Returns ("proved", k, "") or ("unknown", k, CTI table) or ("unknown", k, reason)."""
+    env = spec.environment(environment)
+    focus = None if prop.fleet else bmc.FOCUS
+    checker = bmc.Checker(spec, environment, prop, shards, policy, contracts=env.any_call, timeout=timeout)
+    enc = checker.enc
+    solver = checker.solver  # no initial-state constraint: the step case starts anywhere
+    solver.reset()
+    if timeout:
+        solver.set("timeout", max(1, int(timeout * 1000)))
+    if enc.symbolic_policy:
+        for name, decl in spec.policy.items():
+            var = enc.policy_vars[name]
+            solver.add(var >= decl.min, var <= decl.max)
+    _type_ranges(solver, enc, checker.states[0].state)
+    good_prefix: list[Any] = []
+    for k in range(1, max_k + 1):
+        checker._deepen()
+        _type_ranges(solver, enc, checker.states[k].state)
+        # the property (and lemmas) held up to step k-1 ...
+        state_k1 = checker.states[k - 1].state
+        good_prefix.append(z3.Not(_lemma_violation(enc, prop, focus, state_k1)))
+        if prop.kind == "invariant":
+            good_prefix.append(z3.Not(enc.invariant_violation(prop, focus, state_k1)))
+        elif k >= 2:
+            good_prefix.append(z3.Not(z3.substitute(checker.step_bad, *checker.pairs[k - 2])))
+        for earlier in range(k):
+            solver.add(_distinct(checker.states[earlier].state, checker.states[k].state))
+        # ... and breaks at step k?
+        if prop.kind == "invariant":
+            bad = z3.Or(
+                enc.invariant_violation(prop, focus, checker.states[k].state),
+                _lemma_violation(enc, prop, focus, checker.states[k].state),
+            )
+        else:
+            bad = z3.Or(
+                z3.substitute(checker.step_bad, *checker.pairs[k - 1]),
+                _lemma_violation(enc, prop, focus, checker.states[k].state),
+            )
+        answer = solver.check(*good_prefix, bad)
+        if answer == z3.unsat:
+            return "proved", k, ""
+        if answer == z3.unknown:
+            return "unknown", k, f"the solver gave up at k={k} ({solver.reason_unknown()})"
+        cti = solver.model()
+    return "unknown", max_k, _cti_table(spec, enc, checker, cti, max_k, focus)
+
+
+def _type_ranges(solver: z3.Solver, enc: Encoding, state: Mapping[Any, Any]) -> None:
+    """Enum-coded variables hold member indices (or None): true of every encoded state."""
+    for key, var in state.items():
+        decl = enc.vars[key]
+        if decl.type.kind == "enum":
+            low = -1 if decl.type.optional else 0
+            solver.add(var >= low, var < len(enc.spec.enums[decl.type.enum or ""].members))
+
+
+def _distinct(left: Mapping[Any, Any], right: Mapping[Any, Any]) -> Any:
+    return z3.Or([left[k] != right[k] for k in left])
+
+
+def _cti_table(spec: Spec, enc: Encoding, checker: bmc.Checker, model: z3.ModelRef, k: int, focus: int | None) -> str:
+    shard = focus if focus is not None else 0
+    header = [f"shard {shard}"] + [f"s{t}" for t in range(k + 1)]
+    rows = []
+    for var in spec.fields + spec.history:
+        row = [var.name if var.kind == "ledger" else f"~{var.name}"]
+        for t in range(k + 1):
+            raw = model.eval(checker.states[t].state[(shard, var.name)], model_completion=True)
+            row.append(_show(spec, var.type, raw))
+        rows.append(row)
+    acts = (
+        ["action"]
+        + ["-"]
+        + [
+            enc.instances[model.eval(checker.states[t].act, model_completion=True).as_long()].action.name
+            for t in range(k)
+        ]
+    )
+    table = render_table(header, [acts, *rows], width=160)
+    return f"counterexample to induction at k={k} (a state no lemma rules out yet):\n{table}"
+
+
+def _show(spec: Spec, vtype: Any, raw: Any) -> str:
+    if z3.is_true(raw):
+        return "true"
+    if z3.is_false(raw):
+        return "false"
+    value = raw.as_long()
+    if vtype.optional and value == -1:
+        return "None"
+    if vtype.kind == "enum":
+        members = spec.enums[vtype.enum or ""].members
+        return members[value] if 0 <= value < len(members) else f"?{value}"
+    if vtype.kind == "str":
+        return "initial" if value == 0 else f"token{value}"
+    return str(value)
+
+
+def prove_property(
+    spec: Spec,
+    environment: str,
+    prop: Property,
+    shards: int,
+    policy: Mapping[str, int] | None,
+    timeout: float | None = None,
+    engine: str = "auto",
+    max_k: int = 8,
+    refute_depth: int = REFUTE_DEPTH,
+) -> bmc.Result:
+    """Refute by bounded search, else prove with Spacer and/or k-induction."""
+    start = time.monotonic()
+    env = spec.environment(environment)
+    if not prop.applies_to(environment):
+        return bmc.Result(
+            spec.variant,
+            prop.name,
+            environment,
+            shards,
+            policy,
+            "not_applicable",
+            0,
+            note=f"the property is only about {', '.join(prop.environments or ())}",
+        )
+    bounded = bmc.check_property(spec, environment, prop, shards, policy, refute_depth, 1, timeout, lax=False)
+    if bounded.status == "violated":
+        bounded.note = f"refuted by bounded search at depth {bounded.depth}"
+        bounded.seconds = time.monotonic() - start
+        return bounded
+    notes: list[str] = []
+    if engine in ("auto", "spacer"):
+        enc = Encoding(spec, env, shards, policy, contracts=env.any_call)
+        focus = None if prop.fleet else bmc.FOCUS
+        answer, text = _horn(enc, prop, focus, timeout)
+        if answer == z3.sat:
+            return _done(
+                spec,
+                prop,
+                environment,
+                shards,
+                policy,
+                "proved",
+                0,
+                start,
+                f"proved by spacer; inductive invariant: {text}",
+                "spacer",
+                text,
+            )
+        if answer == z3.unsat:
+            deeper = bmc.check_property(
+                spec, environment, prop, shards, policy, 4 * refute_depth, 1, timeout, lax=False
+            )
+            if deeper.status == "violated":
+                deeper.note = f"spacer refuted it; bounded search found the trace at depth {deeper.depth}"
+                return deeper
+            return _done(
+                spec,
+                prop,
+                environment,
+                shards,
+                policy,
+                "violated",
+                0,
+                start,
+                "spacer refuted it beyond the bounded search's depth",
+                "spacer",
+                "",
+            )
+        notes.append(f"spacer: unknown ({text})")
+    if engine in ("auto", "kind"):
+        status, k, detail = _k_induction(spec, environment, prop, shards, policy, max_k, timeout)
+        if status == "proved":
+            return _done(
+                spec,
+                prop,
+                environment,
+                shards,
+                policy,
+                "proved",
+                k,
+                start,
+                f"proved by k-induction with k={k}",
+                "k-induction",
+                "",
+            )
+        notes.append(detail)
+    return _done(
+        spec,
+        prop,
+        environment,
+        shards,
+        policy,
+        "unknown",
+        refute_depth,
+        start,
+        f"holds up to depth {refute_depth}; no proof: " + "; ".join(notes),
+        "",
+        "",
+    )
+
+
+def _done(
+    spec: Spec,
+    prop: Property,
+    environment: str,
+    shards: int,
+    policy: Mapping[str, int] | None,
+    status: str,
+    depth: int,
+    start: float,
+    note: str,
+    engine: str,
+    invariant: str,
+) -> bmc.Result:
+    result = bmc.Result(
+        spec.variant,
+        prop.name,
+        environment,
+        shards,
+        policy,
+        status,
+        depth,
+        expected=prop.expect.get(spec.variant),
+        note=note,
+    )
+    result.seconds = time.monotonic() - start
+    result.engine = engine
+    result.invariant = invariant
+    return result
+
+
+# --- command line ------------------------------------------------------------------------
+
+
+EXAMPLE = """examples:
+  ledgercheck prove                                   # every property, both variants, controller, 4 shards
+  ledgercheck prove --variant fixed --property no_condemnation_by_inherited_streak
+  ledgercheck prove --environment ledger --engine kind --max-k 6"""
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "prove",
+        help="unbounded proofs (Spacer / k-induction), refutations with the shortest trace",
+        epilog=EXAMPLE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("spec", nargs="?", default=None)
+    parser.add_argument("--variant", action="append", default=None)
+    parser.add_argument("--property", action="append", default=None)
+    parser.add_argument("--environment", default="controller")
+    parser.add_argument("--shards", type=int, default=None)
+    parser.add_argument("--engine", choices=ENGINES, default="auto")
+    parser.add_argument("--max-k", type=int, default=8, help="deepest k for k-induction")
+    parser.add_argument("--timeout", type=float, default=None, help="seconds per solver call")
+    parser.add_argument("--symbolic-policy", action="store_true", help="prove for every policy in the declared ranges")
+    parser.add_argument("--policy", action="append", default=[], metavar="NAME=VALUE")
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.set_defaults(run=run)
+
+
+def run(ns: argparse.Namespace) -> int:
+    from model.cli import _policy_arg, result_json
+
+    spec_file = load_spec(ns.spec)
+    if ns.symbolic_policy and ns.policy:
+        raise UsageError("--symbolic-policy and --policy cannot be combined")
+    overrides = dict(_policy_arg(p) for p in ns.policy)
+    results = []
+    for name in ns.variant or spec_file.variants:
+        spec = spec_file.variant(name)
+        policy = None if ns.symbolic_policy else spec.resolve_policy(overrides)
+        shards = ns.shards or spec.default_shards
+        for prop_name in ns.property or list(spec.properties):
+            prop = spec.property(prop_name)
+            results.append(prove_property(spec, ns.environment, prop, shards, policy, ns.timeout, ns.engine, ns.max_k))
+    if ns.format == "json":
+        payload = []
+        for result in results:
+            data = result_json(result)
+            data["engine"] = result.engine
+            if result.invariant:
+                data["invariant"] = result.invariant
+            payload.append(data)
+        print(json.dumps(payload, indent=2, default=str))
+    else:
+        for result in results:
+            print(_line(result))
+        for result in results:
+            if result.traces:
+                spec = spec_file.variant(result.variant)
+                print(f"\n== {result.variant} / {result.property}: shortest trace ({result.traces[0].depth} steps)")
+                print(trace_figure(result.traces[0], spec))
+            elif result.status == "unknown" and "counterexample to induction" in result.note:
+                print(f"\n== {result.variant} / {result.property}")
+                print(result.note.split("; no proof: ", 1)[-1])
+    if any(r.status == "unknown" for r in results):
+        return EXIT_UNKNOWN
+    if any(r.matches is False for r in results):
+        return EXIT_MISMATCH
+    return EXIT_OK
+
+
+def _line(result: bmc.Result) -> str:
+    if result.status == "proved":
+        what = f"PROVED ({result.note.split(';')[0]}, {result.seconds:.1f}s)"
+    elif result.status == "violated":
+        what = f"VIOLATED ({result.note})"
+    elif result.status == "not_applicable":
+        what = "not checked here: " + result.note
+    else:
+        what = f"UNKNOWN ({result.note.splitlines()[0][:160]})"
+    expect = ""
+    if result.matches is True:
+        expect = "  [as expected]"
+    elif result.matches is False:
+        expect = f"  [MISMATCH: the spec expects {result.expected}]"
+    return f"{result.variant:<11} {result.property:<40} {what}{expect}"
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(0)

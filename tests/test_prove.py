@@ -1,0 +1,102 @@
+"""Unbounded proofs and refutations (`ledgercheck prove`) and `ledgercheck diff`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from model import diff, prove
+from model.spec import load_spec, load_spec_text
+
+HEADLINE = "no_condemnation_by_inherited_streak"
+SPEC_TEXT = (Path(__file__).resolve().parent.parent / "spec" / "fleet_health.toml").read_text()
+
+
+@pytest.fixture(scope="module")
+def spec_file():
+    return load_spec()
+
+
+@pytest.mark.parametrize("name", list(load_spec().variant("fixed").properties))
+def test_every_property_of_fixed_is_proved_at_four_shards(spec_file, name):
+    spec = spec_file.variant("fixed")
+    result = prove.prove_property(spec, "controller", spec.properties[name], 4, spec.default_policy(), refute_depth=6)
+    assert result.status == "proved", result.note
+    assert result.engine == "spacer"
+    assert result.invariant
+    assert result.matches is True
+
+
+def test_as_written_is_refuted_with_its_shortest_trace(spec_file):
+    spec = spec_file.variant("as_written")
+    expected = {"no_condemnation_by_inherited_streak": 8, "restarted_engine_refits_healthy": 6,
+                "restart_budget_counts_genuine_failures": 9}
+    for name, depth in expected.items():
+        result = prove.prove_property(spec, "controller", spec.properties[name], 4, spec.default_policy())
+        assert result.status == "violated"
+        assert result.traces and result.traces[0].depth == depth
+        assert result.matches is True
+
+
+def test_k_induction_uses_the_spec_lemma(spec_file):
+    spec = spec_file.variant("fixed")
+    prop = spec.properties["suspicion_survives_abort"]
+    assert prop.lemmas, "the bundled spec strengthens this property with a lemma"
+    result = prove.prove_property(spec, "controller", prop, 3, spec.default_policy(), engine="kind", max_k=3,
+                                  refute_depth=4)
+    assert result.status == "proved"
+    assert result.engine == "k-induction"
+
+
+def test_k_induction_without_the_lemma_prints_a_counterexample_to_induction():
+    lemma = 'lemmas = ["not aborted_while_suspect or state_before_partial == SUSPECT"]\n'
+    assert SPEC_TEXT.count(lemma) == 1
+    spec = load_spec_text(SPEC_TEXT.replace(lemma, ""), "fleet_health.toml").variant("fixed")
+    result = prove.prove_property(spec, "controller", spec.properties["suspicion_survives_abort"], 2,
+                                  spec.default_policy(), engine="kind", max_k=2, refute_depth=4)
+    assert result.status == "unknown"
+    assert "counterexample to induction at k=2" in result.note
+    assert "~aborted_while_suspect" in result.note and "state_before_partial" in result.note
+
+
+def test_symbolic_policy_proof(spec_file):
+    spec = spec_file.variant("fixed")
+    result = prove.prove_property(spec, "controller", spec.properties["no_repeat_spurious_condemnation"], 2, None,
+                                  refute_depth=4)
+    assert result.status == "proved"
+
+
+def test_diff_of_the_two_variants_ends_at_mark_loaded_of_a_restarted_shard(spec_file):
+    a, b = spec_file.variant("as_written"), spec_file.variant("fixed")
+    found = diff.shortest_difference(a, b, "controller", 4, a.default_policy(), 10)
+    assert found is not None
+    last = found.left.steps[-1]
+    assert [c.event for c in last.calls if c.shard == found.shard] == ["mark_loaded"]
+    before = found.left.steps[-2].after["shards"][found.shard]
+    assert before["state"] == "RESTARTING"
+    assert found.left.steps[-1].after["history"]["shards"][found.shard]["incarnation"] == 1
+    assert found.field in ("consecutive_reported_failures", "state_before_partial")
+    left = found.left.steps[-1].after["shards"][found.shard][found.field]
+    right = found.right.steps[-1].after["shards"][found.shard][found.field]
+    assert left != right
+    # nothing differs one step earlier: this is the shortest distinguishing trace
+    assert found.left.steps[-2].after["shards"] == found.right.steps[-2].after["shards"]
+
+
+def test_diff_of_a_variant_with_itself_finds_nothing(spec_file):
+    a = spec_file.variant("fixed")
+    assert diff.shortest_difference(a, a, "ledger", 2, a.default_policy(), 4) is None
+
+
+def test_diff_lists_the_changed_verdicts(spec_file):
+    a, b = spec_file.variant("as_written"), spec_file.variant("fixed")
+    changes = diff.verdict_changes(a, b, "controller", 3, a.default_policy(), 10)
+    assert {name for name, _, _ in changes} == {
+        "no_condemnation_by_inherited_streak",
+        "restarted_engine_refits_healthy",
+        "restart_budget_counts_genuine_failures",
+    }
+    for _, left, right in changes:
+        assert left.verdict == "violated" and left.traces
+        assert right.verdict == "holds"
