@@ -129,6 +129,7 @@ class Property:
     view: tuple[str, ...] | None = None
     lemmas: tuple[ir.Expr, ...] = ()
     lemma_texts: tuple[str, ...] = ()
+    claim_text: str = ""
 
     def applies_to(self, environment: str) -> bool:
         return self.environments is None or environment in self.environments
@@ -843,7 +844,10 @@ class _Builder:
         source_lines = textwrap.dedent(text).split("\n")
         try:
             tree = ast.parse("\n".join(source_lines))
-            wanted = ast.unparse(ast.parse(textwrap.dedent(anchor_text).strip()).body[0]).split("\n")[0]
+            anchor = textwrap.dedent(anchor_text).strip()
+            if anchor.endswith(":"):  # a compound statement's header: `if cond:`
+                anchor += "\n    pass"
+            wanted = _stmt_head(ast.parse(anchor).body[0])
         except (SyntaxError, IndexError):
             raise self.fail((*keys, mode), "the anchor must be one valid statement of the block") from None
         matches = [n for n in ast.walk(tree) if isinstance(n, ast.stmt) and _stmt_head(n) == wanted]
@@ -1045,6 +1049,7 @@ class _Builder:
                     "scope",
                     "view",
                     "lemmas",
+                    "claim_text",
                 ),
             )
             kind = self._str(body, "kind", keys, "invariant")
@@ -1151,6 +1156,7 @@ class _Builder:
                 view=tuple(view) if view is not None else None,
                 lemmas=lemmas,
                 lemma_texts=tuple(t.strip() for t in raw_lemmas),
+                claim_text=self._str(body, "claim_text", keys, ""),
             )
         return properties
 

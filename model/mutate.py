@@ -1,0 +1,294 @@
+"""How strong are the properties? `ledgercheck mutate` breaks the spec on purpose.
+
+Each mutant is the reference variant (the one every property is expected to hold for,
+`fixed` in the bundled spec) with one small change, written as one more statement patch of
+that variant, so a mutant *is* a spec and reads as a spec diff:
+
+* drop an update or a reset (remove one assignment),
+* negate or weaken a guard (`ignore_when`; an `if` condition negated),
+* off-by-one in a comparison (`>=` <-> `>`, `<=` <-> `<`),
+* swap the target state of a transition (`state = A` -> `state = B`).
+
+A mutant is *killed by properties* when the bounded checker finds a property it breaks,
+*killed by tests* when a generated regression test fails on its executable model, and
+*survives* otherwise: behaviour nothing constrains. Mutants run in parallel on the
+machine's cores; the order and the sample (`--max-mutants`, `--seed`) are deterministic.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import copy
+import difflib
+import json
+import os
+import random
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from model import bmc
+from model.errors import EXIT_OK, LedgercheckError, UsageError
+from model.spec import DEFAULT_SPEC, Spec, SpecFile, load_spec, load_spec_text
+
+OPS = {ast.GtE: ast.Gt, ast.Gt: ast.GtE, ast.LtE: ast.Lt, ast.Lt: ast.LtE}
+
+
+@dataclass(frozen=True)
+class Mutant:
+    ident: str
+    event: str
+    kind: str
+    before: str
+    after: str
+    patch: str
+
+    def diff(self) -> str:
+        lines = difflib.unified_diff(
+            self.before.splitlines(), self.after.splitlines(), f"{self.event} (spec)", f"{self.event} (mutant)",
+            lineterm="", n=1,
+        )
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    ident: str
+    status: str  # "killed_by_property" | "killed_by_tests" | "survived" | "invalid"
+    detail: str
+
+
+def reference_variant(spec_file: SpecFile) -> str:
+    for name in spec_file.variants:
+        spec = spec_file.variant(name)
+        if all(p.expect.get(name) == "holds" for p in spec.properties.values()):
+            return name
+    return spec_file.variants[0]
+
+
+def _toml_string(text: str) -> str:
+    return json.dumps(text)
+
+
+def _patch(variant: str, event: str, **fields: str) -> str:
+    body = "\n".join(f"{key} = {_toml_string(value)}" for key, value in fields.items())
+    return f"\n[[variants.{variant}.patch]]\nevent = {_toml_string(event)}\n{body}\n"
+
+
+def _block_statements(tree: ast.Module) -> Iterator[ast.stmt]:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.stmt):
+            yield node
+
+
+def _head(node: ast.stmt) -> str:
+    if isinstance(node, ast.If):
+        return f"if {ast.unparse(node.test)}:"
+    return ast.unparse(node).split("\n")[0]
+
+
+def enumerate_mutants(spec: Spec) -> list[Mutant]:
+    """Every single-point mutant of the variant's event bodies and guards."""
+    mutants: list[Mutant] = []
+    state_members = spec.enums[spec.state_enum].members
+    for event in spec.events.values():
+        body = textwrap.dedent(event.body_text).strip("\n")
+        try:
+            tree = ast.parse(body)
+        except SyntaxError:
+            continue
+        heads = [_head(n) for n in _block_statements(tree)]
+        for node in _block_statements(tree):
+            head = _head(node)
+            if heads.count(head) != 1:
+                continue
+            if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+                target = node.targets[0].id
+                kind = "drop a reset" if ast.unparse(node.value) in ("0", "None", "False") else "drop an update"
+                mutants.append(_mutant(spec, event.name, kind, body, head, None))
+                if target == spec.state_field and isinstance(node.value, ast.Name):
+                    for member in state_members:
+                        if member != node.value.id:
+                            swapped = copy.deepcopy(node)
+                            swapped.value = ast.Name(id=member, ctx=ast.Load())
+                            mutants.append(_mutant(spec, event.name, "swap a target state", body, head, swapped))
+            if isinstance(node, ast.If):
+                negated = copy.deepcopy(node)
+                negated.test = ast.UnaryOp(op=ast.Not(), operand=negated.test)
+                mutants.append(_mutant(spec, event.name, "negate a condition", body, head, negated))
+            for compare in [n for n in ast.walk(node) if isinstance(n, ast.Compare)]:
+                if isinstance(node, ast.If) and compare not in list(ast.walk(node.test)):
+                    continue
+                for index, op in enumerate(compare.ops):
+                    if type(op) in OPS:
+                        changed = copy.deepcopy(node)
+                        target_cmp = [n for n in ast.walk(changed) if isinstance(n, ast.Compare)][
+                            [n for n in ast.walk(node) if isinstance(n, ast.Compare)].index(compare)
+                        ]
+                        target_cmp.ops[index] = OPS[type(op)]()
+                        mutants.append(_mutant(spec, event.name, "off by one", body, head, changed))
+        guard = _guard_text(spec, event.name)
+        if guard:
+            for kind, new in (("negate a guard", f"not ({guard})"), ("weaken a guard", "False")):
+                after = f"ignore_when = {new!r}"
+                ident = f"{event.name}:{kind}:{new}"
+                mutants.append(Mutant(ident, event.name, kind, f"ignore_when = {guard!r}", after,
+                                      _patch(spec.variant, event.name, ignore_when=new)))
+    return mutants
+
+
+def _guard_text(spec: Spec, event: str) -> str | None:
+    # The guard's text as written (compiled guards keep no text): read it from the spec source.
+    return _GUARDS.get((spec.path, event))
+
+
+_GUARDS: dict[tuple[str, str], str | None] = {}
+
+
+def _remember_guards(spec_file: SpecFile) -> None:
+    events = spec_file.source.data.get("events", {})
+    for name, body in events.items():
+        guard = body.get("ignore_when") if isinstance(body, dict) else None
+        _GUARDS[(spec_file.path, name)] = guard if isinstance(guard, str) else None
+
+
+def _siblings(tree: ast.Module, node: ast.stmt) -> list[ast.stmt]:
+    """The statement list `node` belongs to."""
+    for parent in ast.walk(tree):
+        for name in ("body", "orelse"):
+            block = getattr(parent, name, None)
+            if isinstance(block, list) and any(item is node for item in block):
+                return block
+    return [node]
+
+
+def _mutant(spec: Spec, event: str, kind: str, body: str, head: str, replacement: ast.stmt | None) -> Mutant:
+    tree = ast.parse(body)
+    lines = body.split("\n")
+    node = next(n for n in _block_statements(tree) if _head(n) == head)
+    start, end = node.lineno - 1, node.end_lineno or node.lineno
+    indent = " " * node.col_offset
+    siblings = _siblings(tree, node)
+    if replacement is None and len(siblings) == 1:
+        replacement = ast.Pass()  # the only statement of its block: keep the block valid
+    new_lines = [] if replacement is None else [indent + line for line in ast.unparse(replacement).split("\n")]
+    after = "\n".join(lines[:start] + new_lines + lines[end:])
+    if replacement is None:
+        patch = _patch(spec.variant, event, remove=head)
+    else:
+        patch = _patch(spec.variant, event, replace=head, insert=ast.unparse(replacement))
+    ident = f"{event}:{kind}:{head}" + (f" -> {ast.unparse(replacement).splitlines()[0]}" if replacement else "")
+    return Mutant(ident, event, kind, body, after, patch)
+
+
+def _evaluate(args: tuple[str, str, str, Mutant, int, int, list[Any]]) -> Outcome:
+    """Runs in a worker process: check one mutant against properties, then tests."""
+    text, path, variant, mutant, shards, depth, tests = args
+    try:
+        spec = load_spec_text(text + mutant.patch, path).variant(variant)
+    except LedgercheckError as exc:
+        return Outcome(mutant.ident, "invalid", str(exc))
+    for env in spec.environments:
+        for prop in spec.properties.values():
+            if prop.expect.get(variant) != "holds" or not prop.applies_to(env):
+                continue
+            result = bmc.check_property(spec, env, prop, shards, spec.default_policy(), depth, 1, lax=False)
+            if result.status == "violated":
+                return Outcome(mutant.ident, "killed_by_property",
+                               f"{prop.name} ({env}): {result.traces[0].depth}-step trace")
+    from codegen.render import _outcome
+
+    for prop_name, test in tests:
+        failure = _outcome(test, spec, spec, prop_name)
+        if failure is not None:
+            return Outcome(mutant.ident, "killed_by_tests", f"{prop_name}: test_{test.name}")
+    return Outcome(mutant.ident, "survived", "")
+
+
+def run_mutation(spec_file: SpecFile, shards: int, depth: int, workers: int, max_mutants: int | None, seed: int,
+                 progress: Any = None) -> tuple[list[Mutant], list[Outcome]]:
+    from codegen.render import plan_tests
+
+    _remember_guards(spec_file)
+    variant = reference_variant(spec_file)
+    spec = spec_file.variant(variant)
+    mutants = enumerate_mutants(spec)
+    if max_mutants is not None and max_mutants < len(mutants):
+        mutants = sorted(random.Random(seed).sample(mutants, max_mutants), key=lambda m: m.ident)
+    planned = plan_tests(spec_file)
+    tests = [(name, test) for name, (_, _, group) in planned.items() for test in group]
+    text = spec_file.source.text
+    jobs = [(text, spec_file.path, variant, m, shards, depth, tests) for m in mutants]
+    outcomes: list[Outcome] = []
+    start = time.monotonic()
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        for number, outcome in enumerate(pool.map(_evaluate, jobs), 1):
+            outcomes.append(outcome)
+            if progress:
+                progress(f"mutant {number}/{len(jobs)}: {outcome.status} ({time.monotonic() - start:.0f}s)")
+    return mutants, outcomes
+
+
+def score_table(outcomes: list[Outcome]) -> dict[str, int]:
+    counts = {"killed_by_property": 0, "killed_by_tests": 0, "survived": 0, "invalid": 0}
+    for outcome in outcomes:
+        counts[outcome.status] += 1
+    return counts
+
+
+EXAMPLE = """examples:
+  ledgercheck mutate                       # every mutant of the bundled spec's `fixed`
+  ledgercheck mutate --max-mutants 20 --seed 1 --workers 2"""
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "mutate",
+        help="mutation testing of the spec: how many single-point mutants do the properties and tests kill?",
+        epilog=EXAMPLE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("spec", nargs="?", default=None)
+    parser.add_argument("--shards", type=int, default=2)
+    parser.add_argument("--max-depth", type=int, default=10)
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--max-mutants", type=int, default=None, help="check a deterministic sample of this size")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None)
+    parser.set_defaults(run=run)
+
+
+def run(ns: argparse.Namespace) -> int:
+    if ns.workers < 1 or ns.shards < 1 or ns.max_depth < 1:
+        raise UsageError("--workers, --shards and --max-depth must be positive")
+    spec_file = load_spec(ns.spec or DEFAULT_SPEC)
+    show = ns.progress if ns.progress is not None else sys.stderr.isatty()
+    progress = (lambda message: print(message, file=sys.stderr)) if show else None
+    mutants, outcomes = run_mutation(spec_file, ns.shards, ns.max_depth, ns.workers, ns.max_mutants, ns.seed,
+                                     progress)
+    counts = score_table(outcomes)
+    by_id = {m.ident: m for m in mutants}
+    valid = len(outcomes) - counts["invalid"]
+    killed = counts["killed_by_property"] + counts["killed_by_tests"]
+    if ns.format == "json":
+        print(json.dumps({
+            "mutants": len(outcomes), "score": counts,
+            "outcomes": [asdict(o) | {"kind": by_id[o.ident].kind, "diff": by_id[o.ident].diff()} for o in outcomes],
+        }, indent=2))
+        return EXIT_OK
+    print(f"{len(outcomes)} mutants of {Path(spec_file.path).name}: {counts['killed_by_property']} killed by "
+          f"properties, {counts['killed_by_tests']} killed by generated tests, {counts['survived']} survived"
+          f"{', ' + str(counts['invalid']) + ' invalid' if counts['invalid'] else ''}; "
+          f"score {killed}/{valid}" + (f" = {100 * killed / valid:.0f}%" if valid else ""))
+    for outcome in outcomes:
+        if outcome.status == "survived":
+            mutant = by_id[outcome.ident]
+            print(f"\nsurvivor ({mutant.kind}):\n{mutant.diff()}")
+    return EXIT_OK

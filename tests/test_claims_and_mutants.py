@@ -1,0 +1,55 @@
+"""The README's claims table is what the proofs say, and spec mutants are classified right."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from model import mutate
+from model.claims import BEGIN, END, claims_table, splice
+from model.spec import load_spec
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def test_readme_claims_table_is_up_to_date():
+    current = README.read_text(encoding="utf-8")
+    assert BEGIN in current and END in current
+    assert splice(current, claims_table(load_spec())) == current, "run `ledgercheck claims --write README.md`"
+
+
+def test_mutants_cover_every_operator_and_are_valid_specs():
+    spec_file = load_spec()
+    mutate._remember_guards(spec_file)
+    spec = spec_file.variant("fixed")
+    mutants = mutate.enumerate_mutants(spec)
+    kinds = {m.kind for m in mutants}
+    assert kinds >= {"drop an update", "drop a reset", "negate a condition", "negate a guard", "weaken a guard",
+                     "off by one", "swap a target state"}
+    assert len({m.ident for m in mutants}) == len(mutants)
+    assert mutants == mutate.enumerate_mutants(spec), "deterministic"
+    assert all(m.diff().startswith("---") for m in mutants)
+
+
+def test_mutant_outcomes():
+    from codegen.render import plan_tests
+
+    spec_file = load_spec()
+    mutate._remember_guards(spec_file)
+    mutants = {m.ident: m for m in mutate.enumerate_mutants(spec_file.variant("fixed"))}
+
+    def find(prefix: str) -> mutate.Mutant:
+        return next(m for ident, m in mutants.items() if ident.startswith(prefix))
+
+    verdict = find("mark_loaded:drop a reset:state_before_partial = None")
+    streak = find("mark_loaded:drop a reset:consecutive_reported_failures = 0")
+    harmless = find("report_refit:drop a reset:consecutive_probe_successes = 0")
+    tests = [(name, test) for name, (_, _, group) in plan_tests(spec_file).items() for test in group]
+    outcomes = [mutate._evaluate((spec_file.source.text, spec_file.path, "fixed", m, 2, 8, tests))
+                for m in (verdict, streak, harmless)]
+    # Undoing the half of the fix that clears the verdict brings the bug back: a property catches it.
+    assert outcomes[0].status == "killed_by_property"
+    # The streak is reset by the next refit anyway, so no property breaks; the generated tests,
+    # which assert the fixed ledger's fields after mark_loaded, still notice.
+    assert outcomes[1].status == "killed_by_tests"
+    # Nothing reads the probe success count after a refit: behaviour nothing constrains.
+    assert outcomes[2].status == "survived"
