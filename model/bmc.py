@@ -125,6 +125,7 @@ class Checker:
         timeout: float | None = None,
         progress: Callable[[str], None] | None = None,
         view: tuple[str, ...] | None = None,
+        slicing: bool = True,
     ) -> None:
         self.spec = spec
         self.env = spec.environment(environment)
@@ -137,6 +138,7 @@ class Checker:
         self.progress = progress
         self.view_fields = tuple(view or prop.view or spec.observed_fields)
         self.enc = Encoding(spec, self.env, shards, self.policy, contracts=contracts)
+        self.sliced = self.enc.restrict_to(self._roots()) if slicing else 0
         ctx = self.enc.ctx
         self.ctx = ctx
         self.solver = z3.SolverFor("QF_LIA", ctx=ctx) if self.policy is not None else z3.Solver(ctx=ctx)
@@ -150,6 +152,21 @@ class Checker:
         self.focus_events = self.enc.focus_events(self.focus) if self.focus is not None else None
         self.focus_events_at: list[Any] = []
         self.blockers: list[ViewBlocker] = []
+
+    def _roots(self) -> list[Any]:
+        """What the property, its lemmas and the trace view read (for the cone of influence)."""
+        enc, prop, focus = self.enc, self.prop, self.focus
+        roots = (
+            [enc.invariant_violation(prop, focus, enc.template)]
+            if prop.kind == "invariant"
+            else [enc.step_violation(prop, focus)]
+        )
+        if focus is not None:
+            roots += [enc.template[(focus, name)] for name in self.view_fields]
+            roots.append(enc.focus_events(focus))
+            for lemma in prop.lemmas:
+                roots.append(enc.machine.invariant(None, lemma, focus, enc.template))
+        return roots
 
     def _deepen(self) -> None:
         depth = len(self.states)
@@ -400,6 +417,7 @@ def check_property(
     progress: Callable[[str], None] | None = None,
     lax: bool = True,
     view: tuple[str, ...] | None = None,
+    prove: bool = False,
 ) -> Result:
     """Check one property. In an environment that may call anything (`any_call`), the
     verdict is about traces within the callers' contracts (`requires`); traces that need a
@@ -423,6 +441,14 @@ def check_property(
     result = checker.run(max_depth, max_traces)
     if policy is None and result.status != "unknown":
         result.region = policy_region(spec, environment, prop, shards, max_depth, timeout)
+    if prove and result.status == "holds_to_depth":
+        from model.prove import spacer_proof
+
+        answer, invariant, every_size = spacer_proof(spec, environment, prop, shards, policy, timeout)
+        if answer == z3.sat:
+            result.status, result.engine, result.invariant = "proved", "spacer", invariant
+            scope = "every fleet size" if every_size else f"{shards} shards"
+            result.note = f"proved by spacer for {scope} (an inductive invariant exists)"
         result.region_depth = max_depth
     if env.any_call and lax and result.status != "unknown":
         lax_checker = Checker(spec, environment, prop, shards, policy, contracts=False, timeout=timeout, view=view)

@@ -90,12 +90,18 @@ def shortest_difference(
         field = next(n for n, d in differs.items() if z3.is_true(model.eval(d, model_completion=True)))
         steps = _actions(left, states_l, model, depth)
         return Difference(
-            depth, field, FOCUS, _replay(a, environment, shards, policy, steps), _replay(b, environment, shards, policy, steps)
+            depth,
+            field,
+            FOCUS,
+            _replay(a, environment, shards, policy, steps),
+            _replay(b, environment, shards, policy, steps),
         )
     return None
 
 
-def _actions(enc: Encoding, states: list[Any], model: z3.ModelRef, depth: int) -> list[tuple[Any, dict[str, int], dict[str, Any]]]:
+def _actions(
+    enc: Encoding, states: list[Any], model: z3.ModelRef, depth: int
+) -> list[tuple[Any, dict[str, int], dict[str, Any]]]:
     tokens: dict[tuple[int, int], str] = {}
     steps = []
     for t in range(depth):
@@ -104,8 +110,11 @@ def _actions(enc: Encoding, states: list[Any], model: z3.ModelRef, depth: int) -
         owner = next(iter(inst.shards.values()), 0)
         values = {
             p.name: bmc.concrete_value(
-                enc.spec, model.eval(states[t].params[(inst.action.name, p.name)], model_completion=True), p.type,
-                owner, tokens,
+                enc.spec,
+                model.eval(states[t].params[(inst.action.name, p.name)], model_completion=True),
+                p.type,
+                owner,
+                tokens,
             )
             for p in inst.action.value_params
         }
@@ -113,8 +122,13 @@ def _actions(enc: Encoding, states: list[Any], model: z3.ModelRef, depth: int) -
     return steps
 
 
-def _replay(spec: Spec, environment: str, shards: int, policy: Mapping[str, int],
-            steps: list[tuple[str, dict[str, int], dict[str, Any]]]) -> Trace:
+def _replay(
+    spec: Spec,
+    environment: str,
+    shards: int,
+    policy: Mapping[str, int],
+    steps: list[tuple[str, dict[str, int], dict[str, Any]]],
+) -> Trace:
     env = spec.environment(environment)
     sim = Simulation(spec, env, shards, policy)
     recorded: list[Step] = [sim.initial_step()]
@@ -186,23 +200,45 @@ def run(ns: argparse.Namespace) -> int:
     diff = shortest_difference(a, b, ns.environment, shards, policy, ns.max_depth)
     changes = verdict_changes(a, b, ns.environment, shards, policy, ns.max_depth)
     if ns.format == "json":
-        print(json.dumps({
-            "a": a.variant, "b": b.variant, "environment": ns.environment, "shards": shards,
-            "difference": None if diff is None else {
-                "depth": diff.depth, "shard": diff.shard, "field": diff.field,
-                "a": diff.left.to_json(), "b": diff.right.to_json(),
-            },
-            "verdicts": [{"property": n, "a": l.verdict, "b": r.verdict,
-                          "trace": (l.traces or r.traces)[0].to_json() if (l.traces or r.traces) else None}
-                         for n, l, r in changes],
-        }, indent=2, default=str))
+        print(
+            json.dumps(
+                {
+                    "a": a.variant,
+                    "b": b.variant,
+                    "environment": ns.environment,
+                    "shards": shards,
+                    "difference": None
+                    if diff is None
+                    else {
+                        "depth": diff.depth,
+                        "shard": diff.shard,
+                        "field": diff.field,
+                        "a": diff.left.to_json(),
+                        "b": diff.right.to_json(),
+                    },
+                    "verdicts": [
+                        {
+                            "property": n,
+                            "a": l.verdict,
+                            "b": r.verdict,
+                            "trace": (l.traces or r.traces)[0].to_json() if (l.traces or r.traces) else None,
+                        }
+                        for n, l, r in changes
+                    ],
+                },
+                indent=2,
+                default=str,
+            )
+        )
         return EXIT_OK
     if diff is None:
         print(f"{a.variant} and {b.variant} agree on every observable field up to depth {ns.max_depth}")
     else:
         last = diff.left.steps[-1]
-        print(f"{a.variant} and {b.variant} first disagree after {diff.depth} steps, on shard {diff.shard}'s "
-              f"{diff.field}, at {last.action} ({', '.join(c.event for c in last.calls) or 'no call'}):")
+        print(
+            f"{a.variant} and {b.variant} first disagree after {diff.depth} steps, on shard {diff.shard}'s "
+            f"{diff.field}, at {last.action} ({', '.join(c.event for c in last.calls) or 'no call'}):"
+        )
         print(side_by_side(diff, a, b))
         print("(cells read 'A / B' where the two differ)")
     print()

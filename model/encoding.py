@@ -205,12 +205,63 @@ class Encoding:
         self.act = z3.Int("act", ctx)
         self.contracts = contracts
         self.instances = self._instances()
+        self._build()
+
+    def _build(self) -> None:
         self.next_terms = self._next_terms()
         self.enabled_term = self.backend.or_([self._selected(inst) for inst in self.instances])
         self.next_template = {key: self._var(key, "next") for key in self.keys}
         self.transition_template = z3.And(
             [self.enabled_term] + [self.next_template[key] == self.next_terms[key] for key in self.keys]
         )
+
+    # -- cone of influence --
+
+    def _reads(self, term: Any) -> set[Key]:
+        by_id = {var.get_id(): key for key, var in self.template.items()}
+        found: set[Key] = set()
+        seen: set[int] = set()
+        stack = [term]
+        while stack:
+            node = stack.pop()
+            if node.get_id() in seen:
+                continue
+            seen.add(node.get_id())
+            if z3.is_const(node):
+                key = by_id.get(node.get_id())
+                if key is not None:
+                    found.add(key)
+            else:
+                stack.extend(node.children())
+        return found
+
+    def restrict_to(self, roots: Any) -> int:
+        """Keep only the cone of influence of `roots` (terms over the template): the state
+        variables they read, closed under what the next values and the guards of the
+        actions that change them read. Actions that change none of these variables are
+        stuttering steps as far as the property can tell, and go. Returns how many state
+        variables were dropped. Sound for safety properties: every kept trace is a trace of
+        the full system, and every full trace projects onto a kept one."""
+        cone = set().union(*(self._reads(r) for r in roots)) if roots else set()
+        while True:
+            relevant = [inst for inst in self.instances if any(not inst.store[k].eq(self.template[k]) for k in cone)]
+            grown = set(cone)
+            for inst in relevant:
+                grown |= self._reads(inst.enabled)
+                for key in cone:
+                    grown |= self._reads(inst.store[key])
+            if grown == cone:
+                break
+            cone = grown
+        dropped = len(self.keys) - len(cone)
+        if dropped == 0 and len(relevant) == len(self.instances):
+            return 0
+        self.keys = [k for k in self.keys if k in cone]
+        self.instances = relevant
+        for position, inst in enumerate(self.instances):
+            inst.index = position
+        self._build()
+        return dropped
 
     # -- naming --
 
@@ -308,7 +359,8 @@ class Encoding:
 
     def initial(self, state: Mapping[Key, Any]) -> Any:
         parts = []
-        for key, var in self.vars.items():
+        for key in self.keys:
+            var = self.vars[key]
             if var.initial_from is not None:
                 value = z3.IntVal(0, self.ctx)
             else:

@@ -282,3 +282,18 @@ def field_reads(nodes: object) -> set[str]:
 
     stmt(nodes)
     return found
+
+
+def fleet_wide(nodes: object) -> bool:
+    """Whether expressions or statements depend on the number of shards (a loop over the
+    shards or an aggregate over them)."""
+    stack = [nodes]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ForShards, Aggregate)):
+            return True
+        if isinstance(node, (list, tuple)):
+            stack.extend(node)
+        elif hasattr(node, "__dataclass_fields__"):
+            stack.extend(getattr(node, name) for name in node.__dataclass_fields__)
+    return False

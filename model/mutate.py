@@ -51,8 +51,12 @@ class Mutant:
 
     def diff(self) -> str:
         lines = difflib.unified_diff(
-            self.before.splitlines(), self.after.splitlines(), f"{self.event} (spec)", f"{self.event} (mutant)",
-            lineterm="", n=1,
+            self.before.splitlines(),
+            self.after.splitlines(),
+            f"{self.event} (spec)",
+            f"{self.event} (mutant)",
+            lineterm="",
+            n=1,
         )
         return "\n".join(lines)
 
@@ -138,8 +142,16 @@ def enumerate_mutants(spec: Spec) -> list[Mutant]:
             for kind, new in (("negate a guard", f"not ({guard})"), ("weaken a guard", "False")):
                 after = f"ignore_when = {new!r}"
                 ident = f"{event.name}:{kind}:{new}"
-                mutants.append(Mutant(ident, event.name, kind, f"ignore_when = {guard!r}", after,
-                                      _patch(spec.variant, event.name, ignore_when=new)))
+                mutants.append(
+                    Mutant(
+                        ident,
+                        event.name,
+                        kind,
+                        f"ignore_when = {guard!r}",
+                        after,
+                        _patch(spec.variant, event.name, ignore_when=new),
+                    )
+                )
     return mutants
 
 
@@ -200,8 +212,9 @@ def _evaluate(args: tuple[str, str, str, Mutant, int, int, list[Any]]) -> Outcom
                 continue
             result = bmc.check_property(spec, env, prop, shards, spec.default_policy(), depth, 1, lax=False)
             if result.status == "violated":
-                return Outcome(mutant.ident, "killed_by_property",
-                               f"{prop.name} ({env}): {result.traces[0].depth}-step trace")
+                return Outcome(
+                    mutant.ident, "killed_by_property", f"{prop.name} ({env}): {result.traces[0].depth}-step trace"
+                )
     from codegen.render import _outcome
 
     for prop_name, test in tests:
@@ -211,8 +224,9 @@ def _evaluate(args: tuple[str, str, str, Mutant, int, int, list[Any]]) -> Outcom
     return Outcome(mutant.ident, "survived", "")
 
 
-def run_mutation(spec_file: SpecFile, shards: int, depth: int, workers: int, max_mutants: int | None, seed: int,
-                 progress: Any = None) -> tuple[list[Mutant], list[Outcome]]:
+def run_mutation(
+    spec_file: SpecFile, shards: int, depth: int, workers: int, max_mutants: int | None, seed: int, progress: Any = None
+) -> tuple[list[Mutant], list[Outcome]]:
     from codegen.render import plan_tests
 
     _remember_guards(spec_file)
@@ -271,22 +285,31 @@ def run(ns: argparse.Namespace) -> int:
     spec_file = load_spec(ns.spec or DEFAULT_SPEC)
     show = ns.progress if ns.progress is not None else sys.stderr.isatty()
     progress = (lambda message: print(message, file=sys.stderr)) if show else None
-    mutants, outcomes = run_mutation(spec_file, ns.shards, ns.max_depth, ns.workers, ns.max_mutants, ns.seed,
-                                     progress)
+    mutants, outcomes = run_mutation(spec_file, ns.shards, ns.max_depth, ns.workers, ns.max_mutants, ns.seed, progress)
     counts = score_table(outcomes)
     by_id = {m.ident: m for m in mutants}
     valid = len(outcomes) - counts["invalid"]
     killed = counts["killed_by_property"] + counts["killed_by_tests"]
     if ns.format == "json":
-        print(json.dumps({
-            "mutants": len(outcomes), "score": counts,
-            "outcomes": [asdict(o) | {"kind": by_id[o.ident].kind, "diff": by_id[o.ident].diff()} for o in outcomes],
-        }, indent=2))
+        print(
+            json.dumps(
+                {
+                    "mutants": len(outcomes),
+                    "score": counts,
+                    "outcomes": [
+                        asdict(o) | {"kind": by_id[o.ident].kind, "diff": by_id[o.ident].diff()} for o in outcomes
+                    ],
+                },
+                indent=2,
+            )
+        )
         return EXIT_OK
-    print(f"{len(outcomes)} mutants of {Path(spec_file.path).name}: {counts['killed_by_property']} killed by "
-          f"properties, {counts['killed_by_tests']} killed by generated tests, {counts['survived']} survived"
-          f"{', ' + str(counts['invalid']) + ' invalid' if counts['invalid'] else ''}; "
-          f"score {killed}/{valid}" + (f" = {100 * killed / valid:.0f}%" if valid else ""))
+    print(
+        f"{len(outcomes)} mutants of {Path(spec_file.path).name}: {counts['killed_by_property']} killed by "
+        f"properties, {counts['killed_by_tests']} killed by generated tests, {counts['survived']} survived"
+        f"{', ' + str(counts['invalid']) + ' invalid' if counts['invalid'] else ''}; "
+        f"score {killed}/{valid}" + (f" = {100 * killed / valid:.0f}%" if valid else "")
+    )
     for outcome in outcomes:
         if outcome.status == "survived":
             mutant = by_id[outcome.ident]

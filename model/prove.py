@@ -28,7 +28,7 @@ from typing import Any
 
 import z3
 
-from model import bmc
+from model import bmc, ir
 from model.encoding import Encoding
 from model.errors import EXIT_MISMATCH, EXIT_OK, EXIT_UNKNOWN, UsageError
 from model.figure import render_table, trace_figure
@@ -85,6 +85,34 @@ def _horn(enc: Encoding, prop: Property, focus: int | None, timeout: float | Non
     except z3.Z3Exception:
         text = str(body)
     return answer, text
+
+
+def spacer_proof(
+    spec: Spec,
+    environment: str,
+    prop: Property,
+    shards: int,
+    policy: Mapping[str, int] | None,
+    timeout: float | None = None,
+) -> tuple[Any, str, bool]:
+    """Spacer on the property's cone of influence. Returns (answer, invariant or reason,
+    every_fleet_size): the last is true when the cone is the focus shard alone and every
+    action kept acts on it only, so the sliced system, and hence the proof, is the same for
+    every number of shards."""
+    env = spec.environment(environment)
+    checker = bmc.Checker(spec, environment, prop, shards, policy, contracts=env.any_call, timeout=timeout)
+    enc = checker.enc
+    focus = checker.focus
+    answer, text = _horn(enc, prop, focus, timeout)
+    local = (
+        focus is not None
+        and all(key[0] in (focus, None) for key in enc.keys)
+        and all(
+            set(inst.shards.values()) <= {focus} and not ir.fleet_wide([inst.action.when, inst.action.body])
+            for inst in enc.instances
+        )
+    )
+    return answer, text, local
 
 
 def _lemma_violation(enc: Encoding, prop: Property, focus: int | None, state: Mapping[Any, Any]) -> Any:
@@ -217,7 +245,7 @@ def prove_property(
 ) -> bmc.Result:
     """Refute by bounded search, else prove with Spacer and/or k-induction."""
     start = time.monotonic()
-    env = spec.environment(environment)
+    spec.environment(environment)
     if not prop.applies_to(environment):
         return bmc.Result(
             spec.variant,
@@ -236,10 +264,9 @@ def prove_property(
         return bounded
     notes: list[str] = []
     if engine in ("auto", "spacer"):
-        enc = Encoding(spec, env, shards, policy, contracts=env.any_call)
-        focus = None if prop.fleet else bmc.FOCUS
-        answer, text = _horn(enc, prop, focus, timeout)
+        answer, text, every_size = spacer_proof(spec, environment, prop, shards, policy, timeout)
         if answer == z3.sat:
+            scope = "every fleet size (the cone of influence is one shard)" if every_size else f"{shards} shards"
             return _done(
                 spec,
                 prop,
@@ -249,7 +276,7 @@ def prove_property(
                 "proved",
                 0,
                 start,
-                f"proved by spacer; inductive invariant: {text}",
+                f"proved by spacer for {scope}; inductive invariant: {text}",
                 "spacer",
                 text,
             )
