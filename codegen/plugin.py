@@ -4,6 +4,8 @@ Options:
   --ledger-variant NAME      run against the executable model of another spec variant
   --ledger-impl TARGET       run against any implementation with the ledger's API:
                              `module:Class` or `path/to/file.py:Class`
+  --ledger-conform TARGET    add conformance tests of an implementation against the model
+                             (`ledgercheck conform` as one test per trace; codegen.conform_items)
 The default is the executable model of the variant the test's expectations come from
 (`fixed` for the bundled spec).
 """
@@ -39,6 +41,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="TARGET",
         help="run generated tests against module:Class or path/to/file.py:Class",
     )
+    from codegen.conform_items import add_options
+
+    add_options(group)
+
+
+@pytest.hookimpl(tryfirst=True)  # before -k/-m deselect the items
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    """`--ledger-conform TARGET`: one conformance test per trace (see codegen.conform_items)."""
+    if config.getoption("--ledger-conform", default=None):
+        from codegen.conform_items import collect
+
+        items.extend(collect(session))
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:

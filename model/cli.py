@@ -16,8 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from model import bmc
+from model.console import progress_for
 from model.errors import EXIT_MISMATCH, EXIT_OK, EXIT_UNKNOWN, LedgercheckError, UsageError
-from model.figure import trace_figure
+from model.figure import LEGEND, colour_enabled, trace_figure
+from model.formats import CHECK_FORMATS, REPLAY_FORMATS, markdown_replay, render_check
 from model.spec import DEFAULT_SPEC, Spec, SpecFile, load_spec
 from model.trace import Simulation, Trace, parse_action_call
 
@@ -27,10 +29,14 @@ DEFAULT_TRACES = 3
 EXAMPLES = {
     "replay": "examples:\n  ledgercheck replay                      # the seed's trace, both variants\n"
     "  ledgercheck replay --variant fixed 'report_failure(1)' 'report_failure(1)'\n"
-    "  ledgercheck replay --environment controller 'request_fails(0)' 'refit_aborts()' 'recovery()'",
+    "  ledgercheck replay --environment controller 'request_fails(0)' 'refit_aborts()' 'recovery()'\n"
+    "  ledgercheck replay --variant as_written --format markdown   # a table to paste into a review",
     "check": "examples:\n  ledgercheck check                       # every variant and property, controller, 4 shards\n"
     "  ledgercheck check --variant as_written --property no_condemnation_by_inherited_streak\n"
-    "  ledgercheck check --environment ledger --max-traces 6 --format json",
+    "  ledgercheck check --environment ledger --max-traces 6 --format json\n"
+    "  ledgercheck check --variant as_written --max-traces 1 --format markdown   # for a PR review\n"
+    "  ledgercheck check --format junit > ledgercheck.xml      # one testcase per (variant, property)\n"
+    "  ledgercheck check --format itf > traces.itf.json        # traces for Apalache/Quint tooling",
     "gen": "examples:\n  ledgercheck gen                         # regenerate generated_tests/\n"
     "  ledgercheck gen --check                 # exit 1 with a diff when they drifted",
 }
@@ -52,7 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Model-check a ledger spec with Z3 and turn every counterexample into a pytest case.",
         epilog="examples:\n  ledgercheck                 # check the bundled spec (same as 'ledgercheck check')\n"
         "  ledgercheck replay          # the seed's trace on both variants\n"
-        "  ledgercheck gen --check     # are generated_tests/ up to date?",
+        "  ledgercheck gen --check     # are generated_tests/ up to date?\n"
+        "  ledgercheck report --html report.html   # verdicts, traces and state diagram on one page",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command")
@@ -85,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--scenario", default=None, help="replay a scenario written in the spec (default: seed)")
     replay.add_argument("--file", default=None, help="read events from a file, one per line")
     replay.add_argument("--shard", type=int, default=None, help="shard to show in the table")
-    replay.add_argument("--format", choices=("text", "json"), default="text")
+    replay.add_argument("--format", choices=REPLAY_FORMATS, default="text")
 
     check = sub.add_parser(
         "check",
@@ -100,8 +107,18 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--max-depth", type=int, default=DEFAULT_DEPTH)
     check.add_argument("--max-traces", type=int, default=DEFAULT_TRACES)
     check.add_argument("--timeout", type=float, default=None, help="seconds per solver call")
-    check.add_argument("--format", choices=("text", "json"), default="text")
-    check.add_argument("--progress", action="store_true", help="depth-by-depth progress on stderr")
+    check.add_argument(
+        "--format",
+        choices=CHECK_FORMATS,
+        default="text",
+        help="text (default), json, markdown (for a PR review), itf (Apalache/Quint traces), junit (CI)",
+    )
+    check.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="depth-by-depth progress on stderr (default: a status line when stderr is a terminal)",
+    )
     check.add_argument(
         "--symbolic-policy",
         action="store_true",
@@ -114,6 +131,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FIELDS",
         help="comma-separated ledger fields that make two traces distinct (default: the property's view, "
         "else every field the spec reads)",
+    )
+    check.add_argument(
+        "--prove",
+        action="store_true",
+        help="where no violation is found, try an unbounded proof (Spacer) and report 'proved'",
     )
 
     gen = sub.add_parser(
@@ -132,7 +154,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 # Commands that live in modules of their own: each has `register(subparsers)`, which adds its
 # parser with `set_defaults(run=...)`, and the `run(namespace) -> exit code` it names.
-COMMAND_MODULES: tuple[str, ...] = ()
+COMMAND_MODULES: tuple[str, ...] = (
+    "model.prove",
+    "model.diff",
+    "model.mutate",
+    "model.claims",
+    "model.conform",
+    "model.report",
+)
 
 
 def _command_modules() -> list[Any]:
@@ -216,6 +245,8 @@ def cmd_replay(ns: argparse.Namespace) -> int:
     environment = ns.environment or (scenario.environment if scenario else "ledger")
     shards = ns.shards or (scenario.shards if scenario and scenario.shards else base.default_shards)
     output: list[dict[str, Any]] = []
+    sections: list[tuple[Spec, Trace, int]] = []
+    colour = colour_enabled()
     for spec in _variants(spec_file, ns.variant):
         env = spec.environment(environment)
         policy = spec.resolve_policy(dict(ns.policy))
@@ -245,14 +276,18 @@ def cmd_replay(ns: argparse.Namespace) -> int:
                     "steps": trace.to_json(),
                 }
             )
+        elif ns.format == "markdown":
+            sections.append((spec, trace, focus))
         else:
             print(f"{spec.variant}: {spec.variant_doc}" if spec.variant_doc else spec.variant)
-            print(trace_figure(trace, spec, focus))
+            print(trace_figure(trace, spec, focus, colour=colour))
             print()
     if ns.format == "json":
         print(json.dumps(output, indent=2, sort_keys=False, default=str))
+    elif ns.format == "markdown":
+        print(markdown_replay(sections))
     else:
-        print(f"{'*'} changed by the step; ! held over from an earlier process incarnation; ~ history (ghost) variable")
+        print(LEGEND)
     return EXIT_OK
 
 
@@ -294,6 +329,7 @@ def run_checks(
     timeout: float | None,
     progress: Any = None,
     view: tuple[str, ...] | None = None,
+    prove: bool = False,
 ) -> list[bmc.Result]:
     """Check each (variant, property); `policy` None keeps the policy symbolic."""
     results = []
@@ -318,6 +354,7 @@ def run_checks(
                     timeout,
                     progress,
                     view=view,
+                    prove=prove,
                 )
             )
     return results
@@ -337,27 +374,34 @@ def cmd_check(ns: argparse.Namespace) -> int:
     if ns.shards is not None and not 1 <= ns.shards <= 64:
         raise UsageError("--shards must be in [1, 64]")
     spec_file = _load(ns.spec)
-    progress = (lambda message: print(message, file=sys.stderr)) if ns.progress else None
+    progress = progress_for(ns.progress)
     if ns.symbolic_policy and ns.policy:
         raise UsageError("--symbolic-policy and --policy cannot be combined")
     view = tuple(f.strip() for f in ns.view.split(",") if f.strip()) if ns.view else None
-    results = run_checks(
-        spec_file,
-        ns.variant,
-        ns.property,
-        ns.environment,
-        ns.shards,
-        None if ns.symbolic_policy else dict(ns.policy),
-        ns.max_depth,
-        ns.max_traces,
-        ns.timeout,
-        progress,
-        view,
-    )
+    try:
+        results = run_checks(
+            spec_file,
+            ns.variant,
+            ns.property,
+            ns.environment,
+            ns.shards,
+            None if ns.symbolic_policy else dict(ns.policy),
+            ns.max_depth,
+            ns.max_traces,
+            ns.timeout,
+            progress,
+            view,
+            prove=ns.prove,
+        )
+    finally:
+        if progress is not None:
+            progress.close()
     if ns.format == "json":
         print(json.dumps([result_json(r) for r in results], indent=2, default=str))
-    else:
+    elif ns.format == "text":
         print_results(spec_file, results)
+    else:
+        print(render_check(ns.format, spec_file, results))
     return exit_code(results)
 
 
@@ -366,6 +410,8 @@ def verdict_line(result: bmc.Result) -> str:
         what = f"VIOLATED at depth {result.depth} ({len(result.traces)} distinct trace(s))"
     elif result.status == "holds_to_depth":
         what = f"holds up to depth {result.depth}"
+    elif result.status == "proved":
+        what = f"PROVED ({result.note})"
     elif result.status == "not_applicable":
         what = "not checked here: " + result.note
     else:
@@ -382,6 +428,7 @@ def verdict_line(result: bmc.Result) -> str:
 
 
 def print_results(spec_file: SpecFile, results: list[bmc.Result]) -> None:
+    colour = colour_enabled()
     for result in results:
         print(verdict_line(result))
     for result in results:
@@ -394,10 +441,13 @@ def print_results(spec_file: SpecFile, results: list[bmc.Result]) -> None:
         print(f"   {prop.doc}")
         for number, trace in enumerate(result.traces, 1):
             print(f"\n-- trace {number} of {len(result.traces)}, {trace.depth} steps: {prop.message}")
-            print(trace_figure(trace, spec))
+            print(trace_figure(trace, spec, colour=colour))
         for number, trace in enumerate(result.lax_traces, 1):
             print(f"\n-- outside the callers' contracts, trace {number}: relies on a lax guard")
-            print(trace_figure(trace, spec))
+            print(trace_figure(trace, spec, colour=colour))
+    if any(r.traces or r.lax_traces for r in results):
+        print()
+        print(LEGEND)
     failing = [r for r in results if r.matches is False]
     unknown = [r for r in results if r.status == "unknown"]
     print()

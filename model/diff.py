@@ -218,12 +218,14 @@ def run(ns: argparse.Namespace) -> int:
                     },
                     "verdicts": [
                         {
-                            "property": n,
-                            "a": l.verdict,
-                            "b": r.verdict,
-                            "trace": (l.traces or r.traces)[0].to_json() if (l.traces or r.traces) else None,
+                            "property": name,
+                            "a": left.verdict,
+                            "b": right.verdict,
+                            "trace": (left.traces or right.traces)[0].to_json()
+                            if (left.traces or right.traces)
+                            else None,
                         }
-                        for n, l, r in changes
+                        for name, left, right in changes
                     ],
                 },
                 indent=2,

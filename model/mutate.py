@@ -199,22 +199,52 @@ def _mutant(spec: Spec, event: str, kind: str, body: str, head: str, replacement
     return Mutant(ident, event, kind, body, after, patch)
 
 
-def _evaluate(args: tuple[str, str, str, Mutant, int, int, list[Any]]) -> Outcome:
+def _policies(spec: Spec) -> dict[str, dict[str, int]]:
+    """The shipped policy, and the smallest one the spec allows: small thresholds and
+    budgets make behaviour that needs many steps under the shipped values (retirement after
+    five restarts) reachable within the bounded search's depth."""
+    smallest = {name: decl.min for name, decl in spec.policy.items()}
+    return {"shipped": spec.default_policy(), "smallest": smallest}
+
+
+def _checks(spec: Spec) -> list[tuple[str, str, str]]:
+    return [
+        (env, name, policy)
+        for env in spec.environments
+        for name, prop in spec.properties.items()
+        if prop.applies_to(env)
+        for policy in ("shipped", "smallest")
+    ]
+
+
+def _first_violation(spec: Spec, checks: list[tuple[str, str, str]], shards: int, depth: int) -> str | None:
+    """The first (environment, property, policy) broken by any call sequence, within or
+    outside the callers' contracts: a mutant changes the ledger for every caller."""
+    policies = _policies(spec)
+    for env, name, policy in checks:
+        prop = spec.properties[name]
+        checker = bmc.Checker(spec, env, prop, shards, policies[policy], contracts=False)
+        result = checker.run(depth, 1)
+        if result.status == "violated":
+            return f"{name} ({env}, {policy} policy): {result.traces[0].depth}-step trace"
+    return None
+
+
+def baseline_checks(spec: Spec, shards: int, depth: int) -> list[tuple[str, str, str]]:
+    """The checks the reference variant passes: only these can kill a mutant."""
+    return [check for check in _checks(spec) if _first_violation(spec, [check], shards, depth) is None]
+
+
+def _evaluate(args: tuple[str, str, str, Mutant, int, int, list[Any], list[tuple[str, str, str]]]) -> Outcome:
     """Runs in a worker process: check one mutant against properties, then tests."""
-    text, path, variant, mutant, shards, depth, tests = args
+    text, path, variant, mutant, shards, depth, tests, checks = args
     try:
         spec = load_spec_text(text + mutant.patch, path).variant(variant)
     except LedgercheckError as exc:
         return Outcome(mutant.ident, "invalid", str(exc))
-    for env in spec.environments:
-        for prop in spec.properties.values():
-            if prop.expect.get(variant) != "holds" or not prop.applies_to(env):
-                continue
-            result = bmc.check_property(spec, env, prop, shards, spec.default_policy(), depth, 1, lax=False)
-            if result.status == "violated":
-                return Outcome(
-                    mutant.ident, "killed_by_property", f"{prop.name} ({env}): {result.traces[0].depth}-step trace"
-                )
+    violation = _first_violation(spec, checks, shards, depth)
+    if violation is not None:
+        return Outcome(mutant.ident, "killed_by_property", violation)
     from codegen.render import _outcome
 
     for prop_name, test in tests:
@@ -237,8 +267,11 @@ def run_mutation(
         mutants = sorted(random.Random(seed).sample(mutants, max_mutants), key=lambda m: m.ident)
     planned = plan_tests(spec_file)
     tests = [(name, test) for name, (_, _, group) in planned.items() for test in group]
+    checks = baseline_checks(spec, shards, depth)
+    if progress:
+        progress(f"{len(checks)} property checks pass on {variant}; {len(mutants)} mutants")
     text = spec_file.source.text
-    jobs = [(text, spec_file.path, variant, m, shards, depth, tests) for m in mutants]
+    jobs = [(text, spec_file.path, variant, m, shards, depth, tests, checks) for m in mutants]
     outcomes: list[Outcome] = []
     start = time.monotonic()
     with ProcessPoolExecutor(max_workers=workers) as pool:

@@ -199,6 +199,8 @@ def _cti_table(spec: Spec, enc: Encoding, checker: bmc.Checker, model: z3.ModelR
     header = [f"shard {shard}"] + [f"s{t}" for t in range(k + 1)]
     rows = []
     for var in spec.fields + spec.history:
+        if (shard, var.name) not in checker.states[0].state:
+            continue  # outside the property's cone of influence
         row = [var.name if var.kind == "ledger" else f"~{var.name}"]
         for t in range(k + 1):
             raw = model.eval(checker.states[t].state[(shard, var.name)], model_completion=True)

@@ -23,8 +23,15 @@ def test_mutants_cover_every_operator_and_are_valid_specs():
     spec = spec_file.variant("fixed")
     mutants = mutate.enumerate_mutants(spec)
     kinds = {m.kind for m in mutants}
-    assert kinds >= {"drop an update", "drop a reset", "negate a condition", "negate a guard", "weaken a guard",
-                     "off by one", "swap a target state"}
+    assert kinds >= {
+        "drop an update",
+        "drop a reset",
+        "negate a condition",
+        "negate a guard",
+        "weaken a guard",
+        "off by one",
+        "swap a target state",
+    }
     assert len({m.ident for m in mutants}) == len(mutants)
     assert mutants == mutate.enumerate_mutants(spec), "deterministic"
     assert all(m.diff().startswith("---") for m in mutants)
@@ -42,14 +49,20 @@ def test_mutant_outcomes():
 
     verdict = find("mark_loaded:drop a reset:state_before_partial = None")
     streak = find("mark_loaded:drop a reset:consecutive_reported_failures = 0")
-    harmless = find("report_refit:drop a reset:consecutive_probe_successes = 0")
+    harmless = find("mark_weights_partial:weaken a guard")
     tests = [(name, test) for name, (_, _, group) in plan_tests(spec_file).items() for test in group]
-    outcomes = [mutate._evaluate((spec_file.source.text, spec_file.path, "fixed", m, 2, 8, tests))
-                for m in (verdict, streak, harmless)]
+    checks = [
+        ("controller", "no_condemnation_by_inherited_streak", "shipped"),
+        ("ledger", "refit_starts_streaks_afresh", "shipped"),
+    ]
+    outcomes = [
+        mutate._evaluate((spec_file.source.text, spec_file.path, "fixed", m, 2, 8, tests, checks))
+        for m in (verdict, streak, harmless)
+    ]
     # Undoing the half of the fix that clears the verdict brings the bug back: a property catches it.
     assert outcomes[0].status == "killed_by_property"
     # The streak is reset by the next refit anyway, so no property breaks; the generated tests,
     # which assert the fixed ledger's fields after mark_loaded, still notice.
     assert outcomes[1].status == "killed_by_tests"
-    # Nothing reads the probe success count after a refit: behaviour nothing constrains.
+    # Neither of these two checks looks at partial refits of absent shards.
     assert outcomes[2].status == "survived"

@@ -1,0 +1,143 @@
+"""`pytest --ledger-conform TARGET`: the conformance traces of `ledgercheck conform` as tests.
+
+The plugin (`codegen.plugin`) adds these items after collection, one per trace: the two
+enumerations (calls the callers' contracts allow, then any call), each seeded random trace
+and, with `--ledger-conform-counterexamples`, each counterexample of the checker. A failing
+item shows the shrunk divergence as a figure, the way `ledgercheck conform` prints it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from model import conform
+from model.errors import LedgercheckError
+from model.spec import load_spec
+
+Job = Callable[[], "conform.Divergence | None"]
+
+
+class ConformanceFailure(Exception):
+    """The implementation diverged from the model; the message is the whole report."""
+
+
+class ConformanceItem(pytest.Item):
+    """One conformance trace (or one enumeration) as a test."""
+
+    def __init__(self, *, job: Job, checker: conform.Conformance, variant: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._job = job
+        self._checker = checker
+        self._variant = variant
+
+    def runtest(self) -> None:
+        found = self._job()
+        if found is not None:
+            raise ConformanceFailure(self._checker.report(self._checker.shrink(found), self._variant))
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+        if isinstance(excinfo.value, ConformanceFailure):
+            return str(excinfo.value)
+        return str(super().repr_failure(excinfo, style))
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, None, self.name
+
+
+def add_options(group: Any) -> None:
+    group.addoption(
+        "--ledger-conform",
+        default=None,
+        metavar="TARGET",
+        help="add conformance tests of module:Class or path/to/file.py:Class against the model "
+        "(the variant of --ledger-variant, default: the one whose properties all hold)",
+    )
+    group.addoption("--ledger-conform-spec", default=None, metavar="PATH", help="spec file (default: bundled)")
+    group.addoption(
+        "--ledger-conform-depth",
+        type=int,
+        default=conform.DEFAULT_DEPTH,
+        metavar="D",
+        help=f"enumerate every call sequence up to D (default {conform.DEFAULT_DEPTH}; 0: none)",
+    )
+    group.addoption("--ledger-conform-shards", type=int, default=None, metavar="N", help="fleet size")
+    group.addoption(
+        "--ledger-conform-random",
+        type=int,
+        default=300,
+        metavar="N",
+        help="random calls in all (default 300)",
+    )
+    group.addoption("--ledger-conform-seed", type=int, default=0, metavar="S", help="random seed (default 0)")
+    group.addoption(
+        "--ledger-conform-counterexamples",
+        action="store_true",
+        help="also replay every counterexample of the checker (slow the first time; cached like `conform`)",
+    )
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")
+
+
+def collect(session: pytest.Session) -> list[pytest.Item]:
+    """The conformance items for `--ledger-conform`; bad input is a usage error."""
+    config = session.config
+    target = config.getoption("--ledger-conform")
+    try:
+        spec_file = load_spec(config.getoption("--ledger-conform-spec"))
+        variant = config.getoption("--ledger-variant") or conform.default_variant(spec_file)
+        spec = spec_file.variant(variant)
+        policy = spec.resolve_policy({})
+        checker = conform.Conformance(spec, conform.load_target(target, spec), policy, target)
+    except LedgercheckError as exc:
+        raise pytest.UsageError(f"--ledger-conform: {exc}") from None
+    depth = config.getoption("--ledger-conform-depth")
+    shards = config.getoption("--ledger-conform-shards")
+    enum_shards = shards or min(conform.ENUMERATION_SHARDS, spec.default_shards)
+    other_shards = shards or spec.default_shards
+    jobs: list[tuple[str, Job]] = []
+
+    def enumeration(contract: bool) -> Job:
+        def job() -> conform.Divergence | None:
+            return checker.enumerate(enum_shards, depth, contract=contract).divergence
+
+        return job
+
+    def replay(script: conform.Script) -> Job:
+        return lambda: checker.run(script)
+
+    if depth > 0:
+        jobs.append((f"enumerate-contract-depth{depth}-shards{enum_shards}", enumeration(True)))
+        jobs.append((f"enumerate-any-depth{depth}-shards{enum_shards}", enumeration(False)))
+    calls = config.getoption("--ledger-conform-random")
+    seed = config.getoption("--ledger-conform-seed")
+    if calls > 0:
+        for number, script in enumerate(conform.random_scripts(spec, other_shards, policy, calls, seed), 1):
+            jobs.append((f"random-seed{seed}-{number}", replay(script)))
+    if config.getoption("--ledger-conform-counterexamples"):
+        scripts = conform.counterexample_scripts(spec_file, other_shards, {}, jobs=1, cache=conform.default_cache())
+        for script in scripts:
+            jobs.append((_slug(script.source), replay(script)))
+    items: list[pytest.Item] = []
+    for name, job in jobs:
+        item_name = f"conformance[{name}]"
+        items.append(
+            ConformanceItem.from_parent(
+                session,
+                name=item_name,
+                nodeid=f"ledgercheck-conform::{item_name}",
+                job=job,
+                checker=checker,
+                variant=variant,
+            )
+        )
+    # Items that no collector reported: tell the terminal (and any plugin counting) they exist.
+    report = pytest.CollectReport("ledgercheck-conform", "passed", None, list(items))
+    session.ihook.pytest_collectreport(report=report)
+    return items

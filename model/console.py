@@ -1,0 +1,64 @@
+"""Progress on stderr while the checker works.
+
+`--progress` prints one line per depth (for logs); `--no-progress` prints nothing; with
+neither, a terminal on stderr gets one status line that rewrites itself and is erased when
+the checks end, and anything else (a pipe, a file, CI) gets nothing at all.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from typing import TextIO
+
+CLEAR_LINE = "\r\x1b[K"
+
+
+class Progress:
+    """A progress sink: call it with a message; `close()` when the work is done."""
+
+    def __init__(self, stream: TextIO, transient: bool) -> None:
+        self.stream = stream
+        self.transient = transient
+        self.shown = False
+
+    def __call__(self, message: str) -> None:
+        if self.transient:
+            width = terminal_width(self.stream)
+            self.stream.write(CLEAR_LINE + message[: max(width - 1, 10)])
+            self.shown = True
+        else:
+            self.stream.write(message + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.transient and self.shown:
+            self.stream.write(CLEAR_LINE)
+            self.stream.flush()
+            self.shown = False
+
+
+def terminal_width(stream: TextIO) -> int:
+    try:
+        columns = os.get_terminal_size(stream.fileno()).columns
+    except (AttributeError, ValueError, OSError):
+        columns = 0
+    return columns if columns > 0 else shutil.get_terminal_size((80, 24)).columns
+
+
+def is_terminal(stream: TextIO) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # a replaced or closed stream
+        return False
+
+
+def progress_for(option: bool | None, stream: TextIO | None = None) -> Progress | None:
+    """The progress sink for `--progress` (True), `--no-progress` (False) or neither (None)."""
+    stream = stream if stream is not None else sys.stderr
+    if option is True:
+        return Progress(stream, transient=False)
+    if option is None and is_terminal(stream):
+        return Progress(stream, transient=True)
+    return None

@@ -1,0 +1,362 @@
+"""Output formats of `ledgercheck check` (and `replay`) besides text and JSON.
+
+* `markdown`: a one-line verdict per (variant, property) and every trace as a Markdown table,
+  ready to paste into a pull-request review.
+* `itf`: every trace in the Informal Trace Format of Apalache and Quint (ADR-015,
+  https://apalache-mc.org/docs/adr/015adr-trace.html), as a JSON array of ITF trace objects.
+* `junit`: JUnit XML, one testcase per (variant, property), for CI dashboards.
+
+Every writer is deterministic: the same results give the same bytes (no timestamps, no
+durations, no absolute paths, no terminal-dependent widths).
+"""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from model import bmc, ir
+from model.figure import LEGEND, MARKDOWN_LEGEND, markdown_table, md_code, md_text, trace_figure
+from model.spec import Spec, SpecFile
+from model.trace import Trace
+
+CHECK_FORMATS = ("text", "json", "markdown", "itf", "junit")
+REPLAY_FORMATS = ("text", "json", "markdown")
+
+ITF_FORMAT_DESCRIPTION = "https://apalache-mc.org/docs/adr/015adr-trace.html"
+FIXED_WIDTH = 120  # text figures inside machine formats do not depend on the terminal
+
+
+# --- verdicts ------------------------------------------------------------------------------
+
+
+def verdict_text(result: bmc.Result) -> str:
+    """What was found, without the expectation: 'VIOLATED at depth 8 (1 distinct trace(s))'."""
+    if result.status == "violated":
+        return f"VIOLATED at depth {result.depth} ({len(result.traces)} distinct trace(s))"
+    if result.status == "holds_to_depth":
+        return f"holds up to depth {result.depth}"
+    if result.status == "proved":
+        return f"PROVED ({result.note})" if result.note else "PROVED"
+    if result.status == "not_applicable":
+        return "not checked here: " + result.note
+    return f"UNKNOWN ({result.note})"
+
+
+def expectation_text(result: bmc.Result) -> str:
+    if result.matches is True:
+        return "as expected"
+    if result.matches is False:
+        return f"MISMATCH: the spec expects {result.expected}"
+    if result.status == "not_applicable":
+        return "not applicable"
+    if result.expected is None:
+        return "no expectation in the spec"
+    return f"undecided; the spec expects {result.expected}"
+
+
+def outcome(result: bmc.Result) -> str:
+    """One word for a result: 'match', 'mismatch', 'unknown', 'skipped' or 'unexpected' (no expectation)."""
+    if result.status == "not_applicable":
+        return "skipped"
+    if result.status == "unknown":
+        return "unknown"
+    if result.matches is True:
+        return "match"
+    if result.matches is False:
+        return "mismatch"
+    return "unexpected"
+
+
+def summary_text(results: Sequence[bmc.Result]) -> str:
+    failing = sum(1 for r in results if r.matches is False)
+    unknown = sum(1 for r in results if r.status == "unknown")
+    return f"{len(results)} result(s): {failing} mismatch(es), {unknown} unknown"
+
+
+def spec_label(spec: Spec) -> str:
+    """The spec's file name: stable across machines and checkouts (the digest pins the content)."""
+    return Path(spec.path).name if spec.path else spec.name
+
+
+def trace_groups(result: bmc.Result) -> list[tuple[str, Trace]]:
+    """Every trace of a result with its heading: the verdict's traces, then the lax ones."""
+    out = [(f"trace {n} of {len(result.traces)}, {t.depth} steps", t) for n, t in enumerate(result.traces, 1)]
+    out += [
+        (f"outside the callers' contracts, trace {n}: relies on a lax guard", t)
+        for n, t in enumerate(result.lax_traces, 1)
+    ]
+    return out
+
+
+# --- Markdown ------------------------------------------------------------------------------
+
+MD_ICON = {"match": "✅", "mismatch": "❌", "unknown": "❔", "skipped": "➖", "unexpected": "ℹ️"}
+
+
+def markdown_verdict(result: bmc.Result) -> str:
+    """One line: icon, variant / property, what was found, and whether the spec expected it."""
+    expect = expectation_text(result)
+    if result.matches is False:
+        expect = f"**{expect}**"
+    line = (
+        f"- {MD_ICON[outcome(result)]} {md_code(result.variant)} / {md_code(result.property)}: "
+        f"{md_text(verdict_text(result))}, {expect}"
+    )
+    if result.region is not None:
+        line += f"; {md_text(result.region_text())}"
+    return line
+
+
+def markdown_check(spec_file: SpecFile, results: Sequence[bmc.Result]) -> str:
+    """Verdict lines, then every trace as a table under its (variant, property)."""
+    base = spec_file.variant()
+    settings = sorted({(r.environment, r.shards) for r in results})
+    where = "; ".join(f"{env} environment, {shards} shards" for env, shards in settings)
+    out = [f"### ledgercheck: {md_code(base.name)} ({md_text(where)})" if where else "### ledgercheck", ""]
+    out += [markdown_verdict(r) for r in results]
+    out += ["", f"**{summary_text(results)}**"]
+    for result in results:
+        groups = trace_groups(result)
+        if not groups:
+            continue
+        spec = spec_file.variant(result.variant)
+        prop = spec.properties[result.property]
+        out += ["", f"#### {md_code(result.variant)} / {md_code(result.property)}", "", md_text(prop.doc)]
+        for heading, trace in groups:
+            out += ["", f"**{md_text(heading)}**: {md_text(prop.message)}", ""]
+            out.append(markdown_table(trace, spec))
+    if any(trace_groups(r) for r in results):
+        out += ["", MARKDOWN_LEGEND]
+    return "\n".join(out)
+
+
+def markdown_replay(sections: Sequence[tuple[Spec, Trace, int]]) -> str:
+    """`replay --format markdown`: one table per variant."""
+    out: list[str] = []
+    for spec, trace, shard in sections:
+        title = f"{md_code(spec.variant)}: {md_text(spec.variant_doc)}" if spec.variant_doc else md_code(spec.variant)
+        where = f"{trace.environment} environment, {trace.shard_count} shards, shard {shard}"
+        out += [f"### {title}", "", md_text(where), "", markdown_table(trace, spec, shard), ""]
+    out.append(MARKDOWN_LEGEND)
+    return "\n".join(out)
+
+
+# --- ITF -----------------------------------------------------------------------------------
+
+ITF_UNIT: dict[str, list[Any]] = {"#tup": []}
+
+
+def itf_none() -> dict[str, Any]:
+    return {"tag": "None", "value": dict(ITF_UNIT)}
+
+
+def itf_value(value: Any, vtype: ir.Type | None = None) -> Any:
+    """One value in ITF. Integers are `{"#bigint": "n"}`; enum members and optional values are
+    sum types as Quint writes them (`{"tag": "HEALTHY", "value": {"#tup": []}}`, `{"tag":
+    "Some", "value": v}`, `{"tag": "None", "value": {"#tup": []}}`); records are objects and
+    lists are arrays. Without a type (opaque `any` arguments), None is the `None` variant."""
+    if vtype is not None and vtype.optional and vtype.kind != "none":
+        if value is None:
+            return itf_none()
+        return {"tag": "Some", "value": itf_value(value, vtype.without_none())}
+    if value is None:
+        return itf_none()
+    if vtype is not None and vtype.kind == "enum":
+        return {"tag": str(value), "value": dict(ITF_UNIT)}
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return {"#bigint": str(value)}
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): itf_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [itf_value(v) for v in value]
+    return str(value)
+
+
+def _itf_record(values: Mapping[str, Any], types: Mapping[str, ir.Type]) -> dict[str, Any]:
+    return {name: itf_value(value, types.get(name)) for name, value in values.items()}
+
+
+ITF_VARS = ("shards", "fleet", "history", "environment", "calls", "mbt::actionTaken", "mbt::nondetPicks")
+
+
+def itf_trace(
+    spec: Spec, trace: Trace, result: bmc.Result | None = None, number: int = 1, total: int = 1
+) -> dict[str, Any]:
+    """One trace as an ITF object. Its variables mirror the JSON step schema: `shards` (the
+    ledger record per shard, a list), `fleet`, `history` (per-shard ghost records under
+    `shards`), `environment`, `calls` (the API calls the step made), plus Quint's
+    model-based-testing pair `mbt::actionTaken` ("init" for the initial state) and
+    `mbt::nondetPicks` (the action's shard and value arguments, each `Some`)."""
+    env = spec.environment(trace.environment)
+    field_types = {f.name: f.type for f in spec.fields}
+    history_types = {h.name: h.type for h in spec.history}
+    global_types = {g.name: g.type for g in spec.globals}
+    env_types = {v.name: v.type for v in env.vars}
+    actions = {a.name: a for a in env.actions}
+    states = []
+    for index, step in enumerate(trace.steps):
+        after = step.after
+        picks: dict[str, Any] = {}
+        if step.action is not None:
+            action = actions.get(step.action)
+            for name, shard in step.shards.items():
+                picks[name] = {"tag": "Some", "value": itf_value(shard)}
+            param_types = {p.name: p.type for p in action.value_params} if action else {}
+            for name, value in step.args.items():
+                picks[name] = {"tag": "Some", "value": itf_value(value, param_types.get(name))}
+        calls = []
+        for call in step.calls:
+            signature = spec.events[call.event].signature
+            arg_types = {p.name: p.type for p in signature.params if p.type.kind != "any"}
+            calls.append(
+                {
+                    "event": call.event,
+                    "shard": itf_value(call.shard),
+                    "args": {k: itf_value(v, arg_types.get(k)) for k, v in call.args.items()},
+                }
+            )
+        states.append(
+            {
+                "#meta": {"index": index},
+                "shards": [_itf_record(s, field_types) for s in after["shards"]],
+                "fleet": _itf_record(after.get("fleet", {}), global_types),
+                "history": {"shards": [_itf_record(h, history_types) for h in after["history"]["shards"]]},
+                "environment": _itf_record(after.get("environment", {}), env_types),
+                "calls": calls,
+                "mbt::actionTaken": step.action if step.action is not None else "init",
+                "mbt::nondetPicks": picks,
+            }
+        )
+    meta: dict[str, Any] = {
+        "format": "ITF",
+        "format-description": ITF_FORMAT_DESCRIPTION,
+        "source": spec_label(spec),
+        "description": f"ledgercheck: {spec.name} {trace.variant}, {trace.environment} environment",
+        "spec": spec.name,
+        "spec_sha256": spec.sha256,
+        "variant": trace.variant,
+        "environment": trace.environment,
+        "shards": trace.shard_count,
+        "focus": trace.focus,
+        "policy": dict(trace.policy),
+        "classification": trace.classification,
+    }
+    if result is not None:
+        prop = spec.properties.get(result.property)
+        meta["description"] = f"ledgercheck: {result.variant} / {result.property}" + (
+            f": {prop.message}" if prop is not None else ""
+        )
+        meta.update(
+            {
+                "property": result.property,
+                "status": result.status,
+                "expected": result.expected,
+                "matches": result.matches,
+                "trace": number,
+                "of": total,
+            }
+        )
+    return {"#meta": meta, "vars": list(ITF_VARS), "states": states}
+
+
+def itf_check(spec_file: SpecFile, results: Sequence[bmc.Result]) -> str:
+    """`check --format itf`: a JSON array with one ITF trace object per trace (lax traces
+    included, marked `"classification": "lax_guard"` in `#meta`). Results without a trace
+    contribute nothing; their verdicts are in `--format json` and `--format junit`."""
+    out = []
+    for result in results:
+        spec = spec_file.variant(result.variant)
+        for number, trace in enumerate(result.traces, 1):
+            out.append(itf_trace(spec, trace, result, number, len(result.traces)))
+        for number, trace in enumerate(result.lax_traces, 1):
+            out.append(itf_trace(spec, trace, result, number, len(result.lax_traces)))
+    return json.dumps(out, indent=2, ensure_ascii=False)
+
+
+# --- JUnit XML -----------------------------------------------------------------------------
+
+
+def junit_check(spec_file: SpecFile, results: Sequence[bmc.Result]) -> str:
+    """`check --format junit`: one <testcase> per (variant, property), classname = variant,
+    name = property. A verdict that differs from the spec's expectation is a <failure>; an
+    undecided one (`unknown`) an <error>; a property that does not apply here is <skipped>.
+    <system-out> holds the verdict and every trace as a text figure."""
+    base = spec_file.variant()
+    counts = {
+        "tests": len(results),
+        "failures": sum(1 for r in results if outcome(r) == "mismatch"),
+        "errors": sum(1 for r in results if outcome(r) == "unknown"),
+        "skipped": sum(1 for r in results if outcome(r) == "skipped"),
+    }
+    root = ET.Element("testsuites", {"name": "ledgercheck", **{k: str(v) for k, v in counts.items()}})
+    environments = sorted({r.environment for r in results})
+    suite = ET.SubElement(
+        root,
+        "testsuite",
+        {"name": f"ledgercheck.{base.name}", **{k: str(v) for k, v in counts.items()}},
+    )
+    properties = ET.SubElement(suite, "properties")
+    settings = {
+        "spec": spec_label(base),
+        "spec_sha256": base.sha256,
+        "environment": ",".join(environments),
+        "shards": ",".join(str(s) for s in sorted({r.shards for r in results})),
+    }
+    for name, value in settings.items():
+        ET.SubElement(properties, "property", {"name": name, "value": value})
+    for result in results:
+        case = ET.SubElement(suite, "testcase", {"classname": result.variant, "name": result.property})
+        verdict = verdict_text(result)
+        kind = outcome(result)
+        if kind == "mismatch":
+            failure = ET.SubElement(
+                case,
+                "failure",
+                {"message": f"{verdict}; the spec expects {result.expected}", "type": "VerdictMismatch"},
+            )
+            failure.text = f"{result.variant} / {result.property}: {verdict} (expected: {result.expected})"
+        elif kind == "unknown":
+            error = ET.SubElement(case, "error", {"message": verdict, "type": "SolverUnknown"})
+            error.text = f"{result.variant} / {result.property}: {verdict}"
+        elif kind == "skipped":
+            ET.SubElement(case, "skipped", {"message": verdict})
+        ET.SubElement(case, "system-out").text = _junit_text(spec_file, result)
+    ET.indent(root, space="  ")
+    body = ET.tostring(root, encoding="unicode")
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + body
+
+
+def _junit_text(spec_file: SpecFile, result: bmc.Result) -> str:
+    lines = [f"{result.variant} / {result.property}: {verdict_text(result)} [{expectation_text(result)}]"]
+    if result.region is not None:
+        lines.append(result.region_text())
+    groups = trace_groups(result)
+    if groups:
+        spec = spec_file.variant(result.variant)
+        prop = spec.properties[result.property]
+        for heading, trace in groups:
+            lines += ["", f"-- {heading}: {prop.message}", trace_figure(trace, spec, width=FIXED_WIDTH)]
+        lines += ["", LEGEND]
+    return "\n".join(lines) + "\n"
+
+
+# --- dispatch ------------------------------------------------------------------------------
+
+
+def render_check(fmt: str, spec_file: SpecFile, results: Sequence[bmc.Result]) -> str:
+    """The output of `check --format FMT` for the formats this module writes."""
+    if fmt == "markdown":
+        return markdown_check(spec_file, results)
+    if fmt == "itf":
+        return itf_check(spec_file, results)
+    if fmt == "junit":
+        return junit_check(spec_file, results)
+    raise ValueError(f"no writer for format {fmt!r}")

@@ -1,0 +1,384 @@
+"""`ledgercheck report`: one self-contained HTML page of a check run.
+
+The page holds the verdict of every (variant, property), every trace as the figure (an HTML
+table, changed and inherited cells styled), and the spec's state diagram as inline SVG,
+derived from the spec by `model.diagram`. It has no script and no external reference (no
+network, no CDN): it works from file:// and as a CI artefact. It is written atomically
+(a temporary file in the same directory, then `os.replace`), so a reader never sees half a
+page and a failed run leaves the previous page in place.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import html
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from model import bmc
+from model.console import progress_for
+from model.diagram import StateDiagram, minimal_policy, state_diagram, svg
+from model.errors import UsageError
+from model.figure import html_table
+from model.formats import expectation_text, outcome, spec_label, summary_text, trace_groups, verdict_text
+from model.spec import Spec, SpecFile, load_spec
+
+EXAMPLES = (
+    "examples:\n"
+    "  ledgercheck report --html report.html            # every variant and property, controller, 4 shards\n"
+    "  ledgercheck report --html report.html --variant as_written --max-traces 1\n"
+    "  ledgercheck report spec/examples/breaker.toml --environment ledger --html breaker.html"
+)
+
+
+def register(subparsers: Any) -> None:
+    from model.cli import DEFAULT_DEPTH, DEFAULT_TRACES, _policy_arg
+
+    report = subparsers.add_parser(
+        "report",
+        help="check the spec and write one self-contained HTML page: verdicts, traces, state diagram",
+        description="Run the checks of `ledgercheck check` and write the results as one HTML page that\n"
+        "needs nothing else (inline CSS, inline SVG, no script, no network). Exit codes as for check.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    report.add_argument("spec", nargs="?", default=None, help="spec file (default: the bundled fleet_health.toml)")
+    report.add_argument("--html", required=True, metavar="FILE", help="where to write the page (replaced atomically)")
+    report.add_argument("--variant", action="append", default=None, help="variant(s) to check (default: all)")
+    report.add_argument("--property", action="append", default=None, help="property(ies) to check (default: all)")
+    report.add_argument("--environment", default="controller")
+    report.add_argument("--shards", type=int, default=None, help="fleet size (default: the spec's)")
+    report.add_argument("--max-depth", type=int, default=DEFAULT_DEPTH)
+    report.add_argument("--max-traces", type=int, default=DEFAULT_TRACES)
+    report.add_argument(
+        "--policy",
+        action="append",
+        type=_policy_arg,
+        default=[],
+        metavar="NAME=VALUE",
+        help="override a policy constant (repeatable)",
+    )
+    report.add_argument("--timeout", type=float, default=None, help="seconds per solver call")
+    report.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="depth-by-depth progress on stderr (default: a status line when stderr is a terminal)",
+    )
+    report.set_defaults(run=run)
+
+
+def run(ns: argparse.Namespace) -> int:
+    from model.cli import exit_code, run_checks
+
+    if ns.max_depth < 0 or ns.max_traces < 1:
+        raise UsageError("--max-depth must be >= 0 and --max-traces >= 1")
+    if ns.shards is not None and not 1 <= ns.shards <= 64:
+        raise UsageError("--shards must be in [1, 64]")
+    target = Path(ns.html)
+    check_writable(target)
+    spec_file = load_spec(ns.spec)
+    progress = progress_for(ns.progress)
+    try:
+        results = run_checks(
+            spec_file,
+            ns.variant,
+            ns.property,
+            ns.environment,
+            ns.shards,
+            dict(ns.policy),
+            ns.max_depth,
+            ns.max_traces,
+            ns.timeout,
+            progress,
+        )
+    finally:
+        if progress is not None:
+            progress.close()
+    settings = {
+        "environment": ns.environment,
+        "shards": str(ns.shards or spec_file.variant().default_shards),
+        "max depth": str(ns.max_depth),
+        "max traces": str(ns.max_traces),
+    }
+    page = render(spec_file, results, settings, policy=dict(ns.policy))
+    write_atomic(target, page)
+    print(f"wrote {target}: {summary_text(results)}")
+    return exit_code(results)
+
+
+# --- writing -------------------------------------------------------------------------------
+
+
+def check_writable(target: Path) -> None:
+    """Fail before the checks run, not after, when the page cannot be written."""
+    directory = target.parent if str(target.parent) else Path(".")
+    if target.is_dir():
+        raise UsageError(f"--html {target}: is a directory")
+    if not directory.is_dir():
+        raise UsageError(f"--html {target}: no directory {directory}")
+    if not os.access(directory, os.W_OK):
+        raise UsageError(f"--html {target}: cannot write in {directory}")
+
+
+def write_atomic(target: Path, text: str) -> None:
+    """Write `text` to `target` through a temporary file in the same directory and `os.replace`."""
+    directory = target.parent if str(target.parent) else Path(".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+    except OSError as exc:
+        raise UsageError(f"cannot write {target}: {exc.strerror}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, _mode_for(target))
+        os.replace(tmp, target)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise UsageError(f"cannot write {target}: {exc.strerror}") from None
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _mode_for(target: Path) -> int:
+    """Keep an existing page's permissions; a new page gets the usual 0666 & ~umask."""
+    try:
+        return target.stat().st_mode & 0o7777
+    except OSError:
+        mask = os.umask(0)
+        os.umask(mask)
+        return 0o666 & ~mask
+
+
+# --- the page ------------------------------------------------------------------------------
+
+
+def esc(value: object) -> str:
+    """HTML text. `://` is written `&#58;//`: the page refers to nothing outside itself, and
+    a scan of the file for http(s):// (a base URL in a trace) finds nothing to fetch."""
+    return html.escape(str(value)).replace("://", "&#58;//")
+
+
+def anchor(variant: str, prop: str) -> str:
+    return f"r-{variant}-{prop}".replace(" ", "-")
+
+
+CSS = """
+:root { color-scheme: light; --fg: #212529; --muted: #6c757d; --line: #dee2e6; --head: #f8f9fa;
+  --changed-bg: #fff3bf; --changed-fg: #5c3c00; --inherited-bg: #ffe3e3; --inherited-fg: #c92a2a;
+  --ok: #2b8a3e; --bad: #c92a2a; --warn: #e67700; }
+* { box-sizing: border-box; }
+body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: var(--fg);
+  margin: 0 auto; padding: 24px 32px 64px; max-width: 1600px; }
+h1 { font-size: 1.6em; margin: 0 0 4px; }
+h2 { font-size: 1.25em; margin: 36px 0 8px; border-bottom: 1px solid var(--line); padding-bottom: 4px; }
+h3 { font-size: 1.05em; margin: 28px 0 4px; }
+h4 { font-size: 0.95em; margin: 18px 0 6px; font-weight: 600; }
+code, .figure { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 13px; }
+.muted { color: var(--muted); }
+dl.settings { display: grid; grid-template-columns: max-content 1fr; gap: 2px 16px; margin: 12px 0; }
+dl.settings dt { color: var(--muted); } dl.settings dd { margin: 0; }
+.summary { font-weight: 600; padding: 8px 12px; border-radius: 6px; display: inline-block; }
+.summary.pass { background: #ebfbee; color: var(--ok); } .summary.fail { background: #fff5f5; color: var(--bad); }
+table.verdicts { border-collapse: collapse; margin: 8px 0; }
+table.verdicts th, table.verdicts td { border: 1px solid var(--line); padding: 4px 10px; text-align: left;
+  vertical-align: top; }
+table.verdicts thead th { background: var(--head); }
+tr.match td.outcome { color: var(--ok); } tr.mismatch td.outcome { color: var(--bad); font-weight: 700; }
+tr.unknown td.outcome { color: var(--warn); font-weight: 700; } tr.skipped td { color: var(--muted); }
+.scroll { overflow-x: auto; max-width: 100%; border: 1px solid var(--line); border-radius: 4px; }
+table.figure { border-collapse: collapse; white-space: nowrap; }
+table.figure th, table.figure td { border-bottom: 1px solid var(--line); border-right: 1px solid var(--line);
+  padding: 2px 8px; text-align: left; }
+table.figure thead th { background: var(--head); position: sticky; top: 0; }
+table.figure th.rowname { position: sticky; left: 0; background: var(--head); font-weight: 600; z-index: 1; }
+table.figure tr.history th.rowname { color: var(--muted); font-weight: 400; }
+table.figure tr.calls td { color: var(--muted); font-style: italic; }
+table.figure td.changed { background: var(--changed-bg); color: var(--changed-fg); font-weight: 700; }
+table.figure td.inherited { background: var(--inherited-bg); color: var(--inherited-fg); font-weight: 700; }
+table.figure .mark { opacity: 0.7; margin-left: 1px; }
+.legend span { display: inline-block; padding: 0 6px; margin-right: 10px; border-radius: 3px; }
+.legend .changed { background: var(--changed-bg); color: var(--changed-fg); font-weight: 700; }
+.legend .inherited { background: var(--inherited-bg); color: var(--inherited-fg); font-weight: 700; }
+figure.diagram { margin: 8px 0; } figure.diagram svg { max-width: 100%; height: auto; }
+figure.diagram figcaption { color: var(--muted); font-size: 0.9em; max-width: 900px; }
+details.lax summary { cursor: pointer; color: var(--muted); }
+table.lax { border-collapse: collapse; font-size: 0.9em; margin: 6px 0; }
+table.lax th, table.lax td { border: 1px solid var(--line); padding: 2px 8px; text-align: left; }
+p.doc { max-width: 1000px; margin: 4px 0; }
+footer { margin-top: 48px; color: var(--muted); font-size: 0.85em; }
+"""
+
+
+def render(
+    spec_file: SpecFile,
+    results: Sequence[bmc.Result],
+    settings: dict[str, str],
+    policy: dict[str, int] | None = None,
+    diagram_depth: int | None = None,
+) -> str:
+    """The whole page. Deterministic: the same results give the same bytes."""
+    base = spec_file.variant()
+    title = f"ledgercheck report: {base.title or base.name}"
+    failing = [r for r in results if r.matches is False]
+    unknown = [r for r in results if r.status == "unknown"]
+    ok = not failing and not unknown
+    out = [
+        "<!DOCTYPE html>",
+        '<html lang="en">',
+        "<head>",
+        '<meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{esc(title)}</title>",
+        f"<style>{CSS}</style>",
+        "</head>",
+        "<body>",
+        "<header>",
+        f"<h1>{esc(title)}</h1>",
+        '<dl class="settings">',
+        f"<dt>spec</dt><dd><code>{esc(spec_label(base))}</code> "
+        f'<span class="muted">sha256 {esc(base.sha256[:16])}</span></dd>',
+        f"<dt>variants</dt><dd>{esc(', '.join(sorted({r.variant for r in results}, key=base.variants.index)))}</dd>",
+    ]
+    out += [f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in settings.items()]
+    shown_policy = base.resolve_policy(policy or {})
+    out.append(f"<dt>policy</dt><dd><code>{esc(', '.join(f'{k}={v}' for k, v in shown_policy.items()))}</code></dd>")
+    out += [
+        "</dl>",
+        f'<p class="summary {"pass" if ok else "fail"}">{esc(summary_text(results))}</p>',
+        "</header>",
+        "<main>",
+        '<section id="verdicts">',
+        "<h2>Verdicts</h2>",
+        _verdict_table(spec_file, results),
+        "</section>",
+    ]
+    out += _diagram_section(spec_file, results, shown_policy, diagram_depth)
+    out += _trace_sections(spec_file, results)
+    out += [
+        "</main>",
+        "<footer>Written by <code>ledgercheck report</code>. Every trace was found by the bounded model "
+        "checker and replayed on the executable model; the state diagram is derived from the spec by "
+        "running it.</footer>",
+        "</body>",
+        "</html>",
+    ]
+    return "\n".join(out) + "\n"
+
+
+def _verdict_table(spec_file: SpecFile, results: Sequence[bmc.Result]) -> str:
+    rows = [
+        '<table class="verdicts">',
+        "<thead><tr><th>variant</th><th>property</th><th>verdict</th><th>expected</th><th>outcome</th></tr></thead>",
+        "<tbody>",
+    ]
+    for result in results:
+        spec = spec_file.variant(result.variant)
+        prop = spec.properties.get(result.property)
+        claim = f' <span class="muted">(claim {prop.claim})</span>' if prop is not None and prop.claim else ""
+        verdict = esc(verdict_text(result))
+        if result.traces or result.lax_traces:
+            verdict = f'<a href="#{esc(anchor(result.variant, result.property))}">{verdict}</a>'
+        if result.region is not None:
+            verdict += f'<br><span class="muted">{esc(result.region_text())}</span>'
+        kind = outcome(result)
+        rows.append(
+            f'<tr class="{kind}" data-variant="{esc(result.variant)}" data-property="{esc(result.property)}" '
+            f'data-status="{esc(result.status)}">'
+            f"<td><code>{esc(result.variant)}</code></td><td><code>{esc(result.property)}</code>{claim}</td>"
+            f"<td>{verdict}</td><td>{esc(result.expected or '-')}</td>"
+            f'<td class="outcome">{esc(expectation_text(result))}</td></tr>'
+        )
+    rows += ["</tbody>", "</table>"]
+    return "\n".join(rows)
+
+
+def _diagram_section(
+    spec_file: SpecFile, results: Sequence[bmc.Result], policy: dict[str, int], depth: int | None
+) -> list[str]:
+    variants = [v for v in spec_file.variants if any(r.variant == v for r in results)] or [spec_file.variants[0]]
+    groups: list[tuple[list[str], StateDiagram, Spec]] = []
+    for name in variants:
+        spec = spec_file.variant(name)
+        policies = [spec.resolve_policy(policy), minimal_policy(spec)]
+        diagram = state_diagram(spec, policies) if depth is None else state_diagram(spec, policies, depth)
+        for group in groups:
+            if group[1].same_picture(diagram):
+                group[0].append(name)
+                break
+        else:
+            groups.append(([name], diagram, spec))
+    out = ['<section id="state-diagram">', "<h2>State diagram</h2>"]
+    for names, diagram, spec in groups:
+        label = ", ".join(names)
+        if len(groups) > 1:
+            out.append(f"<h3>{esc(label)}</h3>")
+        field = f"{spec.state_field}: {spec.state_enum}"
+        out += [
+            '<figure class="diagram">',
+            svg(diagram, f"{spec.name} ({label}): the {field} state machine"),
+            f"<figcaption>The <code>{esc(field)}</code> field of one shard ({esc(label)}). An arrow is every "
+            f"event that moves it between two members, within the callers' contracts; the initial state has an "
+            f"arrow from nowhere. Derived by running the spec: every event, from every state reached within "
+            f"{diagram.depth} calls on one shard ({diagram.explored} states), under the run's policy and the "
+            f"smallest declared one.</figcaption>",
+            "</figure>",
+        ]
+        if diagram.lax_edges:
+            out += [
+                '<details class="lax">',
+                f"<summary>Outside the callers' contracts: {len(diagram.lax_edges)} more move(s) of the state, "
+                "by a call that breaks its <code>requires</code> (the ledger does not check it)</summary>",
+                '<table class="lax"><thead><tr><th>from</th><th>to</th><th>events</th></tr></thead><tbody>',
+            ]
+            out += [
+                f"<tr><td><code>{esc(e.source)}</code></td><td><code>{esc(e.target)}</code></td>"
+                f"<td>{esc(', '.join(e.events))}</td></tr>"
+                for e in diagram.lax_edges
+            ]
+            out.append("</tbody></table></details>")
+    out.append("</section>")
+    return out
+
+
+LEGEND_HTML = (
+    '<p class="legend"><span class="changed">value*</span>changed by the step '
+    '<span class="inherited">value!</span>held over from an earlier process incarnation '
+    "<code>~name</code> history (ghost) variable</p>"
+)
+
+
+def _trace_sections(spec_file: SpecFile, results: Sequence[bmc.Result]) -> list[str]:
+    with_traces = [r for r in results if trace_groups(r)]
+    if not with_traces:
+        return []
+    out = ['<section id="traces">', "<h2>Traces</h2>", LEGEND_HTML]
+    for result in with_traces:
+        spec = spec_file.variant(result.variant)
+        prop = spec.properties[result.property]
+        out += [
+            f'<article id="{esc(anchor(result.variant, result.property))}">',
+            f"<h3><code>{esc(result.variant)}</code> / <code>{esc(result.property)}</code></h3>",
+            f'<p class="doc">{esc(prop.doc)}</p>',
+            f'<p class="doc muted">{esc(result.environment)} environment, {result.shards} shards: '
+            f"{esc(verdict_text(result))}</p>",
+        ]
+        for heading, trace in trace_groups(result):
+            out += [
+                f"<h4>{esc(heading)}: {esc(prop.message)}</h4>",
+                '<div class="scroll">',
+                html_table(trace, spec),
+                "</div>",
+            ]
+        out.append("</article>")
+    out.append("</section>")
+    return out

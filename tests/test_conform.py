@@ -1,0 +1,214 @@
+"""`ledgercheck conform`: an implementation against the executable model, call by call.
+
+The three clean-room implementations of `tests/impl/` are the fixtures: the clean one (the
+seed's fix) conforms to `fixed`; the as-written copy (no fix in `mark_loaded`) and the
+subtle copy (`report_success` ignored unless SERVING) must each be caught, with the shortest
+divergent trace. Then the command's bad input, and the pytest plugin's `--ledger-conform`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from model import conform
+from model.cli import main
+from model.spec import load_spec
+
+ROOT = Path(__file__).resolve().parent.parent
+IMPL = ROOT / "tests" / "impl"
+SERVING = {"HEALTHY", "SUSPECT"}
+
+
+def target(stem: str, cls: str = "GenerationFleetHealth") -> str:
+    return f"{IMPL / stem}.py:{cls}"
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test reads or writes the user's counterexample cache."""
+    monkeypatch.setenv("LEDGERCHECK_CACHE", str(tmp_path / "cache"))
+
+
+def shortest(stem: str) -> tuple[conform.Conformance, conform.Divergence]:
+    spec_file = load_spec()
+    spec = spec_file.variant("fixed")
+    checker = conform.Conformance(spec, conform.load_target(target(stem), spec), spec.resolve_policy({}))
+    summary = conform.check(checker, spec_file, {}, depth=4, random_calls=300, counterexamples=False)
+    assert summary.divergence is not None, f"{stem} was not told from the model of 'fixed'"
+    return checker, summary.divergence
+
+
+def states_before_each_call(divergence: conform.Divergence) -> list[str]:
+    """The model's state of each call's shard just before the call."""
+    spec = load_spec().variant("fixed")
+    checker = conform.Conformance(spec, conform.load_target(target("fleet_health_clean"), spec), {})
+    model = checker.new_model(divergence.script.shards)
+    states = []
+    for call in divergence.script.calls:
+        states.append(str(model.state_of(call.shard)))
+        conform.invoke(model, call, spec.events[call.event])
+    return states
+
+
+def test_default_variant_is_the_one_whose_properties_hold() -> None:
+    assert conform.default_variant(load_spec()) == "fixed"
+
+
+def test_clean_implementation_conforms_to_fixed(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(
+        [
+            "conform",
+            "--impl",
+            target("fleet_health_clean"),
+            "--depth",
+            "4",
+            "--random",
+            "300",
+            "--cex-depth",
+            "6",
+            "--cex-traces",
+            "1",
+            "--jobs",
+            "2",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert re.search(r"^\d+ traces, \d+ calls compared, no divergence$", out, re.M), out
+    assert re.search(r"any call, depth 4: \d+ call sequences", out), out
+    assert "300 calls in 6 traces" in out, out
+    found = re.search(r"counterexamples\s+(\d+) traces of the checker", out)
+    assert found and int(found.group(1)) >= 2, out  # the as_written violations at depth 6, lax traces
+
+
+def test_as_written_diverges_at_mark_loaded_of_a_restarted_shard(capsys: pytest.CaptureFixture[str]) -> None:
+    checker, divergence = shortest("fleet_health_as_written")
+    calls = divergence.script.calls
+    last = calls[-1]
+    assert last.event == "mark_loaded", [c.label() for c in calls]
+    assert len(calls) <= 4, [c.label() for c in calls]
+    assert any(c.event == "mark_restarting" and c.shard == last.shard for c in calls[:-1]), calls
+    assert divergence.within_contract  # a caller that keeps the contracts meets it
+    fields = {d.key[2] for d in divergence.differences if d.key[0] == "field"}
+    assert fields & {"consecutive_reported_failures", "state_before_partial"}, divergence.differences
+    report = checker.report(divergence, "fixed", width=200)
+    assert "> consecutive_reported_failures" in report or "> state_before_partial" in report, report
+    assert "(impl: " in report and "ledger.mark_loaded(" in report, report
+
+    code = main(["conform", "--impl", target("fleet_health_as_written"), "--no-counterexamples", "--random", "0"])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    assert "diverges from the model of 'fixed'" in out and "mark_loaded(" in out, out
+
+
+def test_subtle_copy_is_caught_with_its_shortest_trace() -> None:
+    _, divergence = shortest("fleet_health_subtle")
+    calls = divergence.script.calls
+    assert calls[-1].event == "report_success", [c.label() for c in calls]
+    assert len(calls) == 3, [c.label() for c in calls]  # fail, leave SERVING, succeed
+    assert states_before_each_call(divergence)[-1] not in SERVING
+    assert not divergence.within_contract
+    assert any(d.key[0] == "field" and d.key[2] == "consecutive_reported_failures" for d in divergence.differences)
+
+
+def test_full_merge_finds_the_same_shortest_divergence() -> None:
+    spec = load_spec().variant("fixed")
+    checker = conform.Conformance(
+        spec, conform.load_target(target("fleet_health_subtle"), spec), spec.resolve_policy({})
+    )
+    result = checker.enumerate(2, 3, merge="full")
+    assert result.divergence is not None and len(result.divergence.script.calls) == 3
+
+
+def test_missing_method_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    module = tmp_path / "partial_ledger.py"
+    clean = str(IMPL / "fleet_health_clean.py")
+    module.write_text(
+        "import importlib.util, sys\n"
+        f"spec = importlib.util.spec_from_file_location('_conform_partial_base', {clean!r})\n"
+        "base = importlib.util.module_from_spec(spec)\n"
+        "sys.modules[spec.name] = base\n"
+        "spec.loader.exec_module(base)\n"
+        "FleetHealthPolicy = base.FleetHealthPolicy\n"
+        "GenerationFleetHealth = type('GenerationFleetHealth', (), {k: v for k, v in "
+        "vars(base.GenerationFleetHealth).items() if k not in ('mark_restart_failed', '__dict__', '__weakref__')})\n",
+        encoding="utf-8",
+    )
+    code = main(["conform", "--impl", f"{module}:GenerationFleetHealth", "--no-counterexamples"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "the implementation has no mark_restart_failed (needed by event mark_restart_failed)" in err, err
+
+
+def test_unloadable_targets_exit_2_with_the_cause(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["conform", "--impl", "no_such_ledger_module_xyz:GenerationFleetHealth"]) == 2
+    assert "No module named 'no_such_ledger_module_xyz'" in capsys.readouterr().err
+    broken = tmp_path / "broken_ledger.py"
+    broken.write_text("raise RuntimeError('the ledger module is broken')\n", encoding="utf-8")
+    assert main(["conform", "--impl", f"{broken}:GenerationFleetHealth"]) == 2
+    assert "RuntimeError: the ledger module is broken" in capsys.readouterr().err
+    assert main(["conform", "--impl", "no-colon-here"]) == 2
+    assert "module:Class" in capsys.readouterr().err
+    assert main(["conform", "--impl", target("fleet_health_clean", "NoSuchClass")]) == 2
+    assert "no class 'NoSuchClass'" in capsys.readouterr().err
+
+
+def test_counterexample_traces_replay_as_calls() -> None:
+    """The checker's traces become the ledger calls their steps made, shards and arguments kept."""
+    from model import bmc
+
+    spec = load_spec().variant("as_written")
+    prop = spec.properties["restarted_engine_refits_healthy"]
+    result = bmc.check_property(spec, "controller", prop, 2, spec.resolve_policy({}), 6, 1, lax=False)
+    script = conform.trace_script(result.traces[0], spec, "test")
+    expected = [c.event for step in result.traces[0].steps[1:] for c in step.calls]
+    assert [c.event for c in script.calls] == expected
+    assert script.calls[-1].event == "report_refit"
+    fixed = load_spec().variant("fixed")
+    checker = conform.Conformance(fixed, conform.load_target(target("fleet_health_clean"), fixed), {})
+    assert checker.run(script) is None
+
+
+def run_pytest(tmp_path: Path, stem: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "LEDGERCHECK_CACHE": str(tmp_path / "cache")}
+    env.pop("PYTEST_ADDOPTS", None)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--ledger-conform",
+            target(stem),
+            "--ledger-conform-depth",
+            "3",
+            "--ledger-conform-random",
+            "200",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_pytest_plugin_runs_conformance_traces(tmp_path: Path) -> None:
+    passing = run_pytest(tmp_path, "fleet_health_clean")
+    assert passing.returncode == 0, passing.stdout + passing.stderr
+    assert re.search(r"\b6 passed\b", passing.stdout), passing.stdout  # 2 enumerations, 4 random traces
+
+    failing = run_pytest(tmp_path, "fleet_health_as_written")
+    assert failing.returncode == 1, failing.stdout + failing.stderr
+    assert "FAILED ledgercheck-conform::conformance[enumerate-any-depth3-shards2]" in failing.stdout
+    assert "diverges from the model of 'fixed'" in failing.stdout, failing.stdout
+    assert "mark_loaded(" in failing.stdout and "(impl: " in failing.stdout, failing.stdout

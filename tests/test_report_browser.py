@@ -1,0 +1,119 @@
+"""The HTML report in a real browser: headless Chromium loads it from file://, with every
+network name unresolvable, and must show every result, log nothing to the console and fetch
+nothing. A screenshot is kept under the test's tmp_path as an artefact.
+
+Skipped only when Chromium is not installed (`apt-get install chromium`; `.ci/run` does it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+import shutil
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from model.cli import main
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
+
+# Hosts Chromium itself calls in the background (updates, time, accounts), whatever the flags;
+# every name is unresolvable in these runs, so nothing leaves the machine either way.
+BROWSER_HOSTS = re.compile(r"^https?://([a-z0-9-]+\.)*(google|googleapis|gvt1|gstatic|chromium)\.(com|org)(/|:|$)")
+
+
+def chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    assert CHROMIUM is not None
+    profile = tmp_path / "profile"
+    profile.mkdir(exist_ok=True)
+    command = [
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--host-resolver-rules=MAP * ~NOTFOUND",
+        f"--user-data-dir={profile}",
+        *args,
+    ]
+    return subprocess.run(command, capture_output=True, text=True, timeout=180, check=False)
+
+
+class Rows(HTMLParser):
+    """The verdict rows (data-variant, data-property, data-status) and the page's elements."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[tuple[str, str, str]] = []
+        self.tags: dict[str, int] = {}
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags[tag] = self.tags.get(tag, 0) + 1
+        values = dict(attrs)
+        if tag == "tr" and values.get("data-variant"):
+            self.rows.append((values["data-variant"] or "", values["data-property"] or "", values["data-status"] or ""))
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[str, object]]]:
+    """The report of a small run, and the same run's results as `check --format json` gives them."""
+    out = tmp_path_factory.mktemp("report")
+    page = out / "report.html"
+    args = ["--shards", "2", "--max-depth", "6", "--max-traces", "1"]
+    args += ["--property", "restarted_engine_refits_healthy", "--property", "suspicion_survives_abort"]
+    assert main(["report", "--html", str(page), *args]) == 0
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        assert main(["check", *args, "--format", "json"]) == 0
+    return page, json.loads(buffer.getvalue())
+
+
+def test_report_loads_in_chromium_and_shows_every_result(
+    report: tuple[Path, list[dict[str, object]]], tmp_path: Path
+) -> None:
+    page, results = report
+    url = page.resolve().as_uri()
+    net_log = tmp_path / "net-log.json"
+    run = chromium(tmp_path, "--enable-logging=stderr", "--v=0", f"--log-net-log={net_log}", "--dump-dom", url)
+    assert run.returncode == 0, run.stderr[-2000:]
+    dom = run.stdout
+    parser = Rows()
+    parser.feed(dom)
+    expected = [(str(r["variant"]), str(r["property"]), str(r["status"])) for r in results]
+    assert sorted(parser.rows) == sorted(expected) and len(expected) == 4
+    assert parser.tags.get("svg") == 1 and parser.tags.get("script", 0) == 0
+    figures = sum(len(r["traces"]) + len(r.get("lax_traces", [])) for r in results)  # type: ignore[arg-type]
+    assert dom.count('class="figure"') == figures == 1
+    for _, prop, _ in expected:
+        assert prop in dom
+
+    console = [
+        line
+        for line in run.stderr.splitlines()
+        if ("CONSOLE" in line or "Uncaught" in line or "Not allowed to load" in line) and page.name in line
+    ]
+    assert console == [], "\n".join(console)
+
+    if net_log.exists():  # every URL the browser asked for: the page asks for none
+        urls = set(re.findall(r'"url":"([^"]+)"', net_log.read_text(encoding="utf-8", errors="replace")))
+        fetched = sorted(u for u in urls if not u.startswith(("file:", "data:")) and not BROWSER_HOSTS.match(u))
+        assert fetched == [], fetched
+
+
+def test_report_screenshot(report: tuple[Path, list[dict[str, object]]], tmp_path: Path) -> None:
+    page, _ = report
+    shot = tmp_path / "report.png"
+    run = chromium(tmp_path, f"--screenshot={shot}", "--window-size=1400,2000", page.resolve().as_uri())
+    assert run.returncode == 0, run.stderr[-2000:]
+    data = shot.read_bytes()
+    assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 20_000  # a rendered page, not a blank one
