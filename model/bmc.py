@@ -126,6 +126,7 @@ class Checker:
         progress: Callable[[str], None] | None = None,
         view: tuple[str, ...] | None = None,
         slicing: bool = True,
+        memory: int | None = None,
     ) -> None:
         self.spec = spec
         self.env = spec.environment(environment)
@@ -144,6 +145,8 @@ class Checker:
         self.solver = z3.SolverFor("QF_LIA", ctx=ctx) if self.policy is not None else z3.Solver(ctx=ctx)
         if timeout:
             self.solver.set("timeout", max(1, int(timeout * 1000)))
+        if memory:
+            self.solver.set("max_memory", int(memory))
         self.states: list[StepVars] = [self.enc.step_vars(0)]
         self.pairs: list[list[tuple[Any, Any]]] = []
         self.bad: list[Any] = []
@@ -208,12 +211,19 @@ class Checker:
             attempts = 0
             while len(traces) + len(found_here) < max_traces and attempts < 64:
                 attempts += 1
-                answer = self.solver.check(goal)
+                try:
+                    answer = self.solver.check(goal)
+                except z3.Z3Exception as exc:  # e.g. the memory cap
+                    note = f"the solver stopped at depth {depth}: {exc}; holds up to depth {max(depth - 1, 0)}"
+                    return self._result("unknown", max(depth - 1, 0), traces + found_here, start, note)
                 if answer == z3.unsat:
                     break
                 if answer == z3.unknown:
                     status, reached = "unknown", depth - 1
-                    note = f"the solver gave up at depth {depth} ({self.solver.reason_unknown()})"
+                    note = (
+                        f"the solver gave up at depth {depth} ({self.solver.reason_unknown()}); "
+                        f"holds up to depth {max(depth - 1, 0)}"
+                    )
                     return self._result("unknown", max(reached, 0), traces + found_here, start, note)
                 model = self.solver.model()
                 trace = self._extract(model, depth)
@@ -418,6 +428,7 @@ def check_property(
     lax: bool = True,
     view: tuple[str, ...] | None = None,
     prove: bool = False,
+    memory: int | None = None,
 ) -> Result:
     """Check one property. In an environment that may call anything (`any_call`), the
     verdict is about traces within the callers' contracts (`requires`); traces that need a
@@ -436,7 +447,16 @@ def check_property(
             note=f"the property is only about {', '.join(prop.environments or ())}",
         )
     checker = Checker(
-        spec, environment, prop, shards, policy, contracts=env.any_call, timeout=timeout, progress=progress, view=view
+        spec,
+        environment,
+        prop,
+        shards,
+        policy,
+        contracts=env.any_call,
+        timeout=timeout,
+        progress=progress,
+        view=view,
+        memory=memory,
     )
     result = checker.run(max_depth, max_traces)
     if policy is None and result.status != "unknown":

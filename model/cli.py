@@ -107,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--max-depth", type=int, default=DEFAULT_DEPTH)
     check.add_argument("--max-traces", type=int, default=DEFAULT_TRACES)
     check.add_argument("--timeout", type=float, default=None, help="seconds per solver call")
+    check.add_argument("--memory", type=int, default=None, metavar="MIB", help="memory cap for the solver, in MiB")
     check.add_argument(
         "--format",
         choices=CHECK_FORMATS,
@@ -330,9 +331,12 @@ def run_checks(
     progress: Any = None,
     view: tuple[str, ...] | None = None,
     prove: bool = False,
+    into: list[bmc.Result] | None = None,
+    memory: int | None = None,
 ) -> list[bmc.Result]:
-    """Check each (variant, property); `policy` None keeps the policy symbolic."""
-    results = []
+    """Check each (variant, property); `policy` None keeps the policy symbolic. Results are
+    appended to `into` as they come, so an interrupted run still has what it established."""
+    results = into if into is not None else []
     for spec in _variants(spec_file, variants):
         resolved = spec.resolve_policy(policy) if policy is not None else None
         spec.environment(environment)
@@ -355,6 +359,7 @@ def run_checks(
                     progress,
                     view=view,
                     prove=prove,
+                    memory=memory,
                 )
             )
     return results
@@ -378,8 +383,12 @@ def cmd_check(ns: argparse.Namespace) -> int:
     if ns.symbolic_policy and ns.policy:
         raise UsageError("--symbolic-policy and --policy cannot be combined")
     view = tuple(f.strip() for f in ns.view.split(",") if f.strip()) if ns.view else None
+    if ns.memory is not None and ns.memory < 16:
+        raise UsageError("--memory is in MiB and must be at least 16")
+    results: list[bmc.Result] = []
+    interrupted = False
     try:
-        results = run_checks(
+        run_checks(
             spec_file,
             ns.variant,
             ns.property,
@@ -392,7 +401,11 @@ def cmd_check(ns: argparse.Namespace) -> int:
             progress,
             view,
             prove=ns.prove,
+            into=results,
+            memory=ns.memory,
         )
+    except KeyboardInterrupt:
+        interrupted = True
     finally:
         if progress is not None:
             progress.close()
@@ -402,6 +415,11 @@ def cmd_check(ns: argparse.Namespace) -> int:
         print_results(spec_file, results)
     else:
         print(render_check(ns.format, spec_file, results))
+    if interrupted:
+        print(
+            f"ledgercheck: interrupted after {len(results)} result(s); the rest were not established", file=sys.stderr
+        )
+        return EXIT_UNKNOWN
     return exit_code(results)
 
 

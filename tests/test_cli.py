@@ -1,0 +1,171 @@
+"""The command line: replay, exit codes, solver limits, interruption and bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from model import bmc, cli
+
+ROOT = Path(__file__).resolve().parent.parent
+SPEC = ROOT / "spec" / "fleet_health.toml"
+
+
+def test_replay_without_arguments_shows_the_seed_on_both_variants(capsys):
+    assert cli.main(["replay"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("shard 1") >= 2
+    assert "as_written" in out and "fixed" in out
+    assert "http://shard-1.restarted" in out
+
+
+def test_replay_json_uses_the_step_schema(capsys):
+    assert (
+        cli.main(["replay", "--format", "json", "--variant", "fixed", "report_failure(1, 'x')", "mark_restarting(1)"])
+        == 0
+    )
+    data = json.loads(capsys.readouterr().out)
+    assert [d["variant"] for d in data] == ["fixed"]
+    steps = data[0]["steps"]
+    assert steps[0]["action"] is None
+    assert steps[1]["action"] == "report_failure" and steps[1]["shard"] == 1
+    after = steps[1]["after"]
+    assert after["shards"][1]["state"] == "SUSPECT"
+    assert after["shards"][1]["consecutive_reported_failures"] == 1
+    assert "history" in after and after["history"]["shards"][1]["own_request_streak"] == 1
+    assert steps[2]["after"]["shards"][1]["restart_attempts"] == 1
+
+
+def test_check_json_schema_and_exit_code(capsys):
+    code = cli.main(
+        [
+            "check",
+            "--variant",
+            "as_written",
+            "--property",
+            "restarted_engine_refits_healthy",
+            "--shards",
+            "2",
+            "--max-depth",
+            "8",
+            "--max-traces",
+            "1",
+            "--format",
+            "json",
+        ]
+    )
+    assert code == 0
+    (result,) = json.loads(capsys.readouterr().out)
+    assert {"variant", "property", "environment", "shards", "policy", "status", "depth", "traces"} <= set(result)
+    assert result["status"] == "violated" and result["depth"] == 6
+    assert result["traces"][0][0]["action"] is None
+
+
+def test_a_verdict_that_differs_from_the_expectation_exits_1(tmp_path, capsys):
+    text = SPEC.read_text().replace(
+        'message = "a freshly loaded engine came back from its first refit holding the dead engine\'s verdict"\n'
+        'expect = { as_written = "violated", fixed = "holds" }',
+        'message = "a freshly loaded engine came back from its first refit holding the dead engine\'s verdict"\n'
+        'expect = { as_written = "holds", fixed = "holds" }',
+    )
+    assert text != SPEC.read_text()
+    spec = tmp_path / "spec.toml"
+    spec.write_text(text)
+    code = cli.main(
+        [
+            "check",
+            str(spec),
+            "--variant",
+            "as_written",
+            "--property",
+            "restarted_engine_refits_healthy",
+            "--shards",
+            "2",
+            "--max-depth",
+            "8",
+            "--max-traces",
+            "1",
+        ]
+    )
+    assert code == 1
+    assert "MISMATCH" in capsys.readouterr().out
+
+
+def test_timeout_gives_unknown_with_what_was_established(capsys):
+    code = cli.main(
+        [
+            "check",
+            "--variant",
+            "fixed",
+            "--property",
+            "restart_budget_counts_genuine_failures",
+            "--timeout",
+            "0.02",
+            "--max-depth",
+            "20",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 3
+    assert "UNKNOWN" in out and "holds up to depth" in out
+
+
+def test_memory_cap_gives_unknown_not_a_crash(capsys):
+    code = cli.main(
+        [
+            "check",
+            "--variant",
+            "fixed",
+            "--property",
+            "no_repeat_spurious_condemnation",
+            "--memory",
+            "16",
+            "--max-depth",
+            "12",
+        ]
+    )
+    assert code == 3
+    assert "memory" in capsys.readouterr().out
+
+
+def test_interrupt_keeps_what_was_established(monkeypatch, capsys):
+    real = bmc.check_property
+    calls = []
+
+    def interrupted(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(bmc, "check_property", interrupted)
+    code = cli.main(["check", "--variant", "as_written", "--shards", "2", "--max-depth", "7", "--max-traces", "1"])
+    captured = capsys.readouterr()
+    assert code == 3
+    assert "no_condemnation_by_inherited_streak" in captured.out
+    assert "interrupted after 1 result" in captured.err
+
+
+def test_bad_spec_is_exit_2_with_a_location_and_no_traceback(tmp_path):
+    spec = tmp_path / "bad.toml"
+    spec.write_text(SPEC.read_text().replace("state = DEAD\n", "state = DEDA\n", 1))
+    result = subprocess.run([sys.executable, "-m", "model.cli", "check", str(spec)], capture_output=True, text=True)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert f"{spec}:" in result.stderr and "unknown name 'DEDA'" in result.stderr
+
+
+def test_bad_arguments_are_exit_2(capsys):
+    assert cli.main(["check", "--variant", "fixd"]) == 2
+    assert "did you mean 'fixed'" in capsys.readouterr().err
+    assert cli.main(["check", "--policy", "unhealthy_threshold=99"]) == 2
+
+
+def test_help_shows_examples(capsys):
+    try:
+        cli.main(["check", "--help"])
+    except SystemExit:
+        pass
+    assert "examples:" in capsys.readouterr().out
