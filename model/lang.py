@@ -11,6 +11,8 @@ a call, an import, a subscript, a lambda or a dunder name is refused with its po
 from __future__ import annotations
 
 import ast
+import textwrap
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
@@ -72,10 +74,15 @@ class Scope:
     events: Mapping[str, Signature] | None = None
     aggregates: bool = False
     locals: dict[str, Type] = field(default_factory=dict)
+    # The exact text being compiled, split at newlines: `ast` gives columns in UTF-8 bytes,
+    # a user counts characters.
+    text_lines: tuple[str, ...] = ()
 
     def fail(self, node: ast.AST | None, message: str) -> SpecError:
         line = getattr(node, "lineno", 1) if node is not None else 1
         col = getattr(node, "col_offset", 0) if node is not None else 0
+        if 1 <= line <= len(self.text_lines) and col > 0:
+            col = len(self.text_lines[line - 1].encode("utf-8")[:col].decode("utf-8", "ignore"))
         return SpecError(self.where(line, col), f"{self.context}: {message}")
 
     def all_names(self) -> list[str]:
@@ -88,22 +95,52 @@ class Scope:
 
 
 def parse_python(text: str, mode: str, scope: Scope) -> ast.AST:
-    """Parse text as Python, refusing oversized or overly deep input before it can hurt."""
+    """Parse text as Python, refusing oversized or overly deep input before it can hurt.
+    Only ever parses: nothing here compiles or runs the text. Every failure is a SpecError
+    at the text's position, never a RecursionError, MemoryError or warning."""
     if len(text) > MAX_SOURCE_CHARS:
         raise scope.fail(None, f"text is too long ({len(text)} characters, at most {MAX_SOURCE_CHARS})")
     if _bracket_depth(text) > MAX_DEPTH:
         raise scope.fail(None, f"nesting is deeper than {MAX_DEPTH} levels")
     try:
-        tree = ast.parse(text, mode=mode)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "invalid decimal literal" and the like: the syntax is checked below
+            tree = ast.parse(text, mode=mode)
     except SyntaxError as exc:
         line = exc.lineno or 1
         col = (exc.offset or 1) - 1
-        raise SpecError(scope.where(line, col), f"{scope.context}: syntax error: {exc.msg}") from None
-    except (RecursionError, MemoryError, ValueError) as exc:
-        raise scope.fail(None, f"cannot parse: {type(exc).__name__}") from None
+        message = f"syntax error: {exc.msg}"
+        if "integer string conversion" in (exc.msg or ""):
+            message = f"an integer literal is out of range (|n| <= {MAX_INT})"
+        raise SpecError(scope.where(line, col), f"{scope.context}: {message}") from None
+    except (RecursionError, MemoryError):
+        raise scope.fail(None, f"nesting is deeper than {MAX_DEPTH} levels") from None
+    except ValueError as exc:  # e.g. a NUL character
+        raise scope.fail(None, f"cannot parse: {str(exc)[:200]}") from None
     if _ast_depth(tree) > MAX_DEPTH:
         raise scope.fail(None, f"nesting is deeper than {MAX_DEPTH} levels")
     return tree
+
+
+def _located(scope: Scope, parsed: str, lines: int = 0, first_col: int = 0, col: int = 0) -> Scope:
+    """A scope whose positions are those of `parsed`, a text cut out of the value the scope
+    maps: `lines` leading lines were dropped, every column moved by `col`, and the first
+    line's columns by `first_col` more (stripped indentation, a "def " prefix)."""
+    where = scope.where
+
+    def locate(line: int, column: int) -> Location:
+        return where(line + lines, max(0, column + col + (first_col if line == 1 else 0)))
+
+    shifted = locate if (lines or first_col or col) else where
+    return replace(scope, where=shifted, text_lines=tuple(parsed.split("\n")))
+
+
+def _strip(text: str) -> tuple[str, int, int]:
+    """`text` without surrounding whitespace, and how many lines and first-line columns the
+    leading whitespace took."""
+    body = text.strip()
+    lead = text[: len(text) - len(text.lstrip())]
+    return body, lead.count("\n"), len(lead) - (lead.rfind("\n") + 1)
 
 
 def _bracket_depth(text: str) -> int:
@@ -134,7 +171,9 @@ def _ast_depth(tree: ast.AST) -> int:
 
 def compile_expr(text: str, scope: Scope, expected: Type | None = None) -> ir.Expr:
     """Compile one expression; `expected` (e.g. BOOL for a guard) is checked."""
-    tree = parse_python(text.strip(), "eval", scope)
+    body, lines, first_col = _strip(text)
+    scope = _located(scope, body, lines, first_col)
+    tree = parse_python(body, "eval", scope)
     assert isinstance(tree, ast.Expression)
     expr = _expr(tree.body, scope)
     if expected is not None:
@@ -258,11 +297,19 @@ def _constant(node: ast.Constant, scope: Scope) -> ir.Const:
         return ir.Const(value, BOOL)
     if isinstance(value, int):
         if abs(value) > MAX_INT:
-            raise scope.fail(node, f"the integer {str(value)[:20]}... is out of range (|n| <= {MAX_INT})")
+            raise scope.fail(node, f"the integer {_shown(value)} is out of range (|n| <= {MAX_INT})")
         return ir.Const(value, INT)
     if isinstance(value, str):
         return ir.Const(value, STR)
     raise scope.fail(node, f"a constant of type {type(value).__name__} is not allowed")
+
+
+def _shown(value: int) -> str:
+    """An integer for a message: in full when short; `str` itself refuses more than 4300
+    digits (and a hexadecimal literal can have that many)."""
+    if value.bit_length() <= 64:
+        return str(value)
+    return f"of {value.bit_length()} bits"
 
 
 def _check_identifier(node: ast.AST, name: str, scope: Scope) -> None:
@@ -408,15 +455,25 @@ def _aggregate(node: ast.Call, scope: Scope) -> ir.Expr:
 
 def compile_block(text: str, scope: Scope) -> tuple[ir.Stmt, ...]:
     """Compile a statement block (an event body, a history block, an action body)."""
-    tree = parse_python(_dedent(text), "exec", scope)
+    body, lines, indent = _dedent(text)
+    scope = _located(scope, body, lines, col=indent)
+    tree = parse_python(body, "exec", scope)
     assert isinstance(tree, ast.Module)
     return _block(tree.body, scope, set(scope.locals))
 
 
-def _dedent(text: str) -> str:
-    import textwrap
-
-    return textwrap.dedent(text).strip("\n")
+def _dedent(text: str) -> tuple[str, int, int]:
+    """The block without its common indentation and surrounding blank lines, how many
+    leading lines were dropped, and the indentation removed from every line."""
+    dedented = textwrap.dedent(text)
+    stripped = dedented.lstrip("\n")
+    lines = len(dedented) - len(stripped)
+    indent = 0
+    for original, kept in zip(text.split("\n"), dedented.split("\n"), strict=False):
+        if kept.strip():
+            indent = len(original) - len(kept)
+            break
+    return stripped.rstrip("\n"), lines, indent
 
 
 def _block(nodes: list[ast.stmt], scope: Scope, assigned: set[str]) -> tuple[ir.Stmt, ...]:
@@ -587,11 +644,16 @@ def _call_arg(param: Param, node: ast.expr, scope: Scope) -> ir.Expr:
 def parse_signature(text: str, scope: Scope, types: Callable[[str, ast.AST], Type]) -> Signature:
     """Parse `name(i, x: int, *, y: bool = False)`: the API call an event stands for, or an
     action's parameter list. Annotations name spec types; defaults must be constants."""
-    tree = parse_python(f"def {text.strip()}:\n    pass", "exec", scope)
+    body, lines, first_col = _strip(text)
+    parsed = f"def {body}:\n    pass"
+    scope = _located(scope, parsed, lines, first_col - len("def "))
+    tree = parse_python(parsed, "exec", scope)
     assert isinstance(tree, ast.Module)
-    fn = tree.body[0]
-    if not isinstance(fn, ast.FunctionDef):
-        raise scope.fail(fn, "expected a call signature like name(i, *, arg: type)")
+    fn = tree.body[0] if tree.body else None
+    if not isinstance(fn, ast.FunctionDef) or len(tree.body) != 1 or len(fn.body) != 1:
+        raise scope.fail(fn, "expected one call signature like name(i, *, arg: type)")
+    if fn.returns is not None or getattr(fn, "type_params", None):
+        raise scope.fail(fn, "a call signature is name(parameters), with nothing after it")
     spec_args = fn.args
     if spec_args.vararg or spec_args.kwarg or spec_args.posonlyargs:
         raise scope.fail(fn, "*args, **kwargs and positional-only markers are not supported")
@@ -599,6 +661,7 @@ def parse_signature(text: str, scope: Scope, types: Callable[[str, ast.AST], Typ
     if not positional:
         raise scope.fail(fn, "the first parameter must be the shard index")
     shard = positional.pop(0)
+    _check_identifier(shard, shard.arg, scope)
     params: list[Param] = []
     defaults = [None] * (len(spec_args.args) - len(spec_args.defaults)) + list(spec_args.defaults)
     defaults = defaults[1:]
@@ -621,12 +684,37 @@ def _param(
     ptype = annotation_type(arg.annotation, scope, types)
     if default is None:
         return Param(arg.arg, ptype, kw_only)
-    if not isinstance(default, ast.Constant):
-        raise scope.fail(default, f"the default of {arg.arg!r} must be a constant")
-    value = default.value
-    if value is None and not ptype.optional and ptype.kind != "any":
-        raise scope.fail(default, f"{arg.arg!r} is not optional, its default cannot be None")
-    return Param(arg.arg, ptype, kw_only, value, True)
+    return Param(arg.arg, ptype, kw_only, _default(arg.arg, default, ptype, scope), True)
+
+
+def _default(name: str, node: ast.expr, ptype: Type, scope: Scope) -> object:
+    """A parameter's default: a constant of the parameter's type (a member name for an enum)."""
+    if ptype.kind == "shard":
+        raise scope.fail(node, f"the shard parameter {name!r} cannot have a default")
+    negative = isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub)
+    constant = node.operand if isinstance(node, ast.UnaryOp) and negative else node
+    if not isinstance(constant, ast.Constant) or (negative and type(constant.value) is not int):
+        raise scope.fail(node, f"the default of {name!r} must be a constant")
+    value = constant.value
+    if negative and isinstance(value, int):
+        value = -value
+    if value is None:
+        if not ptype.optional and ptype.kind != "any":
+            raise scope.fail(node, f"{name!r} is not optional, its default cannot be None")
+        return None
+    if type(value) is int and abs(value) > MAX_INT:
+        raise scope.fail(node, f"the default of {name!r} is out of range (|n| <= {MAX_INT})")
+    kinds: dict[str, tuple[type, ...]] = {"bool": (bool,), "int": (int,), "str": (str,), "enum": (str,)}
+    allowed = kinds.get(ptype.kind, (bool, int, str))  # "any": an opaque constant
+    if type(value) not in allowed:
+        raise scope.fail(node, f"the default of {name!r} must be a {ptype}, not {type(value).__name__}")
+    if ptype.kind == "enum" and value not in scope.enums.get(ptype.enum or "", ()):
+        members = scope.enums.get(ptype.enum or "", ())
+        raise scope.fail(
+            node,
+            f"the default of {name!r}: {value!r} is not a member of {ptype.enum}{did_you_mean(str(value), members)}",
+        )
+    return value
 
 
 def annotation_type(node: ast.expr, scope: Scope, types: Callable[[str, ast.AST], Type]) -> Type:

@@ -9,6 +9,7 @@ tables, and single- or multi-line strings.
 
 from __future__ import annotations
 
+import functools
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -67,7 +68,7 @@ class KeyLines:
         table: KeyPath = ()
         arrays: dict[KeyPath, int] = {}
         found = cls(path)
-        lines = text.splitlines()
+        lines = _lines(text)
         index = 0
         while index < len(lines):
             line = lines[index]
@@ -164,6 +165,12 @@ class SpecSource:
     data: dict[str, Any]
     lines: KeyLines
 
+    @functools.cached_property
+    def raw_lines(self) -> tuple[str, ...]:
+        """The text's lines as TOML numbers them (split at '\\n' only), split once: callers
+        that map positions must not split the whole text again for every value."""
+        return tuple(_lines(self.text))
+
     def where(self, *keys: str | int) -> Location:
         return self.lines.where(tuple(keys))
 
@@ -172,6 +179,54 @@ class SpecSource:
 
 
 _TOML_POSITION = re.compile(r"\(at line (\d+), column (\d+)\)")
+# TOML integers are 64-bit ("an integer that cannot be represented losslessly is an error");
+# tomllib accepts any size, and a 5000-digit one cannot even be printed in an error message.
+TOML_INT_MIN, TOML_INT_MAX = -(2**63), 2**63 - 1
+# No spec nests deeper than a handful of levels; anything deep is an accident or an attack.
+MAX_TOML_DEPTH = 32
+_LONG_NUMBER = re.compile(r"[0-9][0-9_]{4299,}")
+
+
+def _lines(text: str) -> list[str]:
+    r"""The lines of a TOML text as TOML (and tomllib) count them: split at '\n' only.
+    `str.splitlines` also splits at form feeds, '\x85' and '\u2028', which TOML allows in
+    strings and comments, and every line number after one would be off."""
+    return text.split("\n")
+
+
+def _last_line(text: str) -> int:
+    return max(1, len(text.rstrip("\n").split("\n")))
+
+
+def _deepest_line(text: str) -> int:
+    """The line where brackets first nest deepest (strings skipped roughly): where a parse
+    that ran out of stack was."""
+    depth = deepest = 0
+    line = best = 1
+    quote = ""
+    escaped = False
+    for char in text:
+        if char == "\n":
+            line += 1
+        if quote:
+            if escaped:
+                escaped = False
+            elif char == "\\" and quote == '"':
+                escaped = True
+            elif char == quote or (char == "\n" and quote != "\n"):
+                quote = ""
+            continue
+        if char in "\"'":
+            quote = char
+        elif char == "#":
+            quote = "\n"  # a comment runs to the end of the line
+        elif char in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest, best = depth, line
+        elif char in "]}":
+            depth -= 1
+    return best
 
 
 def read_source(path: str | Path) -> SpecSource:
@@ -182,9 +237,9 @@ def read_source(path: str | Path) -> SpecSource:
     except FileNotFoundError:
         raise SpecError(Location(name), "no such spec file") from None
     except OSError as exc:
-        raise SpecError(Location(name), f"cannot read the spec: {exc.strerror}") from None
+        raise SpecError(Location(name), f"cannot read the spec: {exc.strerror or exc}") from None
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8-sig")  # a byte order mark (some Windows editors write one) is not content
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
         raise SpecError(Location(name, line), "the spec is not valid UTF-8") from None
@@ -198,11 +253,38 @@ def parse_source(name: str, text: str) -> SpecSource:
     except tomllib.TOMLDecodeError as exc:
         message = str(exc)
         match = _TOML_POSITION.search(message)
-        line, col = (int(match.group(1)), int(match.group(2))) if match else (0, 0)
-        if not match and "end of document" in message:
-            line = max(1, len(text.splitlines()))
+        line, col = (int(match.group(1)), int(match.group(2))) if match else (_last_line(text), 0)
         reason = _TOML_POSITION.sub("", message).replace("(at end of document)", "at the end of the file").strip()
         raise SpecError(Location(name, line, col), f"TOML syntax error: {reason}") from None
     except RecursionError:
-        raise SpecError(Location(name), "TOML nesting is too deep") from None
-    return SpecSource(name, text, data, KeyLines.scan(name, text))
+        line = _deepest_line(text)
+        raise SpecError(Location(name, line), f"TOML nesting is too deep (at most {MAX_TOML_DEPTH} levels)") from None
+    except ValueError as exc:  # int() of a number with more digits than Python converts (4300)
+        found = _LONG_NUMBER.search(text)
+        line = text.count("\n", 0, found.start()) + 1 if found else _last_line(text)
+        message = f"an integer is out of range (TOML integers are 64-bit: {TOML_INT_MIN}..{TOML_INT_MAX})"
+        if "integer string conversion" not in str(exc):
+            message = f"TOML value error: {str(exc)[:200]}"
+        raise SpecError(Location(name, line), message) from None
+    lines = KeyLines.scan(name, text)
+    _check_values(name, data, lines)
+    return SpecSource(name, text, data, lines)
+
+
+def _check_values(name: str, data: dict[str, Any], lines: KeyLines) -> None:
+    """Refuse what TOML itself forbids but tomllib lets through (integers beyond 64 bits),
+    and nesting deeper than any spec needs, before anything else walks the data."""
+    stack: list[tuple[KeyPath, Any, int]] = [((), data, 0)]
+    while stack:
+        keys, value, depth = stack.pop()
+        if depth > MAX_TOML_DEPTH:
+            raise SpecError(lines.value_where(keys), f"TOML nesting is too deep (at most {MAX_TOML_DEPTH} levels)")
+        if isinstance(value, dict):
+            stack.extend(((*keys, k), v, depth + 1) for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend(((*keys, i), v, depth + 1) for i, v in enumerate(value))
+        elif isinstance(value, int) and not isinstance(value, bool) and not TOML_INT_MIN <= value <= TOML_INT_MAX:
+            raise SpecError(
+                lines.value_where(keys),
+                f"an integer is out of range (TOML integers are 64-bit: {TOML_INT_MIN}..{TOML_INT_MAX})",
+            )

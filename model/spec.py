@@ -354,7 +354,7 @@ class _Builder:
     def where(self, keys: KeyPath) -> lang.Where:
         """Map positions inside a string value (1-based line, 0-based col) to the file."""
         loc = self.source.lines.value_where(keys)
-        raw_lines = self.source.text.splitlines()
+        raw_lines = self.source.raw_lines
         start = raw_lines[loc.line - 1][loc.col - 1 :] if 0 < loc.line <= len(raw_lines) else ""
         multiline = start.startswith(('"""', "'''"))
         first_empty = multiline and start[3:].strip() == ""
@@ -774,7 +774,7 @@ class _Builder:
                     guards[guard] = patch[guard]
             if any(k in patch for k in ("after", "before", "replace", "remove", "insert")):
                 block = patch.get("block", "body")
-                if block not in texts:
+                if not isinstance(block, str) or block not in texts:
                     raise self.fail((*patch_keys, "block"), "block must be 'body' or 'history'")
                 texts[block], line_maps[block] = self._apply_patch(texts[block], line_maps[block], patch, patch_keys)
         ignore_when = requires = None
@@ -848,7 +848,7 @@ class _Builder:
             if anchor.endswith(":"):  # a compound statement's header: `if cond:`
                 anchor += "\n    pass"
             wanted = _stmt_head(ast.parse(anchor).body[0])
-        except (SyntaxError, IndexError):
+        except (SyntaxError, IndexError, ValueError, RecursionError, MemoryError):
             raise self.fail((*keys, mode), "the anchor must be one valid statement of the block") from None
         matches = [n for n in ast.walk(tree) if isinstance(n, ast.stmt) and _stmt_head(n) == wanted]
         if len(matches) != 1:
@@ -997,6 +997,8 @@ class _Builder:
             if env not in environments:
                 raise self.fail((*keys, "environment"), f"unknown environment {env!r}{did_you_mean(env, environments)}")
             shards = self._int(body, "shards", keys, default_shards)
+            if not 1 <= shards <= MAX_SHARDS:
+                raise self.fail((*keys, "shards"), f"shards must be in [1, {MAX_SHARDS}]")
             focus = body.get("focus")
             if focus is not None and (not isinstance(focus, int) or isinstance(focus, bool) or not 0 <= focus < shards):
                 raise self.fail((*keys, "focus"), f"focus must be a shard index in [0, {shards - 1}]")
@@ -1177,8 +1179,8 @@ def _check_example(text: str, fail: Any, keys: KeyPath) -> None:
     built-in exception built from literals: nothing else can reach generated code."""
     try:
         node = ast.parse(text, mode="eval").body
-    except SyntaxError:
-        raise fail(keys, f"example {text!r} is not a Python expression") from None
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        raise fail(keys, f"example {text[:80]!r} is not a Python expression") from None
     if isinstance(node, ast.Constant):
         return
     if (
