@@ -43,6 +43,8 @@ class Backend(Protocol[V]):
 class ModelError(LedgercheckError):
     """The spec asked the model to do something impossible (an internal contradiction)."""
 
+    exit_code = 3
+
 
 class ConcreteBackend:
     """Plain Python values: bool, int, str, None, and enum members as their names."""
