@@ -52,7 +52,7 @@ def test_mutant_outcomes():
     harmless = find("mark_weights_partial:weaken a guard")
     tests = [(name, test) for name, (_, _, group) in plan_tests(spec_file).items() for test in group]
     checks = [
-        ("controller", "no_condemnation_by_inherited_streak", "shipped"),
+        ("controller", "restarted_engine_refits_healthy", "shipped"),
         ("ledger", "refit_starts_streaks_afresh", "shipped"),
     ]
     outcomes = [
