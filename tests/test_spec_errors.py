@@ -103,8 +103,8 @@ BAD: dict[str, Bad] = {
         ("unknown field 'own_request_streek'", "did you mean 'own_request_streak'?"),
     ),
     "unknown-event-in-on": Bad(
-        'on = ["report_failure", "record_probe"]',
-        'on = ["report_failur", "record_probe"]',
+        'on = ["report_failure", "record_probe"]\nwhen = "before.state != DEAD',
+        'on = ["report_failur", "record_probe"]\nwhen = "before.state != DEAD',
         '["report_failur"',
         ("unknown event 'report_failur'", "did you mean 'report_failure'?"),
     ),
