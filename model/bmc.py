@@ -139,7 +139,7 @@ class Checker:
         self.progress = progress
         self.view_fields = tuple(view or prop.view or spec.observed_fields)
         self.enc = Encoding(spec, self.env, shards, self.policy, contracts=contracts)
-        self.sliced = self.enc.restrict_to(self._roots()) if slicing else 0
+        self.sliced = self.enc.restrict_to(self._roots(), self._observes) if slicing else 0
         ctx = self.enc.ctx
         self.ctx = ctx
         self.solver = z3.SolverFor("QF_LIA", ctx=ctx) if self.policy is not None else z3.Solver(ctx=ctx)
@@ -155,6 +155,13 @@ class Checker:
         self.focus_events = self.enc.focus_events(self.focus) if self.focus is not None else None
         self.focus_events_at: list[Any] = []
         self.blockers: list[ViewBlocker] = []
+
+    def _observes(self, inst: Any) -> bool:
+        """An action a step property looks at, even when it changes nothing the property reads:
+        the call itself is what the property is about."""
+        if self.prop.kind != "step":
+            return False
+        return any(c.event in self.prop.on and (self.focus is None or c.shard == self.focus) for c in inst.calls)
 
     def _roots(self) -> list[Any]:
         """What the property, its lemmas and the trace view read (for the cone of influence)."""

@@ -235,7 +235,7 @@ class Encoding:
                 stack.extend(node.children())
         return found
 
-    def restrict_to(self, roots: Any) -> int:
+    def restrict_to(self, roots: Any, keep: Any = None) -> int:
         """Keep only the cone of influence of `roots` (terms over the template): the state
         variables they read, closed under what the next values and the guards of the
         actions that change them read. Actions that change none of these variables are
@@ -244,7 +244,11 @@ class Encoding:
         the full system, and every full trace projects onto a kept one."""
         cone = set().union(*(self._reads(r) for r in roots)) if roots else set()
         while True:
-            relevant = [inst for inst in self.instances if any(not inst.store[k].eq(self.template[k]) for k in cone)]
+            relevant = [
+                inst
+                for inst in self.instances
+                if any(not inst.store[k].eq(self.template[k]) for k in cone) or (keep is not None and keep(inst))
+            ]
             grown = set(cone)
             for inst in relevant:
                 grown |= self._reads(inst.enabled)

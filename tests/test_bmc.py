@@ -134,3 +134,16 @@ def test_symbolic_policy_fixed_holds_everywhere(spec_file):
     spec = spec_file.variant("fixed")
     region = bmc.policy_region(spec, "controller", spec.properties[HEADLINE], 2, 8)
     assert all(not split["violated"] for split in region.values())
+
+
+def test_slicing_keeps_a_call_a_step_property_watches_even_when_it_changes_nothing(spec_file):
+    # A mutant whose mark_restart_failed does nothing: nothing the property reads changes, but
+    # the call itself breaks "a failed restart leaves the shard DEAD". The cone of influence
+    # must keep that action.
+    from model.spec import load_spec_text
+
+    patch = '\n[[variants.fixed.patch]]\nevent = "mark_restart_failed"\nreplace = "state = DEAD"\ninsert = "pass"\n'
+    spec = load_spec_text(spec_file.source.text + patch, "fleet_health.toml").variant("fixed")
+    prop = spec.properties["failed_restart_is_dead"]
+    result = bmc.Checker(spec, "ledger", prop, 2, spec.default_policy(), contracts=False).run(4, 1)
+    assert result.status == "violated" and result.depth == 1
