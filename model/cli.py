@@ -134,6 +134,13 @@ def build_parser() -> argparse.ArgumentParser:
         "else every field the spec reads)",
     )
     check.add_argument(
+        "--engine",
+        choices=("z3", "explicit", "auto"),
+        default="z3",
+        help="z3 (bounded model checking, default), explicit (breadth-first search over the executable model "
+        "with symmetry reduction: a cross-check, fast on tiny fleets), auto (explicit for one shard, else z3)",
+    )
+    check.add_argument(
         "--prove",
         action="store_true",
         help="where no violation is found, try an unbounded proof (Spacer) and report 'proved'",
@@ -333,6 +340,7 @@ def run_checks(
     prove: bool = False,
     into: list[bmc.Result] | None = None,
     memory: int | None = None,
+    engine: str = "z3",
 ) -> list[bmc.Result]:
     """Check each (variant, property); `policy` None keeps the policy symbolic. Results are
     appended to `into` as they come, so an interrupted run still has what it established."""
@@ -344,14 +352,28 @@ def run_checks(
             unknown = [f for f in view if f not in {d.name for d in spec.fields}]
             if unknown:
                 raise UsageError(f"--view: unknown field(s) {', '.join(unknown)}")
+        fleet = shards or spec.default_shards
+        explicit = engine == "explicit" or (engine == "auto" and fleet == 1 and resolved is not None)
         for name in properties or list(spec.properties):
             prop = spec.property(name)
+            if explicit:
+                from model.explicit import explicit_check
+
+                if resolved is None:
+                    raise UsageError("--engine explicit needs a concrete policy (not --symbolic-policy)")
+                if not prop.applies_to(environment):
+                    results.append(bmc.check_property(spec, environment, prop, fleet, resolved, 0, 1))
+                    continue
+                results.append(
+                    explicit_check(spec, environment, prop, fleet, resolved, max_depth, max_traces, timeout=timeout)
+                )
+                continue
             results.append(
                 bmc.check_property(
                     spec,
                     environment,
                     prop,
-                    shards or spec.default_shards,
+                    fleet,
                     resolved,
                     max_depth,
                     max_traces,
@@ -403,6 +425,7 @@ def cmd_check(ns: argparse.Namespace) -> int:
             prove=ns.prove,
             into=results,
             memory=ns.memory,
+            engine=ns.engine,
         )
     except KeyboardInterrupt:
         interrupted = True
