@@ -57,8 +57,9 @@ def test_generated_code_passes_ruff():
     ruff = shutil.which("ruff")
     if ruff is None:
         pytest.skip("ruff is not installed")
-    result = subprocess.run([ruff, "check", "--isolated", "--line-length", "120", str(GENERATED)],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [ruff, "check", "--isolated", "--line-length", "120", str(GENERATED)], capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -159,3 +160,18 @@ def test_generated_tests_pass_on_fixed_and_all_fail_on_as_written():
             block = failing.stdout.split(f"{module.name}::{name}", 1)
             assert len(block) == 2, f"{name} did not fail"
         assert failing.stdout.count(prop.message) >= len(tests), f"{prop.name}: message missing from failures"
+
+
+def test_two_gen_runs_at_once_leave_one_consistent_output(tmp_path):
+    out = tmp_path / "gen"
+    command = [sys.executable, "-m", "model.cli", "gen", str(BREAKER), "--out", str(out)]
+    runs = [
+        subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)
+    ]
+    for proc in runs:
+        proc.communicate(timeout=300)
+        assert proc.returncode == 0
+    solo = tmp_path / "solo"
+    assert run("-m", "model.cli", "gen", str(BREAKER), "--out", str(solo)).returncode == 0
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == {p.name: p.read_bytes() for p in solo.iterdir()}
+    assert not list(tmp_path.glob(".ledgercheck-gen-*")), "no staging directory is left behind"
