@@ -15,11 +15,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from model import bmc
 from model.console import progress_for
 from model.errors import EXIT_MISMATCH, EXIT_OK, EXIT_UNKNOWN, LedgercheckError, UsageError
 from model.figure import LEGEND, colour_enabled, trace_figure
 from model.formats import CHECK_FORMATS, REPLAY_FORMATS, markdown_replay, render_check
+from model.result import Result
 from model.spec import DEFAULT_SPEC, Spec, SpecFile, load_spec
 from model.trace import Simulation, Trace, parse_action_call
 
@@ -52,7 +52,9 @@ def _policy_arg(text: str) -> tuple[str, int]:
         raise argparse.ArgumentTypeError(f"policy value must be an integer: {text!r}") from None
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(args: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; given the arguments, only the command module they name is imported (a
+    check that never runs the solver never loads it)."""
     parser = argparse.ArgumentParser(
         prog="ledgercheck",
         description="Model-check a ledger spec with Z3 and turn every counterexample into a pytest case.",
@@ -155,7 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("spec", nargs="?", default=None)
     gen.add_argument("--out", default=None, help="output directory (default: generated_tests/)")
     gen.add_argument("--check", action="store_true", help="change nothing; exit 1 with a diff on drift")
-    for module in _command_modules():
+    for module in _command_modules(args):
         module.register(sub)
     return parser
 
@@ -172,15 +174,23 @@ COMMAND_MODULES: tuple[str, ...] = (
 )
 
 
-def _command_modules() -> list[Any]:
+def _command_modules(args: Sequence[str] | None = None) -> list[Any]:
+    """The command modules to register: all of them, unless `args` name a command (the first
+    argument that is not an option), in which case that command's module or none."""
     import importlib
 
-    return [importlib.import_module(name) for name in COMMAND_MODULES]
+    names = list(COMMAND_MODULES)
+    command = next((a for a in args or () if not a.startswith("-")), None)
+    if command in ("replay", "check", "gen"):
+        names = []
+    elif command is not None and f"model.{command}" in COMMAND_MODULES:
+        names = [f"model.{command}"]
+    return [importlib.import_module(name) for name in names]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
+    parser = build_parser(args or ["check"])
     first_run = not args
     if first_run:
         args = ["check"]
@@ -302,7 +312,7 @@ def cmd_replay(ns: argparse.Namespace) -> int:
 # --- check -------------------------------------------------------------------------------
 
 
-def result_json(result: bmc.Result) -> dict[str, Any]:
+def result_json(result: Result) -> dict[str, Any]:
     data: dict[str, Any] = {
         "variant": result.variant,
         "property": result.property,
@@ -314,6 +324,7 @@ def result_json(result: bmc.Result) -> dict[str, Any]:
         "expected": result.expected,
         "matches": result.matches,
         "traces": [t.to_json() for t in result.traces],
+        "engine": result.engine,
     }
     if result.lax_traces:
         data["lax_traces"] = [t.to_json() for t in result.lax_traces]
@@ -338,10 +349,10 @@ def run_checks(
     progress: Any = None,
     view: tuple[str, ...] | None = None,
     prove: bool = False,
-    into: list[bmc.Result] | None = None,
+    into: list[Result] | None = None,
     memory: int | None = None,
     engine: str = "z3",
-) -> list[bmc.Result]:
+) -> list[Result]:
     """Check each (variant, property); `policy` None keeps the policy symbolic. Results are
     appended to `into` as they come, so an interrupted run still has what it established."""
     results = into if into is not None else []
@@ -353,21 +364,24 @@ def run_checks(
             if unknown:
                 raise UsageError(f"--view: unknown field(s) {', '.join(unknown)}")
         fleet = shards or spec.default_shards
-        explicit = engine == "explicit" or (engine == "auto" and fleet == 1 and resolved is not None)
+        if engine == "explicit" and resolved is None:
+            raise UsageError("--engine explicit needs a concrete policy (not --symbolic-policy)")
         for name in properties or list(spec.properties):
             prop = spec.property(name)
-            if explicit:
+            if engine == "explicit" or (
+                engine == "auto" and _explicit_suits(spec, environment, prop, fleet, resolved, view)
+            ):
                 from model.explicit import explicit_check
 
-                if resolved is None:
-                    raise UsageError("--engine explicit needs a concrete policy (not --symbolic-policy)")
-                if not prop.applies_to(environment):
-                    results.append(bmc.check_property(spec, environment, prop, fleet, resolved, 0, 1))
-                    continue
+                assert resolved is not None
                 results.append(
-                    explicit_check(spec, environment, prop, fleet, resolved, max_depth, max_traces, timeout=timeout)
+                    explicit_check(
+                        spec, environment, prop, fleet, resolved, max_depth, max_traces, timeout=timeout, prove=prove
+                    )
                 )
                 continue
+            from model import bmc  # Z3 loads only when the solver runs
+
             results.append(
                 bmc.check_property(
                     spec,
@@ -387,7 +401,22 @@ def run_checks(
     return results
 
 
-def exit_code(results: list[bmc.Result]) -> int:
+def _explicit_suits(
+    spec: Spec, environment: str, prop: Any, shards: int, policy: dict[str, int] | None, view: tuple[str, ...] | None
+) -> bool:
+    """`--engine auto`: the explicit engine where its search is small: one shard, or a
+    property whose shard evolves on its own (then one shard decides every fleet size)."""
+    if policy is None or view is not None:
+        return False
+    if shards == 1 or not prop.applies_to(environment):
+        return True
+    from model.reduction import reduce_for, shards_independent
+
+    env = spec.environment(environment)
+    return shards_independent(spec, env, [prop], reduce_for(spec, env, [prop], policy))
+
+
+def exit_code(results: list[Result]) -> int:
     if any(r.status == "unknown" for r in results):
         return EXIT_UNKNOWN
     if any(r.matches is False for r in results):
@@ -407,7 +436,7 @@ def cmd_check(ns: argparse.Namespace) -> int:
     view = tuple(f.strip() for f in ns.view.split(",") if f.strip()) if ns.view else None
     if ns.memory is not None and ns.memory < 16:
         raise UsageError("--memory is in MiB and must be at least 16")
-    results: list[bmc.Result] = []
+    results: list[Result] = []
     interrupted = False
     try:
         run_checks(
@@ -446,7 +475,7 @@ def cmd_check(ns: argparse.Namespace) -> int:
     return exit_code(results)
 
 
-def verdict_line(result: bmc.Result) -> str:
+def verdict_line(result: Result) -> str:
     if result.status == "violated":
         what = f"VIOLATED at depth {result.depth} ({len(result.traces)} distinct trace(s))"
     elif result.status == "holds_to_depth":
@@ -468,7 +497,7 @@ def verdict_line(result: bmc.Result) -> str:
     return line
 
 
-def print_results(spec_file: SpecFile, results: list[bmc.Result]) -> None:
+def print_results(spec_file: SpecFile, results: list[Result]) -> None:
     colour = colour_enabled()
     for result in results:
         print(verdict_line(result))

@@ -50,15 +50,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from model import ir
-from model.bmc import FOCUS, EncodingMismatch, Result, _trace_key, view_of
 from model.errors import UsageError
 from model.interpreter import initial_store
 from model.lang import Param
+from model.reduction import reduce_for, relevant_actions, shards_independent
+from model.result import FOCUS, EncodingMismatch, Result, view_of
+from model.result import trace_key as _trace_key
 from model.semantics import CallRecord, ConcreteBackend, Effects, Key, Machine
 from model.spec import Action, Environment, Event, Property, Spec
 from model.trace import Simulation, Step, Trace, base_url
 
 INT_DOMAIN = (0, 1, 2)
+PROVE_DEPTH = 100_000
+PROVE_STATES = 3_000_000
+"""With `prove`: how far past `max_depth` the search may go, and how many states it may
+keep, looking for the end of the reachable state space."""
 MEMO_LIMIT = 2_000_000
 """Entries a memo table holds before it is emptied (a bound on memory, not on correctness)."""
 CHANGED = "<changed>"
@@ -256,11 +262,15 @@ class Explorer:
         symmetry: bool = True,
         contracts: bool = False,
         memo: bool = True,
+        reduce: bool = True,
+        exact_fields: Sequence[str] = (),
+        replay_shards: int | None = None,
     ) -> None:
         self.spec = spec
         self.env = env
         self.props = tuple(props)
         self.n = shards
+        self.replay_n = replay_shards or shards
         self.policy = dict(policy)
         self.symmetry = symmetry
         self.contracts = contracts
@@ -280,12 +290,38 @@ class Explorer:
         self.str_positions = [i * self.width + j for i in range(shards) for j in self.str_fields] + self.tail_str
         self.has_str = bool(self.str_positions)
         self.optional = [(j, _sentinel(t)) for j, t in enumerate(shard_types) if t.optional and t.kind != "str"]
+        self.reduction = reduce_for(spec, env, self.props, self.policy, exact_fields=exact_fields) if reduce else None
+        relevant = relevant_actions(spec, env, self.reduction) if self.reduction else None
+        cone = self.reduction.cone if self.reduction else None
+        self.dropped = frozenset(p for p, key in enumerate(self.keys) if cone is not None and _node(key) not in cone)
+        self.caps: dict[int, int] = {}
+        if self.reduction:
+            for p, key in enumerate(self.keys):
+                cap = self.reduction.saturation.get(_node(key))
+                if cap is not None:
+                    self.caps[p] = cap
+        self.free_params = frozenset(
+            (a.name, p.name)
+            for a in env.actions
+            for p in a.value_params
+            if cone is not None and ("param", a.name, p.name) not in cone
+        )
+        # A string held only by a position outside the cone never changes: nothing to rename.
+        self.str_positions = [p for p in self.str_positions if p not in self.dropped]
+        self.has_str = bool(self.str_positions)
         self.instances: list[tuple[Action, dict[str, int]]] = []
         for action in env.actions:
+            if relevant is not None and action.name not in relevant:
+                continue
             for combo in itertools.product(range(shards), repeat=len(action.shard_params)):
                 self.instances.append((action, dict(zip(action.shard_params, combo, strict=True))))
         self.int_params = sorted(
-            {f"{a.name}.{p.name}" for a in env.actions for p in a.value_params if p.type.kind == "int"}
+            {
+                f"{a.name}.{p.name}"
+                for a, _ in self.instances
+                for p in a.value_params
+                if p.type.kind == "int" and (a.name, p.name) not in self.free_params
+            }
         )
         self.step_props = [k for k, p in enumerate(self.props) if p.kind == "step"]
         self.inv_props = [k for k, p in enumerate(self.props) if p.kind == "invariant"]
@@ -335,6 +371,13 @@ class Explorer:
                 )
             )
         self.invariant_of = _getter(self.invariant_positions) or (lambda state: state)
+        # Choices of value parameters that do not depend on the state (no string parameter).
+        self.static_combos: list[list[tuple[Any, ...]] | None] = [
+            None
+            if any(p.type.kind == "str" and (action.name, p.name) not in self.free_params for p in action.value_params)
+            else self._combos(action, None, ())
+            for action, _ in self.instances
+        ]
         if memo:
             self.machine: Machine[Any] = _MemoMachine(spec, self.policy, shards, event_reads, self.counters)
         else:
@@ -348,11 +391,31 @@ class Explorer:
             self.view_text = {n for n in self.view_fields if shard_types[self.field_index[n]].kind == "str"}
         urls = [base_url(i) for i in range(shards)]
         store = initial_store(spec, shards, urls, env.vars)
-        self.initial: tuple[Any, ...] = tuple(store[key] for key in self.keys)
+        initial = [store[key] for key in self.keys]
+        for p, cap in self.caps.items():
+            initial[p] = min(initial[p], cap)
+        self.initial: tuple[Any, ...] = tuple(initial)
         self.guard_memo: dict[Any, bool] = {}
         self.run_memo: dict[Any, _Effect | None] = {}
         self.invariant_memo: dict[Any, tuple[bool, ...]] = {}
         self.transitions = 0
+
+    def describe(self) -> str:
+        """What the reduction did, for the result's note."""
+        if self.reduction is None:
+            return ""
+        parts = []
+        if self.n < self.replay_n:
+            parts.append(
+                f"one shard searched (the property's shard evolves on its own of the other {self.replay_n - 1})"
+            )
+        dropped = sorted({self.keys[p][1] for p in self.dropped})
+        if dropped:
+            parts.append(f"outside the cone of influence: {', '.join(dropped)}")
+        caps = sorted({(self.keys[p][1], cap) for p, cap in self.caps.items()})
+        if caps:
+            parts.append("counters saturated at " + ", ".join(f"{name}={cap}" for name, cap in caps))
+        return "; " + "; ".join(parts) if parts else ""
 
     def _type_of(self, key: Key) -> ir.Type:
         shard, name = key
@@ -551,7 +614,11 @@ class Explorer:
         effects: Effects[Any] = self.machine.run_action(action, binding, values, after)
         if self.contracts and not all(c.contract_ok for c in effects.calls):
             return None
-        writes = tuple((self.position[k], v, delta) for k, v, delta in _writes(store, after, 0, self.counters))
+        writes = tuple(
+            (p, v if delta or p not in self.caps else min(v, self.caps[p]), delta)
+            for p, v, delta in ((self.position[k], v, delta) for k, v, delta in _writes(store, after, 0, self.counters))
+            if p not in self.dropped
+        )
         bad = [False] * len(self.props)
         for k in self.step_props:
             prop = self.props[k]
@@ -563,17 +630,35 @@ class Explorer:
             )
         return _Effect(writes, effects.calls, tuple(bad))
 
+    def _free_choice(self, param: Param) -> list[tuple[Any, Any]]:
+        """The one value tried for a parameter outside the cone of influence."""
+        if param.type.kind == "str":
+            return [(_NONE, None)] if param.type.optional else [(_FRESH, "~fresh")]
+        return self._domain(param, None, ())[:1]
+
+    def _combos(self, action: Action, owner: int | None, state: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        """Every choice of the action's value parameters in this state (one value for a
+        parameter outside the cone of influence: what it is cannot matter)."""
+        if not action.value_params:
+            return [()]
+        domains = [
+            self._domain(p, owner, state)[:1]
+            if (action.name, p.name) in self.free_params
+            else self._domain(p, owner, state)
+            for p in action.value_params
+        ]
+        return list(itertools.product(*domains))
+
     def successors(self, state: tuple[Any, ...]) -> Iterator[Successor]:
-        reps = self.representatives(state) if self.symmetry else None
+        reps = self.representatives(state) if self.symmetry and self.n > 1 else None
         store: dict[Key, Any] | None = None
-        guard_memo, run_memo, check_invariants = self.guard_memo, self.run_memo, bool(self.inv_props)
+        guard_memo, run_memo, check_invariants, caps = self.guard_memo, self.run_memo, bool(self.inv_props), self.caps
         for index, action, shard, owner, guard_of, run_of in self.plan:
             if reps is not None and shard is not None and shard not in reps:
                 continue
-            if action.value_params:
-                combos: Any = itertools.product(*[self._domain(p, owner, state) for p in action.value_params])
-            else:
-                combos = ((),)
+            combos = self.static_combos[index]
+            if combos is None:
+                combos = self._combos(action, owner, state)
             binding = self.instances[index][1]
             for combo in combos:
                 values = tuple([value for _, value in combo]) if combo else ()
@@ -609,7 +694,10 @@ class Explorer:
                 if effect.writes:
                     nxt = list(state)
                     for p, v, delta in effect.writes:
-                        nxt[p] = nxt[p] + v if delta else v
+                        if delta:
+                            nxt[p] = nxt[p] + v if p not in caps else min(nxt[p] + v, caps[p])
+                        else:
+                            nxt[p] = v
                     succ = tuple(nxt)
                 else:
                     succ = state
@@ -660,7 +748,7 @@ class Explorer:
         """The path as a trace of the executable model (the same steps `bmc` extracts); its
         last step must break property k."""
         prop = self.props[k]
-        sim = Simulation(self.spec, self.env, self.n, self.policy)
+        sim = Simulation(self.spec, self.env, self.replay_n, self.policy)
         steps: list[Step] = [sim.initial_step()]
         fresh: dict[int, int] = {}
         last: Effects[Any] | None = None
@@ -684,7 +772,9 @@ class Explorer:
             step, last = sim.apply(action, binding, values)
             steps.append(step)
         focus = None if prop.fleet else FOCUS
-        trace = Trace(self.spec.name, self.spec.variant, self.env.name, self.n, dict(self.policy), tuple(steps), focus)
+        trace = Trace(
+            self.spec.name, self.spec.variant, self.env.name, self.replay_n, dict(self.policy), tuple(steps), focus
+        )
         if prop.kind == "invariant":
             broken = self._invariant_broken(prop, sim.store)
         else:
@@ -696,6 +786,11 @@ class Explorer:
         if not broken:
             raise EncodingMismatch(f"internal error: the explicit engine's trace for {prop.name} does not break it")
         return trace
+
+
+def _node(key: Key) -> tuple[str, str]:
+    """A state variable's name in `model.reduction`'s dependency graph."""
+    return ("field", key[1]) if key[0] is not None else ("global", key[1])
 
 
 def _getter(positions: Sequence[int] | None) -> Any:
@@ -758,7 +853,9 @@ Edges = dict[Any, list[tuple[Any, tuple[bool, ...]]]]
 the transition breaks)."""
 
 
-def first_violations(ex: Explorer, max_depth: int, deadline: float | None = None) -> Search:
+def first_violations(
+    ex: Explorer, max_depth: int, deadline: float | None = None, state_limit: int | None = None
+) -> Search:
     """Breadth first over canonical states, every property at once: a transition is cut only
     when it breaks all of them, so each property's first violation is a shortest one."""
     count = len(ex.props)
@@ -794,6 +891,8 @@ def first_violations(ex: Explorer, max_depth: int, deadline: float | None = None
                     nxt.append((key, succ.state))
         frontier = nxt
         reached = level
+        if state_limit is not None and len(parents) > state_limit:
+            break
     return Search(depth, paths, len(parents), reached, not frontier and reached < max_depth)
 
 
@@ -924,6 +1023,42 @@ def _views(
     return found, pairs
 
 
+def _view_fields(spec: Spec, prop: Property) -> tuple[str, ...]:
+    return tuple(prop.view or spec.observed_fields)
+
+
+def _explorer(
+    spec: Spec,
+    env: Environment,
+    props: Sequence[Property],
+    shards: int,
+    policy: Mapping[str, int],
+    symmetry: bool,
+    memo: bool,
+    reduce: bool,
+    exact_fields: Sequence[str],
+) -> Explorer:
+    """An explorer for `props`; with one shard only when the properties' shard evolves on
+    its own (`model.reduction.shards_independent`): its traces are replayed at full size."""
+    alone = False
+    if reduce and shards > 1:
+        reduction = reduce_for(spec, env, props, policy, exact_fields=exact_fields)
+        alone = shards_independent(spec, env, props, reduction)
+    return Explorer(
+        spec,
+        env,
+        props,
+        1 if alone else shards,
+        policy,
+        symmetry=symmetry,
+        contracts=env.any_call,
+        memo=memo,
+        reduce=reduce,
+        exact_fields=exact_fields,
+        replay_shards=shards,
+    )
+
+
 def explicit_check_all(
     spec: Spec,
     environment: str,
@@ -936,6 +1071,8 @@ def explicit_check_all(
     timeout: float | None = None,
     symmetry: bool = True,
     memo: bool = True,
+    reduce: bool = True,
+    prove: bool = False,
 ) -> list[Result]:
     """`explicit_check` for several properties of one variant and environment, sharing one
     search of the state space (per property: the same verdict, depth and traces)."""
@@ -960,17 +1097,20 @@ def explicit_check_all(
                 note=f"the property is only about {', '.join(prop.environments or ())}",
             )
     if checked:
-        ex = Explorer(
-            spec,
-            env,
-            [props[k] for k in checked],
-            shards,
-            policy,
-            symmetry=symmetry,
-            contracts=env.any_call,
-            memo=memo,
-        )
+        views_wanted = max_traces > 1
+
+        def explorer(chosen: Sequence[Property], symmetric: bool) -> Explorer:
+            exact = _view_fields(spec, chosen[0]) if views_wanted and len(chosen) == 1 else ()
+            return _explorer(spec, env, chosen, shards, policy, symmetric, memo, reduce, exact)
+
+        ex = explorer([props[k] for k in checked], symmetry)
         search = first_violations(ex, max_depth, deadline)
+        deeper = False
+        if prove and not search.exhausted and not search.timed_out and all(d is None for d in search.depth):
+            # Go on past max_depth until the reachable states are exhausted (a proof) or the
+            # state budget is spent; a violation found on the way is a real one.
+            search = first_violations(ex, PROVE_DEPTH, deadline, PROVE_STATES)
+            deeper = True
         caveat = (
             f"; int parameters ({', '.join(ex.int_params)}) range over {INT_DOMAIN[0]}..{INT_DOMAIN[-1]} only "
             "(an under-approximation)"
@@ -979,7 +1119,7 @@ def explicit_check_all(
         )
         counts = (
             f"{search.states} states ({'symmetry reduction' if symmetry else 'no symmetry reduction'}), "
-            f"{ex.transitions} transitions"
+            f"{ex.transitions} transitions{ex.describe()}"
         )
         for slot, k in enumerate(checked):
             prop = props[k]
@@ -992,9 +1132,7 @@ def explicit_check_all(
                 alone = symmetry and not prop.fleet
                 single = ex  # its memo tables are warm
                 if len(checked) > 1 or alone != symmetry:
-                    single = Explorer(
-                        spec, env, [prop], shards, policy, symmetry=alone, contracts=env.any_call, memo=memo
-                    )
+                    single = explorer([prop], alone)
                 paths = [path]
                 if max_traces > 1 and found > 0:  # at depth 0 there is one trace: the initial state
                     try:
@@ -1009,11 +1147,21 @@ def explicit_check_all(
                 traces = sorted((single.replay(p, 0) for p in paths), key=lambda t: (t.depth, _trace_key(t)))
                 traces = traces[: max(1, max_traces)]
                 depth = traces[0].depth
-            elif search.timed_out:
+            elif search.timed_out and not deeper:
                 status, depth = "unknown", search.reached
                 note = f"explicit-state search timed out after depth {search.reached}: {counts}"
             elif search.exhausted:
                 note += f"; every reachable state explored by depth {search.reached}: it holds at every depth"
+                if ex.n < shards:
+                    note += " and every fleet size"
+                if prove:
+                    status = "proved"
+            elif deeper:
+                depth = max(max_depth, search.reached)
+                note += (
+                    f"; no proof: the reachable states were not exhausted by depth {search.reached}"
+                    f" ({'timed out' if search.timed_out else f'state budget {PROVE_STATES}'})"
+                )
             result = Result(
                 spec.variant,
                 prop.name,
@@ -1027,8 +1175,7 @@ def explicit_check_all(
                 time.monotonic() - start,
                 note + caveat,
             )
-            if "engine" in {f.name for f in dataclasses.fields(Result)}:
-                setattr(result, "engine", "explicit")  # noqa: B010 - the field is newer than some checkouts
+            result.engine = "explicit"
             results[k] = result
     return [r for r in results if r is not None]
 
@@ -1045,6 +1192,8 @@ def explicit_check(
     timeout: float | None = None,
     symmetry: bool = True,
     memo: bool = True,
+    reduce: bool = True,
+    prove: bool = False,
 ) -> Result:
     """Check one property by explicit-state breadth-first search (see the module doc).
 
@@ -1062,6 +1211,8 @@ def explicit_check(
         timeout=timeout,
         symmetry=symmetry,
         memo=memo,
+        reduce=reduce,
+        prove=prove,
     )[0]
 
 

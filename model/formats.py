@@ -18,8 +18,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from model import bmc, ir
+from model import ir
 from model.figure import LEGEND, MARKDOWN_LEGEND, markdown_table, md_code, md_text, trace_figure
+from model.result import Result
 from model.spec import Spec, SpecFile
 from model.trace import Trace
 
@@ -33,7 +34,7 @@ FIXED_WIDTH = 120  # text figures inside machine formats do not depend on the te
 # --- verdicts ------------------------------------------------------------------------------
 
 
-def verdict_text(result: bmc.Result) -> str:
+def verdict_text(result: Result) -> str:
     """What was found, without the expectation: 'VIOLATED at depth 8 (1 distinct trace(s))'."""
     if result.status == "violated":
         return f"VIOLATED at depth {result.depth} ({len(result.traces)} distinct trace(s))"
@@ -46,7 +47,7 @@ def verdict_text(result: bmc.Result) -> str:
     return f"UNKNOWN ({result.note})"
 
 
-def expectation_text(result: bmc.Result) -> str:
+def expectation_text(result: Result) -> str:
     if result.matches is True:
         return "as expected"
     if result.matches is False:
@@ -58,7 +59,7 @@ def expectation_text(result: bmc.Result) -> str:
     return f"undecided; the spec expects {result.expected}"
 
 
-def outcome(result: bmc.Result) -> str:
+def outcome(result: Result) -> str:
     """One word for a result: 'match', 'mismatch', 'unknown', 'skipped' or 'unexpected' (no expectation)."""
     if result.status == "not_applicable":
         return "skipped"
@@ -71,7 +72,7 @@ def outcome(result: bmc.Result) -> str:
     return "unexpected"
 
 
-def summary_text(results: Sequence[bmc.Result]) -> str:
+def summary_text(results: Sequence[Result]) -> str:
     failing = sum(1 for r in results if r.matches is False)
     unknown = sum(1 for r in results if r.status == "unknown")
     return f"{len(results)} result(s): {failing} mismatch(es), {unknown} unknown"
@@ -82,7 +83,7 @@ def spec_label(spec: Spec) -> str:
     return Path(spec.path).name if spec.path else spec.name
 
 
-def trace_groups(result: bmc.Result) -> list[tuple[str, Trace]]:
+def trace_groups(result: Result) -> list[tuple[str, Trace]]:
     """Every trace of a result with its heading: the verdict's traces, then the lax ones."""
     out = [(f"trace {n} of {len(result.traces)}, {t.depth} steps", t) for n, t in enumerate(result.traces, 1)]
     out += [
@@ -97,7 +98,7 @@ def trace_groups(result: bmc.Result) -> list[tuple[str, Trace]]:
 MD_ICON = {"match": "✅", "mismatch": "❌", "unknown": "❔", "skipped": "➖", "unexpected": "ℹ️"}
 
 
-def markdown_verdict(result: bmc.Result) -> str:
+def markdown_verdict(result: Result) -> str:
     """One line: icon, variant / property, what was found, and whether the spec expected it."""
     expect = expectation_text(result)
     if result.matches is False:
@@ -111,7 +112,7 @@ def markdown_verdict(result: bmc.Result) -> str:
     return line
 
 
-def markdown_check(spec_file: SpecFile, results: Sequence[bmc.Result]) -> str:
+def markdown_check(spec_file: SpecFile, results: Sequence[Result]) -> str:
     """Verdict lines, then every trace as a table under its (variant, property)."""
     base = spec_file.variant()
     settings = sorted({(r.environment, r.shards) for r in results})
@@ -188,7 +189,7 @@ ITF_VARS = ("shards", "fleet", "history", "environment", "calls", "mbt::actionTa
 
 
 def itf_trace(
-    spec: Spec, trace: Trace, result: bmc.Result | None = None, number: int = 1, total: int = 1
+    spec: Spec, trace: Trace, result: Result | None = None, number: int = 1, total: int = 1
 ) -> dict[str, Any]:
     """One trace as an ITF object. Its variables mirror the JSON step schema: `shards` (the
     ledger record per shard, a list), `fleet`, `history` (per-shard ghost records under
@@ -267,7 +268,7 @@ def itf_trace(
     return {"#meta": meta, "vars": list(ITF_VARS), "states": states}
 
 
-def itf_check(spec_file: SpecFile, results: Sequence[bmc.Result]) -> str:
+def itf_check(spec_file: SpecFile, results: Sequence[Result]) -> str:
     """`check --format itf`: a JSON array with one ITF trace object per trace (lax traces
     included, marked `"classification": "lax_guard"` in `#meta`). Results without a trace
     contribute nothing; their verdicts are in `--format json` and `--format junit`."""
@@ -284,7 +285,7 @@ def itf_check(spec_file: SpecFile, results: Sequence[bmc.Result]) -> str:
 # --- JUnit XML -----------------------------------------------------------------------------
 
 
-def junit_check(spec_file: SpecFile, results: Sequence[bmc.Result]) -> str:
+def junit_check(spec_file: SpecFile, results: Sequence[Result]) -> str:
     """`check --format junit`: one <testcase> per (variant, property), classname = variant,
     name = property. A verdict that differs from the spec's expectation is a <failure>; an
     undecided one (`unknown`) an <error>; a property that does not apply here is <skipped>.
@@ -334,7 +335,7 @@ def junit_check(spec_file: SpecFile, results: Sequence[bmc.Result]) -> str:
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + body
 
 
-def _junit_text(spec_file: SpecFile, result: bmc.Result) -> str:
+def _junit_text(spec_file: SpecFile, result: Result) -> str:
     lines = [f"{result.variant} / {result.property}: {verdict_text(result)} [{expectation_text(result)}]"]
     if result.region is not None:
         lines.append(result.region_text())
@@ -351,7 +352,7 @@ def _junit_text(spec_file: SpecFile, result: bmc.Result) -> str:
 # --- dispatch ------------------------------------------------------------------------------
 
 
-def render_check(fmt: str, spec_file: SpecFile, results: Sequence[bmc.Result]) -> str:
+def render_check(fmt: str, spec_file: SpecFile, results: Sequence[Result]) -> str:
     """The output of `check --format FMT` for the formats this module writes."""
     if fmt == "markdown":
         return markdown_check(spec_file, results)

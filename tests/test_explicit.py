@@ -143,9 +143,20 @@ def test_fleet_properties_and_enum_parameters(env):
 def test_int_parameters_are_reported_as_an_under_approximation(spec_file):
     spec = spec_file.variant("fixed")
     prop = spec.properties["restarted_engine_refits_healthy"]
-    result = explicit_check(spec, "ledger", prop, 1, spec.default_policy(), 3, 1)
+    result = explicit_check(spec, "ledger", prop, 1, spec.default_policy(), 3, 1, reduce=False)
     assert result.status == "holds_to_depth"
     assert "under-approximation" in result.note and "report_refit.weight_version" in result.note
+
+
+def test_an_int_parameter_outside_the_cone_needs_one_value(spec_file):
+    """report_refit's weight_version only sets a field no property reads: the reduced search
+    tries one value and claims no under-approximation."""
+    spec = spec_file.variant("fixed")
+    prop = spec.properties["restarted_engine_refits_healthy"]
+    result = explicit_check(spec, "ledger", prop, 1, spec.default_policy(), 3, 1)
+    assert result.status == "holds_to_depth"
+    assert "under-approximation" not in result.note
+    assert "weight_version" in result.note.split("outside the cone of influence:")[1].split(";")[0]
 
 
 def test_not_applicable_and_policy_required(spec_file):

@@ -1,0 +1,420 @@
+"""What a property can observe of a spec: the variables it depends on, and how far each
+counter needs to count.
+
+A static analysis of the compiled IR (the same nodes both semantics run), used by the
+explicit-state engine (`model.explicit`) to search a finite quotient of the state space
+that is exact for the properties at hand:
+
+* **Cone of influence, per variable.** A dependency graph over the spec's names (per-shard
+  fields, fleet values and environment variables, event arguments, action parameters,
+  locals, and for each event "a call of it happens") with an edge from every assigned name
+  to what its value reads and to every condition it is assigned under (the action's guard,
+  the callers' contracts, the event's `ignore_when`, enclosing `if`s, and the call sites
+  of the event). The cone is what the property reads, closed under that graph. A
+  variable outside it is never read by anything that decides a violation: the search
+  holds it at its initial value, and a value parameter outside it needs one value only.
+* **Saturated counters.** An int variable whose every use in the cone is a comparison with
+  a constant (a literal or a policy constant) and whose every assignment is a constant or
+  itself plus a non-negative constant behaves the same at every value from
+  K = 1 + the largest constant it is compared with: `min(x, K)` commutes with each of those
+  operations (K = c suffices for `x >= c` and `x < c`). The search stores such a counter
+  saturated at K, which makes the state space
+  finite where the concrete one is not (streaks and attempt counts grow without bound), so
+  an exhausted search is a proof for every depth.
+
+Both reductions are exact (a bisimulation for the property, not an over-approximation):
+every path of the reduced search is the projection of a concrete path with the same
+violations, which is why traces are replayed on the full interpreter afterwards.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from model import ir
+from model.spec import Environment, Property, Spec
+
+Node = tuple[str, ...]
+"""A name in the dependency graph: ("field", f), ("global", g) (fleet value or environment
+variable), ("arg", event, a), ("param", action, p), ("local", scope, x), ("call", event)."""
+
+
+@dataclass(frozen=True)
+class Reduction:
+    """The variables that matter to a set of properties, and the counters that saturate."""
+
+    cone: frozenset[Node]
+    saturation: Mapping[Node, int]
+    """Per saturated variable (a field or a global), the value K it is capped at."""
+
+    def keeps(self, node: Node) -> bool:
+        return node in self.cone
+
+    def kept_fields(self, spec: Spec) -> tuple[str, ...]:
+        return tuple(v.name for v in spec.shard_vars if ("field", v.name) in self.cone)
+
+    def dropped(self, spec: Spec, env: Environment) -> tuple[str, ...]:
+        """The state variables outside the cone (for notes and tests)."""
+        names = [("field", v.name) for v in spec.shard_vars] + [("global", v.name) for v in (*spec.globals, *env.vars)]
+        return tuple(n[1] for n in names if n not in self.cone)
+
+
+def _children(node: object) -> Iterable[object]:
+    if isinstance(node, (list, tuple)):
+        yield from node
+    elif dataclasses.is_dataclass(node) and not isinstance(node, type):
+        for f in dataclasses.fields(node):
+            value = getattr(node, f.name)
+            if not isinstance(value, (str, int, float, bool, ir.Type)) and value is not None:
+                yield value
+
+
+class _Graph:
+    """The dependency graph of one environment's actions and the events they call."""
+
+    def __init__(self, spec: Spec, env: Environment) -> None:
+        self.spec = spec
+        self.env = env
+        self.edges: dict[Node, set[Node]] = {}
+        self.contexts: list[tuple[tuple[str, ...], object, str]] = []
+        for event in spec.events.values():
+            scope = ("event", event.name)
+            ctx = {("call", event.name)} | self.reads(event.ignore_when, scope)
+            self.block(event.body, frozenset(ctx), scope)
+            self.block(event.history, frozenset(ctx), scope)
+        for action in env.actions:
+            scope = ("action", action.name)
+            ctx = self.reads(action.when, scope)
+            if env.any_call:
+                # A call outside its contract discards the whole action: every contract it
+                # calls decides every write it makes.
+                for name in sorted(self.called(action.body)):
+                    event = spec.events[name]
+                    ctx |= self.reads(event.requires, ("event", name))
+            self.block(action.body, frozenset(ctx), scope)
+
+    def add(self, target: Node, sources: Iterable[Node]) -> None:
+        self.edges.setdefault(target, set()).update(sources)
+
+    def called(self, stmts: object) -> set[str]:
+        found: set[str] = set()
+        stack = [stmts]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, ir.CallEvent):
+                found.add(node.event)
+            stack.extend(_children(node))
+        return found
+
+    def reads(self, expr: object, scope: tuple[str, ...]) -> set[Node]:
+        out: set[Node] = set()
+        stack = [expr]
+        while stack:
+            node = stack.pop()
+            if node is None:
+                continue
+            if isinstance(node, ir.FieldRef):
+                out.add(("field", node.name))
+            elif isinstance(node, ir.GlobalRef):
+                out.add(("global", node.name))
+            elif isinstance(node, ir.LocalRef):
+                out.add(("local", *scope, node.name))
+            elif isinstance(node, ir.ArgRef):
+                out.add(("arg", scope[1], node.name) if scope[0] == "event" else ("param", scope[1], node.name))
+            elif isinstance(node, ir.QueryRef):
+                stack.append(self.spec.queries[node.name].expr)
+            else:
+                stack.extend(_children(node))
+        return out
+
+    def block(self, stmts: Sequence[ir.Stmt], ctx: frozenset[Node], scope: tuple[str, ...]) -> None:
+        for stmt in stmts:
+            if isinstance(stmt, ir.Assign):
+                target = self.target(stmt, scope)
+                value = self.reads(stmt.value, scope)
+                self.add(target, value | ctx)
+                self.contexts.append((scope, stmt.value, "value"))
+                if stmt.kind == "field" and stmt.name == self.spec.state_field and self.spec.on_state_change:
+                    hook = ("hook",)
+                    state = ("field", stmt.name)
+                    self.add(("local", *hook, "old"), {state} | ctx)
+                    self.add(("local", *hook, "new"), value | {state} | ctx)
+                    self.block(self.spec.on_state_change, frozenset(ctx | {state} | value), hook)
+            elif isinstance(stmt, ir.If):
+                inner = ctx | self.reads(stmt.cond, scope)
+                self.block(stmt.then, inner, scope)
+                self.block(stmt.orelse, inner, scope)
+            elif isinstance(stmt, ir.ForShards):
+                self.block(stmt.body, ctx, scope)
+            elif isinstance(stmt, ir.CallEvent):
+                self.add(("call", stmt.event), ctx)
+                event = self.spec.events[stmt.event]
+                given = set()
+                for name, expr in stmt.args:
+                    given.add(name)
+                    self.add(("arg", stmt.event, name), self.reads(expr, scope) | ctx)
+                for param in event.signature.params:
+                    if param.name not in given:
+                        self.add(("arg", stmt.event, param.name), ctx)
+
+    def target(self, stmt: ir.Assign, scope: tuple[str, ...]) -> Node:
+        if stmt.kind == "field":
+            return ("field", stmt.name)
+        if stmt.kind == "global":
+            return ("global", stmt.name)
+        return ("local", *scope, stmt.name)
+
+    def closure(self, roots: Iterable[Node]) -> frozenset[Node]:
+        cone: set[Node] = set()
+        stack = list(roots)
+        while stack:
+            node = stack.pop()
+            if node in cone:
+                continue
+            cone.add(node)
+            stack.extend(self.edges.get(node, ()))
+        return frozenset(cone)
+
+
+def _property_roots(graph: _Graph, prop: Property) -> set[Node]:
+    """What deciding one violation of `prop` reads (a step property reads the called
+    shard's fields around the call, and the call's arguments)."""
+    roots: set[Node] = set()
+    scopes = [("event", name) for name in prop.on] if prop.kind == "step" else [("property", prop.name)]
+    for scope in scopes:
+        roots |= graph.reads([prop.when, prop.check], scope)
+    if prop.kind == "step":
+        roots |= {("call", name) for name in prop.on}
+    return roots
+
+
+def reduce_for(
+    spec: Spec,
+    env: Environment,
+    props: Sequence[Property],
+    policy: Mapping[str, int],
+    *,
+    exact_fields: Iterable[str] = (),
+) -> Reduction:
+    """The cone of influence of `props` in `env`, and the counters in it that saturate.
+    `exact_fields` are kept and never saturated (the fields a view shows)."""
+    graph = _Graph(spec, env)
+    exact: set[Node] = {("field", name) for name in exact_fields}
+    roots: set[Node] = set(exact)
+    for prop in props:
+        roots |= _property_roots(graph, prop)
+    cone = graph.closure(roots)
+    saturation = _saturation(spec, env, props, policy, cone, exact)
+    return Reduction(cone, saturation)
+
+
+# --- saturation ------------------------------------------------------------------------------
+
+
+_FLIP = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+"""`c op x` as `x op' c`."""
+
+
+class _Uses:
+    """Per int variable: the largest constant it is compared with, or disqualified."""
+
+    def __init__(self, spec: Spec, policy: Mapping[str, int], candidates: set[Node]) -> None:
+        self.spec = spec
+        self.policy = policy
+        self.bound: dict[Node, int] = {n: 0 for n in candidates}
+
+    def constant(self, expr: object) -> int | None:
+        if isinstance(expr, ir.Const) and isinstance(expr.value, int) and not isinstance(expr.value, bool):
+            return expr.value
+        if isinstance(expr, ir.PolicyRef):
+            return self.policy.get(expr.name)
+        if isinstance(expr, ir.Neg):
+            inner = self.constant(expr.operand)
+            return None if inner is None else -inner
+        return None
+
+    def var(self, expr: object) -> Node | None:
+        if isinstance(expr, ir.FieldRef):
+            return ("field", expr.name)
+        if isinstance(expr, ir.GlobalRef):
+            return ("global", expr.name)
+        return None
+
+    def disqualify(self, node: Node | None) -> None:
+        if node is not None:
+            self.bound.pop(node, None)
+
+    def expr(self, node: object) -> None:
+        """A read in a general position: a comparison with a constant is the only use of a
+        candidate that keeps it saturable."""
+        if node is None:
+            return
+        if isinstance(node, ir.Compare):
+            for this, other, op in ((node.left, node.right, node.op), (node.right, node.left, _FLIP[node.op])):
+                name, value = self.var(this), self.constant(other)
+                if name is not None and value is not None:
+                    if name in self.bound:
+                        # Every x >= K must compare as K does: `x >= c` and `x < c` from K = c,
+                        # the others from K = c + 1.
+                        self.bound[name] = max(self.bound[name], value if op in (">=", "<") else value + 1)
+                    return
+        if isinstance(node, ir.QueryRef):
+            self.expr(self.spec.queries[node.name].expr)
+            return
+        name = self.var(node)
+        if name is not None:
+            self.disqualify(name)
+            return
+        for child in _children(node):
+            self.expr(child)
+
+    def assigned(self, target: Node, value: object) -> None:
+        """An assignment: the target keeps saturable if the value is a constant or the
+        target plus a non-negative constant (through conditional expressions)."""
+        if isinstance(value, ir.IfExp):
+            self.expr(value.cond)
+            self.assigned(target, value.then)
+            self.assigned(target, value.orelse)
+            return
+        if self.constant(value) is not None:
+            return
+        if isinstance(value, ir.Arith) and value.op == "+":
+            for this, other in ((value.left, value.right), (value.right, value.left)):
+                amount = self.constant(other)
+                if self.var(this) == target and amount is not None and amount >= 0:
+                    return
+        self.disqualify(target)
+        self.expr(value)
+
+
+def _saturation(
+    spec: Spec,
+    env: Environment,
+    props: Sequence[Property],
+    policy: Mapping[str, int],
+    cone: frozenset[Node],
+    exact: set[Node],
+) -> dict[Node, int]:
+    declared = [("field", v.name, v) for v in spec.shard_vars] + [
+        ("global", v.name, v) for v in (*spec.globals, *env.vars)
+    ]
+    candidates: set[Node] = {
+        (kind, name)
+        for kind, name, var in declared
+        if (kind, name) in cone
+        and (kind, name) not in exact
+        and var.type.kind == "int"
+        and not var.type.optional
+        and isinstance(var.initial, int)
+        and var.initial >= 0
+    }
+    uses = _Uses(spec, policy, candidates)
+    graph_scopes: list[tuple[tuple[str, ...], Sequence[ir.Stmt]]] = []
+    for event in spec.events.values():
+        uses.expr(event.ignore_when)
+        uses.expr(event.requires)
+        graph_scopes += [(("event", event.name), event.body), (("event", event.name), event.history)]
+    for action in env.actions:
+        uses.expr(action.when)
+        graph_scopes.append((("action", action.name), action.body))
+    graph_scopes.append((("hook",), spec.on_state_change))
+    for prop in props:
+        uses.expr([prop.when, prop.check])
+
+    def block(stmts: Sequence[ir.Stmt], scope: tuple[str, ...]) -> None:
+        for stmt in stmts:
+            if isinstance(stmt, ir.Assign):
+                target: Node = (
+                    ("field", stmt.name)
+                    if stmt.kind == "field"
+                    else ("global", stmt.name)
+                    if stmt.kind == "global"
+                    else ("local", *scope, stmt.name)
+                )
+                if target in cone:
+                    uses.assigned(target, stmt.value)
+            elif isinstance(stmt, ir.If):
+                uses.expr(stmt.cond)
+                block(stmt.then, scope)
+                block(stmt.orelse, scope)
+            elif isinstance(stmt, ir.ForShards):
+                block(stmt.body, scope)
+            elif isinstance(stmt, ir.CallEvent):
+                for name, expr in stmt.args:
+                    if ("arg", stmt.event, name) in cone:
+                        uses.expr(expr)
+
+    for scope, stmts in graph_scopes:
+        block(stmts, scope)
+    return {node: max(bound, _initial(spec, env, node)) for node, bound in uses.bound.items()}
+
+
+def _initial(spec: Spec, env: Environment, node: Node) -> int:
+    for var in (*spec.shard_vars, *spec.globals, *env.vars):
+        if var.name == node[1] and isinstance(var.initial, int):
+            return int(var.initial)
+    return 0
+
+
+def relevant_actions(spec: Spec, env: Environment, reduction: Reduction) -> frozenset[str]:
+    """The actions that can change what the properties see: an action that assigns nothing
+    in the cone and calls no event whose call is in it only stutters, as far as they can tell."""
+    graph = _Graph.__new__(_Graph)
+    graph.spec = spec
+    out = set()
+    for action in env.actions:
+        calls = graph.called(action.body)
+        assigns = {("global", n.name) for n in _walk(action.body) if isinstance(n, ir.Assign) and n.kind == "global"}
+        if any(("call", name) in reduction.cone for name in calls) or assigns & reduction.cone:
+            out.add(action.name)
+    return frozenset(out)
+
+
+def shards_independent(spec: Spec, env: Environment, props: Sequence[Property], reduction: Reduction) -> bool:
+    """Whether the shard a per-shard property is about evolves on its own: no fleet value or
+    environment variable is in the cone, and every relevant action works on one shard
+    (one shard parameter, no loop or aggregate over the shards, in it or in the events it
+    calls). Then a one-shard search decides the property for every fleet size."""
+    if any(p.fleet for p in props) or any(n[0] == "global" for n in reduction.cone):
+        return False
+    relevant = relevant_actions(spec, env, reduction)
+    for action in env.actions:
+        if action.name not in relevant:
+            continue
+        if len(action.shard_params) != 1:
+            return False
+        (own,) = action.shard_params
+        nodes = list(_walk([action.when, action.body]))
+        events = {n.event for n in nodes if isinstance(n, ir.CallEvent)}
+        for name in sorted(events):
+            event = spec.events[name]
+            nodes += [n for n in _walk([event.ignore_when, event.requires, event.body, event.history])]
+        nodes += list(_walk(spec.on_state_change))
+        for node in nodes:
+            if isinstance(node, (ir.Aggregate, ir.ForShards)):
+                return False
+            if isinstance(node, (ir.FieldRef, ir.QueryRef, ir.CallEvent)) and node.shard not in ("self", own):
+                return False
+    return True
+
+
+def _walk(node: object) -> Iterable[object]:
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if dataclasses.is_dataclass(item) and not isinstance(item, type):
+            yield item
+        stack.extend(_children(item))
+
+
+def relevant_params(reduction: Reduction, env: Environment) -> dict[str, frozenset[str]]:
+    """Per action, the value parameters whose value can matter to the properties."""
+    return {
+        action.name: frozenset(p.name for p in action.value_params if ("param", action.name, p.name) in reduction.cone)
+        for action in env.actions
+    }
+
+
+__all__ = ["Node", "Reduction", "reduce_for", "relevant_actions", "relevant_params", "shards_independent"]

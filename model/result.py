@@ -1,0 +1,123 @@
+"""What a check found: the result record every engine returns, and what makes two traces
+the same finding (their view).
+
+Kept apart from the engines so that reading, printing and comparing results needs no
+solver: the explicit-state engine and the formats import this, not Z3.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from model.errors import LedgercheckError
+from model.spec import Spec
+from model.trace import Trace
+
+FOCUS = 0
+
+
+class EncodingMismatch(LedgercheckError):
+    """The solver's trace and the interpreter's replay of it disagree: a bug in ledgercheck."""
+
+    exit_code = 3
+
+
+@dataclass
+class Result:
+    variant: str
+    property: str
+    environment: str
+    shards: int
+    policy: Mapping[str, int] | None
+    status: str  # "violated" | "holds_to_depth" | "proved" | "unknown" | "not_applicable"
+    depth: int
+    traces: list[Trace] = field(default_factory=list)
+    expected: str | None = None
+    seconds: float = 0.0
+    note: str = ""
+    lax_traces: list[Trace] = field(default_factory=list)
+    region: dict[str, dict[str, list[int]]] | None = None
+    region_depth: int = 0
+    engine: str = "bmc"
+    invariant: str = ""
+
+    def region_text(self) -> str:
+        """For a symbolic policy: which values of each constant admit a violation."""
+        if not self.region:
+            return ""
+        parts = []
+        for name, split in self.region.items():
+            bad, good = split["violated"], split["holds_to_depth"]
+            if not bad:
+                continue
+            if not good:
+                parts.append(f"any {name}")
+            else:
+                parts.append(f"{name} in {_ranges(bad)} (holds to depth {self.region_depth} for {_ranges(good)})")
+        if not parts:
+            return f"holds up to depth {self.region_depth} for every policy in the declared ranges"
+        return "violated for " + "; ".join(parts)
+
+    @builtins.property
+    def verdict(self) -> str:
+        """'holds' or 'violated' (what the spec's expectations speak of), or 'unknown'."""
+        if self.status == "violated":
+            return "violated"
+        if self.status in ("holds_to_depth", "proved"):
+            return "holds"
+        return "unknown"
+
+    @builtins.property
+    def matches(self) -> bool | None:
+        if self.expected is None or self.verdict == "unknown":
+            return None
+        return self.expected == self.verdict
+
+
+def view_of(trace: Trace, spec: Spec, focus: int | None, fields: tuple[str, ...] | None = None) -> tuple[Any, ...]:
+    """The default view: per step that changes the focus shard's ledger fields, the events
+    called on it and the new values. Steps elsewhere, and renamings, disappear."""
+    if focus is None:
+        return tuple((s.action, tuple(sorted(s.shards.items()))) for s in trace.steps[1:])
+    view = []
+    observed = fields if fields is not None else spec.observed_fields
+    previous = trace.steps[0].after["shards"][focus]
+    for step in trace.steps[1:]:
+        current = step.after["shards"][focus]
+        changed = tuple((name, _hashable(current[name])) for name in observed if current[name] != previous[name])
+        events = tuple(c.event for c in step.calls if c.shard == focus)
+        if changed:
+            view.append((events, changed))
+        previous = current
+    return tuple(view)
+
+
+def _hashable(value: Any) -> Any:
+    return value if not isinstance(value, (dict, list)) else repr(value)
+
+
+def trace_key(trace: Trace) -> str:
+    return "|".join(f"{s.action}{sorted(s.shards.items())}{sorted(s.args.items())}" for s in trace.steps[1:])
+
+
+def _ranges(values: list[int]) -> str:
+    """[2, 3, 4, 7] -> '{2..4, 7}'."""
+    runs: list[str] = []
+    start = previous = None
+    for value in sorted(values):
+        if start is None:
+            start = previous = value
+        elif previous is not None and value == previous + 1:
+            previous = value
+        else:
+            runs.append(f"{start}" if start == previous else f"{start}..{previous}")
+            start = previous = value
+    if start is not None:
+        runs.append(f"{start}" if start == previous else f"{start}..{previous}")
+    return "{" + ", ".join(runs) + "}"
+
+
+__all__ = ["FOCUS", "EncodingMismatch", "Result", "trace_key", "view_of"]
