@@ -396,6 +396,7 @@ def run_checks(
                     view=view,
                     prove=prove,
                     memory=memory,
+                    race_proof=engine == "auto",
                 )
             )
     return results

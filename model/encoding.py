@@ -267,6 +267,42 @@ class Encoding:
         self._build()
         return dropped
 
+    # -- partial-order reduction --
+
+    def local_shard_term(self) -> Any:
+        """Over the template: the shard an instance works on alone (-1 for any other): an
+        instance whose guard, contracts and updates read and write only that shard's
+        variables and fleet values (which such instances never write). Two of them on
+        different shards commute, so `bmc` keeps one order of each adjacent pair. None when
+        no instance is local."""
+        keys_of: dict[int, set[Key]] = {}
+        for key in self.template:  # every variable, sliced away or not: reads may name any
+            if key[0] is not None:
+                keys_of.setdefault(key[0], set()).add(key)
+        fleet = {key for key in self.template if key[0] is None}
+        term: Any = z3.IntVal(-1, self.ctx)
+        local = False
+        for inst in reversed(self.instances):
+            writes = {key for key in self.keys if not inst.store[key].eq(self.template[key])}
+            shards = {key[0] for key in writes}
+            if len(shards) != 1 or None in shards:
+                continue
+            shard = next(iter(shards))
+            assert shard is not None
+            reads = self._reads(inst.enabled)
+            for key in writes:
+                reads |= self._reads(inst.store[key])
+            for call in inst.calls:
+                reads |= self._reads(z3.And(call.pc, call.contract_ok))
+                for snap in (call.before, call.after):
+                    for value in snap.values():
+                        reads |= self._reads(value)
+            if not reads <= keys_of[shard] | fleet:
+                continue
+            local = True
+            term = z3.If(self.act == inst.index, z3.IntVal(shard, self.ctx), term)
+        return term if local else None
+
     # -- naming --
 
     def _var(self, key: Key, suffix: str | int) -> Any:

@@ -1104,13 +1104,11 @@ def explicit_check_all(
             return _explorer(spec, env, chosen, shards, policy, symmetric, memo, reduce, exact)
 
         ex = explorer([props[k] for k in checked], symmetry)
-        search = first_violations(ex, max_depth, deadline)
-        deeper = False
-        if prove and not search.exhausted and not search.timed_out and all(d is None for d in search.depth):
-            # Go on past max_depth until the reachable states are exhausted (a proof) or the
-            # state budget is spent; a violation found on the way is a real one.
-            search = first_violations(ex, PROVE_DEPTH, deadline, PROVE_STATES)
-            deeper = True
+        # With `prove`, the search goes on past max_depth until the reachable states are
+        # exhausted (a proof) or the state budget is spent; a violation found on the way is a
+        # real one (and still a shortest one: the search is breadth first).
+        deeper = prove
+        search = first_violations(ex, PROVE_DEPTH if prove else max_depth, deadline, PROVE_STATES if prove else None)
         caveat = (
             f"; int parameters ({', '.join(ex.int_params)}) range over {INT_DOMAIN[0]}..{INT_DOMAIN[-1]} only "
             "(an under-approximation)"
@@ -1147,7 +1145,7 @@ def explicit_check_all(
                 traces = sorted((single.replay(p, 0) for p in paths), key=lambda t: (t.depth, _trace_key(t)))
                 traces = traces[: max(1, max_traces)]
                 depth = traces[0].depth
-            elif search.timed_out and not deeper:
+            elif search.timed_out and search.reached < max_depth:
                 status, depth = "unknown", search.reached
                 note = f"explicit-state search timed out after depth {search.reached}: {counts}"
             elif search.exhausted:
@@ -1157,7 +1155,7 @@ def explicit_check_all(
                 if prove:
                     status = "proved"
             elif deeper:
-                depth = max(max_depth, search.reached)
+                depth = search.reached
                 note += (
                     f"; no proof: the reachable states were not exhausted by depth {search.reached}"
                     f" ({'timed out' if search.timed_out else f'state budget {PROVE_STATES}'})"

@@ -34,7 +34,7 @@ from model.errors import EXIT_MISMATCH, EXIT_OK, EXIT_UNKNOWN, UsageError
 from model.figure import render_table, trace_figure
 from model.spec import Property, Spec, load_spec
 
-ENGINES = ("auto", "spacer", "kind")
+ENGINES = ("auto", "spacer", "kind", "explicit")
 REFUTE_DEPTH = 12
 
 
@@ -259,12 +259,27 @@ def prove_property(
             0,
             note=f"the property is only about {', '.join(prop.environments or ())}",
         )
+    if policy is not None and (
+        engine == "explicit"
+        or (engine == "auto" and (shards == 1 or _one_shard_decides(spec, environment, prop, policy)))
+    ):
+        from model.explicit import explicit_check
+
+        searched = explicit_check(spec, environment, prop, shards, policy, refute_depth, 1, timeout=timeout, prove=True)
+        if searched.status in ("proved", "violated") or engine == "explicit":
+            if searched.status == "violated":
+                searched.note = f"refuted by explicit-state search at depth {searched.depth}; {searched.note}"
+            searched.seconds = time.monotonic() - start
+            return searched
+        notes_before = [f"explicit: {searched.note}"]
+    else:
+        notes_before = []
     bounded = bmc.check_property(spec, environment, prop, shards, policy, refute_depth, 1, timeout, lax=False)
     if bounded.status == "violated":
         bounded.note = f"refuted by bounded search at depth {bounded.depth}"
         bounded.seconds = time.monotonic() - start
         return bounded
-    notes: list[str] = []
+    notes: list[str] = list(notes_before)
     if engine in ("auto", "spacer"):
         answer, text, every_size = spacer_proof(spec, environment, prop, shards, policy, timeout)
         if answer == z3.sat:
@@ -333,6 +348,16 @@ def prove_property(
         "",
         "",
     )
+
+
+def _one_shard_decides(spec: Spec, environment: str, prop: Property, policy: Mapping[str, int]) -> bool:
+    """Whether the property's shard evolves on its own: the explicit engine's exhaustive
+    search of one shard's (finite, reduced) states is then the quickest proof (when it is
+    not finite, the search says so and Spacer takes over)."""
+    from model.reduction import reduce_for, shards_independent
+
+    env = spec.environment(environment)
+    return shards_independent(spec, env, [prop], reduce_for(spec, env, [prop], policy))
 
 
 def _done(

@@ -147,3 +147,50 @@ def test_slicing_keeps_a_call_a_step_property_watches_even_when_it_changes_nothi
     prop = spec.properties["failed_restart_is_dead"]
     result = bmc.Checker(spec, "ledger", prop, 2, spec.default_policy(), contracts=False).run(4, 1)
     assert result.status == "violated" and result.depth == 1
+
+
+def test_a_proof_racing_the_bounded_search_ends_it(spec_file):
+    """With race_proof, Spacer runs beside the bounded search; a property that holds is
+    proved (for every depth) before the search reaches depth 20, and one that fails still
+    gets its shortest trace from the bounded search."""
+    spec = spec_file.variant("fixed")
+    prop = spec.properties[HEADLINE]
+    result = bmc.check_property(spec, "controller", prop, 3, spec.default_policy(), 20, 1, race_proof=True)
+    assert (result.status, result.engine, result.depth) == ("proved", "spacer", 20)
+    assert result.invariant and "while the bounded search had shown it up to depth" in result.note
+    assert result.matches is True
+    broken = spec_file.variant("as_written")
+    result = bmc.check_property(broken, "controller", prop, 3, spec.default_policy(), 20, 1, race_proof=True)
+    assert (result.status, result.depth, result.engine) == ("violated", 8, "bmc")
+
+
+def test_the_commuting_steps_of_different_shards_are_the_ones_reordered(spec_file):
+    spec = spec_file.variant("fixed")
+    checker = bmc.Checker(spec, "controller", spec.properties[HEADLINE], 2, spec.default_policy(), por=True)
+    term = checker.enc.local_shard_term()
+    import z3
+
+    local = {}
+    for inst in checker.enc.instances:
+        value = z3.simplify(z3.substitute(term, (checker.enc.act, z3.IntVal(inst.index, checker.ctx))))
+        local[(inst.action.name, tuple(inst.shards.values()))] = value.as_long()
+    assert local[("request_fails", (1,))] == 1 and local[("probe_answers", (0,))] == 0
+    # Fleet-level actions touch every shard (and the controller's phase): never reordered.
+    assert local[("supervisor_tick", ())] == -1 and local[("recovery", ())] == -1
+    fleet = [p for p in spec.properties.values() if p.fleet]
+    for prop in fleet:
+        assert bmc.Checker(spec, "controller", prop, 2, spec.default_policy(), por=True).local_shard is None
+
+
+@pytest.mark.parametrize("variant", ["as_written", "fixed"])
+def test_partial_order_reduction_changes_no_verdict_and_no_shortest_length(spec_file, variant):
+    spec = spec_file.variant(variant)
+    for prop in spec.properties.values():
+        if not prop.applies_to("controller") or prop.fleet:
+            continue
+        answers = []
+        for por in (False, True):
+            checker = bmc.Checker(spec, "controller", prop, 3, spec.default_policy(), por=por)
+            result = checker.run(9, 1)
+            answers.append((result.status, result.depth))
+        assert answers[0] == answers[1], prop.name
