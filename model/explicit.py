@@ -372,12 +372,13 @@ class Explorer:
             )
         self.invariant_of = _getter(self.invariant_positions) or (lambda state: state)
         # Choices of value parameters that do not depend on the state (no string parameter).
-        self.static_combos: list[list[tuple[Any, ...]] | None] = [
+        self.static_choices: list[list[tuple[tuple[Any, ...], tuple[Any, ...]]] | None] = [
             None
             if any(p.type.kind == "str" and (action.name, p.name) not in self.free_params for p in action.value_params)
-            else self._combos(action, None, ())
+            else self._choices(action, None, ())
             for action, _ in self.instances
         ]
+        self.param_names = [tuple(p.name for p in action.value_params) for action, _ in self.instances]
         if memo:
             self.machine: Machine[Any] = _MemoMachine(spec, self.policy, shards, event_reads, self.counters)
         else:
@@ -636,6 +637,15 @@ class Explorer:
             return [(_NONE, None)] if param.type.optional else [(_FRESH, "~fresh")]
         return self._domain(param, None, ())[:1]
 
+    def _choices(
+        self, action: Action, owner: int | None, state: tuple[Any, ...]
+    ) -> list[tuple[tuple[Any, ...], tuple[Any, ...]]]:
+        """Per choice of the value parameters: (the values, the choices a label records)."""
+        return [
+            (tuple([value for _, value in combo]), tuple([choice for choice, _ in combo]))
+            for combo in self._combos(action, owner, state)
+        ]
+
     def _combos(self, action: Action, owner: int | None, state: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         """Every choice of the action's value parameters in this state (one value for a
         parameter outside the cone of influence: what it is cannot matter)."""
@@ -651,39 +661,22 @@ class Explorer:
 
     def successors(self, state: tuple[Any, ...]) -> Iterator[Successor]:
         reps = self.representatives(state) if self.symmetry and self.n > 1 else None
-        store: dict[Key, Any] | None = None
-        guard_memo, run_memo, check_invariants, caps = self.guard_memo, self.run_memo, bool(self.inv_props), self.caps
+        run_memo, check_invariants, caps = self.run_memo, bool(self.inv_props), self.caps
+        stores: list[dict[Key, Any]] = []
         for index, action, shard, owner, guard_of, run_of in self.plan:
             if reps is not None and shard is not None and shard not in reps:
                 continue
-            combos = self.static_combos[index]
-            if combos is None:
-                combos = self._combos(action, owner, state)
-            binding = self.instances[index][1]
-            for combo in combos:
-                values = tuple([value for _, value in combo]) if combo else ()
-                named: dict[str, Any] | None = None
-                gkey = (index, values, guard_of(state)) if guard_of is not None else None
-                enabled = guard_memo.get(gkey, _MISSING) if gkey is not None else _MISSING
-                if enabled is _MISSING:
-                    if store is None:
-                        store = dict(zip(self.keys, state, strict=True))
-                    named = {p.name: v for p, v in zip(action.value_params, values, strict=True)}
-                    enabled = bool(self.machine.enabled(action, binding, named, store))
-                    if gkey is not None:
-                        if len(guard_memo) >= MEMO_LIMIT:
-                            guard_memo.clear()
-                        guard_memo[gkey] = enabled
-                if not enabled:
-                    continue
-                rkey = (index, values, run_of(state)) if run_of is not None else None
+            choices = self.static_choices[index]
+            if choices is None:
+                choices = self._choices(action, owner, state)
+            read = run_of(state) if run_of is not None else None
+            for values, label in choices:
+                # One lookup on the common path: the effect (None: disabled, or outside the
+                # callers' contracts) remembered per (instance, values, everything it reads).
+                rkey = (index, values, read) if read is not None else None
                 effect = run_memo.get(rkey, _MISSING) if rkey is not None else _MISSING
                 if effect is _MISSING:
-                    if store is None:
-                        store = dict(zip(self.keys, state, strict=True))
-                    if named is None:
-                        named = {p.name: v for p, v in zip(action.value_params, values, strict=True)}
-                    effect = self._run(index, named, store)
+                    effect = self._effect(index, action, values, state, guard_of, stores)
                     if rkey is not None:
                         if len(run_memo) >= MEMO_LIMIT:
                             run_memo.clear()
@@ -705,7 +698,35 @@ class Explorer:
                 if check_invariants:
                     broken = self.invariants_broken(succ)
                     bad = tuple([a or b for a, b in zip(bad, broken, strict=True)])
-                yield Successor((index, tuple([choice for choice, _ in combo])), succ, effect.calls, bad)
+                yield Successor((index, label), succ, effect.calls, bad)
+
+    def _effect(
+        self,
+        index: int,
+        action: Action,
+        values: tuple[Any, ...],
+        state: tuple[Any, ...],
+        guard_of: Any,
+        stores: list[dict[Key, Any]],
+    ) -> _Effect | None:
+        """What one instance does from `state` with these values (None: it is disabled, or
+        makes a call outside the callers' contracts); the guard is remembered on its own,
+        per the fewer positions it reads."""
+        named = dict(zip(self.param_names[index], values, strict=True))
+        if not stores:
+            stores.append(dict(zip(self.keys, state, strict=True)))
+        store = stores[0]
+        gkey = (index, values, guard_of(state)) if guard_of is not None else None
+        enabled = self.guard_memo.get(gkey, _MISSING) if gkey is not None else _MISSING
+        if enabled is _MISSING:
+            enabled = bool(self.machine.enabled(action, self.instances[index][1], named, store))
+            if gkey is not None:
+                if len(self.guard_memo) >= MEMO_LIMIT:
+                    self.guard_memo.clear()
+                self.guard_memo[gkey] = enabled
+        if not enabled:
+            return None
+        return self._run(index, named, store)
 
     def invariants_broken(self, state: tuple[Any, ...]) -> tuple[bool, ...]:
         """Per property: an invariant broken in this state (False for step properties)."""
