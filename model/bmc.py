@@ -45,6 +45,7 @@ class Checker:
         slicing: bool = True,
         memory: int | None = None,
         por: bool = False,
+        symmetry_breaking: bool = False,
     ) -> None:
         self.spec = spec
         self.env = spec.environment(environment)
@@ -81,6 +82,15 @@ class Checker:
         # bench/solver_settings.py, the solver is no faster with it on the bundled spec.
         self.local_shard = self.enc.local_shard_term() if por and self.focus is not None else None
         self.local_shard_at: list[Any] = []
+        # Symmetry breaking (`symmetry_breaking`): the shards other than the focus shard are
+        # interchangeable, so only traces that first name them (as an action's shard
+        # argument) in increasing order are unrolled: shard j+1 is named only once shard j
+        # has been. Renaming the other shards by first use turns any trace into such a one,
+        # with the same length and the same view of the focus shard. Not combined with `por`
+        # (each argument assumes the other's traces are all there). Off by default: measured
+        # in bench/solver_settings.py, no faster on the bundled spec.
+        self.uses = self._shard_uses() if symmetry_breaking and not por and self.focus is not None else None
+        self.used_by: list[list[Any]] = []
 
     def _observes(self, inst: Any) -> bool:
         """An action a step property looks at, even when it changes nothing the property reads:
@@ -104,6 +114,25 @@ class Checker:
                 roots.append(enc.machine.invariant(None, lemma, focus, enc.template))
         return roots
 
+    def _shard_uses(self) -> list[Any] | None:
+        """Over the template, per shard: the step names it as a shard argument."""
+        uses = []
+        for shard in range(self.shards):
+            named = [inst.index for inst in self.enc.instances if shard in inst.shards.values()]
+            uses.append(z3.Or([self.enc.act == i for i in named]) if named else z3.BoolVal(False, self.ctx))
+        return uses if self.shards > 2 else None
+
+    def _break_symmetry(self, pairs: list[tuple[Any, Any]]) -> None:
+        assert self.uses is not None
+        now = [z3.substitute(u, *pairs) for u in self.uses]
+        before = self.used_by[-1] if self.used_by else [z3.BoolVal(False, self.ctx)] * self.shards
+        used = [z3.Or(b, n) for b, n in zip(before, now, strict=True)]
+        first = 0 if self.focus != 0 else 1
+        for j in range(first + 1, self.shards):
+            if j - 1 != self.focus:
+                self.solver.add(z3.Implies(now[j], used[j - 1]))
+        self.used_by.append(used)
+
     def _deepen(self) -> None:
         depth = len(self.states)
         cur = self.states[-1]
@@ -114,6 +143,8 @@ class Checker:
         self.pairs.append(pairs)
         if self.focus_events is not None:
             self.focus_events_at.append(z3.substitute(self.focus_events, *pairs))
+        if self.uses is not None:
+            self._break_symmetry(pairs)
         if self.local_shard is not None:
             self.local_shard_at.append(z3.substitute(self.local_shard, *pairs))
             if len(self.local_shard_at) > 1:

@@ -194,3 +194,18 @@ def test_partial_order_reduction_changes_no_verdict_and_no_shortest_length(spec_
             result = checker.run(9, 1)
             answers.append((result.status, result.depth))
         assert answers[0] == answers[1], prop.name
+
+
+@pytest.mark.parametrize("variant", ["as_written", "fixed"])
+def test_symmetry_breaking_changes_no_verdict_and_no_shortest_length(spec_file, variant):
+    spec = spec_file.variant(variant)
+    for prop in spec.properties.values():
+        if not prop.applies_to("controller") or prop.fleet:
+            continue
+        answers = []
+        for breaking in (False, True):
+            checker = bmc.Checker(spec, "controller", prop, 4, spec.default_policy(), symmetry_breaking=breaking)
+            assert (checker.uses is not None) is breaking
+            result = checker.run(9, 1)
+            answers.append((result.status, result.depth))
+        assert answers[0] == answers[1], prop.name
