@@ -309,6 +309,7 @@ class Explorer:
         # A string held only by a position outside the cone never changes: nothing to rename.
         self.str_positions = [p for p in self.str_positions if p not in self.dropped]
         self.has_str = bool(self.str_positions)
+        self.kept_str_fields = [j for j in self.str_fields if j not in self.dropped]
         self.instances: list[tuple[Action, dict[str, int]]] = []
         for action in env.actions:
             if relevant is not None and action.name not in relevant:
@@ -395,6 +396,11 @@ class Explorer:
         initial = [store[key] for key in self.keys]
         for p, cap in self.caps.items():
             initial[p] = min(initial[p], cap)
+        for p in self.dropped:
+            # Outside the cone, every shard holds shard 0's value (read by nothing that
+            # matters), so that per-shard initial values (addresses) do not break symmetry.
+            if p < shards * self.width:
+                initial[p] = initial[p % self.width]
         self.initial: tuple[Any, ...] = tuple(initial)
         self.guard_memo: dict[Any, bool] = {}
         self.run_memo: dict[Any, _Effect | None] = {}
@@ -503,14 +509,14 @@ class Explorer:
     def _sortable(self, row: tuple[Any, ...]) -> tuple[Any, ...]:
         """A row whose values order without comparing None to a value; strings are
         numbered by first occurrence within the row (their names mean nothing)."""
-        if not self.optional and not self.str_fields:
+        if not self.optional and not self.kept_str_fields:
             return row
         values = list(row)
         for j, sentinel in self.optional:
             if values[j] is None:
                 values[j] = sentinel
         local: dict[str, int] = {}
-        for j in self.str_fields:
+        for j in self.kept_str_fields:
             v = values[j]
             if v is None:
                 values[j] = (-1,)
@@ -560,7 +566,9 @@ class Explorer:
                     owners.setdefault(v, set()).add(p // self.width if p < self.n * self.width else -1)
             for i, row in enumerate(rows):
                 private[i] = all(
-                    owners[row[j]] == {i} for j in self.str_fields if row[j] is not None and row[j] not in self.literals
+                    owners[row[j]] == {i}
+                    for j in self.kept_str_fields
+                    if row[j] is not None and row[j] not in self.literals
                 )
         chosen: set[int] = set()
         seen: set[Any] = set()

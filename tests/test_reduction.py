@@ -201,3 +201,73 @@ def test_a_check_the_explicit_engine_answers_never_loads_the_solver():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert '"engine": "explicit"' in done.stdout and '"status": "violated"' in done.stdout
+
+
+COUPLED = """
+[spec]
+name = "coupled"
+state_field = "state"
+default_shards = 3
+
+[enums.S]
+members = ["UP", "DOWN"]
+
+[policy]
+quorum = { default = 2, min = 1, max = 5 }
+
+[fields]
+state = { type = "S", initial = "UP" }
+address = { type = "str?", initial_from = "base_urls" }
+label = { type = "str?", initial_from = "base_urls" }
+
+[globals]
+downs = { type = "int", initial = 0 }
+
+[on_state_change]
+body = '''
+if new == DOWN:
+    downs = downs + 1
+else:
+    downs = downs - 1
+'''
+
+[events.fail]
+call = "fail(i)"
+ignore_when = "state == DOWN or downs >= quorum"
+body = '''
+state = DOWN
+label = None
+'''
+
+[events.move]
+call = "move(i, *, to: str)"
+ignore_when = "state == UP"
+body = '''
+if args.to != address:
+    address = args.to
+    state = UP
+'''
+
+[environments.ledger]
+any_call = true
+
+[properties.never_all_down]
+kind = "invariant"
+scope = "fleet"
+assert = "count(state == DOWN) < quorum"
+"""
+
+
+def test_a_dropped_text_field_beside_a_kept_one_keeps_symmetry_sound():
+    """`label` is written and never read (dropped); `address` is compared (kept). Shards are
+    coupled by a fleet value, so three shards are searched with symmetry reduction."""
+    spec = load_spec_text(COUPLED, "coupled.toml").variant()
+    prop = spec.properties["never_all_down"]
+    env = spec.environment("ledger")
+    reduction = reduce_for(spec, env, [prop], spec.default_policy())
+    assert reduction.dropped(spec, env) == ("label",)
+    assert not shards_independent(spec, env, [prop], reduction)
+    full = explicit_check(spec, "ledger", prop, 3, spec.default_policy(), 6, 1, reduce=False)
+    reduced = explicit_check(spec, "ledger", prop, 3, spec.default_policy(), 6, 1)
+    assert (full.status, full.depth) == (reduced.status, reduced.depth) == ("violated", 2)
+    assert int(reduced.note.split(" states")[0].split()[-1]) <= int(full.note.split(" states")[0].split()[-1])
