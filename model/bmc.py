@@ -385,9 +385,15 @@ def concrete_value(spec: Spec, raw: Any, vtype: ir.Type, shard: int, tokens: dic
     return tokens[(shard, value)]
 
 
+RACE_HEAD_START = 0.5
+"""Seconds of bounded search before the proof race begins (most counterexamples are found
+sooner; a property that holds keeps the search deepening past it)."""
+
+
 class _ProofRace:
     """Spacer in a child process, asked between depths of the bounded search whether it has
-    proved the property yet."""
+    proved the property yet. The child starts only once the search has run `head_start`
+    seconds: a counterexample found sooner costs no second process."""
 
     def __init__(
         self,
@@ -397,21 +403,31 @@ class _ProofRace:
         shards: int,
         policy: Mapping[str, int],
         timeout: float | None,
+        head_start: float = RACE_HEAD_START,
     ) -> None:
-        import multiprocessing
-
+        self.args = (spec, environment, prop, shards, dict(policy), timeout)
         self.invariant: str | None = None
         self.every_size = False
+        self.begun = time.monotonic()
+        self.head_start = head_start
+        self.process: Any = None
+        self.conn: Any = None
+
+    def _start(self) -> None:
+        import multiprocessing
+
         context = multiprocessing.get_context("fork")
         self.conn, child_end = context.Pipe(duplex=False)
-        self.process = context.Process(
-            target=_prove_in_child, args=(child_end, spec, environment, prop, shards, dict(policy), timeout)
-        )
+        self.process = context.Process(target=_prove_in_child, args=(child_end, *self.args))
         self.process.daemon = True
         self.process.start()
         child_end.close()
 
     def proved(self) -> bool:
+        if self.process is None:
+            if time.monotonic() - self.begun >= self.head_start:
+                self._start()
+            return False
         if self.invariant is None and self.conn.poll():
             try:
                 proved, text, every_size = self.conn.recv()
@@ -422,6 +438,8 @@ class _ProofRace:
         return self.invariant is not None
 
     def close(self) -> None:
+        if self.process is None:
+            return
         if self.process.is_alive():
             self.process.kill()
         self.process.join()
