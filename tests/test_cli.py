@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from model import bmc, cli
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -61,6 +63,28 @@ def test_check_json_schema_and_exit_code(capsys):
     assert {"variant", "property", "environment", "shards", "policy", "status", "depth", "traces"} <= set(result)
     assert result["status"] == "violated" and result["depth"] == 6
     assert result["traces"][0][0]["action"] is None
+    assert result["engine"] == "bmc"
+
+
+@pytest.mark.parametrize(
+    ("environment", "variant", "answer"),
+    [
+        ("ledger", "fixed", ("holds_to_depth", 20, "explicit")),
+        ("ledger", "as_written", ("violated", 8, "explicit")),
+        ("controller", "fixed", ("proved", 20, "spacer")),
+        ("controller", "as_written", ("violated", 8, "bmc")),
+    ],
+)
+def test_engine_auto_picks_the_fastest_engine(capsys, environment, variant, answer):
+    """auto: the explicit engine where one shard decides (the ledger environment), else the
+    bounded search with a proof racing it (a property that holds comes back proved)."""
+    argv = ["check", "--variant", variant, "--property", "no_condemnation_by_inherited_streak"]
+    argv += ["--environment", environment, "--shards", "3", "--max-depth", "20", "--max-traces", "1"]
+    assert cli.main([*argv, "--engine", "auto", "--format", "json"]) == 0
+    (result,) = json.loads(capsys.readouterr().out)
+    assert (result["status"], result["depth"], result["engine"]) == answer
+    if result["traces"]:
+        assert len(result["traces"][0]) == 9 and result["shards"] == 3
 
 
 def test_a_verdict_that_differs_from_the_expectation_exits_1(tmp_path, capsys):
