@@ -69,9 +69,9 @@ def test_check_json_schema_and_exit_code(capsys):
 @pytest.mark.parametrize(
     ("environment", "variant", "answer"),
     [
-        ("ledger", "fixed", ("holds_to_depth", 20, "explicit")),
+        ("ledger", "fixed", ("holds_to_depth", 30, "explicit")),
         ("ledger", "as_written", ("violated", 8, "explicit")),
-        ("controller", "fixed", ("proved", 20, "spacer")),
+        ("controller", "fixed", ("proved", 30, "spacer")),
         ("controller", "as_written", ("violated", 8, "bmc")),
     ],
 )
@@ -79,7 +79,7 @@ def test_engine_auto_picks_the_fastest_engine(capsys, environment, variant, answ
     """auto: the explicit engine where one shard decides (the ledger environment), else the
     bounded search with a proof racing it (a property that holds comes back proved)."""
     argv = ["check", "--variant", variant, "--property", "no_condemnation_by_inherited_streak"]
-    argv += ["--environment", environment, "--shards", "3", "--max-depth", "20", "--max-traces", "1"]
+    argv += ["--environment", environment, "--shards", "3", "--max-depth", "30", "--max-traces", "1"]
     assert cli.main([*argv, "--engine", "auto", "--format", "json"]) == 0
     (result,) = json.loads(capsys.readouterr().out)
     assert (result["status"], result["depth"], result["engine"]) == answer
