@@ -202,6 +202,7 @@ class Encoding:
             self.vars[(None, var.name)] = var
         self.keys = list(self.vars)
         self.template = {key: self._var(key, "cur") for key in self.keys}
+        self._template_ids: dict[int, Key] | None = None
         self.act = z3.Int("act", ctx)
         self.contracts = contracts
         self.instances = self._instances()
@@ -218,7 +219,9 @@ class Encoding:
     # -- cone of influence --
 
     def _reads(self, term: Any) -> set[Key]:
-        by_id = {var.get_id(): key for key, var in self.template.items()}
+        by_id = self._template_ids
+        if by_id is None:
+            by_id = self._template_ids = {var.get_id(): key for key, var in self.template.items()}
         found: set[Key] = set()
         seen: set[int] = set()
         stack = [term]
