@@ -78,7 +78,6 @@ class _Graph:
         self.spec = spec
         self.env = env
         self.edges: dict[Node, set[Node]] = {}
-        self.contexts: list[tuple[tuple[str, ...], object, str]] = []
         for event in spec.events.values():
             scope = ("event", event.name)
             ctx = {("call", event.name)} | self.reads(event.ignore_when, scope)
@@ -99,14 +98,7 @@ class _Graph:
         self.edges.setdefault(target, set()).update(sources)
 
     def called(self, stmts: object) -> set[str]:
-        found: set[str] = set()
-        stack = [stmts]
-        while stack:
-            node = stack.pop()
-            if isinstance(node, ir.CallEvent):
-                found.add(node.event)
-            stack.extend(_children(node))
-        return found
+        return _called(stmts)
 
     def reads(self, expr: object, scope: tuple[str, ...]) -> set[Node]:
         out: set[Node] = set()
@@ -135,7 +127,6 @@ class _Graph:
                 target = self.target(stmt, scope)
                 value = self.reads(stmt.value, scope)
                 self.add(target, value | ctx)
-                self.contexts.append((scope, stmt.value, "value"))
                 if stmt.kind == "field" and stmt.name == self.spec.state_field and self.spec.on_state_change:
                     hook = ("hook",)
                     state = ("field", stmt.name)
@@ -361,11 +352,9 @@ def _initial(spec: Spec, env: Environment, node: Node) -> int:
 def relevant_actions(spec: Spec, env: Environment, reduction: Reduction) -> frozenset[str]:
     """The actions that can change what the properties see: an action that assigns nothing
     in the cone and calls no event whose call is in it only stutters, as far as they can tell."""
-    graph = _Graph.__new__(_Graph)
-    graph.spec = spec
     out = set()
     for action in env.actions:
-        calls = graph.called(action.body)
+        calls = _called(action.body)
         assigns = {("global", n.name) for n in _walk(action.body) if isinstance(n, ir.Assign) and n.kind == "global"}
         if any(("call", name) in reduction.cone for name in calls) or assigns & reduction.cone:
             out.add(action.name)
@@ -400,6 +389,11 @@ def shards_independent(spec: Spec, env: Environment, props: Sequence[Property], 
     return True
 
 
+def _called(stmts: object) -> set[str]:
+    """The events a block calls."""
+    return {n.event for n in _walk(stmts) if isinstance(n, ir.CallEvent)}
+
+
 def _walk(node: object) -> Iterable[object]:
     stack = [node]
     while stack:
@@ -409,12 +403,4 @@ def _walk(node: object) -> Iterable[object]:
         stack.extend(_children(item))
 
 
-def relevant_params(reduction: Reduction, env: Environment) -> dict[str, frozenset[str]]:
-    """Per action, the value parameters whose value can matter to the properties."""
-    return {
-        action.name: frozenset(p.name for p in action.value_params if ("param", action.name, p.name) in reduction.cone)
-        for action in env.actions
-    }
-
-
-__all__ = ["Node", "Reduction", "reduce_for", "relevant_actions", "relevant_params", "shards_independent"]
+__all__ = ["Node", "Reduction", "reduce_for", "relevant_actions", "shards_independent"]
