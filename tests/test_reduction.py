@@ -271,3 +271,15 @@ def test_a_dropped_text_field_beside_a_kept_one_keeps_symmetry_sound():
     reduced = explicit_check(spec, "ledger", prop, 3, spec.default_policy(), 6, 1)
     assert (full.status, full.depth) == (reduced.status, reduced.depth) == ("violated", 2)
     assert int(reduced.note.split(" states")[0].split()[-1]) <= int(full.note.split(" states")[0].split()[-1])
+
+
+def test_counters_that_never_go_negative():
+    from model.reduction import nonnegative_counters
+
+    spec = load_spec_text(SMALL, "small.toml").variant()
+    found = {node[1] for node in nonnegative_counters(spec, spec.environment("ledger"), spec.default_policy())}
+    assert found == {"strikes", "other", "noted"}  # level counts down
+    ledger = load_spec().variant("fixed")
+    found = {node[1] for node in nonnegative_counters(ledger, ledger.environment("ledger"), ledger.default_policy())}
+    assert {"consecutive_reported_failures", "restart_attempts", "membership_epoch"} <= found
+    assert "weight_version" not in found  # set from an argument
