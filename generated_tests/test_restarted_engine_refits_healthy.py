@@ -323,38 +323,38 @@ def test_controller_7664867329(ledger_factory: LedgerFactory) -> None:
     check.finish()
 
 
-def test_controller_56c6bb7664(ledger_factory: LedgerFactory) -> None:
+def test_controller_d442afbbfc(ledger_factory: LedgerFactory) -> None:
     """as_written breaks this in 7 steps (controller environment, 4 shards): a freshly loaded engine
     came back from its first refit holding the dead engine's verdict.
 
     Trace found in as_written:
 
-    shard 0                       | start          | probe_fails(0) | request_fails(0)
-    ----------------------------------------------------------------------------------
-    calls on shard                | -              | record_probe   | report_failure
-    state                         | HEALTHY        | SUSPECT*       | SUSPECT
-    consecutive_probe_failures    | 0              | 1*             | 1
-    consecutive_probe_successes   | 0              | 0              | 0
-    consecutive_reported_failures | 0              | 0              | 1*
-    restart_attempts              | 0              | 0              | 0
-    state_before_partial          | None           | None           | None
-    weight_version                | 0              | 0              | 0
-    base_url                      | http://shard-0 | http://shard-0 | http://shard-0
-    ~incarnation                  | 0              | 0              | 0
-    ~own_request_streak           | 0              | 0              | 1*
-    ~own_probe_streak             | 0              | 1*             | 1
-    ~refits_this_incarnation      | 0              | 0              | 0
-    ~aborted_while_suspect        | false          | false          | false
-    ~carries_rule_verdict         | false          | false          | false
-    ~verdict_reads                | 0              | 0              | 0
-    ~genuine_deaths               | 0              | 0              | 0
+    shard 0                       | start          | request_fails(0) | probe_answers(0)
+    ------------------------------------------------------------------------------------
+    calls on shard                | -              | report_failure   | record_probe
+    state                         | HEALTHY        | SUSPECT*         | SUSPECT
+    consecutive_probe_failures    | 0              | 0                | 0
+    consecutive_probe_successes   | 0              | 0                | 1*
+    consecutive_reported_failures | 0              | 1*               | 1
+    restart_attempts              | 0              | 0                | 0
+    state_before_partial          | None           | None             | None
+    weight_version                | 0              | 0                | 0
+    base_url                      | http://shard-0 | http://shard-0   | http://shard-0
+    ~incarnation                  | 0              | 0                | 0
+    ~own_request_streak           | 0              | 1*               | 1
+    ~refits_this_incarnation      | 0              | 0                | 0
+    ~aborted_while_suspect        | false          | false            | false
+    ~carries_rule_verdict         | false          | false            | false
+    ~verdict_reads                | 0              | 0                | 0
+    ~genuine_deaths               | 0              | 0                | 0
+    ~answered_probes              | 0              | 0                | 1*
 
     shard 0                       | refit_aborts()       | recovery()
     -----------------------------------------------------------------
     calls on shard                | mark_weights_partial | condemn_silent_participant
     state                         | STALE*               | DEAD*
-    consecutive_probe_failures    | 1                    | 1
-    consecutive_probe_successes   | 0                    | 0
+    consecutive_probe_failures    | 0                    | 0
+    consecutive_probe_successes   | 1                    | 1
     consecutive_reported_failures | 1                    | 1
     restart_attempts              | 0                    | 0
     state_before_partial          | SUSPECT*             | SUSPECT
@@ -362,19 +362,19 @@ def test_controller_56c6bb7664(ledger_factory: LedgerFactory) -> None:
     base_url                      | http://shard-0       | http://shard-0
     ~incarnation                  | 0                    | 0
     ~own_request_streak           | 1                    | 1
-    ~own_probe_streak             | 1                    | 1
     ~refits_this_incarnation      | 0                    | 0
     ~aborted_while_suspect        | true*                | true
     ~carries_rule_verdict         | false                | true*
     ~verdict_reads                | 0                    | 0
     ~genuine_deaths               | 0                    | 1*
+    ~answered_probes              | 1                    | 1
 
     shard 0                       | supervisor_tick() | restart_loaded(0, url=http://shard-0.restarted)
     ---------------------------------------------------------------------------------------------------
     calls on shard                | mark_restarting   | mark_loaded
     state                         | RESTARTING*       | STALE*
-    consecutive_probe_failures    | 1                 | 0*
-    consecutive_probe_successes   | 0                 | 0
+    consecutive_probe_failures    | 0                 | 0
+    consecutive_probe_successes   | 1                 | 0*
     consecutive_reported_failures | 1                 | 1!
     restart_attempts              | 1*                | 1!
     state_before_partial          | SUSPECT           | SUSPECT!
@@ -382,12 +382,12 @@ def test_controller_56c6bb7664(ledger_factory: LedgerFactory) -> None:
     base_url                      | http://shard-0    | http://shard-0.restarted*
     ~incarnation                  | 0                 | 1*
     ~own_request_streak           | 1                 | 0*
-    ~own_probe_streak             | 1                 | 0*
     ~refits_this_incarnation      | 0                 | 0
     ~aborted_while_suspect        | true              | false*
     ~carries_rule_verdict         | true              | false*
     ~verdict_reads                | 0                 | 0
     ~genuine_deaths               | 1                 | 1
+    ~answered_probes              | 1                 | 0*
 
     shard 0                       | refit_lands()
     ---------------------------------------------
@@ -402,12 +402,12 @@ def test_controller_56c6bb7664(ledger_factory: LedgerFactory) -> None:
     base_url                      | http://shard-0.restarted
     ~incarnation                  | 1
     ~own_request_streak           | 0
-    ~own_probe_streak             | 0
     ~refits_this_incarnation      | 1*
     ~aborted_while_suspect        | false
     ~carries_rule_verdict         | false
     ~verdict_reads                | 1*
     ~genuine_deaths               | 1
+    ~answered_probes              | 0
 
     * changed by the step; ! held over from an earlier process incarnation; ~ history variable
     """
@@ -424,14 +424,14 @@ def test_controller_56c6bb7664(ledger_factory: LedgerFactory) -> None:
             "min_healthy_shards": 1,
         },
     )
-    # step 1: probe_fails(0)
-    with check.call("record_probe", 0, ok=False):
-        ledger.record_probe(0, ok=False, error="probe timed out")
-    check.expect(0, state="SUSPECT", consecutive_probe_failures=1)
-    # step 2: request_fails(0)
+    # step 1: request_fails(0)
     with check.call("report_failure", 0):
         ledger.report_failure(0, RuntimeError("generation failed"))
     check.expect(0, state="SUSPECT", consecutive_reported_failures=1)
+    # step 2: probe_answers(0)
+    with check.call("record_probe", 0, ok=True):
+        ledger.record_probe(0, ok=True)
+    check.expect(0, state="SUSPECT", consecutive_probe_successes=1)
     # step 3: refit_aborts()
     with check.call("mark_weights_partial", 0):
         ledger.mark_weights_partial(0)
@@ -459,7 +459,7 @@ def test_controller_56c6bb7664(ledger_factory: LedgerFactory) -> None:
     check.expect(
         0,
         state="STALE",
-        consecutive_probe_failures=0,
+        consecutive_probe_successes=0,
         consecutive_reported_failures=0,
         state_before_partial=None,
         base_url="http://shard-0.restarted",
@@ -486,62 +486,79 @@ def test_controller_56c6bb7664(ledger_factory: LedgerFactory) -> None:
     check.finish()
 
 
-def test_ledger_21cfb8ea8c(ledger_factory: LedgerFactory) -> None:
+def test_ledger_561e8dd5ef(ledger_factory: LedgerFactory) -> None:
     """as_written breaks this in 6 steps (ledger environment, 4 shards): a freshly loaded engine came
     back from its first refit holding the dead engine's verdict.
 
     Trace found in as_written:
 
-    shard 0                       | start          | record_probe(0, ok=false) | mark_weights_partial(0)
-    ----------------------------------------------------------------------------------------------------
-    state                         | HEALTHY        | SUSPECT*                  | STALE*
-    consecutive_probe_failures    | 0              | 1*                        | 1
-    consecutive_probe_successes   | 0              | 0                         | 0
-    consecutive_reported_failures | 0              | 0                         | 0
-    restart_attempts              | 0              | 0                         | 0
-    state_before_partial          | None           | None                      | SUSPECT*
-    weight_version                | 0              | 0                         | 0
-    base_url                      | http://shard-0 | http://shard-0            | http://shard-0
-    ~incarnation                  | 0              | 0                         | 0
-    ~own_probe_streak             | 0              | 1*                        | 1
-    ~refits_this_incarnation      | 0              | 0                         | 0
-    ~aborted_while_suspect        | false          | false                     | true*
-    ~verdict_reads                | 0              | 0                         | 0
-    ~genuine_deaths               | 0              | 0                         | 0
+    shard 0                       | start          | report_failure(0) | mark_weights_partial(0)
+    --------------------------------------------------------------------------------------------
+    state                         | HEALTHY        | SUSPECT*          | STALE*
+    consecutive_probe_failures    | 0              | 0                 | 0
+    consecutive_probe_successes   | 0              | 0                 | 0
+    consecutive_reported_failures | 0              | 1*                | 1
+    restart_attempts              | 0              | 0                 | 0
+    state_before_partial          | None           | None              | SUSPECT*
+    weight_version                | 0              | 0                 | 0
+    base_url                      | http://shard-0 | http://shard-0    | http://shard-0
+    ~incarnation                  | 0              | 0                 | 0
+    ~own_request_streak           | 0              | 1*                | 1
+    ~refits_this_incarnation      | 0              | 0                 | 0
+    ~aborted_while_suspect        | false          | false             | true*
+    ~verdict_reads                | 0              | 0                 | 0
+    ~genuine_deaths               | 0              | 0                 | 0
 
     shard 0                       | record_actor_death(0) | mark_restarting(0)
     --------------------------------------------------------------------------
     state                         | DEAD*                 | RESTARTING*
     consecutive_probe_failures    | 3*                    | 3
     consecutive_probe_successes   | 0                     | 0
-    consecutive_reported_failures | 0                     | 0
+    consecutive_reported_failures | 1                     | 1
     restart_attempts              | 0                     | 1*
     state_before_partial          | SUSPECT               | SUSPECT
     weight_version                | 0                     | 0
     base_url                      | http://shard-0        | http://shard-0
     ~incarnation                  | 0                     | 0
-    ~own_probe_streak             | 1                     | 1
+    ~own_request_streak           | 1                     | 1
     ~refits_this_incarnation      | 0                     | 0
     ~aborted_while_suspect        | true                  | true
     ~verdict_reads                | 0                     | 0
     ~genuine_deaths               | 1*                    | 1
 
-    shard 0                       | mark_loaded(0, base_url=None) | report_refit(0, weight_version=0)
-    -------------------------------------------------------------------------------------------------
-    state                         | STALE*                        | SUSPECT*
-    consecutive_probe_failures    | 0*                            | 0
-    consecutive_probe_successes   | 0                             | 0
-    consecutive_reported_failures | 0                             | 0
-    restart_attempts              | 1!                            | 1!
-    state_before_partial          | SUSPECT!                      | None*
-    weight_version                | 0                             | 0
-    base_url                      | http://shard-0                | http://shard-0
-    ~incarnation                  | 1*                            | 1
-    ~own_probe_streak             | 0*                            | 0
-    ~refits_this_incarnation      | 0                             | 1*
-    ~aborted_while_suspect        | false*                        | false
-    ~verdict_reads                | 0                             | 1*
-    ~genuine_deaths               | 1                             | 1
+    shard 0                       | mark_loaded(0, base_url=http://shard-0.restarted)
+    ---------------------------------------------------------------------------------
+    state                         | STALE*
+    consecutive_probe_failures    | 0*
+    consecutive_probe_successes   | 0
+    consecutive_reported_failures | 1!
+    restart_attempts              | 1!
+    state_before_partial          | SUSPECT!
+    weight_version                | 0
+    base_url                      | http://shard-0.restarted*
+    ~incarnation                  | 1*
+    ~own_request_streak           | 0*
+    ~refits_this_incarnation      | 0
+    ~aborted_while_suspect        | false*
+    ~verdict_reads                | 0
+    ~genuine_deaths               | 1
+
+    shard 0                       | report_refit(0, weight_version=0)
+    -----------------------------------------------------------------
+    state                         | SUSPECT*
+    consecutive_probe_failures    | 0
+    consecutive_probe_successes   | 0
+    consecutive_reported_failures | 1!
+    restart_attempts              | 1!
+    state_before_partial          | None*
+    weight_version                | 0
+    base_url                      | http://shard-0.restarted
+    ~incarnation                  | 1
+    ~own_request_streak           | 0
+    ~refits_this_incarnation      | 1*
+    ~aborted_while_suspect        | false
+    ~verdict_reads                | 1*
+    ~genuine_deaths               | 1
 
     * changed by the step; ! held over from an earlier process incarnation; ~ history variable
     """
@@ -558,10 +575,10 @@ def test_ledger_21cfb8ea8c(ledger_factory: LedgerFactory) -> None:
             "min_healthy_shards": 1,
         },
     )
-    # step 1: record_probe(0, ok=False)
-    with check.call("record_probe", 0, ok=False):
-        ledger.record_probe(0, ok=False)
-    check.expect(0, state="SUSPECT", consecutive_probe_failures=1)
+    # step 1: report_failure(0)
+    with check.call("report_failure", 0):
+        ledger.report_failure(0, RuntimeError("generation failed"))
+    check.expect(0, state="SUSPECT", consecutive_reported_failures=1)
     # step 2: mark_weights_partial(0)
     with check.call("mark_weights_partial", 0):
         ledger.mark_weights_partial(0)
@@ -574,14 +591,21 @@ def test_ledger_21cfb8ea8c(ledger_factory: LedgerFactory) -> None:
     with check.call("mark_restarting", 0):
         ledger.mark_restarting(0)
     check.expect(0, state="RESTARTING", restart_attempts=1)
-    # step 5: mark_loaded(0, base_url=None)
-    with check.call("mark_loaded", 0, base_url=None):
-        ledger.mark_loaded(0)
-    check.expect(0, state="STALE", consecutive_probe_failures=0, state_before_partial=None)
+    # step 5: mark_loaded(0, base_url="http://shard-0.restarted")
+    with check.call("mark_loaded", 0, base_url="http://shard-0.restarted"):
+        ledger.mark_loaded(0, base_url="http://shard-0.restarted")
+    check.expect(
+        0,
+        state="STALE",
+        consecutive_probe_failures=0,
+        consecutive_reported_failures=0,
+        state_before_partial=None,
+        base_url="http://shard-0.restarted",
+    )
     # step 6: report_refit(0, weight_version=0)
     with check.call("report_refit", 0, weight_version=0):
         ledger.report_refit(0, weight_version=0)
-    check.expect(0, state="HEALTHY", state_before_partial=None)
+    check.expect(0, state="HEALTHY", consecutive_reported_failures=0, state_before_partial=None)
     check.finish()
 
 
@@ -707,83 +731,62 @@ def test_ledger_6761e65097(ledger_factory: LedgerFactory) -> None:
     check.finish()
 
 
-def test_ledger_87472ca0e4(ledger_factory: LedgerFactory) -> None:
+def test_ledger_975e5c05b2(ledger_factory: LedgerFactory) -> None:
     """as_written breaks this in 6 steps (ledger environment, 4 shards): a freshly loaded engine came
     back from its first refit holding the dead engine's verdict.
 
     Trace found in as_written:
 
-    shard 0                       | start          | record_probe(0, ok=false) | mark_weights_partial(0)
-    ----------------------------------------------------------------------------------------------------
-    state                         | HEALTHY        | SUSPECT*                  | STALE*
-    consecutive_probe_failures    | 0              | 1*                        | 1
-    consecutive_probe_successes   | 0              | 0                         | 0
-    consecutive_reported_failures | 0              | 0                         | 0
-    restart_attempts              | 0              | 0                         | 0
-    state_before_partial          | None           | None                      | SUSPECT*
-    weight_version                | 0              | 0                         | 0
-    base_url                      | http://shard-0 | http://shard-0            | http://shard-0
-    ~incarnation                  | 0              | 0                         | 0
-    ~own_probe_streak             | 0              | 1*                        | 1
-    ~refits_this_incarnation      | 0              | 0                         | 0
-    ~aborted_while_suspect        | false          | false                     | true*
-    ~carries_rule_verdict         | false          | false                     | false
-    ~verdict_reads                | 0              | 0                         | 0
-    ~genuine_deaths               | 0              | 0                         | 0
+    shard 0                       | start          | report_failure(0) | mark_weights_partial(0)
+    --------------------------------------------------------------------------------------------
+    state                         | HEALTHY        | SUSPECT*          | STALE*
+    consecutive_probe_failures    | 0              | 0                 | 0
+    consecutive_probe_successes   | 0              | 0                 | 0
+    consecutive_reported_failures | 0              | 1*                | 1
+    restart_attempts              | 0              | 0                 | 0
+    state_before_partial          | None           | None              | SUSPECT*
+    weight_version                | 0              | 0                 | 0
+    base_url                      | http://shard-0 | http://shard-0    | http://shard-0
+    ~incarnation                  | 0              | 0                 | 0
+    ~own_request_streak           | 0              | 1*                | 1
+    ~refits_this_incarnation      | 0              | 0                 | 0
+    ~aborted_while_suspect        | false          | false             | true*
+    ~verdict_reads                | 0              | 0                 | 0
+    ~genuine_deaths               | 0              | 0                 | 0
 
-    shard 0                       | condemn_silent_participant(0) | mark_restarting(0)
-    ----------------------------------------------------------------------------------
-    state                         | DEAD*                         | RESTARTING*
-    consecutive_probe_failures    | 1                             | 1
+    shard 0                       | record_actor_death(0) | mark_restarting(0)
+    --------------------------------------------------------------------------
+    state                         | DEAD*                 | RESTARTING*
+    consecutive_probe_failures    | 3*                    | 3
+    consecutive_probe_successes   | 0                     | 0
+    consecutive_reported_failures | 1                     | 1
+    restart_attempts              | 0                     | 1*
+    state_before_partial          | SUSPECT               | SUSPECT
+    weight_version                | 0                     | 0
+    base_url                      | http://shard-0        | http://shard-0
+    ~incarnation                  | 0                     | 0
+    ~own_request_streak           | 1                     | 1
+    ~refits_this_incarnation      | 0                     | 0
+    ~aborted_while_suspect        | true                  | true
+    ~verdict_reads                | 0                     | 0
+    ~genuine_deaths               | 1*                    | 1
+
+    shard 0                       | mark_loaded(0, base_url=None) | report_refit(0, weight_version=0)
+    -------------------------------------------------------------------------------------------------
+    state                         | STALE*                        | SUSPECT*
+    consecutive_probe_failures    | 0*                            | 0
     consecutive_probe_successes   | 0                             | 0
-    consecutive_reported_failures | 0                             | 0
-    restart_attempts              | 0                             | 1*
-    state_before_partial          | SUSPECT                       | SUSPECT
+    consecutive_reported_failures | 1!                            | 1!
+    restart_attempts              | 1!                            | 1!
+    state_before_partial          | SUSPECT!                      | None*
     weight_version                | 0                             | 0
     base_url                      | http://shard-0                | http://shard-0
-    ~incarnation                  | 0                             | 0
-    ~own_probe_streak             | 1                             | 1
-    ~refits_this_incarnation      | 0                             | 0
-    ~aborted_while_suspect        | true                          | true
-    ~carries_rule_verdict         | true*                         | true
-    ~verdict_reads                | 0                             | 0
-    ~genuine_deaths               | 1*                            | 1
-
-    shard 0                       | mark_loaded(0, base_url=http://shard-0.restarted)
-    ---------------------------------------------------------------------------------
-    state                         | STALE*
-    consecutive_probe_failures    | 0*
-    consecutive_probe_successes   | 0
-    consecutive_reported_failures | 0
-    restart_attempts              | 1!
-    state_before_partial          | SUSPECT!
-    weight_version                | 0
-    base_url                      | http://shard-0.restarted*
-    ~incarnation                  | 1*
-    ~own_probe_streak             | 0*
-    ~refits_this_incarnation      | 0
-    ~aborted_while_suspect        | false*
-    ~carries_rule_verdict         | false*
-    ~verdict_reads                | 0
-    ~genuine_deaths               | 1
-
-    shard 0                       | report_refit(0, weight_version=0)
-    -----------------------------------------------------------------
-    state                         | SUSPECT*
-    consecutive_probe_failures    | 0
-    consecutive_probe_successes   | 0
-    consecutive_reported_failures | 0
-    restart_attempts              | 1!
-    state_before_partial          | None*
-    weight_version                | 0
-    base_url                      | http://shard-0.restarted
-    ~incarnation                  | 1
-    ~own_probe_streak             | 0
-    ~refits_this_incarnation      | 1*
-    ~aborted_while_suspect        | false
-    ~carries_rule_verdict         | false
-    ~verdict_reads                | 1*
-    ~genuine_deaths               | 1
+    ~incarnation                  | 1*                            | 1
+    ~own_request_streak           | 0*                            | 0
+    ~refits_this_incarnation      | 0                             | 1*
+    ~aborted_while_suspect        | false*                        | false
+    ~verdict_reads                | 0                             | 1*
+    ~genuine_deaths               | 1                             | 1
 
     * changed by the step; ! held over from an earlier process incarnation; ~ history variable
     """
@@ -800,34 +803,34 @@ def test_ledger_87472ca0e4(ledger_factory: LedgerFactory) -> None:
             "min_healthy_shards": 1,
         },
     )
-    # step 1: record_probe(0, ok=False)
-    with check.call("record_probe", 0, ok=False):
-        ledger.record_probe(0, ok=False)
-    check.expect(0, state="SUSPECT", consecutive_probe_failures=1)
+    # step 1: report_failure(0)
+    with check.call("report_failure", 0):
+        ledger.report_failure(0, RuntimeError("generation failed"))
+    check.expect(0, state="SUSPECT", consecutive_reported_failures=1)
     # step 2: mark_weights_partial(0)
     with check.call("mark_weights_partial", 0):
         ledger.mark_weights_partial(0)
     check.expect(0, state="STALE", state_before_partial="SUSPECT")
-    # step 3: condemn_silent_participant(0)
-    with check.call("condemn_silent_participant", 0):
-        ledger.condemn_silent_participant(0, reason="silent during weight transfer")
-    check.expect(0, state="DEAD")
+    # step 3: record_actor_death(0)
+    with check.call("record_actor_death", 0):
+        ledger.record_actor_death(0)
+    check.expect(0, state="DEAD", consecutive_probe_failures=3)
     # step 4: mark_restarting(0)
     with check.call("mark_restarting", 0):
         ledger.mark_restarting(0)
     check.expect(0, state="RESTARTING", restart_attempts=1)
-    # step 5: mark_loaded(0, base_url="http://shard-0.restarted")
-    with check.call("mark_loaded", 0, base_url="http://shard-0.restarted"):
-        ledger.mark_loaded(0, base_url="http://shard-0.restarted")
+    # step 5: mark_loaded(0, base_url=None)
+    with check.call("mark_loaded", 0, base_url=None):
+        ledger.mark_loaded(0)
     check.expect(
         0,
         state="STALE",
         consecutive_probe_failures=0,
+        consecutive_reported_failures=0,
         state_before_partial=None,
-        base_url="http://shard-0.restarted",
     )
     # step 6: report_refit(0, weight_version=0)
     with check.call("report_refit", 0, weight_version=0):
         ledger.report_refit(0, weight_version=0)
-    check.expect(0, state="HEALTHY", state_before_partial=None)
+    check.expect(0, state="HEALTHY", consecutive_reported_failures=0, state_before_partial=None)
     check.finish()
