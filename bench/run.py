@@ -357,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     if ns.out != "-":
         report = _report(text, ns, shards, depth, repeat, timeout, seeds, budget, base, startup, load_before, elapsed)
-        _write_section(Path(ns.out), report)
+        write_section(Path(ns.out), report)
         print(f"\nwritten to {ns.out}")
     return 0
 
@@ -424,14 +424,15 @@ above counts them), to be read for orders of magnitude, not for small difference
 """
 
 
-def _write_section(path: Path, section: str) -> None:
-    """Replace this script's section of the results file, keeping the rest (other scripts'
-    sections, such as bench/solver_settings.py's)."""
+def write_section(path: Path, section: str, markers: tuple[str, str] = (BEGIN, END)) -> None:
+    """Replace one script's section of the results file (between its `markers`), keeping the
+    rest (other scripts' sections)."""
+    begin, end = markers
     old = path.read_text() if path.exists() else "# Benchmarks\n\n"
-    block = f"{BEGIN}\n{section.strip()}\n{END}"
-    if BEGIN in old and END in old:
-        head, rest = old.split(BEGIN, 1)
-        _, tail = rest.split(END, 1)
+    block = f"{begin}\n{section.strip()}\n{end}"
+    if begin in old and end in old:
+        head, rest = old.split(begin, 1)
+        _, tail = rest.split(end, 1)
         new = head + block + tail
     else:
         new = old.rstrip() + "\n\n" + block + "\n"

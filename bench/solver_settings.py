@@ -152,16 +152,10 @@ bold. Counts: {summary}.
 
 {text}
 """
+        from bench.run import write_section
+
         path = ROOT / "bench" / "RESULTS.md"
-        old = path.read_text() if path.exists() else "# Benchmarks\n\n"
-        block = f"{BEGIN}\n{section.strip()}\n{END}"
-        if BEGIN in old and END in old:
-            head, rest = old.split(BEGIN, 1)
-            _, tail = rest.split(END, 1)
-            new = head + block + tail
-        else:
-            new = old.rstrip() + "\n\n" + block + "\n"
-        path.write_text(new)
+        write_section(path, section, (BEGIN, END))
         print(f"written to {path}")
     return 0
 

@@ -76,12 +76,10 @@ class Checker:
         # (bench/solver_settings.py, `+bounds`).
         self.nonnegative: list[Any] = []
         if bounds:
-            from model.reduction import nonnegative_counters
+            from model.reduction import node_of, nonnegative_counters
 
             counters = nonnegative_counters(spec, self.env, self.policy)
-            self.nonnegative = [
-                key for key in self.enc.keys if ("field" if key[0] is not None else "global", key[1]) in counters
-            ]
+            self.nonnegative = [key for key in self.enc.keys if node_of(key) in counters]
         self._bound(self.states[0])
         self.step_bad = self.enc.step_violation(prop, self.focus) if prop.kind == "step" else None
         self.focus_events = self.enc.focus_events(self.focus) if self.focus is not None else None
@@ -140,10 +138,8 @@ class Checker:
         now = [z3.substitute(u, *pairs) for u in self.uses]
         before = self.used_by[-1] if self.used_by else [z3.BoolVal(False, self.ctx)] * self.shards
         used = [z3.Or(b, n) for b, n in zip(before, now, strict=True)]
-        first = 0 if self.focus != 0 else 1
-        for j in range(first + 1, self.shards):
-            if j - 1 != self.focus:
-                self.solver.add(z3.Implies(now[j], used[j - 1]))
+        for j in range(FOCUS + 2, self.shards):  # the focus shard is 0; the others are 1..N-1
+            self.solver.add(z3.Implies(now[j], used[j - 1]))
         self.used_by.append(used)
 
     def _bound(self, state: StepVars) -> None:

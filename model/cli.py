@@ -414,10 +414,9 @@ def _explicit_suits(
         return False
     if shards == 1 or not prop.applies_to(environment):
         return True
-    from model.reduction import reduce_for, shards_independent
+    from model.reduction import one_shard_decides
 
-    env = spec.environment(environment)
-    return shards_independent(spec, env, [prop], reduce_for(spec, env, [prop], policy))
+    return one_shard_decides(spec, spec.environment(environment), [prop], policy)
 
 
 def exit_code(results: list[Result]) -> int:

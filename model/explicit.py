@@ -18,10 +18,13 @@ found is a shortest one.
   `CallRecord`), an invariant of the focus shard (or of the fleet) in every state; a path
   stops at its first violation. In an `any_call` environment the search keeps to the
   callers' contracts (`requires`), as `Encoding(contracts=True)` does.
+* **The reduction** of `model.reduction` (per property: variables outside the cone of
+  influence held at one value, counters saturated, one shard where the property's shard
+  evolves alone): exact, so every verdict and shortest length is the full system's.
 * **Value parameters** range over finite domains: bool {False, True}; an enum's members;
   int {0, 1, 2} (an under-approximation: the result's note says so when an action has
   one); str {each current string of the action's shard, one fresh string}; and None for
-  an optional type.
+  an optional type. A parameter outside the cone of influence gets one value.
 * **Memoisation**: what an action does depends only on the state positions it can read
   (found by walking its guard, its body, the events it calls, their queries and the state
   hook), so its effect is computed once per distinct (action, shards, values, values read)
@@ -29,7 +32,7 @@ found is a shortest one.
   fleet value that is only ever counted (`membership_epoch = membership_epoch + 1`, read
   nowhere else) is remembered as an increment, not as a value.
 * **Distinct traces**: the shortest violations are enumerated up to their view
-  (`model.bmc.view_of`, with opaque strings shown as "changed", as the Z3 blocker sees them):
+  (`model.result.view_of`, with opaque strings shown as "changed", as the Z3 blocker sees them):
   depth by depth, a search over (state, view so far) pairs kept to the states that can still
   break the property in time, until `max_traces` views are known. A fleet property's view is
   its actions with their shards, so that search runs without symmetry reduction. Every trace
@@ -41,7 +44,6 @@ found is a shortest one.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import operator
 import time
@@ -53,7 +55,7 @@ from model import ir
 from model.errors import UsageError
 from model.interpreter import initial_store
 from model.lang import Param
-from model.reduction import reduce_for, relevant_actions, shards_independent
+from model.reduction import Reduction, node_of, reduce_for, relevant_actions, shards_independent
 from model.result import FOCUS, EncodingMismatch, Result, view_of
 from model.result import trace_key as _trace_key
 from model.semantics import CallRecord, ConcreteBackend, Effects, Key, Machine
@@ -115,29 +117,21 @@ def view_key(trace: Trace, spec: Spec, focus: int | None, fields: tuple[str, ...
     return tuple((events, tuple((n, CHANGED if n in text else v) for n, v in changed)) for events, changed in view)
 
 
+def _spec_trees(spec: Spec) -> list[object]:
+    """Every expression and block of the spec (all environments, all properties)."""
+    trees: list[object] = [[e.ignore_when, e.requires, e.body, e.history] for e in spec.events.values()]
+    trees += [q.expr for q in spec.queries.values()]
+    trees.append(spec.on_state_change)
+    trees += [[a.when, a.body] for env in spec.environments.values() for a in env.actions]
+    trees += [[p.when, p.check] for p in spec.properties.values()]
+    return trees
+
+
 def string_literals(spec: Spec) -> frozenset[str]:
     """Every string constant written in the spec: kept by name when states are canonicalised."""
-    found: set[str] = set()
-
-    def walk(node: object) -> None:
-        if isinstance(node, ir.Const):
-            if isinstance(node.value, str):
-                found.add(node.value)
-        elif isinstance(node, (list, tuple)):
-            for item in node:
-                walk(item)
-        elif dataclasses.is_dataclass(node) and not isinstance(node, type):
-            for f in dataclasses.fields(node):
-                walk(getattr(node, f.name))
-
-    for event in spec.events.values():
-        walk([event.ignore_when, event.requires, event.body, event.history])
-    walk([q.expr for q in spec.queries.values()])
-    walk(spec.on_state_change)
-    for env in spec.environments.values():
-        walk([[a.when, a.body] for a in env.actions])
-    walk([[p.when, p.check] for p in spec.properties.values()])
-    return frozenset(found)
+    return frozenset(
+        n.value for n in ir.walk(_spec_trees(spec)) if isinstance(n, ir.Const) and isinstance(n.value, str)
+    )
 
 
 class _Recorder(dict[Key, Any]):
@@ -215,34 +209,15 @@ def counter_globals(spec: Spec) -> frozenset[str]:
     reads: dict[str, int] = {}
     counted: dict[str, int] = {}
     other: set[str] = set()
-
-    def walk(node: object) -> None:
+    for node in ir.walk(_spec_trees(spec)):
         if isinstance(node, ir.GlobalRef):
             reads[node.name] = reads.get(node.name, 0) + 1
-        elif isinstance(node, (list, tuple)):
-            for item in node:
-                walk(item)
-        elif dataclasses.is_dataclass(node) and not isinstance(node, type):
-            if isinstance(node, ir.Assign) and node.kind == "global":
-                value = node.value
-                if (
-                    isinstance(value, ir.Arith)
-                    and isinstance(value.left, ir.GlobalRef)
-                    and value.left.name == node.name
-                ):
-                    counted[node.name] = counted.get(node.name, 0) + 1
-                else:
-                    other.add(node.name)
-            for f in dataclasses.fields(node):
-                walk(getattr(node, f.name))
-
-    for event in spec.events.values():
-        walk([event.ignore_when, event.requires, event.body, event.history])
-    walk([q.expr for q in spec.queries.values()])
-    walk(spec.on_state_change)
-    for env in spec.environments.values():
-        walk([[a.when, a.body] for a in env.actions])
-    walk([[p.when, p.check] for p in spec.properties.values()])
+        elif isinstance(node, ir.Assign) and node.kind == "global":
+            value = node.value
+            if isinstance(value, ir.Arith) and isinstance(value.left, ir.GlobalRef) and value.left.name == node.name:
+                counted[node.name] = counted.get(node.name, 0) + 1
+            else:
+                other.add(node.name)
     names = {g.name for g in spec.globals}
     return frozenset(g for g in names if g in counted and g not in other and reads.get(g, 0) == counted[g])
 
@@ -265,7 +240,10 @@ class Explorer:
         reduce: bool = True,
         exact_fields: Sequence[str] = (),
         replay_shards: int | None = None,
+        reduction: Reduction | None = None,
     ) -> None:
+        """`reduction`: `reduce_for(spec, env, props, policy, exact_fields=...)` when the
+        caller has it already (with `reduce`, it is computed otherwise)."""
         self.spec = spec
         self.env = env
         self.props = tuple(props)
@@ -290,14 +268,16 @@ class Explorer:
         self.str_positions = [i * self.width + j for i in range(shards) for j in self.str_fields] + self.tail_str
         self.has_str = bool(self.str_positions)
         self.optional = [(j, _sentinel(t)) for j, t in enumerate(shard_types) if t.optional and t.kind != "str"]
-        self.reduction = reduce_for(spec, env, self.props, self.policy, exact_fields=exact_fields) if reduce else None
+        if reduce and reduction is None:
+            reduction = reduce_for(spec, env, self.props, self.policy, exact_fields=exact_fields)
+        self.reduction = reduction if reduce else None
         relevant = relevant_actions(spec, env, self.reduction) if self.reduction else None
         cone = self.reduction.cone if self.reduction else None
-        self.dropped = frozenset(p for p, key in enumerate(self.keys) if cone is not None and _node(key) not in cone)
+        self.dropped = frozenset(p for p, key in enumerate(self.keys) if cone is not None and node_of(key) not in cone)
         self.caps: dict[int, int] = {}
         if self.reduction:
             for p, key in enumerate(self.keys):
-                cap = self.reduction.saturation.get(_node(key))
+                cap = self.reduction.saturation.get(node_of(key))
                 if cap is not None:
                     self.caps[p] = cap
         self.free_params = frozenset(
@@ -333,7 +313,7 @@ class Explorer:
             {
                 n.name
                 for k in self.step_props
-                for n in _nodes([self.props[k].when, self.props[k].check])
+                for n in ir.walk([self.props[k].when, self.props[k].check])
                 if isinstance(n, ir.FieldRef) and n.snap is not None
             }
         )
@@ -496,9 +476,9 @@ class Explorer:
                 # The state hook runs on the old and new value of the state field.
                 out.add(self._shard_of(node.shard, binding, self_shard) * w + self.field_index[node.name])
                 self._reads(self.spec.on_state_change, {}, None, out)
-        elif dataclasses.is_dataclass(node) and not isinstance(node, type):
-            for f in dataclasses.fields(node):
-                self._reads(getattr(node, f.name), binding, self_shard, out)
+        else:
+            for child in ir.children(node):
+                self._reads(child, binding, self_shard, out)
 
     # -- canonical form --
 
@@ -660,9 +640,7 @@ class Explorer:
         if not action.value_params:
             return [()]
         domains = [
-            self._domain(p, owner, state)[:1]
-            if (action.name, p.name) in self.free_params
-            else self._domain(p, owner, state)
+            self._free_choice(p) if (action.name, p.name) in self.free_params else self._domain(p, owner, state)
             for p in action.value_params
         ]
         return list(itertools.product(*domains))
@@ -817,11 +795,6 @@ class Explorer:
         return trace
 
 
-def _node(key: Key) -> tuple[str, str]:
-    """A state variable's name in `model.reduction`'s dependency graph."""
-    return ("field", key[1]) if key[0] is not None else ("global", key[1])
-
-
 def _getter(positions: Sequence[int] | None) -> Any:
     """A fast function from a state to its values at `positions` (a tuple); None for None."""
     if positions is None:
@@ -832,17 +805,6 @@ def _getter(positions: Sequence[int] | None) -> Any:
         p = positions[0]
         return lambda state: (state[p],)
     return operator.itemgetter(*positions)
-
-
-def _nodes(node: object) -> Iterator[object]:
-    """Every IR node under `node`."""
-    if isinstance(node, (list, tuple)):
-        for item in node:
-            yield from _nodes(item)
-    elif dataclasses.is_dataclass(node) and not isinstance(node, type):
-        yield node
-        for f in dataclasses.fields(node):
-            yield from _nodes(getattr(node, f.name))
 
 
 def _sentinel(vtype: ir.Type) -> Any:
@@ -1069,10 +1031,8 @@ def _explorer(
 ) -> Explorer:
     """An explorer for `props`; with one shard only when the properties' shard evolves on
     its own (`model.reduction.shards_independent`): its traces are replayed at full size."""
-    alone = False
-    if reduce and shards > 1:
-        reduction = reduce_for(spec, env, props, policy, exact_fields=exact_fields)
-        alone = shards_independent(spec, env, props, reduction)
+    reduction = reduce_for(spec, env, props, policy, exact_fields=exact_fields) if reduce else None
+    alone = reduction is not None and shards > 1 and shards_independent(spec, env, props, reduction)
     return Explorer(
         spec,
         env,
@@ -1085,6 +1045,7 @@ def _explorer(
         reduce=reduce,
         exact_fields=exact_fields,
         replay_shards=shards,
+        reduction=reduction,
     )
 
 
@@ -1136,7 +1097,6 @@ def explicit_check_all(
         # With `prove`, the search goes on past max_depth until the reachable states are
         # exhausted (a proof) or the state budget is spent; a violation found on the way is a
         # real one (and still a shortest one: the search is breadth first).
-        deeper = prove
         search = first_violations(ex, PROVE_DEPTH if prove else max_depth, deadline, PROVE_STATES if prove else None)
         caveat = (
             f"; int parameters ({', '.join(ex.int_params)}) range over {INT_DOMAIN[0]}..{INT_DOMAIN[-1]} only "
@@ -1183,7 +1143,7 @@ def explicit_check_all(
                     note += " and every fleet size"
                 if prove:
                     status = "proved"
-            elif deeper:
+            elif prove:
                 depth = search.reached
                 note += (
                     f"; no proof: the reachable states were not exhausted by depth {search.reached}"

@@ -8,6 +8,7 @@ concrete interpreter and the Z3 encoding) walk these same nodes through one exec
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 
@@ -284,16 +285,30 @@ def field_reads(nodes: object) -> set[str]:
     return found
 
 
-def fleet_wide(nodes: object) -> bool:
-    """Whether expressions or statements depend on the number of shards (a loop over the
-    shards or an aggregate over them)."""
+def children(node: object) -> Iterator[object]:
+    """The IR nodes (and lists of them) directly under `node`; names, numbers and types are
+    leaves."""
+    if isinstance(node, (list, tuple)):
+        yield from node
+    elif hasattr(node, "__dataclass_fields__") and not isinstance(node, (type, Type)):
+        for name in node.__dataclass_fields__:
+            value = getattr(node, name)
+            if value is not None and not isinstance(value, (str, int, float, bool, Type)):
+                yield value
+
+
+def walk(nodes: object) -> Iterator[object]:
+    """Every IR node under `nodes` (expressions, statements, lists of them), in no promised
+    order."""
     stack = [nodes]
     while stack:
         node = stack.pop()
-        if isinstance(node, (ForShards, Aggregate)):
-            return True
-        if isinstance(node, (list, tuple)):
-            stack.extend(node)
-        elif hasattr(node, "__dataclass_fields__"):
-            stack.extend(getattr(node, name) for name in node.__dataclass_fields__)
-    return False
+        if hasattr(node, "__dataclass_fields__"):
+            yield node
+        stack.extend(children(node))
+
+
+def fleet_wide(nodes: object) -> bool:
+    """Whether expressions or statements depend on the number of shards (a loop over the
+    shards or an aggregate over them)."""
+    return any(isinstance(node, (ForShards, Aggregate)) for node in walk(nodes))

@@ -32,6 +32,7 @@ from model import bmc, ir
 from model.encoding import Encoding
 from model.errors import EXIT_MISMATCH, EXIT_OK, EXIT_UNKNOWN, UsageError
 from model.figure import render_table, trace_figure
+from model.reduction import one_shard_decides
 from model.spec import Property, Spec, load_spec
 
 ENGINES = ("auto", "spacer", "kind", "explicit")
@@ -261,7 +262,9 @@ def prove_property(
         )
     if policy is not None and (
         engine == "explicit"
-        or (engine == "auto" and (shards == 1 or _one_shard_decides(spec, environment, prop, policy)))
+        or (
+            engine == "auto" and (shards == 1 or one_shard_decides(spec, spec.environment(environment), [prop], policy))
+        )
     ):
         from model.explicit import explicit_check
 
@@ -348,16 +351,6 @@ def prove_property(
         "",
         "",
     )
-
-
-def _one_shard_decides(spec: Spec, environment: str, prop: Property, policy: Mapping[str, int]) -> bool:
-    """Whether the property's shard evolves on its own: the explicit engine's exhaustive
-    search of one shard's (finite, reduced) states is then the quickest proof (when it is
-    not finite, the search says so and Spacer takes over)."""
-    from model.reduction import reduce_for, shards_independent
-
-    env = spec.environment(environment)
-    return shards_independent(spec, env, [prop], reduce_for(spec, env, [prop], policy))
 
 
 def _done(

@@ -29,8 +29,7 @@ violations, which is why traces are replayed on the full interpreter afterwards.
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from model import ir
@@ -49,26 +48,10 @@ class Reduction:
     saturation: Mapping[Node, int]
     """Per saturated variable (a field or a global), the value K it is capped at."""
 
-    def keeps(self, node: Node) -> bool:
-        return node in self.cone
-
-    def kept_fields(self, spec: Spec) -> tuple[str, ...]:
-        return tuple(v.name for v in spec.shard_vars if ("field", v.name) in self.cone)
-
     def dropped(self, spec: Spec, env: Environment) -> tuple[str, ...]:
         """The state variables outside the cone (for notes and tests)."""
         names = [("field", v.name) for v in spec.shard_vars] + [("global", v.name) for v in (*spec.globals, *env.vars)]
         return tuple(n[1] for n in names if n not in self.cone)
-
-
-def _children(node: object) -> Iterable[object]:
-    if isinstance(node, (list, tuple)):
-        yield from node
-    elif dataclasses.is_dataclass(node) and not isinstance(node, type):
-        for f in dataclasses.fields(node):
-            value = getattr(node, f.name)
-            if not isinstance(value, (str, int, float, bool, ir.Type)) and value is not None:
-                yield value
 
 
 class _Graph:
@@ -89,16 +72,13 @@ class _Graph:
             if env.any_call:
                 # A call outside its contract discards the whole action: every contract it
                 # calls decides every write it makes.
-                for name in sorted(self.called(action.body)):
+                for name in sorted(_called(action.body)):
                     event = spec.events[name]
                     ctx |= self.reads(event.requires, ("event", name))
             self.block(action.body, frozenset(ctx), scope)
 
     def add(self, target: Node, sources: Iterable[Node]) -> None:
         self.edges.setdefault(target, set()).update(sources)
-
-    def called(self, stmts: object) -> set[str]:
-        return _called(stmts)
 
     def reads(self, expr: object, scope: tuple[str, ...]) -> set[Node]:
         out: set[Node] = set()
@@ -118,13 +98,13 @@ class _Graph:
             elif isinstance(node, ir.QueryRef):
                 stack.append(self.spec.queries[node.name].expr)
             else:
-                stack.extend(_children(node))
+                stack.extend(ir.children(node))
         return out
 
     def block(self, stmts: Sequence[ir.Stmt], ctx: frozenset[Node], scope: tuple[str, ...]) -> None:
         for stmt in stmts:
             if isinstance(stmt, ir.Assign):
-                target = self.target(stmt, scope)
+                target = _target(stmt, scope)
                 value = self.reads(stmt.value, scope)
                 self.add(target, value | ctx)
                 if stmt.kind == "field" and stmt.name == self.spec.state_field and self.spec.on_state_change:
@@ -150,13 +130,6 @@ class _Graph:
                     if param.name not in given:
                         self.add(("arg", stmt.event, param.name), ctx)
 
-    def target(self, stmt: ir.Assign, scope: tuple[str, ...]) -> Node:
-        if stmt.kind == "field":
-            return ("field", stmt.name)
-        if stmt.kind == "global":
-            return ("global", stmt.name)
-        return ("local", *scope, stmt.name)
-
     def closure(self, roots: Iterable[Node]) -> frozenset[Node]:
         cone: set[Node] = set()
         stack = list(roots)
@@ -167,6 +140,14 @@ class _Graph:
             cone.add(node)
             stack.extend(self.edges.get(node, ()))
         return frozenset(cone)
+
+
+def _target(stmt: ir.Assign, scope: tuple[str, ...]) -> Node:
+    if stmt.kind == "field":
+        return ("field", stmt.name)
+    if stmt.kind == "global":
+        return ("global", stmt.name)
+    return ("local", *scope, stmt.name)
 
 
 def _property_roots(graph: _Graph, prop: Property) -> set[Node]:
@@ -208,6 +189,64 @@ _FLIP = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 """`c op x` as `x op' c`."""
 
 
+def _constant(spec: Spec, policy: Mapping[str, int] | None, expr: object) -> int | None:
+    """The value of a constant expression: an int literal, its negation, or a policy
+    constant (with no concrete policy, its declared minimum)."""
+    if isinstance(expr, ir.Const) and isinstance(expr.value, int) and not isinstance(expr.value, bool):
+        return expr.value
+    if isinstance(expr, ir.PolicyRef):
+        if policy is not None and expr.name in policy:
+            return policy[expr.name]
+        decl = spec.policy.get(expr.name)
+        return decl.min if decl is not None else None
+    if isinstance(expr, ir.Neg):
+        inner = _constant(spec, policy, expr.operand)
+        return None if inner is None else -inner
+    return None
+
+
+def _var(expr: object) -> Node | None:
+    if isinstance(expr, ir.FieldRef):
+        return ("field", expr.name)
+    if isinstance(expr, ir.GlobalRef):
+        return ("global", expr.name)
+    return None
+
+
+def _counter_update(
+    target: Node, value: object, constant: Callable[[object], int | None]
+) -> tuple[list[int], list[object]] | None:
+    """`value`, assigned to `target`, as a counter update: through conditional expressions,
+    every branch a constant or the target plus a non-negative constant. Returns (the
+    constants it may assign, the conditions it reads), or None when it is anything else."""
+    if isinstance(value, ir.IfExp):
+        then = _counter_update(target, value.then, constant)
+        orelse = _counter_update(target, value.orelse, constant)
+        if then is None or orelse is None:
+            return None
+        return then[0] + orelse[0], [value.cond, *then[1], *orelse[1]]
+    amount = constant(value)
+    if amount is not None:
+        return [amount], []
+    if isinstance(value, ir.Arith) and value.op == "+":
+        for this, other in ((value.left, value.right), (value.right, value.left)):
+            step = constant(other)
+            if _var(this) == target and step is not None and step >= 0:
+                return [], []
+    return None
+
+
+def _int_counters(spec: Spec, env: Environment) -> dict[Node, int]:
+    """Per int state variable that starts at a non-negative value (not optional): that value."""
+    declared = [(("field", v.name), v) for v in spec.shard_vars]
+    declared += [(("global", v.name), v) for v in (*spec.globals, *env.vars)]
+    return {
+        node: var.initial
+        for node, var in declared
+        if var.type.kind == "int" and not var.type.optional and isinstance(var.initial, int) and var.initial >= 0
+    }
+
+
 class _Uses:
     """Per int variable: the largest constant it is compared with, or disqualified."""
 
@@ -217,21 +256,7 @@ class _Uses:
         self.bound: dict[Node, int] = {n: 0 for n in candidates}
 
     def constant(self, expr: object) -> int | None:
-        if isinstance(expr, ir.Const) and isinstance(expr.value, int) and not isinstance(expr.value, bool):
-            return expr.value
-        if isinstance(expr, ir.PolicyRef):
-            return self.policy.get(expr.name)
-        if isinstance(expr, ir.Neg):
-            inner = self.constant(expr.operand)
-            return None if inner is None else -inner
-        return None
-
-    def var(self, expr: object) -> Node | None:
-        if isinstance(expr, ir.FieldRef):
-            return ("field", expr.name)
-        if isinstance(expr, ir.GlobalRef):
-            return ("global", expr.name)
-        return None
+        return _constant(self.spec, self.policy, expr)
 
     def disqualify(self, node: Node | None) -> None:
         if node is not None:
@@ -244,7 +269,7 @@ class _Uses:
             return
         if isinstance(node, ir.Compare):
             for this, other, op in ((node.left, node.right, node.op), (node.right, node.left, _FLIP[node.op])):
-                name, value = self.var(this), self.constant(other)
+                name, value = _var(this), self.constant(other)
                 if name is not None and value is not None:
                     if name in self.bound:
                         # Every x >= K must compare as K does: `x >= c` and `x < c` from K = c,
@@ -254,30 +279,23 @@ class _Uses:
         if isinstance(node, ir.QueryRef):
             self.expr(self.spec.queries[node.name].expr)
             return
-        name = self.var(node)
+        name = _var(node)
         if name is not None:
             self.disqualify(name)
             return
-        for child in _children(node):
+        for child in ir.children(node):
             self.expr(child)
 
     def assigned(self, target: Node, value: object) -> None:
-        """An assignment: the target keeps saturable if the value is a constant or the
-        target plus a non-negative constant (through conditional expressions)."""
-        if isinstance(value, ir.IfExp):
-            self.expr(value.cond)
-            self.assigned(target, value.then)
-            self.assigned(target, value.orelse)
+        """An assignment: the target keeps saturable if the value is a counter update (a
+        constant, or the target plus a non-negative constant)."""
+        update = _counter_update(target, value, self.constant)
+        if update is None:
+            self.disqualify(target)
+            self.expr(value)
             return
-        if self.constant(value) is not None:
-            return
-        if isinstance(value, ir.Arith) and value.op == "+":
-            for this, other in ((value.left, value.right), (value.right, value.left)):
-                amount = self.constant(other)
-                if self.var(this) == target and amount is not None and amount >= 0:
-                    return
-        self.disqualify(target)
-        self.expr(value)
+        for cond in update[1]:
+            self.expr(cond)
 
 
 def _saturation(
@@ -288,20 +306,8 @@ def _saturation(
     cone: frozenset[Node],
     exact: set[Node],
 ) -> dict[Node, int]:
-    declared = [("field", v.name, v) for v in spec.shard_vars] + [
-        ("global", v.name, v) for v in (*spec.globals, *env.vars)
-    ]
-    candidates: set[Node] = {
-        (kind, name)
-        for kind, name, var in declared
-        if (kind, name) in cone
-        and (kind, name) not in exact
-        and var.type.kind == "int"
-        and not var.type.optional
-        and isinstance(var.initial, int)
-        and var.initial >= 0
-    }
-    uses = _Uses(spec, policy, candidates)
+    initial = _int_counters(spec, env)
+    uses = _Uses(spec, policy, {node for node in initial if node in cone and node not in exact})
     graph_scopes: list[tuple[tuple[str, ...], Sequence[ir.Stmt]]] = []
     for event in spec.events.values():
         uses.expr(event.ignore_when)
@@ -317,13 +323,7 @@ def _saturation(
     def block(stmts: Sequence[ir.Stmt], scope: tuple[str, ...]) -> None:
         for stmt in stmts:
             if isinstance(stmt, ir.Assign):
-                target: Node = (
-                    ("field", stmt.name)
-                    if stmt.kind == "field"
-                    else ("global", stmt.name)
-                    if stmt.kind == "global"
-                    else ("local", *scope, stmt.name)
-                )
+                target = _target(stmt, scope)
                 if target in cone:
                     uses.assigned(target, stmt.value)
             elif isinstance(stmt, ir.If):
@@ -339,63 +339,38 @@ def _saturation(
 
     for scope, stmts in graph_scopes:
         block(stmts, scope)
-    return {node: max(bound, _initial(spec, env, node)) for node, bound in uses.bound.items()}
-
-
-def _initial(spec: Spec, env: Environment, node: Node) -> int:
-    for var in (*spec.shard_vars, *spec.globals, *env.vars):
-        if var.name == node[1] and isinstance(var.initial, int):
-            return int(var.initial)
-    return 0
+    return {node: max(bound, initial[node]) for node, bound in uses.bound.items()}
 
 
 def nonnegative_counters(spec: Spec, env: Environment, policy: Mapping[str, int] | None) -> frozenset[Node]:
     """Int variables that are never negative: they start at a non-negative value and every
-    assignment to one (in any event, action or the state hook) is a non-negative constant, a
-    policy constant whose value (or, for a symbolic policy, declared minimum) is non-negative,
-    or the variable itself plus a non-negative constant. `x >= 0` is then an invariant,
-    which the bounded model checker states at every step (measured faster)."""
-    declared = {("field", v.name): v for v in spec.shard_vars}
-    declared.update({("global", v.name): v for v in (*spec.globals, *env.vars)})
-    good = {
-        node
-        for node, var in declared.items()
-        if var.type.kind == "int" and not var.type.optional and isinstance(var.initial, int) and var.initial >= 0
-    }
-
-    def constant(expr: object) -> int | None:
-        if isinstance(expr, ir.Const) and isinstance(expr.value, int) and not isinstance(expr.value, bool):
-            return expr.value
-        if isinstance(expr, ir.PolicyRef):
-            if policy is not None and expr.name in policy:
-                return policy[expr.name]
-            decl = spec.policy.get(expr.name)
-            return decl.min if decl is not None else None
-        return None
-
-    def safe(target: Node, value: object) -> bool:
-        if isinstance(value, ir.IfExp):
-            return safe(target, value.then) and safe(target, value.orelse)
-        amount = constant(value)
-        if amount is not None:
-            return amount >= 0
-        if isinstance(value, ir.Arith) and value.op == "+":
-            for this, other in ((value.left, value.right), (value.right, value.left)):
-                step = constant(other)
-                if step is not None and step >= 0 and isinstance(this, (ir.FieldRef, ir.GlobalRef)):
-                    if ("field" if isinstance(this, ir.FieldRef) else "global", this.name) == target:
-                        return True
-        return False
-
+    assignment to one (in any event, action or the state hook) is a counter update whose
+    constants are non-negative (a policy constant counts by its value, or for a symbolic
+    policy its declared minimum). `x >= 0` is then an invariant, which the bounded model
+    checker states at every step (measured faster)."""
+    good = set(_int_counters(spec, env))
     blocks: list[object] = [spec.on_state_change]
     blocks += [[event.body, event.history] for event in spec.events.values()]
     blocks += [action.body for action in env.actions]
-    for node in _walk(blocks):
+    for node in ir.walk(blocks):
         if isinstance(node, ir.Assign) and node.kind in ("field", "global"):
             target: Node = (node.kind, node.name)
-            if target in good and not safe(target, node.value):
-                good.discard(target)
+            if target in good:
+                update = _counter_update(target, node.value, lambda e: _constant(spec, policy, e))
+                if update is None or any(c < 0 for c in update[0]):
+                    good.discard(target)
     return frozenset(good)
+
+
+def node_of(key: tuple[int | None, str]) -> Node:
+    """A state variable's store key (shard or None, name) as a name of the dependency graph."""
+    return ("field", key[1]) if key[0] is not None else ("global", key[1])
+
+
+def one_shard_decides(spec: Spec, env: Environment, props: Sequence[Property], policy: Mapping[str, int]) -> bool:
+    """Whether a one-shard search decides `props` for every fleet size (see
+    `shards_independent`): where the engines pick the explicit search."""
+    return shards_independent(spec, env, props, reduce_for(spec, env, props, policy))
 
 
 def relevant_actions(spec: Spec, env: Environment, reduction: Reduction) -> frozenset[str]:
@@ -404,7 +379,7 @@ def relevant_actions(spec: Spec, env: Environment, reduction: Reduction) -> froz
     out = set()
     for action in env.actions:
         calls = _called(action.body)
-        assigns = {("global", n.name) for n in _walk(action.body) if isinstance(n, ir.Assign) and n.kind == "global"}
+        assigns = {("global", n.name) for n in ir.walk(action.body) if isinstance(n, ir.Assign) and n.kind == "global"}
         if any(("call", name) in reduction.cone for name in calls) or assigns & reduction.cone:
             out.add(action.name)
     return frozenset(out)
@@ -424,12 +399,12 @@ def shards_independent(spec: Spec, env: Environment, props: Sequence[Property], 
         if len(action.shard_params) != 1:
             return False
         (own,) = action.shard_params
-        nodes = list(_walk([action.when, action.body]))
+        nodes = list(ir.walk([action.when, action.body]))
         events = {n.event for n in nodes if isinstance(n, ir.CallEvent)}
         for name in sorted(events):
             event = spec.events[name]
-            nodes += [n for n in _walk([event.ignore_when, event.requires, event.body, event.history])]
-        nodes += list(_walk(spec.on_state_change))
+            nodes += [n for n in ir.walk([event.ignore_when, event.requires, event.body, event.history])]
+        nodes += list(ir.walk(spec.on_state_change))
         for node in nodes:
             if isinstance(node, (ir.Aggregate, ir.ForShards)):
                 return False
@@ -440,16 +415,16 @@ def shards_independent(spec: Spec, env: Environment, props: Sequence[Property], 
 
 def _called(stmts: object) -> set[str]:
     """The events a block calls."""
-    return {n.event for n in _walk(stmts) if isinstance(n, ir.CallEvent)}
+    return {n.event for n in ir.walk(stmts) if isinstance(n, ir.CallEvent)}
 
 
-def _walk(node: object) -> Iterable[object]:
-    stack = [node]
-    while stack:
-        item = stack.pop()
-        if dataclasses.is_dataclass(item) and not isinstance(item, type):
-            yield item
-        stack.extend(_children(item))
-
-
-__all__ = ["Node", "Reduction", "nonnegative_counters", "reduce_for", "relevant_actions", "shards_independent"]
+__all__ = [
+    "Node",
+    "Reduction",
+    "node_of",
+    "nonnegative_counters",
+    "one_shard_decides",
+    "reduce_for",
+    "relevant_actions",
+    "shards_independent",
+]
