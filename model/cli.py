@@ -16,10 +16,20 @@ from pathlib import Path
 from typing import Any
 
 from model.console import progress_for
-from model.errors import EXIT_MISMATCH, EXIT_OK, EXIT_UNKNOWN, LedgercheckError, UsageError
+from model.errors import EXIT_OK, EXIT_UNKNOWN, LedgercheckError, UsageError
 from model.figure import LEGEND, colour_enabled, trace_figure
 from model.formats import CHECK_FORMATS, REPLAY_FORMATS, markdown_replay, render_check
 from model.result import Result
+from model.runs import (
+    attention,
+    exit_code,
+    mismatch_line,
+    multi_environment,
+    outcome,
+    reading_order,
+    result_json,
+    run_checks,
+)
 from model.spec import DEFAULT_SPEC, Spec, SpecFile, load_spec
 from model.trace import Simulation, Trace, parse_action_call
 
@@ -105,7 +115,11 @@ def build_parser(args: Sequence[str] | None = None) -> argparse.ArgumentParser:
     common(check)
     check.add_argument("--variant", action="append", default=None)
     check.add_argument("--property", action="append", default=None)
-    check.add_argument("--environment", default="controller")
+    check.add_argument(
+        "--environment",
+        default=None,
+        help="check in this environment only (default: every environment each property applies to)",
+    )
     check.add_argument("--max-depth", type=int, default=DEFAULT_DEPTH)
     check.add_argument("--max-traces", type=int, default=DEFAULT_TRACES)
     check.add_argument("--timeout", type=float, default=None, help="seconds per solver call")
@@ -174,6 +188,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "model.claims",
     "model.conform",
     "model.report",
+    "model.ci",
 )
 
 
@@ -235,6 +250,11 @@ def _load(path: str | None) -> SpecFile:
 
 def _variants(spec_file: SpecFile, names: list[str] | None) -> list[Spec]:
     return [spec_file.variant(n) for n in (names or spec_file.variants)]
+
+
+# `run_checks`, `exit_code` and `result_json` live in `model.runs`; they are re-exported here
+# for callers written against the CLI module.
+__all__ = ["build_parser", "cmd_check", "cmd_replay", "exit_code", "main", "result_json", "run_checks"]
 
 
 # --- replay ------------------------------------------------------------------------------
@@ -315,118 +335,6 @@ def cmd_replay(ns: argparse.Namespace) -> int:
 # --- check -------------------------------------------------------------------------------
 
 
-def result_json(result: Result) -> dict[str, Any]:
-    data: dict[str, Any] = {
-        "variant": result.variant,
-        "property": result.property,
-        "environment": result.environment,
-        "shards": result.shards,
-        "policy": result.policy,
-        "status": result.status,
-        "depth": result.depth,
-        "expected": result.expected,
-        "matches": result.matches,
-        "traces": [t.to_json() for t in result.traces],
-        "engine": result.engine,
-    }
-    if result.lax_traces:
-        data["lax_traces"] = [t.to_json() for t in result.lax_traces]
-    if result.note:
-        data["note"] = result.note
-    if result.region is not None:
-        data["policy_region"] = result.region
-        data["policy_region_text"] = result.region_text()
-    return data
-
-
-def run_checks(
-    spec_file: SpecFile,
-    variants: list[str] | None,
-    properties: list[str] | None,
-    environment: str,
-    shards: int | None,
-    policy: dict[str, int] | None,
-    max_depth: int,
-    max_traces: int,
-    timeout: float | None,
-    progress: Any = None,
-    view: tuple[str, ...] | None = None,
-    prove: bool = False,
-    into: list[Result] | None = None,
-    memory: int | None = None,
-    engine: str = "z3",
-) -> list[Result]:
-    """Check each (variant, property); `policy` None keeps the policy symbolic. Results are
-    appended to `into` as they come, so an interrupted run still has what it established."""
-    results = into if into is not None else []
-    for spec in _variants(spec_file, variants):
-        resolved = spec.resolve_policy(policy) if policy is not None else None
-        spec.environment(environment)
-        if view is not None:
-            unknown = [f for f in view if f not in {d.name for d in spec.fields}]
-            if unknown:
-                raise UsageError(f"--view: unknown field(s) {', '.join(unknown)}")
-        fleet = shards or spec.default_shards
-        if engine == "explicit" and resolved is None:
-            raise UsageError("--engine explicit needs a concrete policy (not --symbolic-policy)")
-        for name in properties or list(spec.properties):
-            prop = spec.property(name)
-            if engine == "explicit" or (
-                engine == "auto" and _explicit_suits(spec, environment, prop, fleet, resolved, view)
-            ):
-                from model.explicit import explicit_check
-
-                assert resolved is not None
-                results.append(
-                    explicit_check(
-                        spec, environment, prop, fleet, resolved, max_depth, max_traces, timeout=timeout, prove=prove
-                    )
-                )
-                continue
-            from model import bmc  # Z3 loads only when the solver runs
-
-            results.append(
-                bmc.check_property(
-                    spec,
-                    environment,
-                    prop,
-                    fleet,
-                    resolved,
-                    max_depth,
-                    max_traces,
-                    timeout,
-                    progress,
-                    view=view,
-                    prove=prove,
-                    memory=memory,
-                    race_proof=engine == "auto",
-                )
-            )
-    return results
-
-
-def _explicit_suits(
-    spec: Spec, environment: str, prop: Any, shards: int, policy: dict[str, int] | None, view: tuple[str, ...] | None
-) -> bool:
-    """`--engine auto`: the explicit engine where its search is small: one shard, or a
-    property whose shard evolves on its own (then one shard decides every fleet size)."""
-    if policy is None or view is not None:
-        return False
-    if shards == 1 or not prop.applies_to(environment):
-        return True
-    from model.reduction import one_shard_decides
-
-    return one_shard_decides(spec, spec.environment(environment), [prop], policy)
-
-
-def exit_code(results: list[Result]) -> int:
-    if any(r.status == "unknown" for r in results):
-        return EXIT_UNKNOWN
-    if any(r.matches is False for r in results):
-        return EXIT_MISMATCH
-    return EXIT_OK
-
-
 def cmd_check(ns: argparse.Namespace) -> int:
     if ns.max_depth < 0 or ns.max_traces < 1:
         raise UsageError("--max-depth must be >= 0 and --max-traces >= 1")
@@ -478,7 +386,7 @@ def cmd_check(ns: argparse.Namespace) -> int:
     return exit_code(results)
 
 
-def verdict_line(result: Result) -> str:
+def verdict_line(result: Result, environment_column: bool = False) -> str:
     if result.status == "violated":
         what = f"VIOLATED at depth {result.depth} ({len(result.traces)} distinct trace(s))"
     elif result.status == "holds_to_depth":
@@ -494,23 +402,69 @@ def verdict_line(result: Result) -> str:
         expect = "  [as expected]"
     elif result.matches is False:
         expect = f"  [MISMATCH: the spec expects {result.expected}]"
-    line = f"{result.variant:<11} {result.property:<40} {what}{expect}"
+    where = f"{result.environment:<11} " if environment_column else ""
+    line = f"{result.variant:<11} {result.property:<40} {where}{what}{expect}"
     if result.region is not None:
-        line += f"\n{'':<11} {'':<40} {result.region_text()}"
+        pad = " " * (11 + 1 + 40 + 1 + (12 if environment_column else 0))
+        line += f"\n{pad}{result.region_text()}"
     return line
 
 
+def not_applicable_line(results: list[Result]) -> str | None:
+    """The `not_applicable` rows folded into one line: which properties were not checked in
+    which environment (they are checked by a run that names their environment, or by default)."""
+    skipped = [r for r in results if r.status == "not_applicable"]
+    if not skipped:
+        return None
+    by_env: dict[str, list[str]] = {}
+    for result in skipped:
+        names = by_env.setdefault(result.environment, [])
+        if result.property not in names:
+            names.append(result.property)
+    parts = [
+        f"{len(names)} propert{'y' if len(names) == 1 else 'ies'} not for the {env} environment ({', '.join(names)})"
+        for env, names in by_env.items()
+    ]
+    return "not applicable: " + "; ".join(parts)
+
+
+def summary_lines(results: list[Result]) -> list[str]:
+    """The closing summary: the counts, then each mismatch and undecided result by name."""
+    failing = [r for r in results if r.matches is False]
+    unknown = [r for r in results if r.status == "unknown"]
+    skipped = sum(1 for r in results if r.status == "not_applicable")
+    checked = len(results) - skipped
+    head = f"{checked} result(s): {len(failing)} mismatch(es), {len(unknown)} unknown"
+    if skipped:
+        head += f", {skipped} not applicable"
+    lines = [head]
+    lines += [f"  MISMATCH  {mismatch_line(r)}" for r in attention(results) if outcome(r) == "mismatch"]
+    lines += [f"  UNKNOWN   {mismatch_line(r)}" for r in attention(results) if outcome(r) == "unknown"]
+    return lines
+
+
 def print_results(spec_file: SpecFile, results: list[Result]) -> None:
+    """Verdict lines (mismatches first, not-applicable rows folded), then the traces (those of
+    mismatches first), then the summary naming every mismatch."""
     colour = colour_enabled()
-    for result in results:
-        print(verdict_line(result))
-    for result in results:
+    ordered = reading_order(results)
+    env_column = multi_environment(results)
+    for result in ordered:
+        if result.status != "not_applicable":
+            print(verdict_line(result, env_column))
+    folded = not_applicable_line(ordered)
+    if folded:
+        print(folded)
+    for result in ordered:
         if not result.traces and not result.lax_traces:
             continue
         spec = spec_file.variant(result.variant)
         prop = spec.properties[result.property]
         print()
-        print(f"== {result.variant} / {result.property} ({result.environment}, {result.shards} shards)")
+        heading = f"== {result.variant} / {result.property} ({result.environment}, {result.shards} shards)"
+        if result.matches is False:
+            heading += f"  MISMATCH: the spec expects {result.expected}"
+        print(heading)
         print(f"   {prop.doc}")
         for number, trace in enumerate(result.traces, 1):
             print(f"\n-- trace {number} of {len(result.traces)}, {trace.depth} steps: {prop.message}")
@@ -521,10 +475,8 @@ def print_results(spec_file: SpecFile, results: list[Result]) -> None:
     if any(r.traces or r.lax_traces for r in results):
         print()
         print(LEGEND)
-    failing = [r for r in results if r.matches is False]
-    unknown = [r for r in results if r.status == "unknown"]
     print()
-    print(f"{len(results)} result(s): {len(failing)} mismatch(es), {len(unknown)} unknown")
+    print("\n".join(summary_lines(results)))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,0 +1,325 @@
+"""`ledgercheck ci`: the one command a ledger repository's CI runs.
+
+An engineer who changed the ledger needs one answer, "did my change break anything a property
+or a regression test can see?", and needs it named, not buried. So `ci` runs every step that
+can say no, and prints a summary that names each failure *before* anything else:
+
+1. verdicts: every variant x every property x every environment the property applies to;
+2. drift: is `generated_tests/` what the spec produces now (`gen --check`)?
+3. the generated tests against the spec's executable model (pytest, in a subprocess);
+4. with `--impl TARGET`: the generated tests against that implementation, and `conform`.
+
+Steps 3 and 4 run in subprocesses started first, so they overlap with the in-process checking
+(two cores do two things). Exit codes: 0 every step passed; 1 something failed (a mismatch, drift,
+a failing test, a divergence), even if something else was undecided; 3 something was undecided
+and nothing failed; 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from model.errors import EXIT_MISMATCH, EXIT_OK, EXIT_UNKNOWN, LedgercheckError
+from model.runs import attention, mismatch_line, outcome, run_checks
+from model.spec import SpecFile, load_spec
+
+DEFAULT_DEPTH = 12
+DEFAULT_TRACES = 3
+PASSED, FAILED, UNDECIDED, SKIPPED = "passed", "FAILED", "UNDECIDED", "skipped"
+
+
+@dataclass
+class Step:
+    """One step of the run: what it is, how it ended, in how long, and what a reader needs."""
+
+    name: str
+    status: str = SKIPPED
+    headline: str = ""
+    seconds: float = 0.0
+    failures: list[str] = field(default_factory=list)  # one line per failure, for the summary
+    detail: str = ""  # the long form, printed after the summary
+
+
+@dataclass
+class Subprocess:
+    """A step running in a child process, its output in a temporary file (no pipe to fill)."""
+
+    argv: list[str]
+    started: float
+    process: subprocess.Popen[bytes]
+    output: IO[bytes]
+    ended: list[float] = field(default_factory=list)
+
+    @classmethod
+    def start(cls, argv: list[str], cwd: Path) -> Subprocess:
+        output = tempfile.TemporaryFile()
+        env = dict(os.environ)
+        env.pop("PYTEST_ADDOPTS", None)
+        env.setdefault("NO_COLOR", "1")
+        env["COLUMNS"] = "400"  # pytest cuts its short summary to the terminal width
+        process = subprocess.Popen(
+            argv, cwd=cwd, stdout=output, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
+        )
+        child = cls(argv, time.monotonic(), process, output)
+        # A watcher notes when the child ends, so its time is its own, not the wait for the others.
+        threading.Thread(target=child._watch, daemon=True).start()
+        return child
+
+    def _watch(self) -> None:
+        self.process.wait()
+        self.ended.append(time.monotonic())
+
+    def finish(self) -> tuple[int, str, float]:
+        code = self.process.wait()
+        while not self.ended:
+            time.sleep(0.01)
+        seconds = self.ended[0] - self.started
+        self.output.seek(0)
+        text = self.output.read().decode("utf-8", errors="replace")
+        self.output.close()
+        return code, text, seconds
+
+
+def register(subparsers: Any) -> None:
+    from model.cli import _policy_arg
+
+    parser = subparsers.add_parser(
+        "ci",
+        help="everything a ledger change must pass: verdicts, drift, generated tests, conformance",
+        description="The one command a ledger repository's CI runs: every property in every environment it "
+        "applies to, for every variant; `gen --check`; the generated tests against the executable model, and "
+        "with --impl against that implementation, with its conformance. A summary naming each failure comes "
+        "first. Exit 0 only when every verdict matches the spec's expectation and nothing drifted or failed.",
+        epilog="examples:\n"
+        "  ledgercheck ci\n"
+        "  ledgercheck ci --impl path/to/fleet_health.py:GenerationFleetHealth\n"
+        "  ledgercheck ci spec/fleet_health.toml --out generated_tests",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("spec", nargs="?", default=None, help="spec file (default: the bundled spec)")
+    parser.add_argument(
+        "--impl", default=None, metavar="TARGET", help="also test this implementation: module:Class or file.py:Class"
+    )
+    parser.add_argument("--out", default=None, help="the generated tests' directory (default: generated_tests/)")
+    parser.add_argument(
+        "--max-depth", type=int, default=DEFAULT_DEPTH, help=f"bound of the search (default {DEFAULT_DEPTH})"
+    )
+    parser.add_argument(
+        "--engine",
+        choices=("z3", "explicit", "auto"),
+        default="auto",
+        help="engine for the verdicts (default auto: the fastest sound one per property)",
+    )
+    parser.add_argument(
+        "--policy",
+        action="append",
+        type=_policy_arg,
+        default=[],
+        metavar="NAME=VALUE",
+        help="override a policy constant for the verdicts (repeatable)",
+    )
+    parser.add_argument("--timeout", type=float, default=None, help="seconds per solver call")
+    parser.add_argument(
+        "--conform-depth", type=int, default=None, metavar="D", help="conformance enumeration depth (conform's default)"
+    )
+    parser.set_defaults(run=run)
+
+
+def run(ns: argparse.Namespace) -> int:
+    if ns.max_depth < 0:
+        raise LedgercheckError("--max-depth must be >= 0")
+    spec_file = load_spec(ns.spec)
+    from codegen.render import default_out_dir
+
+    out_dir = Path(ns.out) if ns.out else default_out_dir(spec_file.path)
+    steps: list[Step] = []
+    started = time.monotonic()
+    children = _start_children(ns, spec_file, out_dir)
+    steps.append(_verdicts(ns, spec_file))
+    steps.append(_drift(spec_file, out_dir))
+    for name, child in children:
+        steps.append(_finish_child(name, child))
+    if ns.impl is None:
+        steps.append(Step("tests vs implementation", SKIPPED, "no --impl given"))
+        steps.append(Step("conformance", SKIPPED, "no --impl given"))
+    code = _exit_code(steps)
+    _print(spec_file, steps, code, time.monotonic() - started)
+    return code
+
+
+def _start_children(ns: argparse.Namespace, spec_file: SpecFile, out_dir: Path) -> list[tuple[str, Subprocess]]:
+    """The generated tests (against the model; against --impl) and conformance, started now."""
+    children: list[tuple[str, Subprocess]] = []
+    if not out_dir.is_dir():
+        return children
+    pytest = [sys.executable, "-m", "pytest", "-q", "-rfE", "-p", "no:cacheprovider", "--no-header", str(out_dir)]
+    cwd = out_dir.parent
+    children.append(("tests vs model", Subprocess.start(pytest, cwd)))
+    if ns.impl is not None:
+        impl = _absolute_target(ns.impl)
+        children.append(("tests vs implementation", Subprocess.start([*pytest, "--ledger-impl", impl], cwd)))
+        conform = [sys.executable, "-m", "model.cli", "conform", "--impl", impl, str(Path(spec_file.path).resolve())]
+        if ns.conform_depth is not None:
+            conform += ["--depth", str(ns.conform_depth)]
+        children.append(("conformance", Subprocess.start(conform, Path.cwd())))
+    return children
+
+
+def _absolute_target(target: str) -> str:
+    """`path/file.py:Class` made absolute (the children run elsewhere); `module:Class` as given."""
+    path, sep, name = target.rpartition(":")
+    if sep and (path.endswith(".py") or os.sep in path) and Path(path).exists():
+        return f"{Path(path).resolve()}:{name}"
+    return target
+
+
+def _verdicts(ns: argparse.Namespace, spec_file: SpecFile) -> Step:
+    step = Step("verdicts")
+    begin = time.monotonic()
+    results = run_checks(
+        spec_file,
+        None,
+        None,
+        None,
+        None,
+        dict(ns.policy),
+        ns.max_depth,
+        DEFAULT_TRACES,
+        ns.timeout,
+        engine=ns.engine,
+    )
+    step.seconds = time.monotonic() - begin
+    flagged = attention(results)
+    mismatches = [r for r in flagged if outcome(r) == "mismatch"]
+    unknown = [r for r in flagged if outcome(r) == "unknown"]
+    variants = len({r.variant for r in results})
+    environments = len({r.environment for r in results})
+    step.headline = (
+        f"{len(results)} verdict(s) ({variants} variant(s), {environments} environment(s)): "
+        f"{len(mismatches)} mismatch(es), {len(unknown)} unknown"
+    )
+    step.failures = [f"MISMATCH  {mismatch_line(r)}" for r in mismatches]
+    step.failures += [f"UNKNOWN   {mismatch_line(r)}" for r in unknown]
+    step.status = FAILED if mismatches else UNDECIDED if unknown else PASSED
+    if flagged:
+        from model.cli import verdict_line
+        from model.figure import trace_figure
+
+        lines: list[str] = []
+        for result in flagged:
+            spec = spec_file.variant(result.variant)
+            prop = spec.properties[result.property]
+            lines.append(verdict_line(result, True))
+            lines.append(f"   {prop.doc}")
+            for trace in result.traces[:1]:
+                lines.append(f"-- shortest trace, {trace.depth} steps: {prop.message}")
+                lines.append(trace_figure(trace, spec))
+            lines.append("")
+        step.detail = "\n".join(lines)
+    return step
+
+
+def _drift(spec_file: SpecFile, out_dir: Path) -> Step:
+    from codegen.render import drift, generate
+
+    step = Step("generated tests up to date")
+    begin = time.monotonic()
+    out_dir_used, files = generate(spec_file.path, str(out_dir))
+    diff = drift(out_dir_used, files)
+    step.seconds = time.monotonic() - begin
+    count = sum(text.count("\ndef test_") for text in files.values())
+    if diff:
+        names = _drifted_files(diff)
+        step.status = FAILED
+        step.headline = f"{out_dir.name}/ is not what the spec produces now: {len(names)} file(s) drifted"
+        step.failures = [f"DRIFT     {out_dir.name}/{name}" for name in names]
+        step.detail = "".join(diff[:80]) + (f"... ({len(diff) - 80} more diff lines)\n" if len(diff) > 80 else "")
+    else:
+        step.status = PASSED
+        step.headline = f"{len(files)} module(s), {count} test(s), as the spec produces them"
+    return step
+
+
+def _drifted_files(diff: list[str]) -> list[str]:
+    names: list[str] = []
+    for line in diff:
+        if line.startswith("--- "):
+            name = line[4:].split(" (", 1)[0].split("/", 1)[-1]
+            if name not in names:
+                names.append(name)
+    return names
+
+
+def _finish_child(name: str, child: Subprocess) -> Step:
+    code, text, seconds = child.finish()
+    step = Step(name, seconds=seconds)
+    lines = [line for line in text.splitlines() if line.strip()]
+    last = lines[-1].strip("= ") if lines else f"exit {code}"
+    step.headline = last
+    if code == 0:
+        step.status = PASSED
+        return step
+    step.status = FAILED
+    if name == "conformance":
+        first = next((line for line in lines if "diverge" in line.lower()), last)
+        step.failures = [f"DIVERGES  {first.strip()}"]
+    else:
+        step.failures = _test_failures(name, lines) or [f"TESTS     {name}: {last}"]
+    step.detail = text
+    return step
+
+
+def _test_failures(name: str, lines: list[str]) -> list[str]:
+    """pytest's short summary folded to one line per test module: how many failed, and the
+    first failure's message (what a reader needs to decide where to look)."""
+    by_module: dict[str, list[str]] = {}
+    for line in lines:
+        if not line.startswith(("FAILED ", "ERROR ")):
+            continue
+        test, _, message = line.split(" ", 1)[1].partition(" - ")
+        by_module.setdefault(test.split("::", 1)[0], []).append(message.strip())
+    out = []
+    for module, messages in by_module.items():
+        first = next((m for m in messages if m), "")
+        out.append(f"TESTS     {name}: {module}: {len(messages)} failed" + (f" ({first})" if first else ""))
+    return out
+
+
+def _exit_code(steps: list[Step]) -> int:
+    if any(s.status == FAILED for s in steps):
+        return EXIT_MISMATCH
+    if any(s.status == UNDECIDED for s in steps):
+        return EXIT_UNKNOWN
+    return EXIT_OK
+
+
+def _print(spec_file: SpecFile, steps: list[Step], code: int, seconds: float) -> None:
+    spec_name = Path(spec_file.path).name
+    verdict = {EXIT_OK: "PASSED", EXIT_MISMATCH: "FAILED", EXIT_UNKNOWN: "UNDECIDED"}[code]
+    failures = [line for s in steps for line in s.failures]
+    print(f"ledgercheck ci {spec_name}: {verdict}" + (f", {len(failures)} problem(s):" if failures else ""))
+    for line in failures:
+        print(f"  {line}")
+    print()
+    width = max(len(s.name) for s in steps)
+    for s in steps:
+        took = f"{s.seconds:5.1f} s" if s.status != SKIPPED else "      "
+        print(f"  {s.name:<{width}}  {s.status:<9} {took}  {s.headline}")
+    print(f"  {'total':<{width}}  {'':<9} {seconds:5.1f} s")
+    for s in steps:
+        if s.detail and s.status != PASSED:
+            print()
+            print(f"== {s.name}")
+            print(s.detail.rstrip())
+
+
+__all__ = ["register", "run"]

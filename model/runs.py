@@ -1,0 +1,246 @@
+"""Running checks: which (variant, property, environment) triples a request covers, which
+engine answers each, and what the results add up to (exit code, reading order, summary).
+
+The commands (`check`, `report`, `gen`, `ci`) all come through here, so that "every property in
+every environment it applies to" means the same thing everywhere and no command can
+quietly check less than another. Engines never import this module's callers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from model.errors import EXIT_MISMATCH, EXIT_OK, EXIT_UNKNOWN, UsageError
+from model.result import Result
+from model.spec import Property, Spec, SpecFile
+
+# The order results are read in: what needs attention first.
+_READING_ORDER = {"mismatch": 0, "unknown": 1, "unexpected": 2, "match": 3, "skipped": 4}
+
+
+def variants_of(spec_file: SpecFile, names: Sequence[str] | None) -> list[Spec]:
+    return [spec_file.variant(n) for n in (names or spec_file.variants)]
+
+
+def environments_for(spec: Spec, prop: Property, environment: str | None) -> list[str]:
+    """The environments a property is checked in: the one asked for (even where the property
+    does not apply, which then reports `not_applicable`), or every environment of the spec that
+    the property applies to, in the spec's order."""
+    if environment is not None:
+        spec.environment(environment)
+        return [environment]
+    return [name for name in spec.environments if prop.applies_to(name)]
+
+
+def run_checks(
+    spec_file: SpecFile,
+    variants: list[str] | None,
+    properties: list[str] | None,
+    environment: str | None,
+    shards: int | None,
+    policy: dict[str, int] | None,
+    max_depth: int,
+    max_traces: int,
+    timeout: float | None,
+    progress: Any = None,
+    view: tuple[str, ...] | None = None,
+    prove: bool = False,
+    into: list[Result] | None = None,
+    memory: int | None = None,
+    engine: str = "z3",
+) -> list[Result]:
+    """Check each (variant, property, environment); `environment` None means every environment
+    each property applies to, `policy` None keeps the policy symbolic. Results are appended to
+    `into` as they come, so an interrupted run still has what it established."""
+    results = into if into is not None else []
+    for spec in variants_of(spec_file, variants):
+        resolved = spec.resolve_policy(policy) if policy is not None else None
+        if environment is not None:
+            spec.environment(environment)
+        if view is not None:
+            unknown = [f for f in view if f not in {d.name for d in spec.fields}]
+            if unknown:
+                raise UsageError(f"--view: unknown field(s) {', '.join(unknown)}")
+        fleet = shards or spec.default_shards
+        if engine == "explicit" and resolved is None:
+            raise UsageError("--engine explicit needs a concrete policy (not --symbolic-policy)")
+        for name in properties or list(spec.properties):
+            prop = spec.property(name)
+            for env_name in environments_for(spec, prop, environment):
+                results.append(
+                    _check_one(
+                        spec,
+                        env_name,
+                        prop,
+                        fleet,
+                        resolved,
+                        max_depth,
+                        max_traces,
+                        timeout,
+                        progress,
+                        view,
+                        prove,
+                        memory,
+                        engine,
+                    )
+                )
+    return results
+
+
+def _check_one(
+    spec: Spec,
+    environment: str,
+    prop: Property,
+    shards: int,
+    policy: dict[str, int] | None,
+    max_depth: int,
+    max_traces: int,
+    timeout: float | None,
+    progress: Any,
+    view: tuple[str, ...] | None,
+    prove: bool,
+    memory: int | None,
+    engine: str,
+) -> Result:
+    if engine == "explicit" or (engine == "auto" and explicit_suits(spec, environment, prop, shards, policy, view)):
+        from model.explicit import explicit_check
+
+        assert policy is not None
+        return explicit_check(
+            spec, environment, prop, shards, policy, max_depth, max_traces, timeout=timeout, prove=prove
+        )
+    from model import bmc  # Z3 loads only when the solver runs
+
+    return bmc.check_property(
+        spec,
+        environment,
+        prop,
+        shards,
+        policy,
+        max_depth,
+        max_traces,
+        timeout,
+        progress,
+        view=view,
+        prove=prove,
+        memory=memory,
+        race_proof=engine == "auto",
+    )
+
+
+def explicit_suits(
+    spec: Spec, environment: str, prop: Any, shards: int, policy: dict[str, int] | None, view: tuple[str, ...] | None
+) -> bool:
+    """`--engine auto`: the explicit engine where its search is small: one shard, or a
+    property whose shard evolves on its own (then one shard decides every fleet size)."""
+    if policy is None or view is not None:
+        return False
+    if shards == 1 or not prop.applies_to(environment):
+        return True
+    from model.reduction import one_shard_decides
+
+    return one_shard_decides(spec, spec.environment(environment), [prop], policy)
+
+
+def exit_code(results: Iterable[Result]) -> int:
+    """3 if anything is undecided (never a pass), else 1 on any mismatch, else 0."""
+    listed = list(results)
+    if any(r.status == "unknown" for r in listed):
+        return EXIT_UNKNOWN
+    if any(r.matches is False for r in listed):
+        return EXIT_MISMATCH
+    return EXIT_OK
+
+
+def outcome(result: Result) -> str:
+    """One word for a result: 'match', 'mismatch', 'unknown', 'skipped' or 'unexpected' (no expectation)."""
+    if result.status == "not_applicable":
+        return "skipped"
+    if result.status == "unknown":
+        return "unknown"
+    if result.matches is True:
+        return "match"
+    if result.matches is False:
+        return "mismatch"
+    return "unexpected"
+
+
+def reading_order(results: Iterable[Result]) -> list[Result]:
+    """Mismatches first, then undecided results, then the rest; stable within each group, so
+    the spec's order is kept and the same results always read the same way."""
+    return sorted(results, key=lambda r: _READING_ORDER[outcome(r)])
+
+
+def multi_environment(results: Iterable[Result]) -> bool:
+    return len({r.environment for r in results}) > 1
+
+
+def shortest(result: Result) -> int | None:
+    """The length of the shortest trace a violated result has (its depth), else None."""
+    if result.status != "violated":
+        return None
+    lengths = [t.depth for t in result.traces] or [result.depth]
+    return min(lengths)
+
+
+def mismatch_line(result: Result) -> str:
+    """'as_written / p (controller): violated, the spec expects holds; shortest trace 8 steps'."""
+    found = "unknown" if result.status == "unknown" else result.verdict
+    line = f"{result.variant} / {result.property} ({result.environment}): {found}"
+    if result.status == "unknown":
+        line += f", the spec expects {result.expected}" + (f" ({result.note})" if result.note else "")
+        return line
+    line += f", the spec expects {result.expected}"
+    length = shortest(result)
+    if length is not None:
+        line += f"; shortest trace {length} step{'s' if length != 1 else ''}"
+    elif result.status == "holds_to_depth":
+        line += f"; no violation up to depth {result.depth}"
+    return line
+
+
+def attention(results: Iterable[Result]) -> list[Result]:
+    """The results that keep a run from passing: mismatches, then undecided ones."""
+    return [r for r in reading_order(results) if outcome(r) in ("mismatch", "unknown")]
+
+
+def result_json(result: Result) -> dict[str, Any]:
+    """One result as the JSON object of `check --format json` (a public schema)."""
+    data: dict[str, Any] = {
+        "variant": result.variant,
+        "property": result.property,
+        "environment": result.environment,
+        "shards": result.shards,
+        "policy": result.policy,
+        "status": result.status,
+        "depth": result.depth,
+        "expected": result.expected,
+        "matches": result.matches,
+        "traces": [t.to_json() for t in result.traces],
+        "engine": result.engine,
+    }
+    if result.lax_traces:
+        data["lax_traces"] = [t.to_json() for t in result.lax_traces]
+    if result.note:
+        data["note"] = result.note
+    if result.region is not None:
+        data["policy_region"] = result.region
+        data["policy_region_text"] = result.region_text()
+    return data
+
+
+__all__ = [
+    "attention",
+    "environments_for",
+    "exit_code",
+    "explicit_suits",
+    "mismatch_line",
+    "multi_environment",
+    "outcome",
+    "reading_order",
+    "result_json",
+    "run_checks",
+    "shortest",
+    "variants_of",
+]
