@@ -146,11 +146,15 @@ def run(ns: argparse.Namespace) -> int:
     children = _start_children(ns, spec_file, out_dir)
     steps.append(_verdicts(ns, spec_file))
     steps.append(_drift(spec_file, out_dir))
+    started_names = {name for name, _ in children}
     for name, child in children:
         steps.append(_finish_child(name, child))
-    if ns.impl is None:
-        steps.append(Step("tests vs implementation", SKIPPED, "no --impl given"))
-        steps.append(Step("conformance", SKIPPED, "no --impl given"))
+    for name in ("tests vs model", "tests vs implementation", "conformance"):
+        if name not in started_names:
+            why = "no --impl given" if ns.impl is None and name != "tests vs model" else f"no {out_dir.name}/ directory"
+            steps.append(Step(name, SKIPPED, why))
+    order = ["verdicts", "generated tests up to date", "tests vs model", "tests vs implementation", "conformance"]
+    steps.sort(key=lambda s: order.index(s.name))
     code = _exit_code(steps)
     _print(spec_file, steps, code, time.monotonic() - started)
     return code
@@ -159,14 +163,15 @@ def run(ns: argparse.Namespace) -> int:
 def _start_children(ns: argparse.Namespace, spec_file: SpecFile, out_dir: Path) -> list[tuple[str, Subprocess]]:
     """The generated tests (against the model; against --impl) and conformance, started now."""
     children: list[tuple[str, Subprocess]] = []
-    if not out_dir.is_dir():
-        return children
-    pytest = [sys.executable, "-m", "pytest", "-q", "-rfE", "-p", "no:cacheprovider", "--no-header", str(out_dir)]
-    cwd = out_dir.parent
-    children.append(("tests vs model", Subprocess.start(pytest, cwd)))
-    if ns.impl is not None:
-        impl = _absolute_target(ns.impl)
-        children.append(("tests vs implementation", Subprocess.start([*pytest, "--ledger-impl", impl], cwd)))
+    impl = _absolute_target(ns.impl) if ns.impl is not None else None
+    if out_dir.is_dir():
+        pytest = [sys.executable, "-m", "pytest", "-q", "-rfE", "-p", "no:cacheprovider", "--no-header", str(out_dir)]
+        children.append(("tests vs model", Subprocess.start(pytest, out_dir.parent)))
+        if impl is not None:
+            children.append(
+                ("tests vs implementation", Subprocess.start([*pytest, "--ledger-impl", impl], out_dir.parent))
+            )
+    if impl is not None:
         conform = [sys.executable, "-m", "model.cli", "conform", "--impl", impl, str(Path(spec_file.path).resolve())]
         if ns.conform_depth is not None:
             conform += ["--depth", str(ns.conform_depth)]

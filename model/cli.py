@@ -375,7 +375,7 @@ def cmd_check(ns: argparse.Namespace) -> int:
     if ns.format == "json":
         print(json.dumps([result_json(r) for r in results], indent=2, default=str))
     elif ns.format == "text":
-        print_results(spec_file, results)
+        print_results(spec_file, results, all_traces=bool(ns.property))
     else:
         print(render_check(ns.format, spec_file, results))
     if interrupted:
@@ -443,9 +443,10 @@ def summary_lines(results: list[Result]) -> list[str]:
     return lines
 
 
-def print_results(spec_file: SpecFile, results: list[Result]) -> None:
+def print_results(spec_file: SpecFile, results: list[Result], all_traces: bool = False) -> None:
     """Verdict lines (mismatches first, not-applicable rows folded), then the traces (those of
-    mismatches first), then the summary naming every mismatch."""
+    mismatches first), then the summary naming every mismatch. A result that is as the spec
+    expects shows its shortest trace only, unless `all_traces` (the run named its properties)."""
     colour = colour_enabled()
     ordered = reading_order(results)
     env_column = multi_environment(results)
@@ -466,12 +467,21 @@ def print_results(spec_file: SpecFile, results: list[Result]) -> None:
             heading += f"  MISMATCH: the spec expects {result.expected}"
         print(heading)
         print(f"   {prop.doc}")
-        for number, trace in enumerate(result.traces, 1):
+        full = all_traces or result.matches is not True
+        traces = result.traces if full else result.traces[:1]
+        lax = result.lax_traces if full else []
+        for number, trace in enumerate(traces, 1):
             print(f"\n-- trace {number} of {len(result.traces)}, {trace.depth} steps: {prop.message}")
             print(trace_figure(trace, spec, colour=colour))
-        for number, trace in enumerate(result.lax_traces, 1):
+        for number, trace in enumerate(lax, 1):
             print(f"\n-- outside the callers' contracts, trace {number}: relies on a lax guard")
             print(trace_figure(trace, spec, colour=colour))
+        hidden = len(result.traces) - len(traces), len(result.lax_traces) - len(lax)
+        if any(hidden):
+            print(
+                f"\n   ({hidden[0]} more trace(s) and {hidden[1]} outside the callers' contracts, as expected: "
+                f"add --property {result.property} --environment {result.environment} to see them)"
+            )
     if any(r.traces or r.lax_traces for r in results):
         print()
         print(LEGEND)

@@ -21,6 +21,7 @@ from typing import Any
 from model import ir
 from model.figure import LEGEND, MARKDOWN_LEGEND, markdown_table, md_code, md_text, trace_figure
 from model.result import Result
+from model.runs import attention, mismatch_line, multi_environment, outcome, reading_order
 from model.spec import Spec, SpecFile
 from model.trace import Trace
 
@@ -59,23 +60,21 @@ def expectation_text(result: Result) -> str:
     return f"undecided; the spec expects {result.expected}"
 
 
-def outcome(result: Result) -> str:
-    """One word for a result: 'match', 'mismatch', 'unknown', 'skipped' or 'unexpected' (no expectation)."""
-    if result.status == "not_applicable":
-        return "skipped"
-    if result.status == "unknown":
-        return "unknown"
-    if result.matches is True:
-        return "match"
-    if result.matches is False:
-        return "mismatch"
-    return "unexpected"
-
-
 def summary_text(results: Sequence[Result]) -> str:
     failing = sum(1 for r in results if r.matches is False)
     unknown = sum(1 for r in results if r.status == "unknown")
     return f"{len(results)} result(s): {failing} mismatch(es), {unknown} unknown"
+
+
+def summary_names(results: Sequence[Result]) -> list[str]:
+    """Each mismatch and undecided result, one line each, for the closing summary."""
+    return [f"{outcome(r).upper()}: {mismatch_line(r)}" for r in attention(results)]
+
+
+def case_name(result: Result, several_environments: bool) -> str:
+    """A result's name in JUnit and the HTML report: the property, and its environment when the
+    run covered more than one (a property is checked once per environment it applies to)."""
+    return f"{result.property}[{result.environment}]" if several_environments else result.property
 
 
 def spec_label(spec: Spec) -> str:
@@ -98,13 +97,15 @@ def trace_groups(result: Result) -> list[tuple[str, Trace]]:
 MD_ICON = {"match": "✅", "mismatch": "❌", "unknown": "❔", "skipped": "➖", "unexpected": "ℹ️"}
 
 
-def markdown_verdict(result: Result) -> str:
+def markdown_verdict(result: Result, several_environments: bool = False) -> str:
     """One line: icon, variant / property, what was found, and whether the spec expected it."""
     expect = expectation_text(result)
     if result.matches is False:
         expect = f"**{expect}**"
     line = (
-        f"- {MD_ICON[outcome(result)]} {md_code(result.variant)} / {md_code(result.property)}: "
+        f"- {MD_ICON[outcome(result)]} {md_code(result.variant)} / {md_code(result.property)}"
+        + (f" ({md_text(result.environment)})" if several_environments else "")
+        + ": "
         f"{md_text(verdict_text(result))}, {expect}"
     )
     if result.region is not None:
@@ -118,15 +119,21 @@ def markdown_check(spec_file: SpecFile, results: Sequence[Result]) -> str:
     settings = sorted({(r.environment, r.shards) for r in results})
     where = "; ".join(f"{env} environment, {shards} shards" for env, shards in settings)
     out = [f"### ledgercheck: {md_code(base.name)} ({md_text(where)})" if where else "### ledgercheck", ""]
-    out += [markdown_verdict(r) for r in results]
+    several = multi_environment(results)
+    ordered = reading_order(results)
+    out += [markdown_verdict(r, several) for r in ordered]
     out += ["", f"**{summary_text(results)}**"]
-    for result in results:
+    named = summary_names(results)
+    if named:
+        out += [""] + [f"- {md_text(line)}" for line in named]
+    for result in ordered:
         groups = trace_groups(result)
         if not groups:
             continue
         spec = spec_file.variant(result.variant)
         prop = spec.properties[result.property]
-        out += ["", f"#### {md_code(result.variant)} / {md_code(result.property)}", "", md_text(prop.doc)]
+        where = f" ({md_text(result.environment)})" if several else ""
+        out += ["", f"#### {md_code(result.variant)} / {md_code(result.property)}{where}", "", md_text(prop.doc)]
         for heading, trace in groups:
             out += ["", f"**{md_text(heading)}**: {md_text(prop.message)}", ""]
             out.append(markdown_table(trace, spec))
@@ -313,8 +320,9 @@ def junit_check(spec_file: SpecFile, results: Sequence[Result]) -> str:
     }
     for name, value in settings.items():
         ET.SubElement(properties, "property", {"name": name, "value": value})
-    for result in results:
-        case = ET.SubElement(suite, "testcase", {"classname": result.variant, "name": result.property})
+    several = multi_environment(results)
+    for result in reading_order(results):
+        case = ET.SubElement(suite, "testcase", {"classname": result.variant, "name": case_name(result, several)})
         verdict = verdict_text(result)
         kind = outcome(result)
         if kind == "mismatch":
@@ -323,7 +331,7 @@ def junit_check(spec_file: SpecFile, results: Sequence[Result]) -> str:
                 "failure",
                 {"message": f"{verdict}; the spec expects {result.expected}", "type": "VerdictMismatch"},
             )
-            failure.text = f"{result.variant} / {result.property}: {verdict} (expected: {result.expected})"
+            failure.text = f"{mismatch_line(result)}\n{verdict} (expected: {result.expected})"
         elif kind == "unknown":
             error = ET.SubElement(case, "error", {"message": verdict, "type": "SolverUnknown"})
             error.text = f"{result.variant} / {result.property}: {verdict}"

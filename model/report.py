@@ -24,7 +24,16 @@ from model.console import progress_for
 from model.diagram import StateDiagram, minimal_policy, state_diagram, svg
 from model.errors import UsageError
 from model.figure import html_table
-from model.formats import expectation_text, outcome, spec_label, summary_text, trace_groups, verdict_text
+from model.formats import (
+    expectation_text,
+    outcome,
+    spec_label,
+    summary_names,
+    summary_text,
+    trace_groups,
+    verdict_text,
+)
+from model.runs import reading_order
 from model.spec import Spec, SpecFile, load_spec
 
 EXAMPLES = (
@@ -50,7 +59,11 @@ def register(subparsers: Any) -> None:
     report.add_argument("--html", required=True, metavar="FILE", help="where to write the page (replaced atomically)")
     report.add_argument("--variant", action="append", default=None, help="variant(s) to check (default: all)")
     report.add_argument("--property", action="append", default=None, help="property(ies) to check (default: all)")
-    report.add_argument("--environment", default="controller")
+    report.add_argument(
+        "--environment",
+        default=None,
+        help="check in this environment only (default: every environment each property applies to)",
+    )
     report.add_argument("--shards", type=int, default=None, help="fleet size (default: the spec's)")
     report.add_argument("--max-depth", type=int, default=DEFAULT_DEPTH)
     report.add_argument("--max-traces", type=int, default=DEFAULT_TRACES)
@@ -100,7 +113,7 @@ def run(ns: argparse.Namespace) -> int:
         if progress is not None:
             progress.close()
     settings = {
-        "environment": ns.environment,
+        "environment": ns.environment or "every environment each property applies to",
         "shards": str(ns.shards or spec_file.variant().default_shards),
         "max depth": str(ns.max_depth),
         "max traces": str(ns.max_traces),
@@ -168,8 +181,8 @@ def esc(value: object) -> str:
     return html.escape(str(value)).replace("://", "&#58;//")
 
 
-def anchor(variant: str, prop: str) -> str:
-    return f"r-{variant}-{prop}".replace(" ", "-")
+def anchor(variant: str, prop: str, environment: str = "") -> str:
+    return f"r-{variant}-{prop}{'-' + environment if environment else ''}".replace(" ", "-")
 
 
 CSS = """
@@ -189,6 +202,7 @@ dl.settings { display: grid; grid-template-columns: max-content 1fr; gap: 2px 16
 dl.settings dt { color: var(--muted); } dl.settings dd { margin: 0; }
 .summary { font-weight: 600; padding: 8px 12px; border-radius: 6px; display: inline-block; }
 .summary.pass { background: #ebfbee; color: var(--ok); } .summary.fail { background: #fff5f5; color: var(--bad); }
+.mismatch-tag { color: var(--bad); font-size: 0.8em; margin-left: 0.5em; }
 table.verdicts { border-collapse: collapse; margin: 8px 0; }
 table.verdicts th, table.verdicts td { border: 1px solid var(--line); padding: 4px 10px; text-align: left;
   vertical-align: top; }
@@ -255,6 +269,7 @@ def render(
     out += [
         "</dl>",
         f'<p class="summary {"pass" if ok else "fail"}">{esc(summary_text(results))}</p>',
+        *[f'<p class="summary fail">{esc(line)}</p>' for line in summary_names(results)],
         "</header>",
         "<main>",
         '<section id="verdicts">',
@@ -278,23 +293,25 @@ def render(
 def _verdict_table(spec_file: SpecFile, results: Sequence[bmc.Result]) -> str:
     rows = [
         '<table class="verdicts">',
-        "<thead><tr><th>variant</th><th>property</th><th>verdict</th><th>expected</th><th>outcome</th></tr></thead>",
+        "<thead><tr><th>variant</th><th>property</th><th>environment</th><th>verdict</th><th>expected</th>"
+        "<th>outcome</th></tr></thead>",
         "<tbody>",
     ]
-    for result in results:
+    for result in reading_order(results):
         spec = spec_file.variant(result.variant)
         prop = spec.properties.get(result.property)
         claim = f' <span class="muted">(claim {prop.claim})</span>' if prop is not None and prop.claim else ""
         verdict = esc(verdict_text(result))
         if result.traces or result.lax_traces:
-            verdict = f'<a href="#{esc(anchor(result.variant, result.property))}">{verdict}</a>'
+            verdict = f'<a href="#{esc(anchor(result.variant, result.property, result.environment))}">{verdict}</a>'
         if result.region is not None:
             verdict += f'<br><span class="muted">{esc(result.region_text())}</span>'
         kind = outcome(result)
         rows.append(
             f'<tr class="{kind}" data-variant="{esc(result.variant)}" data-property="{esc(result.property)}" '
-            f'data-status="{esc(result.status)}">'
+            f'data-status="{esc(result.status)}" data-environment="{esc(result.environment)}">'
             f"<td><code>{esc(result.variant)}</code></td><td><code>{esc(result.property)}</code>{claim}</td>"
+            f"<td>{esc(result.environment)}</td>"
             f"<td>{verdict}</td><td>{esc(result.expected or '-')}</td>"
             f'<td class="outcome">{esc(expectation_text(result))}</td></tr>'
         )
@@ -362,12 +379,18 @@ def _trace_sections(spec_file: SpecFile, results: Sequence[bmc.Result]) -> list[
     if not with_traces:
         return []
     out = ['<section id="traces">', "<h2>Traces</h2>", LEGEND_HTML]
-    for result in with_traces:
+    for result in reading_order(with_traces):
         spec = spec_file.variant(result.variant)
         prop = spec.properties[result.property]
+        mismatch = (
+            f' <span class="mismatch-tag">MISMATCH: the spec expects {esc(result.expected)}</span>'
+            if result.matches is False
+            else ""
+        )
         out += [
-            f'<article id="{esc(anchor(result.variant, result.property))}">',
-            f"<h3><code>{esc(result.variant)}</code> / <code>{esc(result.property)}</code></h3>",
+            f'<article id="{esc(anchor(result.variant, result.property, result.environment))}">',
+            f"<h3><code>{esc(result.variant)}</code> / <code>{esc(result.property)}</code> "
+            f'<span class="muted">({esc(result.environment)})</span>{mismatch}</h3>',
             f'<p class="doc">{esc(prop.doc)}</p>',
             f'<p class="doc muted">{esc(result.environment)} environment, {result.shards} shards: '
             f"{esc(verdict_text(result))}</p>",

@@ -59,7 +59,10 @@ def test_check_json_schema_and_exit_code(capsys):
         ]
     )
     assert code == 0
-    (result,) = json.loads(capsys.readouterr().out)
+    both = json.loads(capsys.readouterr().out)
+    # With no --environment, a property is checked in every environment it applies to.
+    assert [r["environment"] for r in both] == ["ledger", "controller"]
+    result = both[1]
     assert {"variant", "property", "environment", "shards", "policy", "status", "depth", "traces"} <= set(result)
     assert result["status"] == "violated" and result["depth"] == 6
     assert result["traces"][0][0]["action"] is None

@@ -24,6 +24,7 @@ from model.diagram import state_diagram, svg
 from model.figure import ANSI_RESET, colour_enabled, trace_figure
 from model.formats import expectation_text, itf_check, junit_check, markdown_check, render_check
 from model.report import render, write_atomic
+from model.runs import reading_order
 from model.spec import DEFAULT_SPEC, SpecFile, load_spec, load_spec_text
 
 SHARDS = 2
@@ -218,7 +219,21 @@ def test_itf_traces(spec_file: SpecFile, results: list[bmc.Result]) -> None:
 
 def test_itf_via_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
     args = ["check", "--variant", "as_written", "--property", "restarted_engine_refits_healthy"]
-    code = main([*args, "--shards", "2", "--max-depth", "6", "--max-traces", "1", "--format", "itf"])
+    code = main(
+        [
+            *args,
+            "--environment",
+            "controller",
+            "--shards",
+            "2",
+            "--max-depth",
+            "6",
+            "--max-traces",
+            "1",
+            "--format",
+            "itf",
+        ]
+    )
     assert code == 0
     data = json.loads(capsys.readouterr().out)
     assert len(data) == 1 and len(data[0]["states"]) == 7
@@ -230,9 +245,10 @@ def test_itf_via_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
 def test_junit_one_testcase_per_result(spec_file: SpecFile, results: list[bmc.Result]) -> None:
     root = ET.fromstring(junit_check(spec_file, results))
     cases = root.findall(".//testcase")
-    assert [(c.get("classname"), c.get("name")) for c in cases] == [(r.variant, r.property) for r in results]
+    ordered = reading_order(results)  # what needs attention first; here the skipped rows go last
+    assert [(c.get("classname"), c.get("name")) for c in cases] == [(r.variant, r.property) for r in ordered]
     assert root.findall(".//failure") == [] and root.get("failures") == "0"
-    for case, result in zip(cases, results, strict=True):
+    for case, result in zip(cases, ordered, strict=True):
         out = case.find("system-out")
         assert out is not None and out.text is not None
         assert out.text.startswith(f"{result.variant} / {result.property}: ")
@@ -271,7 +287,7 @@ def test_report_is_self_contained_and_complete(spec_file: SpecFile, results: lis
     for result in results:
         row = re.search(
             rf'<tr class="\w+" data-variant="{result.variant}" data-property="{result.property}" '
-            rf'data-status="{result.status}">.*?</tr>',
+            rf'data-status="{result.status}" data-environment="{result.environment}">.*?</tr>',
             page,
         )
         assert row, (result.variant, result.property)

@@ -39,8 +39,11 @@ def test_every_property_of_fixed_is_proved_at_four_shards(spec_file, name):
 
 def test_as_written_is_refuted_with_its_shortest_trace(spec_file):
     spec = spec_file.variant("as_written")
-    expected = {"no_condemnation_by_inherited_streak": 8, "restarted_engine_refits_healthy": 6,
-                "restart_budget_counts_genuine_failures": 9}
+    expected = {
+        "no_condemnation_by_inherited_streak": 8,
+        "restarted_engine_refits_healthy": 6,
+        "restart_budget_counts_genuine_failures": 9,
+    }
     for name, depth in expected.items():
         result = prove.prove_property(spec, "controller", spec.properties[name], 4, spec.default_policy())
         assert result.status == "violated"
@@ -52,8 +55,9 @@ def test_k_induction_uses_the_spec_lemma(spec_file):
     spec = spec_file.variant("fixed")
     prop = spec.properties["suspicion_survives_abort"]
     assert prop.lemmas, "the bundled spec strengthens this property with a lemma"
-    result = prove.prove_property(spec, "controller", prop, 3, spec.default_policy(), engine="kind", max_k=3,
-                                  refute_depth=4)
+    result = prove.prove_property(
+        spec, "controller", prop, 3, spec.default_policy(), engine="kind", max_k=3, refute_depth=4
+    )
     assert result.status == "proved"
     assert result.engine == "k-induction"
 
@@ -62,8 +66,16 @@ def test_k_induction_without_the_lemma_prints_a_counterexample_to_induction():
     lemma = 'lemmas = ["not aborted_while_suspect or state_before_partial == SUSPECT"]\n'
     assert SPEC_TEXT.count(lemma) == 1
     spec = load_spec_text(SPEC_TEXT.replace(lemma, ""), "fleet_health.toml").variant("fixed")
-    result = prove.prove_property(spec, "controller", spec.properties["suspicion_survives_abort"], 2,
-                                  spec.default_policy(), engine="kind", max_k=2, refute_depth=4)
+    result = prove.prove_property(
+        spec,
+        "controller",
+        spec.properties["suspicion_survives_abort"],
+        2,
+        spec.default_policy(),
+        engine="kind",
+        max_k=2,
+        refute_depth=4,
+    )
     assert result.status == "unknown"
     assert "counterexample to induction at k=2" in result.note
     assert "~aborted_while_suspect" in result.note and "state_before_partial" in result.note
@@ -71,8 +83,9 @@ def test_k_induction_without_the_lemma_prints_a_counterexample_to_induction():
 
 def test_symbolic_policy_proof(spec_file):
     spec = spec_file.variant("fixed")
-    result = prove.prove_property(spec, "controller", spec.properties["no_repeat_spurious_condemnation"], 2, None,
-                                  refute_depth=4)
+    result = prove.prove_property(
+        spec, "controller", spec.properties["no_repeat_spurious_condemnation"], 2, None, refute_depth=4
+    )
     assert result.status == "proved"
 
 

@@ -1,0 +1,105 @@
+"""`ledgercheck ci`, the gate of a ledger change: it passes on the bundled spec, and a change
+that breaks a property comes out red with the mismatch named before anything else.
+
+Each test works on a copy of the project layout (spec/ + generated_tests/) in a temporary
+directory, never on the real files, and runs the command in a subprocess as CI would.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CLEAN = str(ROOT / "tests" / "impl" / "fleet_health_clean.py") + ":GenerationFleetHealth"
+AS_WRITTEN = str(ROOT / "tests" / "impl" / "fleet_health_as_written.py") + ":GenerationFleetHealth"
+
+pytestmark = pytest.mark.slow
+
+
+def project_copy(tmp_path: Path) -> Path:
+    """spec/ and generated_tests/ as a ledger repository has them."""
+    shutil.copytree(ROOT / "spec", tmp_path / "spec")
+    shutil.copytree(
+        ROOT / "generated_tests", tmp_path / "generated_tests", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    return tmp_path / "spec" / "fleet_health.toml"
+
+
+def ci(spec: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    return subprocess.run(
+        [sys.executable, "-m", "model.cli", "ci", str(spec), *args],
+        cwd=spec.parent.parent,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
+
+
+def edit(spec: Path, old: str, new: str) -> None:
+    text = spec.read_text(encoding="utf-8")
+    assert text.count(old) == 1, f"{old!r} is not unique in the spec"
+    spec.write_text(text.replace(old, new), encoding="utf-8")
+
+
+def test_ci_passes_on_the_bundled_spec_and_says_what_it_ran(tmp_path: Path) -> None:
+    spec = project_copy(tmp_path)
+    run = ci(spec)
+    assert run.returncode == 0, run.stdout + run.stderr
+    first, *rest = run.stdout.splitlines()
+    assert first == "ledgercheck ci fleet_health.toml: PASSED"
+    body = "\n".join(rest)
+    for step in ("verdicts", "generated tests up to date", "tests vs model"):
+        assert f"  {step} " in body and "passed" in body
+    # every environment of the spec was checked, for both variants
+    assert "2 variant(s), 2 environment(s)" in body
+
+
+def test_a_broken_threshold_is_named_first(tmp_path: Path) -> None:
+    spec = project_copy(tmp_path)
+    edit(
+        spec,
+        "if consecutive_reported_failures >= unhealthy_threshold:",
+        "if consecutive_reported_failures > unhealthy_threshold:",
+    )
+    run = ci(spec)
+    assert run.returncode == 1, run.stdout + run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[0].startswith("ledgercheck ci fleet_health.toml: FAILED")
+    # the mismatch comes right after the headline, with variant, property, environment and length
+    assert lines[1].startswith("  MISMATCH  ") and "full_streak_condemns (ledger)" in lines[1]
+    assert "the spec expects holds; shortest trace" in lines[1]
+
+
+def test_a_comment_edit_changes_nothing(tmp_path: Path) -> None:
+    spec = project_copy(tmp_path)
+    text = spec.read_text(encoding="utf-8")
+    spec.write_text("# a reviewer's note\n" + text.replace("\n[events.", "\n# spacing\n[events.", 1), encoding="utf-8")
+    run = ci(spec)
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_an_implementation_is_tested_and_conformance_checked(tmp_path: Path) -> None:
+    spec = project_copy(tmp_path)
+    good = ci(spec, "--impl", CLEAN, "--conform-depth", "3")
+    assert good.returncode == 0, good.stdout + good.stderr
+    assert "tests vs implementation" in good.stdout and "conformance" in good.stdout
+    bad = ci(spec, "--impl", AS_WRITTEN, "--conform-depth", "3")
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    head = bad.stdout.split("\n\n", 1)[0]
+    assert "TESTS     tests vs implementation" in head and "DIVERGES" in head
+
+
+def test_bad_input_exits_2(tmp_path: Path) -> None:
+    spec = project_copy(tmp_path)
+    edit(spec, "if consecutive_reported_failures >= unhealthy_threshold:", "if consecutive_reported_failures >= :")
+    run = ci(spec)
+    assert run.returncode == 2
+    assert "fleet_health.toml:" in run.stderr
