@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from model.console import progress_for
 from model.errors import EXIT_MISMATCH, EXIT_OK, EXIT_UNKNOWN, LedgercheckError
 from model.runs import attention, mismatch_line, outcome, run_checks
 from model.spec import SpecFile, load_spec
@@ -131,6 +132,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--conform-depth", type=int, default=None, metavar="D", help="conformance enumeration depth (conform's default)"
     )
+    parser.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress on stderr (default: a status line when stderr is a terminal)",
+    )
     parser.set_defaults(run=run)
 
 
@@ -143,12 +150,20 @@ def run(ns: argparse.Namespace) -> int:
     out_dir = Path(ns.out) if ns.out else default_out_dir(spec_file.path)
     steps: list[Step] = []
     started = time.monotonic()
-    children = _start_children(ns, spec_file, out_dir)
-    steps.append(_verdicts(ns, spec_file))
-    steps.append(_drift(spec_file, out_dir))
-    started_names = {name for name, _ in children}
-    for name, child in children:
-        steps.append(_finish_child(name, child))
+    progress = progress_for(ns.progress)
+    say = progress if progress is not None else (lambda message: None)
+    try:
+        children = _start_children(ns, spec_file, out_dir)
+        steps.append(_verdicts(ns, spec_file, progress))
+        say("ci: is generated_tests/ what the spec produces now?")
+        steps.append(_drift(spec_file, out_dir))
+        started_names = {name for name, _ in children}
+        for name, child in children:
+            say(f"ci: waiting for {name}")
+            steps.append(_finish_child(name, child))
+    finally:
+        if progress is not None:
+            progress.close()
     for name in ("tests vs model", "tests vs implementation", "conformance"):
         if name not in started_names:
             why = "no --impl given" if ns.impl is None and name != "tests vs model" else f"no {out_dir.name}/ directory"
@@ -187,7 +202,7 @@ def _absolute_target(target: str) -> str:
     return target
 
 
-def _verdicts(ns: argparse.Namespace, spec_file: SpecFile) -> Step:
+def _verdicts(ns: argparse.Namespace, spec_file: SpecFile, progress: Any) -> Step:
     step = Step("verdicts")
     begin = time.monotonic()
     results = run_checks(
@@ -200,6 +215,7 @@ def _verdicts(ns: argparse.Namespace, spec_file: SpecFile) -> Step:
         ns.max_depth,
         DEFAULT_TRACES,
         ns.timeout,
+        progress,
         engine=ns.engine,
     )
     step.seconds = time.monotonic() - begin

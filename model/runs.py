@@ -68,6 +68,8 @@ def run_checks(
         for name in properties or list(spec.properties):
             prop = spec.property(name)
             for env_name in environments_for(spec, prop, environment):
+                if progress is not None:
+                    progress(f"{spec.variant} / {name} ({env_name}): checking")
                 results.append(
                     _check_one(
                         spec,
