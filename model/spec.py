@@ -1219,8 +1219,8 @@ class _Builder:
         for name, missing in gaps.items():
             if missing:
                 variants_text = ", ".join(repr(v) for v in missing)
-                raise self.fail(
-                    ("properties", name, "expect"),
+                raise SpecError(
+                    self.source.lines.first_within(("properties", name, "expect")),
                     f"property {name!r} has no expected verdict for variant{'s' if len(missing) > 1 else ''} "
                     f'{variants_text}: add {missing[0]} = "holds" or "violated" to its expect, or '
                     f'{DEFAULT_EXPECTATION} = "holds" | "violated" for every variant it does not name',
