@@ -124,7 +124,7 @@ class Property:
     when: ir.Expr | None
     check: ir.Expr
     message: str
-    expect: Mapping[str, str]
+    expect: Mapping[str, str]  # every variant -> "holds" | "violated", its `default` resolved
     environments: tuple[str, ...] | None
     fleet: bool
     line: int
