@@ -269,12 +269,12 @@ def load_spec_text(text: str, name: str = "<spec>") -> SpecFile:
 
 def _load(source: SpecSource) -> SpecFile:
     compiled: dict[str, Spec] = {}
-    for name in variant_names(source):
+    for name in _variant_names(source):
         compiled[name] = _Builder(source, name).build()
     return SpecFile(source.path, source, compiled)
 
 
-def variant_names(source: SpecSource) -> tuple[str, ...]:
+def _variant_names(source: SpecSource) -> tuple[str, ...]:
     """The variants a spec file declares, in file order; `base` when it declares none.
 
     `default` cannot name a variant: in a property's `expect` it means "every variant not
@@ -437,7 +437,7 @@ class _Builder:
         environments = self._environments()
         properties = self._properties(environments)
         enum_name = state_type.enum or ""
-        variants = variant_names(self.source)
+        variants = _variant_names(self.source)
         variant_doc = ""
         vtable = _table(self.source, data, ("variants", self.variant), required=False)
         if vtable:
@@ -1045,7 +1045,7 @@ class _Builder:
     def _properties(self, environments: Mapping[str, Environment]) -> dict[str, Property]:
         table = _table(self.source, self.data, ("properties",), required=False)
         properties: dict[str, Property] = {}
-        variants = variant_names(self.source)
+        variants = _variant_names(self.source)
         gaps: dict[str, tuple[str, ...]] = {}
         named: set[str] = set()
         all_fields = frozenset({"ledger", "history"})
