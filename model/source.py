@@ -55,6 +55,16 @@ class KeyLines:
                 return Location(self.path, found[0], found[1])
         return Location(self.path, 1)
 
+    def first_within(self, keys: KeyPath) -> Location:
+        """The first place the file wrote `keys` or anything under it: a table declared only
+        through a sub-table or an array of tables (`[[variants.fixed.patch]]`) has no header
+        of its own, and `where` would fall back to a parent that the file never wrote."""
+        found = [pos for path, pos in self.positions.items() if path[: len(keys)] == keys]
+        if not found:
+            return self.where(keys)
+        line, col = min(found)
+        return Location(self.path, line, col)
+
     def value_where(self, keys: KeyPath) -> Location:
         """Where the value of `keys` starts (inside an inline table: after its `=`)."""
         found = self.values.get(keys)

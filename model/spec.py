@@ -26,6 +26,10 @@ from model.source import KeyPath, SpecSource, parse_source, read_source
 
 DEFAULT_SPEC = Path(__file__).resolve().parent.parent / "spec" / "fleet_health.toml"
 VERDICTS = ("holds", "violated")
+# The one variant of a spec that declares no [variants]: the spec as written, no patch applied.
+BASE_VARIANT = "base"
+# The key of a property's `expect` that gives the verdict of every variant it does not name.
+DEFAULT_EXPECTATION = "default"
 PROPERTY_KINDS = ("invariant", "step")
 MAX_SHARDS = 64
 
@@ -120,7 +124,7 @@ class Property:
     when: ir.Expr | None
     check: ir.Expr
     message: str
-    expect: Mapping[str, str]
+    expect: Mapping[str, str]  # every variant -> "holds" | "violated", its `default` resolved
     environments: tuple[str, ...] | None
     fleet: bool
     line: int
@@ -264,13 +268,26 @@ def load_spec_text(text: str, name: str = "<spec>") -> SpecFile:
 
 
 def _load(source: SpecSource) -> SpecFile:
-    data = source.data
-    variant_table = _table(source, data, ("variants",), required=False)
-    names = list(variant_table) or ["base"]
     compiled: dict[str, Spec] = {}
-    for name in names:
+    for name in _variant_names(source):
         compiled[name] = _Builder(source, name).build()
     return SpecFile(source.path, source, compiled)
+
+
+def _variant_names(source: SpecSource) -> tuple[str, ...]:
+    """The variants a spec file declares, in file order; `base` when it declares none.
+
+    `default` cannot name a variant: in a property's `expect` it means "every variant not
+    named here", and a variant of that name would make `expect = { default = ... }` say two
+    things at once."""
+    table = _table(source, source.data, ("variants",), required=False)
+    if DEFAULT_EXPECTATION in table:
+        raise SpecError(
+            source.lines.first_within(("variants", DEFAULT_EXPECTATION)),
+            f"{DEFAULT_EXPECTATION!r} cannot name a variant: in a property's expect, "
+            f'{DEFAULT_EXPECTATION} = "holds" | "violated" is the verdict of every variant it does not name',
+        )
+    return tuple(table) or (BASE_VARIANT,)
 
 
 # --- building one variant ----------------------------------------------------------------
@@ -420,7 +437,7 @@ class _Builder:
         environments = self._environments()
         properties = self._properties(environments)
         enum_name = state_type.enum or ""
-        variants = tuple(_table(self.source, data, ("variants",), required=False)) or ("base",)
+        variants = _variant_names(self.source)
         variant_doc = ""
         vtable = _table(self.source, data, ("variants", self.variant), required=False)
         if vtable:
@@ -1028,7 +1045,9 @@ class _Builder:
     def _properties(self, environments: Mapping[str, Environment]) -> dict[str, Property]:
         table = _table(self.source, self.data, ("properties",), required=False)
         properties: dict[str, Property] = {}
-        variants = list(_table(self.source, self.data, ("variants",), required=False)) or ["base"]
+        variants = _variant_names(self.source)
+        gaps: dict[str, tuple[str, ...]] = {}
+        named: set[str] = set()
         all_fields = frozenset({"ledger", "history"})
         for name, body in table.items():
             keys = ("properties", name)
@@ -1108,18 +1127,8 @@ class _Builder:
             check = lang.compile_expr(
                 assert_text, self.scope((*keys, "assert"), f"property {name}: assert", **overrides), BOOL
             )
-            expect_raw = body.get("expect", {})
-            if not isinstance(expect_raw, dict):
-                raise self.fail((*keys, "expect"), "expect must be a table of variant = 'holds' | 'violated'")
-            for variant, verdict in expect_raw.items():
-                if variant not in variants:
-                    raise self.fail(
-                        (*keys, "expect", variant), f"unknown variant {variant!r}{did_you_mean(variant, variants)}"
-                    )
-                if verdict not in VERDICTS:
-                    raise self.fail(
-                        (*keys, "expect", variant), f"expected verdict must be 'holds' or 'violated', not {verdict!r}"
-                    )
+            expect, gaps[name] = self._expect(keys, body.get("expect"), variants)
+            named.update(body.get("expect") or ())
             claim = body.get("claim")
             if claim is not None and (not isinstance(claim, int) or isinstance(claim, bool)):
                 raise self.fail((*keys, "claim"), "claim must be an integer")
@@ -1149,7 +1158,7 @@ class _Builder:
                 when=when,
                 check=check,
                 message=self._str(body, "message", keys, f"property {name} failed"),
-                expect=dict(expect_raw),
+                expect=expect,
                 environments=envs,
                 fleet=fleet,
                 line=self.source.lines.line_of(keys),
@@ -1160,7 +1169,84 @@ class _Builder:
                 lemma_texts=tuple(t.strip() for t in raw_lemmas),
                 claim_text=self._str(body, "claim_text", keys, ""),
             )
+        self._check_expectations(gaps, named, variants)
         return properties
+
+    def _expect(self, keys: KeyPath, raw: Any, variants: tuple[str, ...]) -> tuple[dict[str, str], tuple[str, ...]]:
+        """A property's expected verdict for every variant: the ones its `expect` names, the
+        rest from its `default`. Also returns the variants left with neither, for
+        `_check_expectations` to report once every property is known."""
+        if raw is None:
+            raw = {}
+        if not isinstance(raw, dict):
+            raise self.fail(
+                (*keys, "expect"),
+                'expect must be a table: variant = "holds" | "violated", and optionally default = "holds" | "violated"',
+            )
+        for variant, verdict in raw.items():
+            if variant != DEFAULT_EXPECTATION and variant not in variants:
+                raise self.fail((*keys, "expect", variant), _unknown_variant(variant, variants))
+            if verdict not in VERDICTS:
+                hint = did_you_mean(verdict, VERDICTS) if isinstance(verdict, str) else ""
+                raise self.fail(
+                    (*keys, "expect", variant),
+                    f"expected verdict of {variant!r} must be 'holds' or 'violated', not {verdict!r}{hint}",
+                )
+        default = raw.get(DEFAULT_EXPECTATION)
+        expect = {v: raw.get(v, default) for v in variants}
+        missing = tuple(v for v, verdict in expect.items() if verdict is None)
+        return {v: verdict for v, verdict in expect.items() if verdict is not None}, missing
+
+    def _check_expectations(
+        self, gaps: Mapping[str, tuple[str, ...]], named: set[str], variants: tuple[str, ...]
+    ) -> None:
+        """Every (property, variant) must have an expected verdict, written or defaulted: a
+        verdict nobody expected cannot be a mismatch, so a new variant or property would
+        otherwise be checked, printed and exit 0 whatever it found.
+
+        A declared variant that no property names is reported at the variant (someone just
+        added it); any other gap at the property's `expect` (or the property itself)."""
+        declared = _table(self.source, self.data, ("variants",), required=False)
+        for variant in variants:
+            lacking = [name for name, missing in gaps.items() if variant in missing]
+            if lacking and variant in declared and variant not in named:
+                raise SpecError(
+                    self.source.lines.first_within(("variants", variant)),
+                    f"variant {variant!r} has no expected verdict in any property: add "
+                    f'{variant} = "holds" or "violated" to the expect of {_names(lacking)} '
+                    f"(or give those properties a {DEFAULT_EXPECTATION})",
+                )
+        for name, missing in gaps.items():
+            if missing:
+                variants_text = ", ".join(repr(v) for v in missing)
+                raise SpecError(
+                    self.source.lines.first_within(("properties", name, "expect")),
+                    f"property {name!r} has no expected verdict for variant{'s' if len(missing) > 1 else ''} "
+                    f'{variants_text}: add {missing[0]} = "holds" or "violated" to its expect, or '
+                    f'{DEFAULT_EXPECTATION} = "holds" | "violated" for every variant it does not name',
+                )
+
+
+def _unknown_variant(variant: str, variants: tuple[str, ...]) -> str:
+    message = (
+        f"unknown variant {variant!r}{did_you_mean(variant, (*variants, DEFAULT_EXPECTATION))}; "
+        f"the spec has {', '.join(variants)}"
+    )
+    if variant == BASE_VARIANT:
+        message += (
+            f" ({BASE_VARIANT!r} is the spec as written only when it declares no [variants]; "
+            f"declare [variants.{BASE_VARIANT}] with no patch to check it alongside the others)"
+        )
+    return message
+
+
+def _names(names: list[str], most: int = 6) -> str:
+    """'a, b and c', or the first few and how many more: an error message stays one line."""
+    shown = names[:most]
+    more = len(names) - len(shown)
+    if more:
+        return f"{', '.join(shown)} and {more} more"
+    return shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} and {shown[-1]}"
 
 
 def _stmt_head(node: ast.stmt) -> str:

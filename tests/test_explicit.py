@@ -115,11 +115,13 @@ body = "record_success(i)"
 kind = "invariant"
 scope = "fleet"
 assert = "count(state == OPEN) <= 1"
+expect = { base = "violated" }
 
 [properties.few_openings]
 kind = "invariant"
 scope = "fleet"
 assert = "opened <= 2"
+expect = { base = "violated" }
 '''
 
 

@@ -253,6 +253,13 @@ STRUCTURAL: dict[str, Edit] = {
         [('expect = { base = "violated" }', 'expect = { fixed = "violated" }')],
     ),
     "expect-bad-verdict": ("breaker", [('expect = { base = "violated" }', 'expect = { base = "maybe" }')]),
+    "expect-bad-default": ("breaker", [('expect = { base = "violated" }', 'expect = { default = "maybe" }')]),
+    "expect-missing": ("breaker", [('expect = { base = "violated" }', "")]),
+    "expect-missing-a-variant": (
+        "fleet",
+        [('PR #3592 head, as written"', 'PR #3592 head, as written"\n\n[variants.retry]')],
+    ),
+    "variant-named-default": ("fleet", [(APPEND, "[variants.default]")]),
     "any-call-with-actions": (
         "breaker",
         [("any_call = true", 'any_call = true\n[environments.ledger.actions.x]\nbody = "pass"')],
@@ -614,6 +621,9 @@ def valid_specs(draw: Draw) -> str:
     readable = ledger | history | ({"g": "int"} if fleet_value else {})
     for n in range(draw(st.integers(1, 2))):
         out += ["", f"[properties.p{n}]", 'kind = "invariant"']
+        # Whether it holds is for the engines to find: the expectation only has to be stated.
+        verdict = draw(st.sampled_from(["holds", "violated"]))
+        out.append(f'expect = {{ {draw(st.sampled_from(["base", "default"]))} = "{verdict}" }}')
         form = draw(st.integers(0, 3))
         if form == 0:
             shard = Grammar(draw, members, ledger | history)

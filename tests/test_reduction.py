@@ -124,6 +124,7 @@ any_call = true
 kind = "invariant"
 when = "state == DOWN"
 assert = "level > -9"
+expect = { base = "violated" }
 """
 
 
@@ -255,6 +256,7 @@ any_call = true
 kind = "invariant"
 scope = "fleet"
 assert = "count(state == DOWN) < quorum"
+expect = { base = "violated" }
 """
 
 

@@ -127,6 +127,43 @@ BAD: dict[str, Bad] = {
         "fixd",
         ("unknown variant 'fixd'", "did you mean 'fixed'?"),
     ),
+    "expect-missing-a-variant": Bad(
+        'did not fail"\nexpect = { as_written = "violated", fixed = "holds" }',
+        'did not fail"\nexpect = { as_written = "violated" }',
+        '{ as_written = "violated" }',
+        ("property 'no_condemnation_by_inherited_streak'", "no expected verdict for variant 'fixed'", "default"),
+    ),
+    "expect-unknown-verdict": Bad(
+        'did not fail"\nexpect = { as_written = "violated", fixed = "holds" }',
+        'did not fail"\nexpect = { as_written = "violated", fixed = "hold" }',
+        'fixed = "hold"',
+        ("verdict of 'fixed'", "'holds' or 'violated'", "did you mean 'holds'?"),
+    ),
+    "expect-base-in-a-spec-with-variants": Bad(
+        'did not fail"\nexpect = { as_written = "violated", fixed = "holds" }',
+        'did not fail"\nexpect = { base = "violated", fixed = "holds" }',
+        'base = "violated"',
+        ("unknown variant 'base'", "the spec has as_written, fixed", "[variants.base]"),
+    ),
+    "variant-without-expectations": Bad(
+        'doc = "PR #3592 head, as written"\n',
+        'doc = "PR #3592 head, as written"\n\n[variants.retry]\ndoc = "a third variant"\n',
+        "variants.retry",
+        ("variant 'retry' has no expected verdict in any property", "no_condemnation_by_inherited_streak"),
+    ),
+    "variant-with-patches-only-and-no-expectations": Bad(
+        'doc = "PR #3592 head, as written"\n',
+        'doc = "PR #3592 head, as written"\n\n[[variants.retry.patch]]\n'
+        'event = "mark_loaded"\nremove = "state = STALE"\n',
+        "variants.retry.patch",
+        ("variant 'retry' has no expected verdict in any property",),
+    ),
+    "variant-named-default": Bad(
+        'doc = "PR #3592 head, as written"\n',
+        'doc = "PR #3592 head, as written"\n\n[variants.default]\n',
+        "variants.default",
+        ("'default' cannot name a variant",),
+    ),
     # types
     "type-compare-enum-with-int": Bad(
         'requires = "state == DEAD"',
