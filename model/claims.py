@@ -39,7 +39,9 @@ def _evidence(result: bmc.Result) -> str:
     return result.status
 
 
-def claims_table(spec_file: SpecFile, shards: int | None = None) -> str:
+def claims_table(spec_file: SpecFile, shards: int | None = None, mismatches: list[str] | None = None) -> str:
+    """The table; each verdict that differs from the spec's expectation (or is undecided) is
+    appended to `mismatches`, so that no caller writes a regression into the README as fact."""
     variants = list(spec_file.variants)
     base = spec_file.variant(variants[0])
     claimed = sorted((p.claim, name) for name, p in base.properties.items() if p.claim is not None)
@@ -52,6 +54,9 @@ def claims_table(spec_file: SpecFile, shards: int | None = None) -> str:
             spec = spec_file.variant(variant)
             prop = spec.properties[name]
             result = prove_property(spec, ENVIRONMENT, prop, shards or spec.default_shards, spec.default_policy())
+            if mismatches is not None and result.matches is not True and result.status != "not_applicable":
+                found = "undecided" if result.status == "unknown" else result.verdict
+                mismatches.append(f"{variant} / {name} ({ENVIRONMENT}): {found}, the spec expects {result.expected}")
             verdicts.append(result.verdict if result.status != "proved" else "holds (proved)")
             evidence.append(f"{variant}: {_evidence(result)}")
         text = base.properties[name].claim_text or base.properties[name].doc
@@ -88,8 +93,16 @@ def register(subparsers: Any) -> None:
 
 
 def run(ns: argparse.Namespace) -> int:
-    table = claims_table(load_spec(ns.spec), ns.shards)
+    mismatches: list[str] = []
+    table = claims_table(load_spec(ns.spec), ns.shards, mismatches)
     target = ns.write or ns.check
+    if mismatches and target is not None:
+        # A claim whose verdict changed is a regression (or a wrong expectation), not a stale table.
+        print(f"{target}: not {'written' if ns.write else 'checked'}: verdicts differ from the spec's expectations:")
+        for line in mismatches:
+            print(f"  MISMATCH  {line}")
+        print("Fix the spec (or its `expect`) first; `ledgercheck ci` names every mismatch.")
+        return EXIT_MISMATCH
     if target is None:
         print(table, end="")
         return EXIT_OK
@@ -101,7 +114,10 @@ def run(ns: argparse.Namespace) -> int:
     updated = splice(current, table)
     if ns.check:
         if updated != current:
-            print(f"{path}: the claims table is stale; run `ledgercheck claims --write {path}`")
+            print(
+                f"{path}: the claims table is stale (every verdict is as the spec expects: only the evidence "
+                f"changed); run `ledgercheck claims --write {path}`"
+            )
             return EXIT_MISMATCH
         print(f"{path}: the claims table is up to date")
         return EXIT_OK

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from model import mutate
 from model.claims import BEGIN, END, claims_table, splice
 from model.spec import load_spec
@@ -14,7 +16,10 @@ README = Path(__file__).resolve().parent.parent / "README.md"
 def test_readme_claims_table_is_up_to_date():
     current = README.read_text(encoding="utf-8")
     assert BEGIN in current and END in current
-    assert splice(current, claims_table(load_spec())) == current, "run `ledgercheck claims --write README.md`"
+    mismatches: list[str] = []
+    table = claims_table(load_spec(), mismatches=mismatches)
+    assert not mismatches, f"claims whose verdicts differ from the spec's expectations: {mismatches}"
+    assert splice(current, table) == current, "the evidence changed, the verdicts did not: `ledgercheck claims --check`"
 
 
 def test_mutants_cover_every_operator_and_are_valid_specs():
@@ -66,3 +71,23 @@ def test_mutant_outcomes():
     assert outcomes[1].status == "killed_by_tests"
     # Neither of these two checks looks at partial refits of absent shards.
     assert outcomes[2].status == "survived"
+
+
+@pytest.mark.slow
+def test_claims_refuse_to_write_a_regression_into_the_readme(tmp_path: Path) -> None:
+    """A claim whose verdict no longer matches the spec's expectation is a regression: `claims
+    --write` refuses (exit 1, naming it) and leaves the README as it was."""
+    from model.cli import main
+
+    text = Path(load_spec().path).read_text(encoding="utf-8")
+    head, sep, tail = text.partition("[properties.restart_budget_counts_genuine_failures]")
+    assert sep
+    expect_line = next(line for line in tail.splitlines() if line.startswith("expect = "))
+    broken = head + sep + tail.replace(expect_line, 'expect = { default = "holds" }', 1)
+    spec = tmp_path / "spec.toml"
+    spec.write_text(broken, encoding="utf-8")
+    readme = tmp_path / "README.md"
+    readme.write_text(README.read_text(encoding="utf-8"), encoding="utf-8")
+    before = readme.read_bytes()
+    assert main(["claims", str(spec), "--write", str(readme)]) == 1
+    assert readme.read_bytes() == before
