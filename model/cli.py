@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from model import budget
 from model.console import progress_for
 from model.errors import EXIT_MISMATCH, EXIT_OK, EXIT_UNKNOWN, LedgercheckError, UsageError
 from model.figure import LEGEND, colour_enabled, trace_figure
@@ -109,7 +110,10 @@ def build_parser(args: Sequence[str] | None = None) -> argparse.ArgumentParser:
     check.add_argument("--max-depth", type=int, default=DEFAULT_DEPTH)
     check.add_argument("--max-traces", type=int, default=DEFAULT_TRACES)
     check.add_argument("--timeout", type=float, default=None, help="seconds per solver call")
-    check.add_argument("--memory", type=int, default=None, metavar="MIB", help="memory cap for the solver, in MiB")
+    check.add_argument(
+        "--memory", type=int, default=None, metavar="MIB", help="memory budget and solver cap, in MiB (default 4096)"
+    )
+    budget.add_options(check, memory=False)
     check.add_argument(
         "--format",
         choices=CHECK_FORMATS,
@@ -160,6 +164,7 @@ def build_parser(args: Sequence[str] | None = None) -> argparse.ArgumentParser:
     gen.add_argument("spec", nargs="?", default=None)
     gen.add_argument("--out", default=None, help="output directory (default: generated_tests/)")
     gen.add_argument("--check", action="store_true", help="change nothing; exit 1 with a diff on drift")
+    budget.add_options(gen)
     for module in _command_modules(args):
         module.register(sub)
     return parser
@@ -199,25 +204,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = ["check"]
     ns = parser.parse_args(args)
     try:
-        if ns.command == "replay":
-            return cmd_replay(ns)
-        if ns.command == "check":
-            code = cmd_check(ns)
-            if first_run:
-                print(
-                    "\nNext: 'ledgercheck replay' shows the seed's trace on both variants; "
-                    "'ledgercheck gen' writes a pytest case per counterexample; "
-                    "'ledgercheck check --help' lists the options."
-                )
-            return code
-        if ns.command == "gen":
-            from codegen.render import cmd_gen
-
-            return cmd_gen(ns)
-        if getattr(ns, "run", None) is not None:
-            return int(ns.run(ns))
-        parser.print_help()
-        return EXIT_OK
+        with budget.using(budget.from_options(ns)) as limits:
+            code = _dispatch(parser, ns, first_run)
+        spent = limits.spent
+        if spent is not None:
+            print(f"ledgercheck: the {spent} ran out; the results above are what was established", file=sys.stderr)
+            return EXIT_UNKNOWN
+        return code
     except LedgercheckError as exc:
         print(f"ledgercheck: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -227,6 +220,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("ledgercheck: interrupted; nothing was written", file=sys.stderr)
         return EXIT_UNKNOWN
+
+
+def _dispatch(parser: argparse.ArgumentParser, ns: argparse.Namespace, first_run: bool) -> int:
+    """Run the command `ns` names (under the budget `main` made active)."""
+    if ns.command == "replay":
+        return cmd_replay(ns)
+    if ns.command == "check":
+        code = cmd_check(ns)
+        if first_run:
+            print(
+                "\nNext: 'ledgercheck replay' shows the seed's trace on both variants; "
+                "'ledgercheck gen' writes a pytest case per counterexample; "
+                "'ledgercheck check --help' lists the options."
+            )
+        return code
+    if ns.command == "gen":
+        from codegen.render import cmd_gen
+
+        return cmd_gen(ns)
+    if getattr(ns, "run", None) is not None:
+        return int(ns.run(ns))
+    parser.print_help()
+    return EXIT_OK
 
 
 def _load(path: str | None) -> SpecFile:
@@ -408,15 +424,20 @@ def run_checks(
 def _explicit_suits(
     spec: Spec, environment: str, prop: Any, shards: int, policy: dict[str, int] | None, view: tuple[str, ...] | None
 ) -> bool:
-    """`--engine auto`: the explicit engine where its search is small: one shard, or a
-    property whose shard evolves on its own (then one shard decides every fleet size)."""
+    """`--engine auto`: the explicit engine where its search is small and ends: one shard,
+    or a property whose shard evolves on its own (then one shard decides every fleet size),
+    and a reduced state space known to be finite (`model.reduction.finite_reduction`)."""
     if policy is None or view is not None:
         return False
-    if shards == 1 or not prop.applies_to(environment):
+    if not prop.applies_to(environment):
         return True
-    from model.reduction import one_shard_decides
+    from model.reduction import finite_reduction, one_shard_decides
 
-    return one_shard_decides(spec, spec.environment(environment), [prop], policy)
+    env = spec.environment(environment)
+    if shards != 1 and not one_shard_decides(spec, env, [prop], policy):
+        return False
+    # Only where the reduced state space is known to be finite (else the Z3 engines).
+    return finite_reduction(spec, env, [prop], policy).finite
 
 
 def exit_code(results: list[Result]) -> int:

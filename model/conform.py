@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from model import ir
+from model import budget, ir
 from model.errors import EXIT_BAD_INPUT, EXIT_MISMATCH, EXIT_OK, LedgercheckError, UsageError
 from model.figure import cell, render_table
 from model.interpreter import LedgerModel, build_api
@@ -1284,6 +1284,7 @@ def register(subparsers: Any) -> None:
         "($LEDGERCHECK_CACHE, default ~/.cache/ledgercheck)",
     )
     parser.add_argument("--progress", action="store_true", help="progress on stderr")
+    budget.add_options(parser)
     parser.set_defaults(run=run)
 
 

@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from model import bmc
+from model import bmc, budget
 from model.errors import EXIT_OK, LedgercheckError, UsageError
 from model.spec import DEFAULT_SPEC, Spec, SpecFile, load_spec, load_spec_text
 
@@ -309,6 +309,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None)
+    budget.add_options(parser)
     parser.set_defaults(run=run)
 
 
