@@ -387,18 +387,20 @@ def run_checks(
             raise UsageError("--engine explicit needs a concrete policy (not --symbolic-policy)")
         for name in properties or list(spec.properties):
             prop = spec.property(name)
-            if engine == "explicit" or (
-                engine == "auto" and _explicit_suits(spec, environment, prop, fleet, resolved, view)
-            ):
+            choice = "search" if engine == "explicit" else None
+            if engine == "auto":
+                choice = _explicit_suits(spec, environment, prop, fleet, resolved, view, prove)
+            if choice is not None:
                 from model.explicit import explicit_check
 
                 assert resolved is not None
-                results.append(
-                    explicit_check(
-                        spec, environment, prop, fleet, resolved, max_depth, max_traces, timeout=timeout, prove=prove
-                    )
+                found = explicit_check(
+                    spec, environment, prop, fleet, resolved, max_depth, max_traces, timeout=timeout, prove=prove
                 )
-                continue
+                # A probe that neither proved nor refuted leaves the property to the Z3 engines.
+                if choice == "search" or found.status in ("proved", "violated", "not_applicable"):
+                    results.append(found)
+                    continue
             from model import bmc  # Z3 loads only when the solver runs
 
             results.append(
@@ -422,22 +424,33 @@ def run_checks(
 
 
 def _explicit_suits(
-    spec: Spec, environment: str, prop: Any, shards: int, policy: dict[str, int] | None, view: tuple[str, ...] | None
-) -> bool:
-    """`--engine auto`: the explicit engine where its search is small and ends: one shard,
-    or a property whose shard evolves on its own (then one shard decides every fleet size),
-    and a reduced state space known to be finite (`model.reduction.finite_reduction`)."""
+    spec: Spec,
+    environment: str,
+    prop: Any,
+    shards: int,
+    policy: dict[str, int] | None,
+    view: tuple[str, ...] | None,
+    prove: bool = False,
+) -> str | None:
+    """`--engine auto`: the explicit engine where its search is small: one shard, or a
+    property whose shard evolves on its own (then one shard decides every fleet size).
+    "search" where its answer is final: a bounded search (it ends at --max-depth), or with
+    `--prove` a reduced state space known to be finite (`model.reduction.finite_reduction`),
+    whose exhaustion is a proof. "probe" with `--prove` elsewhere: a search capped at
+    `explicit.PROBE_STATES` states that may still exhaust the space (a counter bounded by
+    guards) or find a violation; otherwise the Z3 engines decide. None: the Z3 engines."""
     if policy is None or view is not None:
-        return False
+        return None
     if not prop.applies_to(environment):
-        return True
+        return "search"
     from model.reduction import finite_reduction, one_shard_decides
 
     env = spec.environment(environment)
     if shards != 1 and not one_shard_decides(spec, env, [prop], policy):
-        return False
-    # Only where the reduced state space is known to be finite (else the Z3 engines).
-    return finite_reduction(spec, env, [prop], policy).finite
+        return None
+    if not prove or finite_reduction(spec, env, [prop], policy).finite:
+        return "search"
+    return "probe"
 
 
 def exit_code(results: list[Result]) -> int:

@@ -75,7 +75,7 @@ PROVE_DEPTH = 100_000
 PROVE_STATES = 3_000_000
 """With `prove`: how far past `max_depth` the search may go, and how many states it may
 keep, looking for the end of the reachable state space (one known to be finite)."""
-PROBE_STATES = 50_000
+PROBE_STATES = 30_000
 """With `prove` on a state space not known to be finite (`model.reduction.finite_reduction`):
 the states a search may keep. Such a space may still be finite (a counter bounded by the
 state machine's guards rather than by a constant); a search that exhausts it is a proof,
@@ -114,7 +114,7 @@ class _Limits:
         if self.deadline is not None and time.monotonic() > self.deadline:
             self.why = "the timeout"
             return True
-        spent = self.budget.exhausted(memory=self.count % budget.MEMORY_EVERY == 0)
+        spent = self.budget.exhausted(memory=self.count % budget.MEMORY_EVERY == 1)
         if spent is not None:
             self.why = f"the {spent}"
             return True
