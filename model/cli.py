@@ -395,7 +395,16 @@ def run_checks(
 
                 assert resolved is not None
                 found = explicit_check(
-                    spec, environment, prop, fleet, resolved, max_depth, max_traces, timeout=timeout, prove=prove
+                    spec,
+                    environment,
+                    prop,
+                    fleet,
+                    resolved,
+                    max_depth,
+                    max_traces,
+                    timeout=timeout,
+                    prove=prove,
+                    progress=progress,
                 )
                 # A probe that neither proved nor refuted leaves the property to the Z3 engines.
                 if choice == "search" or found.status in ("proved", "violated", "not_applicable"):

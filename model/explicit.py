@@ -47,7 +47,7 @@ from __future__ import annotations
 import itertools
 import operator
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,6 +80,8 @@ PROBE_STATES = 30_000
 the states a search may keep. Such a space may still be finite (a counter bounded by the
 state machine's guards rather than by a constant); a search that exhausts it is a proof,
 and one that does not ends in seconds instead of growing without bound."""
+PROGRESS_EVERY = 0.5
+"""Seconds between two progress messages of a search (one per BFS layer at most)."""
 MEMO_LIMIT = 2_000_000
 """Entries a memo table holds before it is emptied (a bound on memory, not on correctness)."""
 CHANGED = "<changed>"
@@ -883,7 +885,11 @@ the transition breaks)."""
 
 
 def first_violations(
-    ex: Explorer, max_depth: int, deadline: float | None = None, state_limit: int | None = None
+    ex: Explorer,
+    max_depth: int,
+    deadline: float | None = None,
+    state_limit: int | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> Search:
     """Breadth first over canonical states, every property at once: a transition is cut only
     when it breaks all of them, so each property's first violation is a shortest one."""
@@ -899,6 +905,7 @@ def first_violations(
     frontier: list[tuple[Any, tuple[Any, ...]]] = [] if all(broken) else [(root, ex.initial)]
     reached = 0
     limits = _Limits(deadline)
+    shown = time.monotonic()
     for level in range(1, max_depth + 1):
         if all(d is not None for d in depth) or not frontier:
             break
@@ -921,6 +928,10 @@ def first_violations(
                     nxt.append((key, succ.state))
         frontier = nxt
         reached = level
+        if progress is not None and time.monotonic() >= shown + PROGRESS_EVERY:
+            shown = time.monotonic()
+            names = ", ".join(p.name for p in ex.props)
+            progress(f"{names}: explicit search, depth {level}, {len(parents)} states")
         if state_limit is not None and len(parents) > state_limit:
             break
     return Search(depth, paths, len(parents), reached, not frontier and reached < max_depth)
@@ -1113,6 +1124,7 @@ def explicit_check_all(
     memo: bool = True,
     reduce: bool = True,
     prove: bool = False,
+    progress: Callable[[str], None] | None = None,
 ) -> list[Result]:
     """`explicit_check` for several properties of one variant and environment, sharing one
     search of the state space (per property: the same verdict, depth and traces)."""
@@ -1151,7 +1163,7 @@ def explicit_check_all(
         # and the search stays at max_depth.
         finite = finiteness(ex) if prove else None
         cap = PROVE_STATES if finite is not None and finite.finite else PROBE_STATES
-        search = first_violations(ex, PROVE_DEPTH if prove else max_depth, deadline, cap if prove else None)
+        search = first_violations(ex, PROVE_DEPTH if prove else max_depth, deadline, cap if prove else None, progress)
         caveat = (
             f"; int parameters ({', '.join(ex.int_params)}) range over {INT_DOMAIN[0]}..{INT_DOMAIN[-1]} only "
             "(an under-approximation)"
@@ -1240,6 +1252,7 @@ def explicit_check(
     memo: bool = True,
     reduce: bool = True,
     prove: bool = False,
+    progress: Callable[[str], None] | None = None,
 ) -> Result:
     """Check one property by explicit-state breadth-first search (see the module doc).
 
@@ -1259,6 +1272,7 @@ def explicit_check(
         memo=memo,
         reduce=reduce,
         prove=prove,
+        progress=progress,
     )[0]
 
 

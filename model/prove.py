@@ -291,7 +291,9 @@ def prove_property(
         from model.explicit import explicit_check
 
         phase("explicit-state search")
-        searched = explicit_check(spec, environment, prop, shards, policy, refute_depth, 1, timeout=timeout, prove=True)
+        searched = explicit_check(
+            spec, environment, prop, shards, policy, refute_depth, 1, timeout=timeout, prove=True, progress=progress
+        )
         if searched.status in ("proved", "violated") or engine == "explicit":
             if searched.status == "violated":
                 searched.note = f"refuted by explicit-state search at depth {searched.depth}; {searched.note}"

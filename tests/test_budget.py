@@ -143,7 +143,15 @@ def test_a_tiny_memory_budget_ends_in_unknown_exit_3(engine, capsys):
 
 
 def test_prove_under_a_tiny_time_budget_ends_in_unknown_exit_3(capsys):
-    argv = ["prove", "--environment", "controller", "--variant", "fixed", "--property", "no_condemnation_by_inherited_streak"]
+    argv = [
+        "prove",
+        "--environment",
+        "controller",
+        "--variant",
+        "fixed",
+        "--property",
+        "no_condemnation_by_inherited_streak",
+    ]
     code = cli.main([*argv, "--time-budget", "0.001", "--format", "json"])
     out = capsys.readouterr()
     (result,) = json.loads(out.out)
