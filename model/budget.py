@@ -107,11 +107,12 @@ class BudgetExhausted(LedgercheckError):
     exit_code = EXIT_UNKNOWN
 
 
-def stop_if_spent(what: str) -> None:
-    """Raise `BudgetExhausted` when the active budget has run out, saying what was cut."""
+def stop_if_spent(what: str, established: str = "nothing was written") -> None:
+    """Raise `BudgetExhausted` when the active budget has run out, saying what was cut
+    and what stands."""
     spent = active().exhausted()
     if spent is not None:
-        raise BudgetExhausted(f"the {spent} ran out during {what}; nothing was written (exit 3)")
+        raise BudgetExhausted(f"the {spent} ran out during {what}; {established}")
 
 
 UNLIMITED = Budget(None, None)

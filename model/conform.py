@@ -1359,6 +1359,7 @@ def check(
 
     def scripts_diverge(scripts: Iterable[Script], by: str) -> Divergence | None:
         for script in scripts:
+            budget.stop_if_spent(by, "the lines above found no divergence")
             found = conformance.run(script)
             if found is not None:
                 found.found_by = f"{by}: {script.source}"
@@ -1384,6 +1385,7 @@ def check(
                 f"{result.sequences} call sequences, {result.states} distinct states{note} ({result.seconds:.1f} s)"
             )
     other_shards = shards or spec.default_shards
+    budget.stop_if_spent("the enumeration", "the lines above found no divergence")
     if random_calls > 0:
         start = time.monotonic()
         scripts = random_scripts(spec, other_shards, conformance.policy, random_calls, seed)

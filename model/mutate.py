@@ -279,6 +279,9 @@ def run_mutation(
             outcomes.append(outcome)
             if progress:
                 progress(f"mutant {number}/{len(jobs)}: {outcome.status} ({time.monotonic() - start:.0f}s)")
+            if budget.active().exhausted() is not None:
+                pool.shutdown(wait=False, cancel_futures=True)  # the mutants not yet started never run
+                budget.stop_if_spent(f"mutate ({number} of {len(jobs)} mutants evaluated)", "no score was computed")
     return mutants, outcomes
 
 

@@ -207,3 +207,10 @@ def test_the_budget_gives_the_solver_the_smaller_timeout():
     assert limits.solver_timeout(5.0) == 5.0
     assert 0 < (limits.solver_timeout(None) or 0) <= 100.0
     assert budget.Budget(None, None).solver_timeout(None) is None
+
+
+def test_gen_that_runs_out_of_budget_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "generated"
+    assert cli.main(["gen", "--out", str(out), "--time-budget", "0.001"]) == EXIT_UNKNOWN
+    assert "time budget (0.001 s) ran out during gen" in capsys.readouterr().err
+    assert not out.exists() or not any(out.iterdir())
