@@ -22,6 +22,11 @@ that is exact for the properties at hand:
   finite where the concrete one is not (streaks and attempt counts grow without bound), so
   an exhausted search is a proof for every depth.
 
+* **Finiteness** (`finite_reduction`). Whether the reduced space is known to be finite, so
+  that an exhaustive search ends (a proof) rather than runs until a budget stops it; if
+  not, which variable can grow without bound and why it is not saturated. The engines
+  search exhaustively, unbounded, only where it is.
+
 Both reductions are exact (a bisimulation for the property, not an over-approximation):
 every path of the reduced search is the projection of a concrete path with the same
 violations, which is why traces are replayed on the full interpreter afterwards.
@@ -284,7 +289,11 @@ class _Uses:
                         self.bound[name] = max(self.bound[name], value if op in (">=", "<") else value + 1)
                     return
             left, right = _var(node.left), _var(node.right)
-            if left is not None and left == right:
+            if (
+                left is not None
+                and left == right
+                and getattr(node.left, "snap", None) != getattr(node.right, "snap", None)
+            ):
                 self.disqualify(
                     left, f"compared with its own earlier value (`{_shown(node.left)} {node.op} {_shown(node.right)}`)"
                 )
