@@ -30,7 +30,7 @@ import jinja2
 import pytest
 
 from codegen.runtime import LedgerCheck, normalise
-from model import bmc
+from model import bmc, budget
 from model.errors import EXIT_BAD_INPUT, EXIT_MISMATCH, EXIT_OK, LedgercheckError
 from model.figure import trace_figure
 from model.interpreter import build_api
@@ -286,6 +286,7 @@ def plan_tests(
                     lax=False,
                     progress=progress,
                 )
+                budget.stop_if_spent(f"gen ({spec.variant} / {prop_name})")  # a partial plan is never written
                 for trace in result.traces:
                     expected_from = holding or spec
                     test = build_test(trace, spec, expected_from, prop_name, known_violation=holding is None)

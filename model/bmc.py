@@ -19,7 +19,7 @@ from typing import Any
 
 import z3
 
-from model import ir
+from model import budget, ir
 from model.encoding import NONE_CODE, Encoding, StepVars
 from model.result import FOCUS, EncodingMismatch, Result, view_of
 from model.result import trace_key as _trace_key
@@ -197,6 +197,10 @@ class Checker:
             attempts = 0
             while len(traces) + len(found_here) < max_traces and attempts < 64:
                 attempts += 1
+                spent = budget.limit_solver(self.solver, self.timeout)
+                if spent is not None:
+                    note = f"the {spent} ran out at depth {depth}; holds up to depth {max(depth - 1, 0)}"
+                    return self._result("unknown", max(depth - 1, 0), traces + found_here, start, note)
                 try:
                     answer = self.solver.check(goal)
                 except z3.Z3Exception as exc:  # e.g. the memory cap
@@ -206,10 +210,13 @@ class Checker:
                     break
                 if answer == z3.unknown:
                     status, reached = "unknown", depth - 1
-                    note = (
-                        f"the solver gave up at depth {depth} ({self.solver.reason_unknown()}); "
-                        f"holds up to depth {max(depth - 1, 0)}"
+                    spent = budget.active().exhausted()
+                    why = (
+                        f"the {spent} ran out at depth {depth}"
+                        if spent
+                        else (f"the solver gave up at depth {depth} ({self.solver.reason_unknown()})")
                     )
+                    note = f"{why}; holds up to depth {max(depth - 1, 0)}"
                     return self._result("unknown", max(reached, 0), traces + found_here, start, note)
                 model = self.solver.model()
                 trace = self._extract(model, depth)
@@ -589,6 +596,8 @@ def policy_region(
         for name, var in policy_vars.items():
             covered[name].add(model.eval(var, model_completion=True).as_long())
 
+    if budget.limit_solver(checker.solver, timeout) is not None:
+        return region
     answer = checker.solver.check(flag)
     if answer == z3.unsat:
         for name, decl in spec.policy.items():
@@ -599,6 +608,8 @@ def policy_region(
     for name, decl in spec.policy.items():
         for value in range(decl.min, decl.max + 1):
             if value not in covered[name]:
+                if budget.limit_solver(checker.solver, timeout) is not None:
+                    return region
                 answer = checker.solver.check(flag, policy_vars[name] == value)
                 if answer == z3.sat:
                     record(checker.solver.model())

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from model import budget
 from model.console import progress_for
 from model.errors import EXIT_MISMATCH, EXIT_OK, EXIT_UNKNOWN, LedgercheckError
 from model.runs import attention, mismatch_line, outcome, run_checks
@@ -132,6 +133,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--conform-depth", type=int, default=None, metavar="D", help="conformance enumeration depth (conform's default)"
     )
+    budget.add_options(parser)
     parser.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,

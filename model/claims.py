@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from model import bmc
+from model import bmc, budget
 from model.errors import EXIT_MISMATCH, EXIT_OK, UsageError
 from model.prove import prove_property
 from model.spec import SpecFile, load_spec
@@ -89,6 +89,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--write", metavar="README", default=None)
     parser.add_argument("--check", metavar="README", default=None)
     parser.add_argument("--shards", type=int, default=None)
+    budget.add_options(parser)
     parser.set_defaults(run=run)
 
 

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from model import budget
 from model.console import progress_for
 from model.errors import EXIT_OK, EXIT_UNKNOWN, LedgercheckError, UsageError
 from model.figure import LEGEND, colour_enabled, trace_figure
@@ -123,7 +124,10 @@ def build_parser(args: Sequence[str] | None = None) -> argparse.ArgumentParser:
     check.add_argument("--max-depth", type=int, default=DEFAULT_DEPTH)
     check.add_argument("--max-traces", type=int, default=DEFAULT_TRACES)
     check.add_argument("--timeout", type=float, default=None, help="seconds per solver call")
-    check.add_argument("--memory", type=int, default=None, metavar="MIB", help="memory cap for the solver, in MiB")
+    check.add_argument(
+        "--memory", type=int, default=None, metavar="MIB", help="memory budget and solver cap, in MiB (default 4096)"
+    )
+    budget.add_options(check, memory=False)
     check.add_argument(
         "--format",
         choices=CHECK_FORMATS,
@@ -156,7 +160,8 @@ def build_parser(args: Sequence[str] | None = None) -> argparse.ArgumentParser:
         help="z3 (bounded model checking, default); explicit (breadth-first search over the executable model, "
         "reduced: cone of influence, saturated counters, symmetry, one shard when the property's shard evolves "
         "alone); auto, the fastest: explicit where one shard decides the property (the ledger environment) or "
-        "the fleet has one shard, else z3 with a Spacer proof racing it in a second process (a property that "
+        "the fleet has one shard (with --prove: where the reduced state space is known to be finite, else a "
+        "bounded probe), else z3 with a Spacer proof racing it in a second process (a property that "
         "holds comes back 'proved'). The explicit engine reports no lax traces",
     )
     check.add_argument(
@@ -174,6 +179,7 @@ def build_parser(args: Sequence[str] | None = None) -> argparse.ArgumentParser:
     gen.add_argument("spec", nargs="?", default=None)
     gen.add_argument("--out", default=None, help="output directory (default: generated_tests/)")
     gen.add_argument("--check", action="store_true", help="change nothing; exit 1 with a diff on drift")
+    budget.add_options(gen)
     for module in _command_modules(args):
         module.register(sub)
     return parser
@@ -214,25 +220,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = ["check"]
     ns = parser.parse_args(args)
     try:
-        if ns.command == "replay":
-            return cmd_replay(ns)
-        if ns.command == "check":
-            code = cmd_check(ns)
-            if first_run:
-                print(
-                    "\nNext: 'ledgercheck replay' shows the seed's trace on both variants; "
-                    "'ledgercheck gen' writes a pytest case per counterexample; "
-                    "'ledgercheck check --help' lists the options."
-                )
-            return code
-        if ns.command == "gen":
-            from codegen.render import cmd_gen
-
-            return cmd_gen(ns)
-        if getattr(ns, "run", None) is not None:
-            return int(ns.run(ns))
-        parser.print_help()
-        return EXIT_OK
+        with budget.using(budget.from_options(ns)) as limits:
+            code = _dispatch(parser, ns, first_run)
+        spent = limits.spent
+        if spent is not None:
+            print(f"ledgercheck: the {spent} ran out; the results above are what was established", file=sys.stderr)
+            return EXIT_UNKNOWN
+        return code
     except LedgercheckError as exc:
         print(f"ledgercheck: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -242,6 +236,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("ledgercheck: interrupted; nothing was written", file=sys.stderr)
         return EXIT_UNKNOWN
+
+
+def _dispatch(parser: argparse.ArgumentParser, ns: argparse.Namespace, first_run: bool) -> int:
+    """Run the command `ns` names (under the budget `main` made active)."""
+    if ns.command == "replay":
+        return cmd_replay(ns)
+    if ns.command == "check":
+        code = cmd_check(ns)
+        if first_run:
+            print(
+                "\nNext: 'ledgercheck replay' shows the seed's trace on both variants; "
+                "'ledgercheck gen' writes a pytest case per counterexample; "
+                "'ledgercheck check --help' lists the options."
+            )
+        return code
+    if ns.command == "gen":
+        from codegen.render import cmd_gen
+
+        return cmd_gen(ns)
+    if getattr(ns, "run", None) is not None:
+        return int(ns.run(ns))
+    parser.print_help()
+    return EXIT_OK
 
 
 def _load(path: str | None) -> SpecFile:

@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from model import ir
+from model import budget, ir
 from model.errors import EXIT_BAD_INPUT, EXIT_MISMATCH, EXIT_OK, LedgercheckError, UsageError
 from model.figure import cell, render_table
 from model.interpreter import LedgerModel, build_api
@@ -1284,6 +1284,7 @@ def register(subparsers: Any) -> None:
         "($LEDGERCHECK_CACHE, default ~/.cache/ledgercheck)",
     )
     parser.add_argument("--progress", action="store_true", help="progress on stderr")
+    budget.add_options(parser)
     parser.set_defaults(run=run)
 
 
@@ -1358,6 +1359,7 @@ def check(
 
     def scripts_diverge(scripts: Iterable[Script], by: str) -> Divergence | None:
         for script in scripts:
+            budget.stop_if_spent(by, "the lines above found no divergence")
             found = conformance.run(script)
             if found is not None:
                 found.found_by = f"{by}: {script.source}"
@@ -1383,6 +1385,7 @@ def check(
                 f"{result.sequences} call sequences, {result.states} distinct states{note} ({result.seconds:.1f} s)"
             )
     other_shards = shards or spec.default_shards
+    budget.stop_if_spent("the enumeration", "the lines above found no divergence")
     if random_calls > 0:
         start = time.monotonic()
         scripts = random_scripts(spec, other_shards, conformance.policy, random_calls, seed)

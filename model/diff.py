@@ -18,7 +18,7 @@ from typing import Any
 
 import z3
 
-from model import bmc
+from model import bmc, budget
 from model.encoding import Encoding
 from model.errors import EXIT_OK, UsageError
 from model.figure import render_table, trace_rows
@@ -188,6 +188,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--shards", type=int, default=None)
     parser.add_argument("--max-depth", type=int, default=12)
     parser.add_argument("--format", choices=("text", "json"), default="text")
+    budget.add_options(parser)
     parser.set_defaults(run=run)
 
 

@@ -47,15 +47,23 @@ from __future__ import annotations
 import itertools
 import operator
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from model import ir
+from model import budget, ir
 from model.errors import UsageError
 from model.interpreter import initial_store
 from model.lang import Param
-from model.reduction import Reduction, node_of, reduce_for, relevant_actions, shards_independent
+from model.reduction import (
+    Finiteness,
+    Reduction,
+    finite_reduction,
+    node_of,
+    reduce_for,
+    relevant_actions,
+    shards_independent,
+)
 from model.result import FOCUS, EncodingMismatch, Result, view_of
 from model.result import trace_key as _trace_key
 from model.semantics import CallRecord, ConcreteBackend, Effects, Key, Machine
@@ -66,7 +74,14 @@ INT_DOMAIN = (0, 1, 2)
 PROVE_DEPTH = 100_000
 PROVE_STATES = 3_000_000
 """With `prove`: how far past `max_depth` the search may go, and how many states it may
-keep, looking for the end of the reachable state space."""
+keep, looking for the end of the reachable state space (one known to be finite)."""
+PROBE_STATES = 30_000
+"""With `prove` on a state space not known to be finite (`model.reduction.finite_reduction`):
+the states a search may keep. Such a space may still be finite (a counter bounded by the
+state machine's guards rather than by a constant); a search that exhausts it is a proof,
+and one that does not ends in seconds instead of growing without bound."""
+PROGRESS_EVERY = 0.5
+"""Seconds between two progress messages of a search (one per BFS layer at most)."""
 MEMO_LIMIT = 2_000_000
 """Entries a memo table holds before it is emptied (a bound on memory, not on correctness)."""
 CHANGED = "<changed>"
@@ -83,6 +98,29 @@ parameter (a concrete value, or for a string: none / a field of the shard / fres
 
 class _Timeout(Exception):
     pass
+
+
+class _Limits:
+    """The per-call deadline (`--timeout`) and the command's budget (`model.budget`), asked
+    once per state expanded: the clock every time, the resident memory every
+    `MEMORY_EVERY` states. `why` names what ran out."""
+
+    def __init__(self, deadline: float | None) -> None:
+        self.deadline = deadline
+        self.budget = budget.active()
+        self.count = 0
+        self.why = ""
+
+    def over(self) -> bool:
+        self.count += 1
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            self.why = "the timeout"
+            return True
+        spent = self.budget.exhausted(memory=self.count % budget.MEMORY_EVERY == 1)
+        if spent is not None:
+            self.why = f"the {spent}"
+            return True
+        return False
 
 
 class _AllShards(Exception):
@@ -837,6 +875,8 @@ class Search:
     reached: int
     exhausted: bool
     timed_out: bool = False
+    stopped_by: str = ""
+    """What ended a search that timed out: "the timeout" (per call) or the budget that ran out."""
 
 
 Edges = dict[Any, list[tuple[Any, tuple[bool, ...]]]]
@@ -845,7 +885,11 @@ the transition breaks)."""
 
 
 def first_violations(
-    ex: Explorer, max_depth: int, deadline: float | None = None, state_limit: int | None = None
+    ex: Explorer,
+    max_depth: int,
+    deadline: float | None = None,
+    state_limit: int | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> Search:
     """Breadth first over canonical states, every property at once: a transition is cut only
     when it breaks all of them, so each property's first violation is a shortest one."""
@@ -860,13 +904,15 @@ def first_violations(
             depth[k], paths[k] = 0, []
     frontier: list[tuple[Any, tuple[Any, ...]]] = [] if all(broken) else [(root, ex.initial)]
     reached = 0
+    limits = _Limits(deadline)
+    shown = time.monotonic()
     for level in range(1, max_depth + 1):
         if all(d is not None for d in depth) or not frontier:
             break
         nxt: list[tuple[Any, tuple[Any, ...]]] = []
         for node, state in frontier:
-            if deadline is not None and time.monotonic() > deadline:
-                return Search(depth, paths, len(parents), level - 1, False, True)
+            if limits.over():
+                return Search(depth, paths, len(parents), level - 1, False, True, limits.why)
             for succ in ex.successors(state):
                 if any(succ.bad):
                     for k, bad in enumerate(succ.bad):
@@ -882,6 +928,10 @@ def first_violations(
                     nxt.append((key, succ.state))
         frontier = nxt
         reached = level
+        if progress is not None and time.monotonic() >= shown + PROGRESS_EVERY:
+            shown = time.monotonic()
+            names = ", ".join(p.name for p in ex.props)
+            progress(f"{names}: explicit search, depth {level}, {len(parents)} states")
         if state_limit is not None and len(parents) > state_limit:
             break
     return Search(depth, paths, len(parents), reached, not frontier and reached < max_depth)
@@ -931,10 +981,11 @@ def distinct_views(
     found: list[list[Label]] = []
     views = set() if views is None else views
     far = max_depth + 1
+    limits = _Limits(deadline)
     for level in range(1, max_depth + 1):
         nxt: list[tuple[Any, tuple[Any, ...]]] = []
         for node, state in frontier:
-            if deadline is not None and time.monotonic() > deadline:
+            if limits.over():
                 raise _Timeout
             prefix = node[1]
             for succ in ex.successors(state):
@@ -972,10 +1023,11 @@ class _Graph:
 
     def expand_below(self, level: int, deadline: float | None) -> None:
         ex = self.ex
+        limits = _Limits(deadline)
         while self.expanded < level and self.frontier:
             nxt: list[tuple[Any, tuple[Any, ...]]] = []
             for node, state in self.frontier:
-                if deadline is not None and time.monotonic() > deadline:
+                if limits.over():
                     raise _Timeout
                 out = self.edges.setdefault(node, [])
                 for succ in ex.successors(state):
@@ -1012,6 +1064,15 @@ def _views(
         if len(found) >= max_traces:
             break
     return found, pairs
+
+
+def finiteness(ex: Explorer) -> Finiteness:
+    """`model.reduction.finite_reduction` of what `ex` searches (without its reduction,
+    every state variable kept and none saturated)."""
+    reduction = ex.reduction
+    if reduction is None:
+        reduction = Reduction(frozenset(node_of(key) for key in ex.keys), {})
+    return finite_reduction(ex.spec, ex.env, ex.props, ex.policy, reduction)
 
 
 def _view_fields(spec: Spec, prop: Property) -> tuple[str, ...]:
@@ -1063,6 +1124,7 @@ def explicit_check_all(
     memo: bool = True,
     reduce: bool = True,
     prove: bool = False,
+    progress: Callable[[str], None] | None = None,
 ) -> list[Result]:
     """`explicit_check` for several properties of one variant and environment, sharing one
     search of the state space (per property: the same verdict, depth and traces)."""
@@ -1096,8 +1158,12 @@ def explicit_check_all(
         ex = explorer([props[k] for k in checked], symmetry)
         # With `prove`, the search goes on past max_depth until the reachable states are
         # exhausted (a proof) or the state budget is spent; a violation found on the way is a
-        # real one (and still a shortest one: the search is breadth first).
-        search = first_violations(ex, PROVE_DEPTH if prove else max_depth, deadline, PROVE_STATES if prove else None)
+        # real one (and still a shortest one: the search is breadth first). Only where the
+        # reduced state space is known to be finite: elsewhere it could never be exhausted,
+        # and the search stays at max_depth.
+        finite = finiteness(ex) if prove else None
+        cap = PROVE_STATES if finite is not None and finite.finite else PROBE_STATES
+        search = first_violations(ex, PROVE_DEPTH if prove else max_depth, deadline, cap if prove else None, progress)
         caveat = (
             f"; int parameters ({', '.join(ex.int_params)}) range over {INT_DOMAIN[0]}..{INT_DOMAIN[-1]} only "
             "(an under-approximation)"
@@ -1136,19 +1202,24 @@ def explicit_check_all(
                 depth = traces[0].depth
             elif search.timed_out and search.reached < max_depth:
                 status, depth = "unknown", search.reached
-                note = f"explicit-state search timed out after depth {search.reached}: {counts}"
+                note = f"explicit-state search: {search.stopped_by} ran out after depth {search.reached}: {counts}"
             elif search.exhausted:
                 note += f"; every reachable state explored by depth {search.reached}: it holds at every depth"
                 if ex.n < shards:
                     note += " and every fleet size"
-                if prove:
+                if prove and ex.int_params:
+                    # The int parameters' domain is an under-approximation: no proof.
+                    note += " (of the int parameters' values searched only: no proof)"
+                elif prove:
                     status = "proved"
             elif prove:
                 depth = search.reached
                 note += (
                     f"; no proof: the reachable states were not exhausted by depth {search.reached}"
-                    f" ({'timed out' if search.timed_out else f'state budget {PROVE_STATES}'})"
+                    f" ({search.stopped_by or f'state budget {cap}'})"
                 )
+                if finite is not None and not finite.finite:
+                    note += f"; {finite}"
             result = Result(
                 spec.variant,
                 prop.name,
@@ -1181,6 +1252,7 @@ def explicit_check(
     memo: bool = True,
     reduce: bool = True,
     prove: bool = False,
+    progress: Callable[[str], None] | None = None,
 ) -> Result:
     """Check one property by explicit-state breadth-first search (see the module doc).
 
@@ -1200,6 +1272,7 @@ def explicit_check(
         memo=memo,
         reduce=reduce,
         prove=prove,
+        progress=progress,
     )[0]
 
 
@@ -1209,6 +1282,7 @@ __all__ = [
     "distinct_views",
     "explicit_check",
     "explicit_check_all",
+    "finiteness",
     "first_violations",
     "view_key",
 ]

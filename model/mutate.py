@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from model import bmc
+from model import bmc, budget
 from model.errors import EXIT_OK, LedgercheckError, UsageError
 from model.spec import DEFAULT_SPEC, Spec, SpecFile, load_spec, load_spec_text
 
@@ -279,6 +279,9 @@ def run_mutation(
             outcomes.append(outcome)
             if progress:
                 progress(f"mutant {number}/{len(jobs)}: {outcome.status} ({time.monotonic() - start:.0f}s)")
+            if budget.active().exhausted() is not None:
+                pool.shutdown(wait=False, cancel_futures=True)  # the mutants not yet started never run
+                budget.stop_if_spent(f"mutate ({number} of {len(jobs)} mutants evaluated)", "no score was computed")
     return mutants, outcomes
 
 
@@ -309,6 +312,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None)
+    budget.add_options(parser)
     parser.set_defaults(run=run)
 
 

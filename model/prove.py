@@ -22,13 +22,14 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import z3
 
-from model import bmc, ir
+from model import bmc, budget, ir
+from model.console import progress_for
 from model.encoding import Encoding
 from model.errors import EXIT_MISMATCH, EXIT_OK, EXIT_UNKNOWN, UsageError
 from model.figure import render_table, trace_figure
@@ -75,9 +76,13 @@ def _horn(enc: Encoding, prop: Property, focus: int | None, timeout: float | Non
         )
         if not z3.is_false(lemmas):
             solver.add(z3.ForAll(cur + policy, z3.Implies(z3.And(inv(*cur, *policy), lemmas), false)))
+    spent = budget.limit_solver(solver, timeout)
+    if spent is not None:
+        return z3.unknown, f"the {spent} ran out"
     answer = solver.check()
     if answer != z3.sat:
-        return answer, solver.reason_unknown() if answer == z3.unknown else ""
+        spent = budget.active().exhausted() if answer == z3.unknown else None
+        return answer, (f"the {spent} ran out" if spent else solver.reason_unknown()) if answer == z3.unknown else ""
     interp = solver.model()[inv]
     body = interp.else_value() if isinstance(interp, z3.FuncInterp) else interp
     named = [z3.Const(str(v).replace("@cur", ""), v.sort()) for v in cur] + policy
@@ -173,10 +178,16 @@ def _k_induction(
                 z3.substitute(checker.step_bad, *checker.pairs[k - 1]),
                 _lemma_violation(enc, prop, focus, checker.states[k].state),
             )
+        spent = budget.limit_solver(solver, timeout)
+        if spent is not None:
+            return "unknown", k, f"k-induction: the {spent} ran out at k={k}"
         answer = solver.check(*good_prefix, bad)
         if answer == z3.unsat:
             return "proved", k, ""
         if answer == z3.unknown:
+            spent = budget.active().exhausted()
+            if spent is not None:
+                return "unknown", k, f"k-induction: the {spent} ran out at k={k}"
             return "unknown", k, f"the solver gave up at k={k} ({solver.reason_unknown()})"
         cti = solver.model()
     return "unknown", max_k, _cti_table(spec, enc, checker, cti, max_k, focus)
@@ -245,9 +256,20 @@ def prove_property(
     engine: str = "auto",
     max_k: int = 8,
     refute_depth: int = REFUTE_DEPTH,
+    progress: Callable[[str], None] | None = None,
 ) -> bmc.Result:
-    """Refute by bounded search, else prove with Spacer and/or k-induction."""
+    """Refute by bounded search, else prove with Spacer and/or k-induction. `auto` starts
+    with the explicit engine where one shard decides the property: its exhaustive search
+    is a proof where the reduced state space is finite, and is cut short (a bounded probe,
+    `explicit.PROBE_STATES`) where that is not known, before the Z3 engines take over.
+    Every phase runs under the active budget (`model.budget`); when it runs out the result
+    is `unknown`, naming the budget and what was established."""
     start = time.monotonic()
+
+    def phase(what: str) -> None:
+        if progress is not None:
+            progress(f"{spec.variant} / {prop.name}: {what}, {time.monotonic() - start:.1f}s")
+
     spec.environment(environment)
     if not prop.applies_to(environment):
         return bmc.Result(
@@ -268,22 +290,34 @@ def prove_property(
     ):
         from model.explicit import explicit_check
 
-        searched = explicit_check(spec, environment, prop, shards, policy, refute_depth, 1, timeout=timeout, prove=True)
+        phase("explicit-state search")
+        searched = explicit_check(
+            spec, environment, prop, shards, policy, refute_depth, 1, timeout=timeout, prove=True, progress=progress
+        )
         if searched.status in ("proved", "violated") or engine == "explicit":
             if searched.status == "violated":
                 searched.note = f"refuted by explicit-state search at depth {searched.depth}; {searched.note}"
+            elif searched.status == "holds_to_depth":
+                searched.status = "unknown"  # no proof, only a bounded search
+                searched.note = f"holds up to depth {searched.depth}; {searched.note}"
             searched.seconds = time.monotonic() - start
             return searched
         notes_before = [f"explicit: {searched.note}"]
     else:
         notes_before = []
+    phase(f"bounded search to depth {refute_depth}")
     bounded = bmc.check_property(spec, environment, prop, shards, policy, refute_depth, 1, timeout, lax=False)
     if bounded.status == "violated":
         bounded.note = f"refuted by bounded search at depth {bounded.depth}"
         bounded.seconds = time.monotonic() - start
         return bounded
+    if bounded.status == "unknown" and budget.active().exhausted() is not None:
+        bounded.note = "; ".join([*notes_before, f"no proof: {bounded.note}"])
+        bounded.seconds = time.monotonic() - start
+        return bounded
     notes: list[str] = list(notes_before)
     if engine in ("auto", "spacer"):
+        phase("spacer")
         answer, text, every_size = spacer_proof(spec, environment, prop, shards, policy, timeout)
         if answer == z3.sat:
             scope = "every fleet size (the cone of influence is one shard)" if every_size else f"{shards} shards"
@@ -321,7 +355,8 @@ def prove_property(
                 "",
             )
         notes.append(f"spacer: unknown ({text})")
-    if engine in ("auto", "kind"):
+    if engine in ("auto", "kind") and budget.active().exhausted() is None:
+        phase(f"k-induction up to k={max_k}")
         status, k, detail = _k_induction(spec, environment, prop, shards, policy, max_k, timeout)
         if status == "proved":
             return _done(
@@ -410,6 +445,13 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--symbolic-policy", action="store_true", help="prove for every policy in the declared ranges")
     parser.add_argument("--policy", action="append", default=[], metavar="NAME=VALUE")
     parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress on stderr, a line per phase (default: a status line when stderr is a terminal)",
+    )
+    budget.add_options(parser)
     parser.set_defaults(run=run)
 
 
@@ -421,13 +463,22 @@ def run(ns: argparse.Namespace) -> int:
         raise UsageError("--symbolic-policy and --policy cannot be combined")
     overrides = dict(_policy_arg(p) for p in ns.policy)
     results = []
-    for name in ns.variant or spec_file.variants:
-        spec = spec_file.variant(name)
-        policy = None if ns.symbolic_policy else spec.resolve_policy(overrides)
-        shards = ns.shards or spec.default_shards
-        for prop_name in ns.property or list(spec.properties):
-            prop = spec.property(prop_name)
-            results.append(prove_property(spec, ns.environment, prop, shards, policy, ns.timeout, ns.engine, ns.max_k))
+    progress = progress_for(ns.progress)
+    try:
+        for name in ns.variant or spec_file.variants:
+            spec = spec_file.variant(name)
+            policy = None if ns.symbolic_policy else spec.resolve_policy(overrides)
+            shards = ns.shards or spec.default_shards
+            for prop_name in ns.property or list(spec.properties):
+                prop = spec.property(prop_name)
+                results.append(
+                    prove_property(
+                        spec, ns.environment, prop, shards, policy, ns.timeout, ns.engine, ns.max_k, progress=progress
+                    )
+                )
+    finally:
+        if progress is not None:
+            progress.close()
     if ns.format == "json":
         payload = []
         for result in results:

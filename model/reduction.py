@@ -22,6 +22,11 @@ that is exact for the properties at hand:
   finite where the concrete one is not (streaks and attempt counts grow without bound), so
   an exhausted search is a proof for every depth.
 
+* **Finiteness** (`finite_reduction`). Whether the reduced space is known to be finite, so
+  that an exhaustive search ends (a proof) rather than runs until a budget stops it; if
+  not, which variable can grow without bound and why it is not saturated. The engines
+  search exhaustively, unbounded, only where it is.
+
 Both reductions are exact (a bisimulation for the property, not an over-approximation):
 every path of the reduced search is the projection of a concrete path with the same
 violations, which is why traces are replayed on the full interpreter afterwards.
@@ -30,7 +35,7 @@ violations, which is why traces are replayed on the full interpreter afterwards.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from model import ir
 from model.spec import Environment, Property, Spec
@@ -47,6 +52,8 @@ class Reduction:
     cone: frozenset[Node]
     saturation: Mapping[Node, int]
     """Per saturated variable (a field or a global), the value K it is capped at."""
+    unsaturated: Mapping[Node, str] = field(default_factory=dict)
+    """Per int counter in the cone that is not saturated, the use that prevents it."""
 
     def dropped(self, spec: Spec, env: Environment) -> tuple[str, ...]:
         """The state variables outside the cone (for notes and tests)."""
@@ -178,8 +185,8 @@ def reduce_for(
     for prop in props:
         roots |= _property_roots(graph, prop)
     cone = graph.closure(roots)
-    saturation = _saturation(spec, env, props, policy, cone, exact)
-    return Reduction(cone, saturation)
+    saturation, why = _saturation(spec, env, props, policy, cone, exact)
+    return Reduction(cone, saturation, why)
 
 
 # --- saturation ------------------------------------------------------------------------------
@@ -254,13 +261,18 @@ class _Uses:
         self.spec = spec
         self.policy = policy
         self.bound: dict[Node, int] = {n: 0 for n in candidates}
+        self.where = ""
+        """Where the expressions being walked come from ("property p", "event e", ...)."""
+        self.why: dict[Node, str] = {}
+        """Per disqualified candidate, the first use that disqualified it (for messages)."""
 
     def constant(self, expr: object) -> int | None:
         return _constant(self.spec, self.policy, expr)
 
-    def disqualify(self, node: Node | None) -> None:
-        if node is not None:
-            self.bound.pop(node, None)
+    def disqualify(self, node: Node | None, why: str = "") -> None:
+        if node is not None and node in self.bound:
+            self.bound.pop(node)
+            self.why.setdefault(node, f"{why or 'read other than in a comparison with a constant'} in {self.where}")
 
     def expr(self, node: object) -> None:
         """A read in a general position: a comparison with a constant is the only use of a
@@ -276,6 +288,15 @@ class _Uses:
                         # the others from K = c + 1.
                         self.bound[name] = max(self.bound[name], value if op in (">=", "<") else value + 1)
                     return
+            left, right = _var(node.left), _var(node.right)
+            if (
+                left is not None
+                and left == right
+                and getattr(node.left, "snap", None) != getattr(node.right, "snap", None)
+            ):
+                self.disqualify(
+                    left, f"compared with its own earlier value (`{_shown(node.left)} {node.op} {_shown(node.right)}`)"
+                )
         if isinstance(node, ir.QueryRef):
             self.expr(self.spec.queries[node.name].expr)
             return
@@ -286,12 +307,12 @@ class _Uses:
         for child in ir.children(node):
             self.expr(child)
 
-    def assigned(self, target: Node, value: object) -> None:
+    def assigned(self, target: Node, value: object, text: str = "") -> None:
         """An assignment: the target keeps saturable if the value is a counter update (a
         constant, or the target plus a non-negative constant)."""
         update = _counter_update(target, value, self.constant)
         if update is None:
-            self.disqualify(target)
+            self.disqualify(target, f"assigned other than a constant or itself plus a constant (`{text}`)")
             self.expr(value)
             return
         for cond in update[1]:
@@ -305,19 +326,24 @@ def _saturation(
     policy: Mapping[str, int],
     cone: frozenset[Node],
     exact: set[Node],
-) -> dict[Node, int]:
+) -> tuple[dict[Node, int], dict[Node, str]]:
+    """The saturated counters with their caps, and per int counter in the cone that is not
+    saturated, why not."""
     initial = _int_counters(spec, env)
     uses = _Uses(spec, policy, {node for node in initial if node in cone and node not in exact})
     graph_scopes: list[tuple[tuple[str, ...], Sequence[ir.Stmt]]] = []
     for event in spec.events.values():
+        uses.where = f"event {event.name}"
         uses.expr(event.ignore_when)
         uses.expr(event.requires)
         graph_scopes += [(("event", event.name), event.body), (("event", event.name), event.history)]
     for action in env.actions:
+        uses.where = f"action {action.name}"
         uses.expr(action.when)
         graph_scopes.append((("action", action.name), action.body))
     graph_scopes.append((("hook",), spec.on_state_change))
     for prop in props:
+        uses.where = f"property {prop.name}"
         uses.expr([prop.when, prop.check])
 
     def block(stmts: Sequence[ir.Stmt], scope: tuple[str, ...]) -> None:
@@ -325,7 +351,7 @@ def _saturation(
             if isinstance(stmt, ir.Assign):
                 target = _target(stmt, scope)
                 if target in cone:
-                    uses.assigned(target, stmt.value)
+                    uses.assigned(target, stmt.value, stmt.text)
             elif isinstance(stmt, ir.If):
                 uses.expr(stmt.cond)
                 block(stmt.then, scope)
@@ -338,8 +364,9 @@ def _saturation(
                         uses.expr(expr)
 
     for scope, stmts in graph_scopes:
+        uses.where = "the state hook" if scope == ("hook",) else " ".join(scope)
         block(stmts, scope)
-    return {node: max(bound, initial[node]) for node, bound in uses.bound.items()}
+    return {node: max(bound, initial[node]) for node, bound in uses.bound.items()}, uses.why
 
 
 def nonnegative_counters(spec: Spec, env: Environment, policy: Mapping[str, int] | None) -> frozenset[Node]:
@@ -360,6 +387,118 @@ def nonnegative_counters(spec: Spec, env: Environment, policy: Mapping[str, int]
                 if update is None or any(c < 0 for c in update[0]):
                     good.discard(target)
     return frozenset(good)
+
+
+# --- finiteness ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Finiteness:
+    """Whether the reduced state space (what the explicit engine enumerates) is known to be
+    finite, and if not, the first variable that can take unboundedly many values and why."""
+
+    finite: bool
+    variable: str | None = None
+    reason: str = ""
+
+    def __str__(self) -> str:
+        if self.finite:
+            return "the reduced state space is finite"
+        return f"the reduced state space is infinite: {self.variable} {self.reason}"
+
+
+def _shown(expr: object) -> str:
+    """A variable reference as the spec writes it (`before.x`, `x`), for messages."""
+    if isinstance(expr, ir.FieldRef):
+        return f"{expr.snap}.{expr.name}" if expr.snap else expr.name
+    if isinstance(expr, ir.GlobalRef):
+        return expr.name
+    return "..."
+
+
+def _flows(spec: Spec, env: Environment, graph: _Graph) -> list[tuple[Node, Node, bool, str]]:
+    """Every data flow of the spec: (source, target, through `+`/`-`, the statement), from
+    each name an assigned value (or an event argument) reads to the name it is stored in."""
+    flows: list[tuple[Node, Node, bool, str]] = []
+
+    def add(target: Node, value: object, scope: tuple[str, ...], text: str) -> None:
+        arith = any(isinstance(n, ir.Arith) for n in ir.walk(value))
+        for source in graph.reads(value, scope):
+            flows.append((source, target, arith, text))
+
+    def block(stmts: Sequence[ir.Stmt], scope: tuple[str, ...]) -> None:
+        for node in ir.walk(list(stmts)):
+            if isinstance(node, ir.Assign):
+                add(_target(node, scope), node.value, scope, node.text)
+            elif isinstance(node, ir.CallEvent):
+                for name, expr in node.args:
+                    add(("arg", node.event, name), expr, scope, f"a call of {node.event}")
+
+    for event in spec.events.values():
+        block([*event.body, *event.history], ("event", event.name))
+    for action in env.actions:
+        block(action.body, ("action", action.name))
+    block(spec.on_state_change, ("hook",))
+    return flows
+
+
+def finite_reduction(
+    spec: Spec,
+    env: Environment,
+    props: Sequence[Property],
+    policy: Mapping[str, int],
+    reduction: Reduction | None = None,
+) -> Finiteness:
+    """Whether the state space the explicit engine searches for `props` is finite, so that
+    its search ends by exhausting it (a proof for every depth) rather than never.
+
+    Bools, enums and strings are finite (opaque strings are renamed by first occurrence);
+    value parameters range over finite domains; so is a variable outside the cone of
+    influence (held at one value) and a saturated counter. What is left is an int variable
+    in the cone that is not saturated: it is unbounded when it sits on a cycle of data flow
+    (`x = x + 1`, or through other variables, locals and event arguments) that adds or
+    subtracts, or reads from such a cycle; a cycle through a saturated counter is cut (its
+    value is capped). A counter stays unsaturated when it is compared with anything but a
+    constant: with its own earlier value in a step property (`after.n > before.n`), or with
+    another unbounded counter. The analysis is syntactic and errs towards "infinite" (for
+    example a counter that only ever counts down is reported unbounded): that choice only
+    sends the search to the Z3 engines, never makes an unsound proof."""
+    reduction = reduction if reduction is not None else reduce_for(spec, env, props, policy)
+    flows = [f for f in _flows(spec, env, _Graph(spec, env)) if f[1] not in reduction.saturation]
+    after: dict[Node, set[Node]] = {}
+    for source, target, _, _ in flows:
+        after.setdefault(source, set()).add(target)
+
+    def reach(start: Node) -> set[Node]:
+        seen: set[Node] = set()
+        stack = [start]
+        while stack:
+            node = stack.pop()
+            for nxt in after.get(node, ()):
+                if nxt not in seen:
+                    seen.add(nxt)
+                    stack.append(nxt)
+        return seen
+
+    growth: dict[Node, str] = {}
+    for source, target, arith, text in flows:
+        if arith and target not in growth and source in reach(target) | {target}:
+            growth[target] = text
+    unbounded: dict[Node, str] = dict(growth)
+    for seed, text in growth.items():
+        for node in reach(seed):
+            unbounded.setdefault(node, text)
+    declared = [(("field", v.name), v) for v in spec.shard_vars]
+    declared += [(("global", v.name), v) for v in (*spec.globals, *env.vars)]
+    for node, var in declared:
+        if var.type.kind != "int" or node not in reduction.cone or node not in unbounded:
+            continue
+        kind = "field" if node[0] == "field" else "fleet value"
+        why = reduction.unsaturated.get(node)
+        grows = f"grows without bound (`{unbounded[node]}`)"
+        reason = f"{grows} and is not saturated: {why}" if why else f"{grows} and is not a saturable counter"
+        return Finiteness(False, f"{kind} {var.name}", reason)
+    return Finiteness(True)
 
 
 def node_of(key: tuple[int | None, str]) -> Node:
@@ -419,8 +558,10 @@ def _called(stmts: object) -> set[str]:
 
 
 __all__ = [
+    "Finiteness",
     "Node",
     "Reduction",
+    "finite_reduction",
     "node_of",
     "nonnegative_counters",
     "one_shard_decides",

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from model import bmc
+from model import bmc, budget
 from model.console import progress_for
 from model.diagram import StateDiagram, minimal_policy, state_diagram, svg
 from model.errors import UsageError
@@ -82,6 +82,7 @@ def register(subparsers: Any) -> None:
         default=None,
         help="depth-by-depth progress on stderr (default: a status line when stderr is a terminal)",
     )
+    budget.add_options(report)
     report.set_defaults(run=run)
 
 

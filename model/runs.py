@@ -105,13 +105,28 @@ def _check_one(
     memory: int | None,
     engine: str,
 ) -> Result:
-    if engine == "explicit" or (engine == "auto" and explicit_suits(spec, environment, prop, shards, policy, view)):
+    choice = "search" if engine == "explicit" else None
+    if engine == "auto":
+        choice = explicit_suits(spec, environment, prop, shards, policy, view, prove)
+    if choice is not None:
         from model.explicit import explicit_check
 
         assert policy is not None
-        return explicit_check(
-            spec, environment, prop, shards, policy, max_depth, max_traces, timeout=timeout, prove=prove
+        found = explicit_check(
+            spec,
+            environment,
+            prop,
+            shards,
+            policy,
+            max_depth,
+            max_traces,
+            timeout=timeout,
+            prove=prove,
+            progress=progress,
         )
+        # A probe that neither proved nor refuted leaves the property to the Z3 engines.
+        if choice == "search" or found.status in ("proved", "violated", "not_applicable"):
+            return found
     from model import bmc  # Z3 loads only when the solver runs
 
     return bmc.check_property(
@@ -132,17 +147,33 @@ def _check_one(
 
 
 def explicit_suits(
-    spec: Spec, environment: str, prop: Any, shards: int, policy: dict[str, int] | None, view: tuple[str, ...] | None
-) -> bool:
+    spec: Spec,
+    environment: str,
+    prop: Any,
+    shards: int,
+    policy: dict[str, int] | None,
+    view: tuple[str, ...] | None,
+    prove: bool = False,
+) -> str | None:
     """`--engine auto`: the explicit engine where its search is small: one shard, or a
-    property whose shard evolves on its own (then one shard decides every fleet size)."""
+    property whose shard evolves on its own (then one shard decides every fleet size).
+    "search" where its answer is final: a bounded search (it ends at --max-depth), or with
+    `--prove` a reduced state space known to be finite (`model.reduction.finite_reduction`),
+    whose exhaustion is a proof. "probe" with `--prove` elsewhere: a search capped at
+    `explicit.PROBE_STATES` states that may still exhaust the space (a counter bounded by
+    guards) or find a violation; otherwise the Z3 engines decide. None: the Z3 engines."""
     if policy is None or view is not None:
-        return False
-    if shards == 1 or not prop.applies_to(environment):
-        return True
-    from model.reduction import one_shard_decides
+        return None
+    if not prop.applies_to(environment):
+        return "search"
+    from model.reduction import finite_reduction, one_shard_decides
 
-    return one_shard_decides(spec, spec.environment(environment), [prop], policy)
+    env = spec.environment(environment)
+    if shards != 1 and not one_shard_decides(spec, env, [prop], policy):
+        return None
+    if not prove or finite_reduction(spec, env, [prop], policy).finite:
+        return "search"
+    return "probe"
 
 
 def exit_code(results: Iterable[Result]) -> int:

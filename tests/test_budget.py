@@ -1,0 +1,216 @@
+"""Nothing runs unbounded in silence: exhaustive search only where the reduced state space
+is known to be finite (`model.reduction.finite_reduction`), and every command under a
+wall-clock and memory budget (`model.budget`) that ends in `unknown`, exit 3, with what
+was established."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from model import budget, cli
+from model.errors import EXIT_UNKNOWN
+from model.explicit import explicit_check
+from model.reduction import finite_reduction
+from model.spec import load_spec
+
+COUNTER_SPEC = '''
+[spec]
+name = "tally"
+title = "A tally that only grows"
+api_class = "Tallies"
+api_policy_class = "TallyPolicy"
+state_field = "state"
+default_shards = 2
+
+[enums.Mode]
+members = ["ON", "OFF"]
+api_values = "lower"
+
+[policy]
+step = { default = 1, min = 1, max = 3 }
+
+[fields]
+state = { type = "Mode", initial = "ON" }
+ticks = { type = "int", initial = 0 }
+
+[events.tick]
+call = "tick(i)"
+ignore_when = "state != ON"
+body = """
+ticks = ticks + step
+"""
+
+[events.switch]
+call = "switch(i)"
+body = """
+state = OFF if state == ON else ON
+"""
+
+[environments.ledger]
+doc = "any call at any time"
+any_call = true
+
+[properties.ticks_count_up]
+doc = "A tick while on adds to the tally: compares the counter with its own earlier value."
+kind = "step"
+on = ["tick"]
+when = "before.state == ON"
+assert = "after.ticks > before.ticks"
+message = "a tick did not count"
+expect = { base = "holds" }
+
+[properties.ticks_stay_small]
+doc = "Compares the counter with a constant only: it saturates, the space is finite."
+kind = "invariant"
+assert = "ticks < 4"
+message = "the tally reached 4"
+expect = { base = "violated" }
+'''
+
+
+@pytest.fixture
+def counter_spec(tmp_path: Path) -> Path:
+    path = tmp_path / "tally.toml"
+    path.write_text(COUNTER_SPEC, encoding="utf-8")
+    return path
+
+
+def _finiteness(path: Path, prop: str):
+    spec = load_spec(str(path)).variant()
+    return finite_reduction(spec, spec.environment("ledger"), [spec.properties[prop]], spec.resolve_policy({}))
+
+
+def test_a_counter_compared_with_its_earlier_value_makes_the_space_infinite(counter_spec):
+    infinite = _finiteness(counter_spec, "ticks_count_up")
+    assert not infinite.finite
+    assert infinite.variable == "field ticks"
+    assert "ticks = ticks + step" in infinite.reason and "its own earlier value" in infinite.reason
+    assert "ticks_count_up" in infinite.reason
+    # Compared with a constant only, the same counter saturates: finite.
+    assert _finiteness(counter_spec, "ticks_stay_small").finite
+
+
+def test_the_ledger_environment_of_the_bundled_spec_is_finite_where_auto_searched_it():
+    spec = load_spec().variant("fixed")
+    env = spec.environment("ledger")
+    prop = spec.properties["no_condemnation_by_inherited_streak"]
+    assert finite_reduction(spec, env, [prop], spec.default_policy()).finite
+
+
+def test_prove_never_ends_on_the_explicit_engine_in_an_infinite_space(counter_spec, capsys):
+    argv = ["prove", str(counter_spec), "--environment", "ledger", "--property", "ticks_count_up"]
+    code = cli.main([*argv, "--time-budget", "60", "--format", "json"])
+    (result,) = json.loads(capsys.readouterr().out)
+    assert result["engine"] != "explicit"
+    assert (code, result["status"]) in ((0, "proved"), (EXIT_UNKNOWN, "unknown"))
+
+
+def test_check_prove_auto_never_ends_on_the_explicit_engine_in_an_infinite_space(counter_spec, capsys):
+    argv = ["check", str(counter_spec), "--environment", "ledger", "--property", "ticks_count_up", "--prove"]
+    code = cli.main([*argv, "--engine", "auto", "--time-budget", "60", "--format", "json"])
+    (result,) = json.loads(capsys.readouterr().out)
+    assert result["engine"] != "explicit"
+    assert (code, result["status"]) in ((0, "proved"), (0, "holds_to_depth"), (EXIT_UNKNOWN, "unknown"))
+
+
+def test_check_prove_auto_searches_a_finite_space_exhaustively(counter_spec, capsys):
+    argv = ["check", str(counter_spec), "--environment", "ledger", "--property", "ticks_stay_small", "--prove"]
+    assert cli.main([*argv, "--engine", "auto", "--format", "json"]) == 0
+    (result,) = json.loads(capsys.readouterr().out)
+    assert (result["status"], result["depth"], result["engine"]) == ("violated", 4, "explicit")
+
+
+def test_the_explicit_engine_proves_nothing_in_an_infinite_space(counter_spec):
+    spec = load_spec(str(counter_spec)).variant()
+    prop = spec.properties["ticks_count_up"]
+    result = explicit_check(spec, "ledger", prop, 2, spec.resolve_policy({}), 6, 1, prove=True)
+    assert result.status == "holds_to_depth" and result.depth >= 6
+    assert "no proof" in result.note and "field ticks" in result.note
+
+
+@pytest.mark.parametrize("engine", ["auto", "z3"])
+def test_a_tiny_memory_budget_ends_in_unknown_exit_3(engine, capsys):
+    argv = ["check", "--environment", "ledger", "--variant", "fixed", "--property", "retire_retires"]
+    code = cli.main([*argv, "--engine", engine, "--memory", "16", "--format", "json"])
+    out = capsys.readouterr()
+    (result,) = json.loads(out.out)
+    assert code == EXIT_UNKNOWN
+    assert result["status"] == "unknown" and "memory budget (16 MiB) ran out" in result["note"]
+    assert "memory budget (16 MiB) ran out" in out.err
+
+
+def test_prove_under_a_tiny_time_budget_ends_in_unknown_exit_3(capsys):
+    argv = [
+        "prove",
+        "--environment",
+        "controller",
+        "--variant",
+        "fixed",
+        "--property",
+        "no_condemnation_by_inherited_streak",
+    ]
+    code = cli.main([*argv, "--time-budget", "0.001", "--format", "json"])
+    out = capsys.readouterr()
+    (result,) = json.loads(out.out)
+    assert code == EXIT_UNKNOWN and result["status"] == "unknown"
+    assert "time budget (0.001 s) ran out" in result["note"] and "depth" in result["note"]
+
+
+class _Tripping(budget.Budget):
+    """A budget that runs out at its `after`-th check (deterministic, unlike a clock)."""
+
+    def __init__(self, after: int) -> None:
+        super().__init__(None, None)
+        self.left = after
+
+    def exhausted(self, memory: bool = True) -> str | None:
+        self.left -= 1
+        if self.left < 0 and self.spent is None:
+            self.spent = "time budget (test)"
+        return self.spent
+
+
+def test_a_budget_running_out_mid_search_keeps_what_was_established(counter_spec, capsys):
+    spec_file = load_spec()
+    results: list = []
+    with budget.using(_Tripping(1000)):  # the first search takes about 620 checks, both 1370
+        cli.run_checks(
+            spec_file,
+            ["as_written"],
+            ["no_condemnation_by_inherited_streak", "retire_retires"],
+            "ledger",
+            None,
+            {},
+            12,
+            1,
+            None,
+            into=results,
+            engine="explicit",
+        )
+    first, second = results
+    # The first property's violation (depth 8) was found before the budget ran out ...
+    assert (first.status, first.depth, len(first.traces)) == ("violated", 8, 1)
+    # ... the second ran out: unknown, naming the budget and the depth it had reached.
+    assert second.status == "unknown" and "time budget (test) ran out after depth" in second.note
+
+
+def test_budget_options_are_checked():
+    assert cli.main(["prove", "--time-budget", "0"]) == 2
+    assert cli.main(["check", "--memory", "8"]) == 2
+
+
+def test_the_budget_gives_the_solver_the_smaller_timeout():
+    limits = budget.Budget(seconds=100.0, memory_mib=None)
+    assert limits.solver_timeout(5.0) == 5.0
+    assert 0 < (limits.solver_timeout(None) or 0) <= 100.0
+    assert budget.Budget(None, None).solver_timeout(None) is None
+
+
+def test_gen_that_runs_out_of_budget_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "generated"
+    assert cli.main(["gen", "--out", str(out), "--time-budget", "0.001"]) == EXIT_UNKNOWN
+    assert "time budget (0.001 s) ran out during gen" in capsys.readouterr().err
+    assert not out.exists() or not any(out.iterdir())
