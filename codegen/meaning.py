@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, is_dataclass
 from typing import Any
 
-from model.ir import Type
+from model.ir import Pass, Type
 from model.spec import Spec, SpecFile
 
 # Where something is written, and how: never part of the meaning.
@@ -43,7 +43,8 @@ DIGEST_CHARS = 12
 def canonical(value: Any) -> Any:
     """A JSON value for a compiled spec object: dataclasses as objects tagged with their
     class (fields by name, source and text fields dropped), mappings with sorted keys,
-    sequences in order (order is meaning there: statements, parameters, fields)."""
+    sequences in order (order is meaning there: statements, parameters, fields), `pass`
+    statements left out."""
     if isinstance(value, Type):
         return {"type": value.kind, "enum": value.enum, "optional": value.optional}
     if is_dataclass(value) and not isinstance(value, type):
@@ -55,8 +56,8 @@ def canonical(value: Any) -> Any:
         return data
     if isinstance(value, Mapping):
         return {str(key): canonical(item) for key, item in sorted(value.items(), key=lambda kv: str(kv[0]))}
-    if isinstance(value, (list, tuple)):
-        return [canonical(item) for item in value]
+    if isinstance(value, (list, tuple)):  # a `pass` does nothing wherever it stands
+        return [canonical(item) for item in value if not isinstance(item, Pass)]
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     raise TypeError(f"no canonical form for {type(value).__name__}")  # a new kind of spec object: extend this
