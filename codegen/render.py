@@ -6,7 +6,10 @@ pair that is not expected to hold, in every environment, and turns each into a
 the *holding* variant predicts. Before a test is kept, it is run here against the models
 of both variants: it must pass on the holding one and fail on the violating one, so no
 generated test asserts nothing. `write_tests` renders the Jinja templates and replaces
-generated files atomically; it never touches a file it did not generate.
+generated files atomically; it never touches a file it did not generate. `cmd_gen` writes
+only after every verdict matches the spec's expectations (`codegen.gate`), and says what it
+changes and why (`codegen.changes`); generated modules carry the digests of the spec's
+meaning they were generated from (`codegen.meaning`).
 """
 
 from __future__ import annotations
@@ -477,8 +480,9 @@ def cmd_gen(ns: argparse.Namespace) -> int:
         f"{command}: {len(files)} module(s), {count} test(s) in {out_dir}; "
         f"{len(changed)} file(s) changed{':' if changed else '.'}"
     )
-    if changed:
-        print("\n".join(c.line() for c in changes))
+    for change in changes:
+        if change.name in changed:
+            print(change.line())
     return EXIT_OK
 
 
