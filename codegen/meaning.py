@@ -37,14 +37,17 @@ PART_FIELDS = frozenset({"queries", "events", "environments", "properties", "var
 OWN_PARTS = ("enums", "sets", "policy", "fields", "globals", "history", "on_state_change")
 # Named traces to replay: no check and no generated test reads them.
 IGNORED_FIELDS = frozenset({"scenarios"})
+# Sequences that are sets: an environment's actions are a nondeterministic choice, a step
+# property's events and a property's environments are lists of names.
+UNORDERED_FIELDS = frozenset({"actions", "on", "environments"})
 DIGEST_CHARS = 12
 
 
 def canonical(value: Any) -> Any:
     """A JSON value for a compiled spec object: dataclasses as objects tagged with their
     class (fields by name, source and text fields dropped), mappings with sorted keys,
-    sequences in order (order is meaning there: statements, parameters, fields), `pass`
-    statements left out."""
+    sequences in order (order is meaning there: statements, parameters, fields) except the
+    few that are sets, `pass` statements left out."""
     if isinstance(value, Type):
         return {"type": value.kind, "enum": value.enum, "optional": value.optional}
     if is_dataclass(value) and not isinstance(value, type):
@@ -52,7 +55,10 @@ def canonical(value: Any) -> Any:
         for item in fields(value):
             if item.name in SOURCE_FIELDS or item.name in TEXT_FIELDS:
                 continue
-            data[item.name] = canonical(getattr(value, item.name))
+            form = canonical(getattr(value, item.name))
+            if item.name in UNORDERED_FIELDS and isinstance(form, list):
+                form = sorted(form, key=lambda v: json.dumps(v, sort_keys=True))
+            data[item.name] = form
         return data
     if isinstance(value, Mapping):
         return {str(key): canonical(item) for key, item in sorted(value.items(), key=lambda kv: str(kv[0]))}

@@ -92,6 +92,12 @@ def reformatted(text: str | None = None) -> str:
     )
 
 
+def swapped(text: str, first: str, second: str, end: str) -> str:
+    """`text` with the tables that start at `first` and at `second` (up to `end`) swapped."""
+    a, b, c = text.index(first), text.index(second), text.index(end)
+    return text[:a] + text[b:c] + text[a:b] + text[c:]
+
+
 def run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True, env=dict(os.environ))
 
@@ -165,7 +171,12 @@ def test_verdicts_exit_codes_and_descriptions() -> None:
 
 def test_meaning_ignores_comments_formatting_and_docs() -> None:
     base = meaning_of(load_spec(SPEC))
-    for text in (comment_only(), reformatted(), edited(DOC, MESSAGE)):
+    original = SPEC.read_text(encoding="utf-8")
+    events = swapped(original, "[events.report_failure]", "[events.report_success]", "[events.record_actor_death]")
+    actions = "[environments.controller.actions.probe_"
+    actions_swapped = swapped(original, f"{actions}answers]", f"{actions}fails]", f"{actions}finds_process_gone]")
+    for text in (comment_only(), reformatted(), edited(DOC, MESSAGE), events, actions_swapped):
+        assert text != original
         assert meaning_of(load_spec_text(text)) == base
     behaviour = meaning_of(load_spec_text(edited(BEHAVIOUR)))
     assert behaviour.digest != base.digest
