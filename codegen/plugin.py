@@ -12,16 +12,17 @@ The default is the executable model of the variant the test's expectations come 
 
 from __future__ import annotations
 
-import hashlib
+import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from codegen.meaning import Meaning, changed_parts, meaning_of
 from codegen.runtime import ImplementationError, LedgerCheck, load_implementation, model_implementation
 from model.errors import LedgercheckError
-from model.spec import Spec, load_spec
+from model.spec import SpecFile, load_spec
 from model.trace import base_url
 
 LedgerFactory = Callable[..., tuple[Any, LedgerCheck]]
@@ -65,48 +66,97 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     return None
 
 
-_SPECS: dict[str, Spec] = {}
+class StaleSpecWarning(UserWarning):
+    """The spec's meaning changed since the tests were generated (`--ledger-impl` runs them anyway)."""
 
 
-def _spec(path: Path, variant: str) -> Spec:
-    key = f"{path}::{variant}"
-    if key not in _SPECS:
-        _SPECS[key] = load_spec(path).variant(variant)
-    return _SPECS[key]
+STALE: pytest.StashKey[str] = pytest.StashKey()
+_SPEC_FILES: dict[Path, SpecFile] = {}
+_MEANINGS: dict[Path, Meaning] = {}
+
+
+def _spec_file(path: Path) -> SpecFile:
+    if path not in _SPEC_FILES:
+        _SPEC_FILES[path] = load_spec(path)
+    return _SPEC_FILES[path]
+
+
+def _meaning(path: Path) -> Meaning:
+    if path not in _MEANINGS:
+        _MEANINGS[path] = meaning_of(_spec_file(path))
+    return _MEANINGS[path]
+
+
+def staleness(spec_path: Path, recorded: str, parts: Mapping[str, str] | None) -> str | None:
+    """None while the spec means what it meant when the tests were generated; else which
+    parts changed. Comments, formatting, docs and messages are not meaning (codegen.meaning)."""
+    current = _meaning(spec_path)
+    if current.digest == recorded:
+        return None
+    what = changed_parts(parts, current.parts) if parts else []
+    named = ", ".join(what) if what else "its meaning"
+    return f"{spec_path.name}: {named} changed since these tests were generated; run `ledgercheck gen`"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """A test that failed for any reason against a stale spec says so beside its failure."""
+    outcome = yield
+    report = outcome.get_result()
+    note = item.stash.get(STALE, None)
+    if note and report.failed and note not in report.longreprtext:
+        report.sections.append(("ledgercheck: stale spec", note))
 
 
 @pytest.fixture
 def ledger_factory(request: pytest.FixtureRequest) -> LedgerFactory:
-    """Builds the implementation under test and the check that watches it."""
+    """Builds the implementation under test and the check that watches it.
+
+    Against the model (the default, or `--ledger-variant`), a spec whose meaning changed
+    fails the test: the model the test was derived from is gone. Against `--ledger-impl`,
+    the implementation's own verdict matters more than the spec's freshness: the test runs,
+    and the staleness is a warning (and leads the failure message if the test fails)."""
     config = request.config
 
     def make(
-        spec_rel: str, spec_sha: str, prop: str, expected_from: str, *, shards: int, policy: Mapping[str, int]
+        spec_rel: str,
+        spec_meaning: str,
+        prop: str,
+        expected_from: str,
+        *,
+        shards: int,
+        policy: Mapping[str, int],
+        parts: Mapping[str, str] | None = None,
     ) -> tuple[Any, LedgerCheck]:
         spec_path = (Path(str(request.node.path)).parent / spec_rel).resolve()
+        impl_target = config.getoption("--ledger-impl")
+        problem = stale = None
+        if not spec_path.is_file():
+            pytest.fail(f"cannot read the spec these tests were generated from ({spec_path})", pytrace=False)
         try:
-            actual_sha = hashlib.sha256(spec_path.read_bytes()).hexdigest()
-        except OSError as exc:
-            pytest.fail(
-                f"cannot read the spec these tests were generated from ({spec_path}): {exc.strerror}", pytrace=False
-            )
-        if actual_sha != spec_sha:
-            pytest.fail(f"{spec_path} changed since these tests were generated: run `ledgercheck gen`", pytrace=False)
-        problem = None
-        try:
-            monitor_spec = _spec(spec_path, expected_from)
-            impl_target = config.getoption("--ledger-impl")
-            variant = config.getoption("--ledger-variant") or expected_from
-            if impl_target:
-                impl = load_implementation(impl_target, monitor_spec)
-            else:
-                impl = model_implementation(spec_path, variant)
-            urls = [base_url(i) for i in range(shards)]
-            ledger = impl.build(monitor_spec, shards, policy, urls)
-        except (ImplementationError, LedgercheckError) as exc:
+            stale = staleness(spec_path, spec_meaning, parts)
+        except LedgercheckError as exc:
             problem = f"ledgercheck: {exc}"
+        if problem is None and stale is not None:
+            if not impl_target:
+                pytest.fail(stale, pytrace=False)
+            request.node.stash[STALE] = stale
+            warnings.warn(StaleSpecWarning(stale), stacklevel=2)
+        if problem is None:
+            try:
+                monitor_spec = _spec_file(spec_path).variant(expected_from)
+                monitor_spec.property(prop)
+                variant = config.getoption("--ledger-variant") or expected_from
+                if impl_target:
+                    impl = load_implementation(impl_target, monitor_spec)
+                else:
+                    impl = model_implementation(spec_path, variant)
+                urls = [base_url(i) for i in range(shards)]
+                ledger = impl.build(monitor_spec, shards, policy, urls)
+            except (ImplementationError, LedgercheckError) as exc:
+                problem = f"ledgercheck: {exc}"
         if problem is not None:  # failed outside the except block: no exception chain in the report
-            pytest.fail(problem, pytrace=False)
-        return ledger, LedgerCheck(ledger, monitor_spec, prop, shards, policy)
+            pytest.fail(f"{stale}\n{problem}" if stale else problem, pytrace=False)
+        return ledger, LedgerCheck(ledger, monitor_spec, prop, shards, policy, note=stale)
 
     return make

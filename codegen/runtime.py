@@ -107,8 +107,17 @@ def normalise(value: Any, spec: Spec) -> Any:
 class LedgerCheck:
     """Watches one generated test: expected fields per step and the property's monitor."""
 
-    def __init__(self, ledger: Any, spec: Spec, property_name: str, shards: int, policy: Mapping[str, int]) -> None:
+    def __init__(
+        self,
+        ledger: Any,
+        spec: Spec,
+        property_name: str,
+        shards: int,
+        policy: Mapping[str, int],
+        note: str | None = None,
+    ) -> None:
         self.ledger = ledger
+        self.note = note  # leads every failure message (a stale spec, under --ledger-impl)
         self.spec = spec
         self.prop = spec.properties[property_name]
         self.shards = shards
@@ -121,7 +130,8 @@ class LedgerCheck:
     def _fail(self, message: str) -> None:
         import pytest
 
-        pytest.fail(f"{self.prop.name}: {self.prop.message}\n  {message}", pytrace=False)
+        lead = f"{self.note}\n" if self.note else ""
+        pytest.fail(f"{lead}{self.prop.name}: {self.prop.message}\n  {message}", pytrace=False)
 
     def observe(self) -> dict[Key, Any]:
         try:

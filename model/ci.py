@@ -26,13 +26,16 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from model import budget
 from model.console import progress_for
-from model.errors import EXIT_MISMATCH, EXIT_OK, EXIT_UNKNOWN, LedgercheckError
-from model.runs import attention, mismatch_line, outcome, run_checks
+from model.errors import EXIT_MISMATCH, EXIT_OK, EXIT_UNKNOWN
+from model.runs import attention, mismatch_line, outcome
 from model.spec import SpecFile, load_spec
+
+if TYPE_CHECKING:
+    from codegen.gate import Verdicts
 
 DEFAULT_DEPTH = 12
 DEFAULT_TRACES = 3
@@ -92,7 +95,6 @@ class Subprocess:
 
 
 def register(subparsers: Any) -> None:
-    from model.cli import _policy_arg
 
     parser = subparsers.add_parser(
         "ci",
@@ -113,24 +115,6 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--out", default=None, help="the generated tests' directory (default: generated_tests/)")
     parser.add_argument(
-        "--max-depth", type=int, default=DEFAULT_DEPTH, help=f"bound of the search (default {DEFAULT_DEPTH})"
-    )
-    parser.add_argument(
-        "--engine",
-        choices=("z3", "explicit", "auto"),
-        default="auto",
-        help="engine for the verdicts (default auto: the fastest sound one per property)",
-    )
-    parser.add_argument(
-        "--policy",
-        action="append",
-        type=_policy_arg,
-        default=[],
-        metavar="NAME=VALUE",
-        help="override a policy constant for the verdicts (repeatable)",
-    )
-    parser.add_argument("--timeout", type=float, default=None, help="seconds per solver call")
-    parser.add_argument(
         "--conform-depth", type=int, default=None, metavar="D", help="conformance enumeration depth (conform's default)"
     )
     budget.add_options(parser)
@@ -144,8 +128,6 @@ def register(subparsers: Any) -> None:
 
 
 def run(ns: argparse.Namespace) -> int:
-    if ns.max_depth < 0:
-        raise LedgercheckError("--max-depth must be >= 0")
     spec_file = load_spec(ns.spec)
     from codegen.render import default_out_dir
 
@@ -156,9 +138,10 @@ def run(ns: argparse.Namespace) -> int:
     say = progress if progress is not None else (lambda message: None)
     try:
         children = _start_children(ns, spec_file, out_dir)
-        steps.append(_verdicts(ns, spec_file, progress))
+        verdict_step, verdicts = _verdicts(spec_file, progress)
+        steps.append(verdict_step)
         say("ci: is generated_tests/ what the spec produces now?")
-        steps.append(_drift(spec_file, out_dir))
+        steps.append(_drift(spec_file, out_dir, verdicts))
         started_names = {name for name, _ in children}
         for name, child in children:
             say(f"ci: waiting for {name}")
@@ -204,22 +187,15 @@ def _absolute_target(target: str) -> str:
     return target
 
 
-def _verdicts(ns: argparse.Namespace, spec_file: SpecFile, progress: Any) -> Step:
+def _verdicts(spec_file: SpecFile, progress: Any) -> tuple[Step, Verdicts]:
+    """Every verdict, by the same checks `gen` passes its gate with (so the drift step reuses
+    them: one search per (variant, property, environment) for the whole run)."""
+    from codegen.gate import establish
+
     step = Step("verdicts")
     begin = time.monotonic()
-    results = run_checks(
-        spec_file,
-        None,
-        None,
-        None,
-        None,
-        dict(ns.policy),
-        ns.max_depth,
-        DEFAULT_TRACES,
-        ns.timeout,
-        progress,
-        engine=ns.engine,
-    )
+    verdicts = establish(spec_file, DEFAULT_DEPTH, DEFAULT_TRACES, progress)
+    results = list(verdicts.results.values())
     step.seconds = time.monotonic() - begin
     flagged = attention(results)
     mismatches = [r for r in flagged if outcome(r) == "mismatch"]
@@ -248,24 +224,35 @@ def _verdicts(ns: argparse.Namespace, spec_file: SpecFile, progress: Any) -> Ste
                 lines.append(trace_figure(trace, spec))
             lines.append("")
         step.detail = "\n".join(lines)
-    return step
+    return step, verdicts
 
 
-def _drift(spec_file: SpecFile, out_dir: Path) -> Step:
-    from codegen.render import drift, generate
+def _drift(spec_file: SpecFile, out_dir: Path, verdicts: Verdicts) -> Step:
+    """`gen --check`, from the verdicts already established. With a verdict that differs from
+    its expectation there is nothing to compare against: `gen` would refuse to write."""
+    from codegen.changes import compare
+    from codegen.render import drift, existing_generated, plan_tests, render_files
 
     step = Step("generated tests up to date")
+    if verdicts.mismatches or verdicts.unknown:
+        step.status = SKIPPED
+        step.headline = "not compared: `gen` refuses to write while a verdict differs from its expectation"
+        return step
     begin = time.monotonic()
-    out_dir_used, files = generate(spec_file.path, str(out_dir))
-    diff = drift(out_dir_used, files)
+    files = render_files(spec_file, out_dir, plan_tests(spec_file, verdicts=verdicts))
+    diff = drift(out_dir, files)
     step.seconds = time.monotonic() - begin
     count = sum(text.count("\ndef test_") for text in files.values())
     if diff:
+        changes = compare(existing_generated(out_dir), files, spec_file, verdicts)
+        behaviour = any(c.behaviour for c in changes)
         names = _drifted_files(diff)
         step.status = FAILED
-        step.headline = f"{out_dir.name}/ is not what the spec produces now: {len(names)} file(s) drifted"
-        step.failures = [f"DRIFT     {out_dir.name}/{name}" for name in names]
-        step.detail = "".join(diff[:80]) + (f"... ({len(diff) - 80} more diff lines)\n" if len(diff) > 80 else "")
+        kind = "a change of behaviour" if behaviour else "text only (docs, messages, figures)"
+        step.headline = f"{out_dir.name}/ is not what the spec produces now ({kind}): run `ledgercheck gen`"
+        step.failures = [f"DRIFT     {out_dir.name}/{name} ({kind})" for name in names]
+        step.detail = "\n".join(c.line() for c in changes) + "\n\n"
+        step.detail += "".join(diff[:80]) + (f"... ({len(diff) - 80} more diff lines)\n" if len(diff) > 80 else "")
     else:
         step.status = PASSED
         step.headline = f"{len(files)} module(s), {count} test(s), as the spec produces them"

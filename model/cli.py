@@ -179,6 +179,12 @@ def build_parser(args: Sequence[str] | None = None) -> argparse.ArgumentParser:
     gen.add_argument("spec", nargs="?", default=None)
     gen.add_argument("--out", default=None, help="output directory (default: generated_tests/)")
     gen.add_argument("--check", action="store_true", help="change nothing; exit 1 with a diff on drift")
+    gen.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress on stderr (default: a status line when stderr is a terminal)",
+    )
     budget.add_options(gen)
     for module in _command_modules(args):
         module.register(sub)

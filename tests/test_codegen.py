@@ -43,7 +43,8 @@ def test_one_module_per_violated_property_with_a_header(bundled):
     assert set(files) == expected
     for text in files.values():
         assert text.startswith(MARKER)
-        assert re.search(r"^# spec sha256: [0-9a-f]{64}$", text, re.M)
+        assert re.search(r"^# spec meaning: [0-9a-f]{64}$", text, re.M)
+        assert re.search(r"^SPEC_PARTS = \{$", text, re.M), "per-part digests, to say what changed"
         assert "# template version: " in text
         assert "do not edit" in text
         assert not re.search(r"\b20\d\d-\d\d-\d\d", text), "no timestamps"
@@ -90,7 +91,7 @@ def test_changing_one_update_line_is_drift(tmp_path):
     spec.write_text(text.replace(line, "consecutive_probe_failures = unhealthy_threshold - 1\n"))
     result = run("-m", "model.cli", "gen", str(spec), "--check")
     assert result.returncode == 1, result.stdout + result.stderr
-    assert "is not what the spec produces now" in result.stdout
+    assert "is not what the spec produces now: drift from a change of behaviour" in result.stdout
     assert "---" in result.stdout and "+++" in result.stdout  # a diff, short
     assert (project / "generated_tests").exists()
 

@@ -1,0 +1,101 @@
+"""The gate `gen` passes before it writes: every verdict matches the spec's expectations.
+
+Generated tests take their expected values from the variant the spec expects to hold a
+property. If that variant violates it (a regression, e.g. one line of the fix deleted), or a
+variant expected to violate it no longer does, regenerating would turn the regression into
+the expected behaviour: the tests that would fail are deleted and the others rewritten to
+expect the broken values. So `gen` first establishes every verdict (every variant, property
+and environment the property applies to) and writes nothing unless all of them are as the
+spec expects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from model.errors import EXIT_MISMATCH, EXIT_OK, EXIT_UNKNOWN
+from model.result import Result
+from model.runs import run_checks
+from model.spec import SpecFile
+
+VerdictKey = tuple[str, str, str]  # (variant, property, environment)
+
+
+@dataclass(frozen=True)
+class Verdicts:
+    """Every applicable (variant, property, environment) result of one spec file."""
+
+    results: Mapping[VerdictKey, Result]
+
+    @property
+    def mismatches(self) -> list[Result]:
+        return [r for r in self.results.values() if r.matches is False]
+
+    @property
+    def unknown(self) -> list[Result]:
+        return [r for r in self.results.values() if r.verdict == "unknown"]
+
+    @property
+    def exit_code(self) -> int:
+        if self.unknown:
+            return EXIT_UNKNOWN
+        return EXIT_MISMATCH if self.mismatches else EXIT_OK
+
+    def violating(self, prop: str) -> list[str]:
+        """The variants with a counterexample to `prop` in some environment, in order."""
+        names: list[str] = []
+        for (variant, name, _), result in self.results.items():
+            if name == prop and result.status == "violated" and variant not in names:
+                names.append(variant)
+        return names
+
+    def checked_variants(self, prop: str) -> list[str]:
+        names: list[str] = []
+        for variant, name, _ in self.results:
+            if name == prop and variant not in names:
+                names.append(variant)
+        return names
+
+
+def establish(spec_file: SpecFile, max_depth: int, max_traces: int, progress: Any = None) -> Verdicts:
+    """Check every variant and property in every environment of the spec, with its
+    default fleet and policy: the same checks `plan_tests` draws its traces from."""
+    base = spec_file.variant()
+    found = run_checks(spec_file, None, None, None, None, base.default_policy(), max_depth, max_traces, None, progress)
+    return Verdicts({(r.variant, r.property, r.environment): r for r in found if r.status != "not_applicable"})
+
+
+def describe(result: Result) -> str:
+    """One line per verdict that stops `gen`: where, what was found, what the spec says."""
+    where = f"{result.variant} / {result.property} ({result.environment}, {result.shards} shards)"
+    if result.status == "violated":
+        shortest = min((t.depth for t in result.traces), default=result.depth)
+        found = f"violated (shortest trace: {shortest} steps)"
+    elif result.verdict == "holds":
+        found = f"holds (no violation up to depth {result.depth})"
+    else:
+        found = f"unknown ({result.note or 'the solver could not decide'})"
+    expected = f"the spec expects {result.expected}" if result.expected else "the spec states no expectation"
+    return f"  {where}: {found}; {expected}"
+
+
+def report(verdicts: Verdicts, command: str, writing: bool) -> list[str]:
+    """What `gen` (or `gen --check`, not `writing`) prints when the gate is closed."""
+    lines = []
+    if verdicts.mismatches:
+        lines.append(f"{command}: {len(verdicts.mismatches)} verdict(s) differ from the spec's expectations:")
+        lines += [describe(r) for r in verdicts.mismatches]
+    if verdicts.unknown:
+        lines.append(f"{command}: {len(verdicts.unknown)} verdict(s) could not be established:")
+        lines += [describe(r) for r in verdicts.unknown]
+    consequence = "nothing was written: regenerating" if writing else "regenerating"
+    lines.append(
+        f"{command}: {consequence} now would make the generated tests expect this behaviour; "
+        "fix the spec (or its `expect`) first."
+    )
+    return lines
+
+
+__all__ = ["Verdicts", "describe", "establish", "report"]
