@@ -24,7 +24,9 @@ import contextlib
 import os
 import resource
 import sys
+import threading
 import time
+import weakref
 from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -37,6 +39,8 @@ DEFAULT_SECONDS = 600.0
 DEFAULT_MEMORY_MIB = 4096
 """Memory budget of one command, in MiB of resident memory (the bundled spec's runs stay
 under 400 MiB)."""
+WATCH_INTERVAL = 0.25
+"""Seconds between two looks of the watchdog at the clock and the memory during solver calls."""
 MEMORY_EVERY = 2048
 """States the explicit engine expands between two reads of the resident memory."""
 
@@ -52,6 +56,39 @@ class Budget:
     memory_mib: int | None = DEFAULT_MEMORY_MIB
     start: float = field(default_factory=time.monotonic)
     spent: str | None = None
+    _watched: list[weakref.ref[Any]] = field(default_factory=list, repr=False)
+    _watch_pid: int | None = field(default=None, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def watch(self, context: Any) -> None:
+        """Interrupt the Z3 `context` (any object with `interrupt()`) when this budget runs out.
+
+        A watchdog thread polls the clock and the resident memory and interrupts every
+        watched context once either is spent; the solver call in progress then returns
+        `unknown`. Nothing is set on the solver itself: solver parameters change the search,
+        and with it which of several equally short traces comes first, so the limits must
+        not depend on them (generated files are byte-identical across runs)."""
+        if self.seconds is None and self.memory_mib is None:
+            return
+        with self._lock:
+            if not any(ref() is context for ref in self._watched):
+                self._watched = [ref for ref in self._watched if ref() is not None]
+                self._watched.append(weakref.ref(context))
+            if self._watch_pid != os.getpid():  # none yet, or we are a forked child
+                self._watch_pid = os.getpid()
+                threading.Thread(target=self._watchdog, name="ledgercheck-budget", daemon=True).start()
+
+    def _watchdog(self) -> None:
+        pid = os.getpid()
+        while self._watch_pid == pid:
+            time.sleep(WATCH_INTERVAL)
+            if self.exhausted() is not None:
+                with self._lock:
+                    contexts = [ref() for ref in self._watched]
+                for context in contexts:
+                    if context is not None:
+                        context.interrupt()
+                return
 
     @property
     def deadline(self) -> float | None:
@@ -136,18 +173,16 @@ def using(budget: Budget) -> Iterator[Budget]:
         _ACTIVE.reset(token)
 
 
-def limit_solver(solver: Any, per_call: float | None) -> str | None:
-    """Set a Z3 solver's timeout for its next call from the active budget (and its memory
-    ceiling). Returns the exhausted budget's name instead when nothing is left to spend."""
+def limit_solver(solver: Any, per_call: float | None = None) -> str | None:
+    """Put a Z3 solver's context under the active budget before a call (see `Budget.watch`).
+    Returns the exhausted budget's name instead when nothing is left to spend. The per-call
+    `--timeout` is the solver's own parameter, set where the solver is made."""
+    del per_call
     budget = active()
     spent = budget.exhausted()
     if spent is not None:
         return spent
-    timeout = budget.solver_timeout(per_call)
-    if timeout:
-        solver.set("timeout", max(1, int(timeout * 1000)))
-    if budget.memory_mib is not None:
-        solver.set("max_memory", int(budget.memory_mib))
+    budget.watch(solver.ctx)
     return None
 
 

@@ -212,5 +212,7 @@ def test_the_budget_gives_the_solver_the_smaller_timeout():
 def test_gen_that_runs_out_of_budget_writes_nothing(tmp_path, capsys):
     out = tmp_path / "generated"
     assert cli.main(["gen", "--out", str(out), "--time-budget", "0.001"]) == EXIT_UNKNOWN
-    assert "time budget (0.001 s) ran out during gen" in capsys.readouterr().err
+    captured = capsys.readouterr()
+    assert "time budget (0.001 s) ran out" in captured.err
+    assert "could not be established" in captured.out  # the gate names what it could not decide
     assert not out.exists() or not any(out.iterdir())
