@@ -216,3 +216,26 @@ def test_gen_that_runs_out_of_budget_writes_nothing(tmp_path, capsys):
     assert "time budget (0.001 s) ran out" in captured.err
     assert "could not be established" in captured.out  # the gate names what it could not decide
     assert not out.exists() or not any(out.iterdir())
+
+
+def test_the_watchdog_interrupts_a_solver_call_that_outlives_the_budget():
+    """A single hard solver call is cut when the budget runs out (not only between calls):
+    pigeonhole, 11 pigeons in 10 holes, takes Z3 far longer than the half second allowed."""
+    import z3
+
+    from model import budget as budget_module
+
+    pigeons, holes = 11, 10
+    ctx = z3.Context()
+    at = [[z3.Bool(f"p{i}h{j}", ctx) for j in range(holes)] for i in range(pigeons)]
+    solver = z3.Solver(ctx=ctx)
+    for i in range(pigeons):
+        solver.add(z3.Or(*at[i]))
+    for j in range(holes):
+        for i in range(pigeons):
+            for k in range(i + 1, pigeons):
+                solver.add(z3.Not(z3.And(at[i][j], at[k][j])))
+    with budget_module.using(budget_module.Budget(0.5, None)) as limits:
+        assert budget_module.limit_solver(solver) is None
+        assert solver.check() == z3.unknown
+        assert limits.spent is not None and limits.spent.startswith("time budget")
