@@ -437,7 +437,11 @@ def register(subparsers: Any) -> None:
     parser.add_argument("spec", nargs="?", default=None)
     parser.add_argument("--variant", action="append", default=None)
     parser.add_argument("--property", action="append", default=None)
-    parser.add_argument("--environment", default="controller")
+    parser.add_argument(
+        "--environment",
+        default=None,
+        help="prove in this environment only (default: every environment each property applies to)",
+    )
     parser.add_argument("--shards", type=int, default=None)
     parser.add_argument("--engine", choices=ENGINES, default="auto")
     parser.add_argument("--max-k", type=int, default=8, help="deepest k for k-induction")
@@ -456,7 +460,8 @@ def register(subparsers: Any) -> None:
 
 
 def run(ns: argparse.Namespace) -> int:
-    from model.cli import _policy_arg, result_json
+    from model.cli import _policy_arg
+    from model.runs import environments_for, result_json
 
     spec_file = load_spec(ns.spec)
     if ns.symbolic_policy and ns.policy:
@@ -471,11 +476,12 @@ def run(ns: argparse.Namespace) -> int:
             shards = ns.shards or spec.default_shards
             for prop_name in ns.property or list(spec.properties):
                 prop = spec.property(prop_name)
-                results.append(
-                    prove_property(
-                        spec, ns.environment, prop, shards, policy, ns.timeout, ns.engine, ns.max_k, progress=progress
+                for environment in environments_for(spec, prop, ns.environment):
+                    results.append(
+                        prove_property(
+                            spec, environment, prop, shards, policy, ns.timeout, ns.engine, ns.max_k, progress=progress
+                        )
                     )
-                )
     finally:
         if progress is not None:
             progress.close()
@@ -494,7 +500,8 @@ def run(ns: argparse.Namespace) -> int:
         for result in results:
             if result.traces:
                 spec = spec_file.variant(result.variant)
-                print(f"\n== {result.variant} / {result.property}: shortest trace ({result.traces[0].depth} steps)")
+                where = f"{result.variant} / {result.property} ({result.environment})"
+                print(f"\n== {where}: shortest trace ({result.traces[0].depth} steps)")
                 print(trace_figure(result.traces[0], spec))
             elif result.status == "unknown" and "counterexample to induction" in result.note:
                 print(f"\n== {result.variant} / {result.property}")
@@ -520,7 +527,7 @@ def _line(result: bmc.Result) -> str:
         expect = "  [as expected]"
     elif result.matches is False:
         expect = f"  [MISMATCH: the spec expects {result.expected}]"
-    return f"{result.variant:<11} {result.property:<40} {what}{expect}"
+    return f"{result.variant:<11} {result.property:<40} {result.environment:<11} {what}{expect}"
 
 
 if __name__ == "__main__":  # pragma: no cover
