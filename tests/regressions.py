@@ -287,7 +287,7 @@ SEEN: tuple[Regression, ...] = (
     R(
         "abort_forgets_verdict",
         "    state_before_partial = state",
-        "",
+        "    pass",
         ("suspicion_survives_abort",),
         "ledger",
         "an aborted refit no longer records what the shard was: a still-failing shard is promoted",
@@ -295,7 +295,7 @@ SEEN: tuple[Regression, ...] = (
     R(
         "refit_ignores_verdict",
         "was = state_before_partial",
-        "was = None",
+        "was = HEALTHY",
         ("suspicion_survives_abort",),
         "ledger",
         "a refit reads no verdict at all",
@@ -341,7 +341,7 @@ UNSEEN: tuple[Regression, ...] = (
     R(
         "membership_epoch_not_bumped",
         "    membership_epoch = membership_epoch + 1",
-        "",
+        "    pass",
         (),
         "ledger",
         "membership_epoch is a metric: no property reads it",
@@ -357,7 +357,7 @@ UNSEEN: tuple[Regression, ...] = (
     R(
         "reload_keeps_old_address",
         "    base_url = args.base_url",
-        "",
+        "    pass",
         (),
         "ledger",
         "base_url: no property says traffic goes to the new address",

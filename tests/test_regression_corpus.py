@@ -17,9 +17,9 @@ ALL = SEEN + UNSEEN
 
 
 def test_corpus_is_well_formed():
-    """Unique names, at least 22 seen regressions, each line found exactly once, and every
-    named property and environment exists in the spec."""
-    from model.spec import load_spec
+    """Unique names, at least 22 seen regressions, each line found exactly once, each
+    regressed spec a valid spec, and every named property and environment exists."""
+    from model.spec import load_spec, load_spec_text
 
     text = SPEC.read_text(encoding="utf-8")
     spec = load_spec(str(SPEC)).variant()
@@ -27,7 +27,9 @@ def test_corpus_is_well_formed():
     assert len({r.name for r in ALL}) == len(ALL)
     for regression in ALL:
         locate(text, regression)  # raises unless the line occurs exactly once
-        assert apply(text, regression) != text
+        regressed = apply(text, regression)
+        assert regressed != text
+        load_spec_text(regressed, f"{regression.name}.toml")  # raises SpecError (file:line:col) if invalid
         assert regression.environment in spec.environments
         assert set(regression.properties) <= set(spec.properties), regression.name
         assert bool(regression.properties) == (regression in SEEN), regression.name
