@@ -13,6 +13,13 @@ A mutant is *killed by properties* when the bounded checker finds a property it 
 *killed by tests* when a generated regression test fails on its executable model, and
 *survives* otherwise: behaviour nothing constrains. Mutants run in parallel on the
 machine's cores; the order and the sample (`--max-mutants`, `--seed`) are deterministic.
+
+Before any mutant, the same property checks and generated tests run on the unmutated
+reference variant: the *baseline*. A check or a test that already fails there would "kill"
+every mutant and say nothing about it, so it is excluded from the score, and the report
+names it. The baseline is *unclean* when something fails there that the spec does not
+expect to fail (a verdict that differs from the spec's expectation, an unknown verdict, a
+generated test that fails): it is reported before the score.
 """
 
 from __future__ import annotations
@@ -230,9 +237,118 @@ def _first_violation(spec: Spec, checks: list[tuple[str, str, str]], shards: int
     return None
 
 
-def baseline_checks(spec: Spec, shards: int, depth: int) -> list[tuple[str, str, str]]:
-    """The checks the reference variant passes: only these can kill a mutant."""
-    return [check for check in _checks(spec) if _first_violation(spec, [check], shards, depth) is None]
+HOLDS = ("holds_to_depth", "proved")
+
+
+@dataclass(frozen=True)
+class BaselineCheck:
+    """One property check on the unmutated reference variant.
+
+    `verdict` is the check as mutants get it (every call sequence, the callers' contracts
+    ignored); `contract_verdict` is the spec's own verdict (within the contracts, as
+    `ledgercheck check` reports it), run only when `verdict` is not a pass, to tell a
+    mismatch with the spec's expectation from a break that needs a call no caller makes."""
+
+    environment: str
+    property: str
+    policy: str
+    verdict: str
+    contract_verdict: str | None
+    expected: str | None
+    usable: bool
+    clean: bool
+    reason: str
+
+    def label(self) -> str:
+        return f"{self.property} ({self.environment}, {self.policy} policy)"
+
+
+@dataclass(frozen=True)
+class BaselineTest:
+    """A generated test that fails on the unmutated reference variant."""
+
+    property: str
+    test: str
+    failure: str
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """What the reference variant passes before any mutation; only that can kill a mutant."""
+
+    variant: str
+    checks: tuple[BaselineCheck, ...]
+    tests: int
+    failing_tests: tuple[BaselineTest, ...]
+
+    @property
+    def usable_checks(self) -> list[tuple[str, str, str]]:
+        return [(c.environment, c.property, c.policy) for c in self.checks if c.usable]
+
+    @property
+    def excluded_checks(self) -> list[BaselineCheck]:
+        return [c for c in self.checks if not c.usable]
+
+    @property
+    def unclean_checks(self) -> list[BaselineCheck]:
+        return [c for c in self.checks if not c.clean]
+
+    @property
+    def clean(self) -> bool:
+        return not self.unclean_checks and not self.failing_tests
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "variant": self.variant,
+            "clean": self.clean,
+            "checks": len(self.checks),
+            "excluded_checks": [asdict(c) for c in self.excluded_checks],
+            "tests": self.tests,
+            "failing_tests": [asdict(t) for t in self.failing_tests],
+        }
+
+
+def _baseline_check(spec: Spec, check: tuple[str, str, str], shards: int, depth: int) -> BaselineCheck:
+    env, name, policy = check
+    prop = spec.properties[name]
+    expected = prop.expect.get(spec.variant)
+    policies = _policies(spec)
+    verdict = bmc.Checker(spec, env, prop, shards, policies[policy], contracts=False).run(depth, 1).status
+    if verdict in HOLDS:
+        # Usable even where the spec expects a violation: the expectation is about the shipped
+        # policy at `check`'s depth, and a mutant that breaks a check the baseline passes
+        # changed behaviour the property sees either way.
+        return BaselineCheck(env, name, policy, verdict, None, expected, True, True, "passes")
+    contracts = spec.environment(env).any_call
+    contract_verdict = verdict
+    if contracts:
+        contract_verdict = bmc.Checker(spec, env, prop, shards, policies[policy], contracts=True).run(depth, 1).status
+    if "unknown" in (verdict, contract_verdict):
+        return BaselineCheck(env, name, policy, verdict, contract_verdict, expected, False, False, "unknown")
+    if expected == "violated":
+        # Within the contracts the violation may need more depth or shards than this run
+        # gives it (`check` finds it); a violation outside them is already no pass.
+        reason = "violated, as the spec expects"
+        return BaselineCheck(env, name, policy, verdict, contract_verdict, expected, False, True, reason)
+    if contract_verdict in HOLDS:
+        reason = "holds within the callers' contracts; a call outside them breaks it"
+        return BaselineCheck(env, name, policy, verdict, contract_verdict, expected, False, True, reason)
+    reason = f"violated, expected {expected}" if expected else "violated, no expectation"
+    return BaselineCheck(env, name, policy, verdict, contract_verdict, expected, False, False, reason)
+
+
+def run_baseline(spec: Spec, tests: list[tuple[str, Any]], shards: int, depth: int) -> Baseline:
+    """Every property check and generated test on the unmutated reference variant `spec`."""
+    from codegen.render import _outcome
+
+    checks = tuple(_baseline_check(spec, check, shards, depth) for check in _checks(spec))
+    failing = []
+    for prop_name, test in tests:
+        failure = _outcome(test, spec, spec, prop_name)
+        if failure is not None:
+            first = failure.strip().splitlines()[0] if failure.strip() else "failed"
+            failing.append(BaselineTest(prop_name, f"test_{test.name}", first))
+    return Baseline(spec.variant, checks, len(tests), tuple(failing))
 
 
 def _evaluate(args: tuple[str, str, str, Mutant, int, int, list[Any], list[tuple[str, str, str]]]) -> Outcome:
@@ -256,7 +372,8 @@ def _evaluate(args: tuple[str, str, str, Mutant, int, int, list[Any], list[tuple
 
 def run_mutation(
     spec_file: SpecFile, shards: int, depth: int, workers: int, max_mutants: int | None, seed: int, progress: Any = None
-) -> tuple[list[Mutant], list[Outcome]]:
+) -> tuple[Baseline, list[Mutant], list[Outcome]]:
+    """The baseline, then every (sampled) mutant checked against what the baseline passes."""
     from codegen.render import plan_tests
 
     _remember_guards(spec_file)
@@ -266,10 +383,16 @@ def run_mutation(
     if max_mutants is not None and max_mutants < len(mutants):
         mutants = sorted(random.Random(seed).sample(mutants, max_mutants), key=lambda m: m.ident)
     planned = plan_tests(spec_file)
-    tests = [(name, test) for name, (_, _, group) in planned.items() for test in group]
-    checks = baseline_checks(spec, shards, depth)
+    all_tests = [(name, test) for name, (_, _, group) in planned.items() for test in group]
+    baseline = run_baseline(spec, all_tests, shards, depth)
+    failing = {(t.property, t.test) for t in baseline.failing_tests}
+    tests = [(name, test) for name, test in all_tests if (name, f"test_{test.name}") not in failing]
+    checks = baseline.usable_checks
     if progress:
-        progress(f"{len(checks)} property checks pass on {variant}; {len(mutants)} mutants")
+        progress(
+            f"baseline {variant}: {len(checks)} of {len(baseline.checks)} property checks and "
+            f"{len(tests)} of {len(all_tests)} generated tests pass; {len(mutants)} mutants"
+        )
     text = spec_file.source.text
     jobs = [(text, spec_file.path, variant, m, shards, depth, tests, checks) for m in mutants]
     outcomes: list[Outcome] = []
@@ -282,7 +405,7 @@ def run_mutation(
             if budget.active().exhausted() is not None:
                 pool.shutdown(wait=False, cancel_futures=True)  # the mutants not yet started never run
                 budget.stop_if_spent(f"mutate ({number} of {len(jobs)} mutants evaluated)", "no score was computed")
-    return mutants, outcomes
+    return baseline, mutants, outcomes
 
 
 def score_table(outcomes: list[Outcome]) -> dict[str, int]:
@@ -316,17 +439,56 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(run=run)
 
 
+def baseline_lines(baseline: Baseline) -> list[str]:
+    """The baseline as the text report opens: what fails before any mutation, by name."""
+    counts = (
+        f"{len(baseline.usable_checks)} of {len(baseline.checks)} property checks and "
+        f"{baseline.tests - len(baseline.failing_tests)} of {baseline.tests} generated tests pass"
+    )
+    clean_excluded = [c for c in baseline.excluded_checks if c.clean]
+    if baseline.clean:
+        lines = [f"baseline (unmutated {baseline.variant}): clean; {counts}"]
+        if clean_excluded:
+            lines[0] += f"; {len(clean_excluded)} excluded check(s) fail there as the spec allows:"
+    else:
+        lines = [
+            f"baseline (unmutated {baseline.variant}): NOT CLEAN; {counts}. These fail before any mutation, "
+            "so they cannot kill a mutant and are left out of the score:"
+        ]
+        lines += [f"  property {c.label()}: {c.reason}" for c in baseline.unclean_checks]
+        lines += [f"  generated test {t.test} ({t.property}): {t.failure}" for t in baseline.failing_tests]
+        if clean_excluded:
+            lines.append("  also excluded, as the spec allows:")
+    lines += [f"  property {c.label()}: {c.reason}" for c in clean_excluded]
+    return lines
+
+
+def score_line(spec_name: str, baseline: Baseline, outcomes: list[Outcome]) -> str:
+    counts = score_table(outcomes)
+    valid = len(outcomes) - counts["invalid"]
+    killed = counts["killed_by_property"] + counts["killed_by_tests"]
+    return (
+        f"{len(outcomes)} mutants of {spec_name}: {counts['killed_by_property']} killed by "
+        f"properties, {counts['killed_by_tests']} killed by generated tests, {counts['survived']} survived"
+        f"{', ' + str(counts['invalid']) + ' invalid' if counts['invalid'] else ''}; "
+        f"score {killed}/{valid}"
+        + (f" = {100 * killed / valid:.0f}%" if valid else "")
+        + f"; excluded (fail on the unmutated {baseline.variant}): {len(baseline.excluded_checks)} of "
+        f"{len(baseline.checks)} property checks, {len(baseline.failing_tests)} of {baseline.tests} generated tests"
+    )
+
+
 def run(ns: argparse.Namespace) -> int:
     if ns.workers < 1 or ns.shards < 1 or ns.max_depth < 1:
         raise UsageError("--workers, --shards and --max-depth must be positive")
     spec_file = load_spec(ns.spec or DEFAULT_SPEC)
     show = ns.progress if ns.progress is not None else sys.stderr.isatty()
     progress = (lambda message: print(message, file=sys.stderr)) if show else None
-    mutants, outcomes = run_mutation(spec_file, ns.shards, ns.max_depth, ns.workers, ns.max_mutants, ns.seed, progress)
+    baseline, mutants, outcomes = run_mutation(
+        spec_file, ns.shards, ns.max_depth, ns.workers, ns.max_mutants, ns.seed, progress
+    )
     counts = score_table(outcomes)
     by_id = {m.ident: m for m in mutants}
-    valid = len(outcomes) - counts["invalid"]
-    killed = counts["killed_by_property"] + counts["killed_by_tests"]
     if ns.format == "json":
         print(
             json.dumps(
@@ -336,17 +498,15 @@ def run(ns: argparse.Namespace) -> int:
                     "outcomes": [
                         asdict(o) | {"kind": by_id[o.ident].kind, "diff": by_id[o.ident].diff()} for o in outcomes
                     ],
+                    "baseline": baseline.to_json(),
                 },
                 indent=2,
             )
         )
         return EXIT_OK
-    print(
-        f"{len(outcomes)} mutants of {Path(spec_file.path).name}: {counts['killed_by_property']} killed by "
-        f"properties, {counts['killed_by_tests']} killed by generated tests, {counts['survived']} survived"
-        f"{', ' + str(counts['invalid']) + ' invalid' if counts['invalid'] else ''}; "
-        f"score {killed}/{valid}" + (f" = {100 * killed / valid:.0f}%" if valid else "")
-    )
+    for line in baseline_lines(baseline):
+        print(line)
+    print(score_line(Path(spec_file.path).name, baseline, outcomes))
     for outcome in outcomes:
         if outcome.status == "survived":
             mutant = by_id[outcome.ident]

@@ -1,0 +1,99 @@
+"""`ledgercheck mutate` scores against an honest baseline.
+
+A property check or a generated test that already fails on the unmutated reference variant
+"kills" every mutant and says nothing about any of them: it must be left out of the score,
+and an unclean baseline must be reported, by name, before the score.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from codegen.render import plan_tests
+from model import cli
+from model.spec import load_spec
+
+ROOT = Path(__file__).resolve().parent.parent
+BREAKER = ROOT / "spec" / "examples" / "breaker.toml"
+FAST = ["--max-depth", "6", "--shards", "2"]
+
+
+def _unclean_breaker(tmp_path: Path) -> Path:
+    """The example breaker, whose only variant is expected to violate one property (so its
+    generated tests, strict xfails, fail on it), plus a property whose expectation is wrong:
+    a failure while half open does not close the breaker, yet the spec says this holds."""
+    text = BREAKER.read_text(encoding="utf-8")
+    right = 'when = "before.state == HALF_OPEN"\nassert = "after.state == OPEN"'
+    assert text.count(right) == 1
+    path = tmp_path / "breaker.toml"
+    wrong = 'when = "before.state == HALF_OPEN"\nassert = "after.state == CLOSED"'
+    path.write_text(text.replace(right, wrong), encoding="utf-8")
+    return path
+
+
+def test_unclean_baseline_is_named_before_the_score_and_excluded_from_it(tmp_path, capsys):
+    path = _unclean_breaker(tmp_path)
+    code = cli.main(["mutate", str(path), *FAST, "--workers", "1", "--max-mutants", "8", "--seed", "0"])
+    assert code == 0
+    lines = capsys.readouterr().out.splitlines()
+    score_at = next(i for i, line in enumerate(lines) if " mutants of breaker.toml:" in line)
+    report = lines[:score_at]
+    assert report[0].startswith(
+        "baseline (unmutated base): NOT CLEAN; 2 of 6 property checks and 0 of 3 generated tests pass."
+    )
+    for policy in ("shipped", "smallest"):
+        assert f"  property half_open_failure_reopens (ledger, {policy} policy): violated, expected holds" in report
+        assert (
+            f"  property failures_reset_when_closed (ledger, {policy} policy): violated, as the spec expects" in report
+        )
+    tests = [test for _, (_, _, group) in plan_tests(load_spec(str(path))).items() for test in group]
+    assert len(tests) == 3
+    for test in tests:
+        assert any(
+            line.startswith(f"  generated test test_{test.name} (failures_reset_when_closed): ") for line in report
+        )
+    # Counting the failing tests as kills would score every mutant killed; honestly, two of eight are.
+    assert lines[score_at] == (
+        "8 mutants of breaker.toml: 2 killed by properties, 0 killed by generated tests, 6 survived; "
+        "score 2/8 = 25%; excluded (fail on the unmutated base): 4 of 6 property checks, 3 of 3 generated tests"
+    )
+    assert sum(line.startswith("survivor (") for line in lines[score_at:]) == 6
+
+
+def test_unclean_baseline_in_json(tmp_path, capsys):
+    path = _unclean_breaker(tmp_path)
+    code = cli.main(["mutate", str(path), *FAST, "--workers", "1", "--max-mutants", "8", "--format", "json"])
+    assert code == 0
+    data = json.loads(capsys.readouterr().out)
+    assert {"mutants", "score", "outcomes", "baseline"} <= set(data)
+    assert data["score"] == {"killed_by_property": 2, "killed_by_tests": 0, "survived": 6, "invalid": 0}
+    baseline = data["baseline"]
+    assert (baseline["variant"], baseline["clean"], baseline["checks"], baseline["tests"]) == ("base", False, 6, 3)
+    assert len(baseline["failing_tests"]) == 3
+    unclean = sorted((c["property"], c["policy"]) for c in baseline["excluded_checks"] if not c["clean"])
+    assert unclean == [("half_open_failure_reopens", "shipped"), ("half_open_failure_reopens", "smallest")]
+    assert all(c["verdict"] == "violated" and not c["usable"] for c in baseline["excluded_checks"])
+
+
+def test_bundled_spec_has_a_clean_baseline(capsys):
+    """Only checks a call outside the callers' contracts breaks are left out, as before the
+    baseline was reported: those never could kill a mutant, so the score is unchanged."""
+    code = cli.main(["mutate", *FAST, "--workers", "2", "--max-mutants", "3", "--format", "json"])
+    assert code == 0
+    data = json.loads(capsys.readouterr().out)
+    baseline = data["baseline"]
+    assert baseline["clean"] is True and baseline["variant"] == "fixed"
+    assert baseline["failing_tests"] == [] and baseline["tests"] > 0
+    spec = load_spec().variant("fixed")
+    applicable = sum(prop.applies_to(env) for prop in spec.properties.values() for env in spec.environments)
+    assert baseline["checks"] == 2 * applicable  # the shipped and the smallest policy
+    for check in baseline["excluded_checks"]:
+        assert check["environment"] == "ledger" and check["clean"], check
+        assert (check["verdict"], check["contract_verdict"], check["expected"]) == (
+            "violated",
+            "holds_to_depth",
+            "holds",
+        )
+    killed = data["score"]["killed_by_property"] + data["score"]["killed_by_tests"]
+    assert killed + data["score"]["survived"] + data["score"]["invalid"] == data["mutants"] == 3
