@@ -63,8 +63,23 @@ def establish(spec_file: SpecFile, max_depth: int, max_traces: int, progress: An
     """Check every variant and property in every environment of the spec, with its
     default fleet and policy: the same checks `plan_tests` draws its traces from."""
     base = spec_file.variant()
+    key = (base.sha256, tuple(spec_file.variants), max_depth, max_traces)
+    if key in _ESTABLISHED:
+        return _ESTABLISHED[key]
     found = run_checks(spec_file, None, None, None, None, base.default_policy(), max_depth, max_traces, None, progress)
-    return Verdicts({(r.variant, r.property, r.environment): r for r in found if r.status != "not_applicable"})
+    verdicts = Verdicts({(r.variant, r.property, r.environment): r for r in found if r.status != "not_applicable"})
+    if not verdicts.unknown:  # an undecided verdict may depend on the budget: never reused
+        while len(_ESTABLISHED) >= _REMEMBERED:
+            del _ESTABLISHED[next(iter(_ESTABLISHED))]
+        _ESTABLISHED[key] = verdicts
+    return verdicts
+
+
+# The verdicts of the last few spec texts this process established: `ci` and then `gen` on
+# the same file (one process, e.g. a test or a script) search once. Keyed by the spec's bytes,
+# so any edit, a comment included, searches afresh.
+_REMEMBERED = 4
+_ESTABLISHED: dict[tuple[str, tuple[str, ...], int, int], Verdicts] = {}
 
 
 def describe(result: Result) -> str:

@@ -16,22 +16,15 @@ from __future__ import annotations
 import contextlib
 import io
 import re
-from dataclasses import dataclass, field
+import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 from model import cli
-from model.spec import load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = ROOT / "spec" / "fleet_health.toml"
-
-# One trace per result is enough for a verdict. `auto` answers the `ledger` environment's
-# properties by the explicit search in about a second; in `controller`, where no single
-# shard decides, it races a Spacer proof beside Z3's bounded search, which measured slower
-# than Z3 alone on a loaded two-core machine (same verdicts), so there Z3 runs alone.
-CHECK_OPTIONS = ("--max-traces", "1", "--no-progress")
-ENGINES = {"controller": "z3"}
-DEFAULT_ENGINE = "auto"
+GENERATED = ROOT / "generated_tests"
 
 
 @dataclass(frozen=True)
@@ -53,21 +46,27 @@ class Regression:
 
 @dataclass(frozen=True)
 class CheckRun:
-    """The checker's exit code and output per environment of one spec."""
+    """What `ledgercheck ci` and then `ledgercheck gen` said about one regressed spec, and
+    whether `gen` left the generated tests byte-identical."""
 
-    runs: dict[str, tuple[int, str]] = field(default_factory=dict)
+    ci_code: int
+    ci_output: str
+    gen_code: int
+    gen_output: str
+    generated_unchanged: bool
+
+    def summary(self) -> list[str]:
+        """The head of ci's output: its verdict line and one line per problem."""
+        return self.ci_output.split("\n\n", 1)[0].splitlines()
 
     def mismatches(self) -> set[tuple[str, str]]:
-        """(environment, property) of every MISMATCH line."""
+        """(environment, property) of every MISMATCH line of ci's summary."""
         found = set()
-        for env, (_, out) in self.runs.items():
-            for line in out.splitlines():
-                if "MISMATCH" in line:
-                    found |= {(env, word) for word in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", line)}
+        for line in self.summary():
+            match = re.match(r"\s+MISMATCH\s+\S+ / (\S+) \((\S+)\):", line)
+            if match:
+                found.add((match.group(2), match.group(1)))
         return found
-
-    def exit_code(self) -> int:
-        return max(code for code, _ in self.runs.values())
 
 
 def _table_span(lines: list[str], header: str) -> range:
@@ -98,26 +97,36 @@ def apply(text: str, regression: Regression) -> str:
     return "\n".join(lines)
 
 
-def checker_command(spec_path: Path, environment: str) -> list[str]:
-    """The command that checks one environment of a regressed spec."""
-    engine = ENGINES.get(environment, DEFAULT_ENGINE)
-    return ["check", str(spec_path), "--environment", environment, "--engine", engine, *CHECK_OPTIONS]
+def checker_command(spec_path: Path) -> list[str]:
+    """The command that checks a regressed spec: the one a ledger repository's CI runs."""
+    return ["ci", str(spec_path), "--no-progress"]
+
+
+def _snapshot(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir()) if p.is_file()}
 
 
 def run_checker(spec_path: Path) -> CheckRun:
-    """`checker_command` for every environment of the spec, in this process."""
-    runs: dict[str, tuple[int, str]] = {}
-    for env in load_spec(str(spec_path)).variant().environments:
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            code = cli.main(checker_command(spec_path, env))
-        runs[env] = (code, out.getvalue())
-    return CheckRun(runs)
+    """`checker_command`, then `ledgercheck gen`, in this process (the second reuses the
+    first's verdicts: same spec bytes)."""
+    generated = spec_path.parent.parent / "generated_tests"
+    before = _snapshot(generated)
+    ci_out, gen_out = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(ci_out):
+        ci_code = cli.main(checker_command(spec_path))
+    with contextlib.redirect_stdout(gen_out):
+        gen_code = cli.main(["gen", str(spec_path), "--no-progress"])
+    unchanged = _snapshot(generated) == before
+    return CheckRun(ci_code, ci_out.getvalue(), gen_code, gen_out.getvalue(), unchanged)
 
 
 def write_regressed(regression: Regression, directory: Path) -> Path:
-    path = directory / f"{regression.name}.toml"
+    """A ledger repository with the regression: spec/fleet_health.toml and the generated
+    tests of the spec before it."""
+    (directory / "spec").mkdir()
+    path = directory / "spec" / "fleet_health.toml"
     path.write_text(apply(SPEC.read_text(encoding="utf-8"), regression), encoding="utf-8")
+    shutil.copytree(GENERATED, directory / "generated_tests", ignore=shutil.ignore_patterns("__pycache__"))
     return path
 
 
