@@ -329,6 +329,11 @@ def result_json(result: Result) -> dict[str, Any]:
         "traces": [t.to_json() for t in result.traces],
         "engine": result.engine,
     }
+    if any(t.loop_start is not None for t in result.traces):
+        # Lasso traces (liveness): per trace, the step the last state returns to.
+        data["loop_start"] = [t.loop_start for t in result.traces]
+    if result.assumptions:
+        data["assumptions"] = result.assumptions
     if result.lax_traces:
         data["lax_traces"] = [t.to_json() for t in result.lax_traces]
     if result.note:
@@ -371,6 +376,11 @@ def run_checks(
             raise UsageError("--engine explicit needs a concrete policy (not --symbolic-policy)")
         for name in properties or list(spec.properties):
             prop = spec.property(name)
+            if prop.kind == "eventually":  # liveness has one engine: the fair-lasso search
+                from model.liveness import CHECK_STATES, check_liveness
+
+                results.append(check_liveness(spec, environment, prop, fleet, resolved, timeout, CHECK_STATES))
+                continue
             if engine == "explicit" or (
                 engine == "auto" and _explicit_suits(spec, environment, prop, fleet, resolved, view)
             ):
@@ -495,6 +505,8 @@ def verdict_line(result: Result) -> str:
     elif result.matches is False:
         expect = f"  [MISMATCH: the spec expects {result.expected}]"
     line = f"{result.variant:<11} {result.property:<40} {what}{expect}"
+    if result.assumptions:
+        line += f"\n{'':<11} {'':<40} {result.assumptions}"
     if result.region is not None:
         line += f"\n{'':<11} {'':<40} {result.region_text()}"
     return line

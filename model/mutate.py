@@ -223,8 +223,12 @@ def _first_violation(spec: Spec, checks: list[tuple[str, str, str]], shards: int
     policies = _policies(spec)
     for env, name, policy in checks:
         prop = spec.properties[name]
-        checker = bmc.Checker(spec, env, prop, shards, policies[policy], contracts=False)
-        result = checker.run(depth, 1)
+        if prop.kind == "eventually":
+            from model.liveness import CHECK_STATES, check_liveness
+
+            result = check_liveness(spec, env, prop, shards, policies[policy], max_states=CHECK_STATES)
+        else:
+            result = bmc.Checker(spec, env, prop, shards, policies[policy], contracts=False).run(depth, 1)
         if result.status == "violated":
             return f"{name} ({env}, {policy} policy): {result.traces[0].depth}-step trace"
     return None

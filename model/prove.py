@@ -249,6 +249,10 @@ def prove_property(
     """Refute by bounded search, else prove with Spacer and/or k-induction."""
     start = time.monotonic()
     spec.environment(environment)
+    if prop.kind == "eventually":
+        from model.liveness import check_liveness
+
+        return check_liveness(spec, environment, prop, shards, policy, timeout)
     if not prop.applies_to(environment):
         return bmc.Result(
             spec.variant,

@@ -57,7 +57,7 @@ def states_before_each_call(divergence: conform.Divergence) -> list[str]:
 
 
 def test_default_variant_is_the_one_whose_properties_hold() -> None:
-    assert conform.default_variant(load_spec()) == "fixed"
+    assert conform.default_variant(load_spec()) == "refit_keeps_streak"
 
 
 def test_clean_implementation_conforms_to_fixed(capsys: pytest.CaptureFixture[str]) -> None:
@@ -66,6 +66,8 @@ def test_clean_implementation_conforms_to_fixed(capsys: pytest.CaptureFixture[st
             "conform",
             "--impl",
             target("fleet_health_clean"),
+            "--variant",
+            "fixed",
             "--depth",
             "4",
             "--random",
