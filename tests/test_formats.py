@@ -49,9 +49,9 @@ def mismatched() -> tuple[SpecFile, list[bmc.Result]]:
     text = DEFAULT_SPEC.read_text(encoding="utf-8")
     head, sep, tail = text.partition("[properties.suspicion_survives_abort]")
     assert sep, "the bundled spec has no suspicion_survives_abort"
-    right = 'expect = { as_written = "holds", fixed = "holds" }'
+    right = 'expect = { as_written = "holds", fixed = "holds", refit_keeps_streak = "holds" }'
     assert right in tail.split("[properties.", 1)[0]
-    wrong = head + sep + tail.replace(right, 'expect = { as_written = "violated", fixed = "holds" }', 1)
+    wrong = head + sep + tail.replace(right, 'expect = { as_written = "violated", fixed = "holds", refit_keeps_streak = "holds" }', 1)
     spec_file = load_spec_text(wrong, "wrong_expectation.toml")
     found = run_checks(spec_file, None, ["suspicion_survives_abort"], "controller", SHARDS, {}, 6, 1, None)
     return spec_file, found
@@ -176,7 +176,7 @@ def test_markdown_flags_a_mismatch(mismatched: tuple[SpecFile, list[bmc.Result]]
 def test_replay_markdown(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["replay", "--format", "markdown"]) == 0
     out = capsys.readouterr().out
-    assert sum(1 for line in out.splitlines() if re.fullmatch(r"\|(---\|)+", line)) == 2  # a table per variant
+    assert sum(1 for line in out.splitlines() if re.fullmatch(r"\|(---\|)+", line)) == 3  # a table per variant
     assert "### `as_written`" in out and "### `fixed`" in out
 
 

@@ -204,7 +204,7 @@ def load_error(text: str) -> SpecError:
 
 def test_shipped_spec_loads() -> None:
     spec_file = load_spec_text(SPEC, NAME)
-    assert spec_file.variants == ("as_written", "fixed")
+    assert spec_file.variants == ("as_written", "fixed", "refit_keeps_streak")
 
 
 @pytest.mark.parametrize("case", list(BAD.values()), ids=list(BAD))
