@@ -122,7 +122,7 @@ BAD: dict[str, Bad] = {
         col=False,
     ),  # the column is checked by test_column_inside_inline_table_expression
     "unknown-variant-in-expect": Bad(
-        'did not fail"\nexpect = { as_written = "violated", fixed = "holds" }',
+        'did not fail"\nexpect = { as_written = "violated", fixed = "holds", refit_keeps_streak = "holds" }',
         'did not fail"\nexpect = { as_written = "violated", fixd = "holds" }',
         "fixd",
         ("unknown variant 'fixd'", "did you mean 'fixed'?"),
