@@ -172,6 +172,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "model.diff",
     "model.mutate",
     "model.claims",
+    "model.findings",
     "model.conform",
     "model.report",
 )

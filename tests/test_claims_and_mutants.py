@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from model import mutate
+from model import findings, mutate
 from model.claims import BEGIN, END, claims_table, splice
 from model.spec import load_spec
 
@@ -15,6 +15,14 @@ def test_readme_claims_table_is_up_to_date():
     current = README.read_text(encoding="utf-8")
     assert BEGIN in current and END in current
     assert splice(current, claims_table(load_spec())) == current, "run `ledgercheck claims --write README.md`"
+
+
+def test_readme_findings_table_is_up_to_date():
+    current = README.read_text(encoding="utf-8")
+    table = findings.findings_table(load_spec())
+    assert "`wedged_engine_is_taken_out`" in table and "`refit_keeps_streak` (proved" in table
+    updated = splice(current, table, findings.BEGIN, findings.END)
+    assert updated == current, "run `ledgercheck findings --write README.md`"
 
 
 def test_mutants_cover_every_operator_and_are_valid_specs():

@@ -51,7 +51,7 @@ def mismatched() -> tuple[SpecFile, list[bmc.Result]]:
     assert sep, "the bundled spec has no suspicion_survives_abort"
     right = 'expect = { as_written = "holds", fixed = "holds", refit_keeps_streak = "holds" }'
     assert right in tail.split("[properties.", 1)[0]
-    wrong = head + sep + tail.replace(right, 'expect = { as_written = "violated", fixed = "holds", refit_keeps_streak = "holds" }', 1)
+    wrong = head + sep + tail.replace(right, right.replace('as_written = "holds"', 'as_written = "violated"'), 1)
     spec_file = load_spec_text(wrong, "wrong_expectation.toml")
     found = run_checks(spec_file, None, ["suspicion_survives_abort"], "controller", SHARDS, {}, 6, 1, None)
     return spec_file, found
