@@ -121,7 +121,7 @@ def check_liveness(
     if graph.complete:
         status, depth = "proved", max(graph.depth) if graph.depth else 0
         note = (
-            f"proved by exhaustion of the reduced finite state space ({states} states, {shards} shards) "
+            f"proved by exhaustion of the reduced finite state space ({states} states, {shards} shard(s)) "
             f"with SCC analysis: no reachable fair cycle avoids it"
         )
     else:

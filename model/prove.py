@@ -447,7 +447,8 @@ def run(ns: argparse.Namespace) -> int:
         for result in results:
             if result.traces:
                 spec = spec_file.variant(result.variant)
-                print(f"\n== {result.variant} / {result.property}: shortest trace ({result.traces[0].depth} steps)")
+                kind = "a lasso" if result.traces[0].loop_start is not None else "shortest trace"
+                print(f"\n== {result.variant} / {result.property}: {kind} ({result.traces[0].depth} steps)")
                 print(trace_figure(result.traces[0], spec))
             elif result.status == "unknown" and "counterexample to induction" in result.note:
                 print(f"\n== {result.variant} / {result.property}")
@@ -466,6 +467,8 @@ def _line(result: bmc.Result) -> str:
         what = f"VIOLATED ({result.note})"
     elif result.status == "not_applicable":
         what = "not checked here: " + result.note
+    elif result.status == "holds_to_depth":  # a liveness search that stopped at its bound
+        what = f"holds up to depth {result.depth} ({result.note})"
     else:
         what = f"UNKNOWN ({result.note.splitlines()[0][:160]})"
     expect = ""
@@ -473,7 +476,10 @@ def _line(result: bmc.Result) -> str:
         expect = "  [as expected]"
     elif result.matches is False:
         expect = f"  [MISMATCH: the spec expects {result.expected}]"
-    return f"{result.variant:<11} {result.property:<40} {what}{expect}"
+    line = f"{result.variant:<11} {result.property:<40} {what}{expect}"
+    if result.assumptions:
+        line += f"\n{'':<11} {'':<40} {result.assumptions}"
+    return line
 
 
 if __name__ == "__main__":  # pragma: no cover
