@@ -1076,6 +1076,8 @@ def explicit_check_all(
     search of the state space (per property: the same verdict, depth and traces)."""
     start = time.monotonic()
     env = spec.environment(environment)
+    if any(p.kind == "eventually" for p in props):
+        raise UsageError("liveness properties are checked one at a time (explicit_check, model.liveness)")
     if policy is None:
         raise UsageError("the explicit engine needs a concrete policy (it enumerates states)")
     policy = spec.resolve_policy(policy)
@@ -1194,7 +1196,12 @@ def explicit_check(
 
     Verdicts mean what the Z3 engine's mean (`bmc.check_property(..., lax=False)`): in an
     `any_call` environment, about the traces within the callers' contracts. `policy` must be
-    concrete. Up to `max_traces` traces, distinct in their view, shortest first."""
+    concrete. Up to `max_traces` traces, distinct in their view, shortest first. A liveness
+    property (`eventually`) is searched for fair lassos instead (`model.liveness`)."""
+    if prop.kind == "eventually":
+        from model.liveness import MAX_STATES, check_liveness
+
+        return check_liveness(spec, environment, prop, shards, policy, timeout, MAX_STATES if prove else 20_000)
     return explicit_check_all(
         spec,
         environment,

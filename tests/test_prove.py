@@ -18,9 +18,17 @@ def spec_file():
     return load_spec()
 
 
-@pytest.mark.parametrize("name", list(load_spec().variant("fixed").properties))
-def test_every_property_of_fixed_is_proved_at_four_shards(spec_file, name):
-    spec = spec_file.variant("fixed")
+HOLDING = [
+    (variant, name)
+    for variant in ("fixed", "refit_keeps_streak")
+    for name, prop in load_spec().variant(variant).properties.items()
+    if prop.expect.get(variant) == "holds" and prop.kind != "eventually"  # liveness: test_liveness.py
+]
+
+
+@pytest.mark.parametrize(("variant", "name"), HOLDING)
+def test_every_property_a_fix_holds_is_proved_at_four_shards(spec_file, variant, name):
+    spec = spec_file.variant(variant)
     prop = spec.properties[name]
     env = "controller" if prop.applies_to("controller") else "ledger"
     result = prove.prove_property(spec, env, prop, 4, spec.default_policy(), refute_depth=6)
