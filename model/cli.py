@@ -490,7 +490,11 @@ def cmd_check(ns: argparse.Namespace) -> int:
 
 
 def verdict_line(result: Result) -> str:
-    if result.status == "violated":
+    if result.status == "violated" and result.traces and result.traces[0].loop_start is not None:
+        start = result.traces[0].loop_start
+        then = "no action is enabled (it stutters)" if start == result.depth else f"back to step {start} forever"
+        what = f"VIOLATED by a lasso: {result.depth} steps, then {then}"
+    elif result.status == "violated":
         what = f"VIOLATED at depth {result.depth} ({len(result.traces)} distinct trace(s))"
     elif result.status == "holds_to_depth":
         what = f"holds up to depth {result.depth}"
