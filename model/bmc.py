@@ -505,9 +505,9 @@ def check_property(
     (no trace of any length breaks the property, so none up to `max_depth` does). On a
     machine with two cores, a property that holds costs the faster of the two."""
     if prop.kind == "eventually":  # liveness: a lasso search, not a bounded one
-        from model.liveness import CHECK_STATES, check_liveness
+        from model.liveness import check_eventually
 
-        return check_liveness(spec, environment, prop, shards, policy, timeout, CHECK_STATES)
+        return check_eventually(spec, environment, prop, shards, policy, max_depth, timeout, prove)
     env = spec.environment(environment)
     if not prop.applies_to(environment):
         return Result(

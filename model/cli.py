@@ -378,9 +378,9 @@ def run_checks(
         for name in properties or list(spec.properties):
             prop = spec.property(name)
             if prop.kind == "eventually":  # liveness has one engine: the fair-lasso search
-                from model.liveness import CHECK_STATES, check_liveness
+                from model.liveness import check_eventually
 
-                results.append(check_liveness(spec, environment, prop, fleet, resolved, timeout, CHECK_STATES))
+                results.append(check_eventually(spec, environment, prop, fleet, resolved, max_depth, timeout, prove))
                 continue
             if engine == "explicit" or (
                 engine == "auto" and _explicit_suits(spec, environment, prop, fleet, resolved, view)

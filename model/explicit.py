@@ -1199,9 +1199,9 @@ def explicit_check(
     concrete. Up to `max_traces` traces, distinct in their view, shortest first. A liveness
     property (`eventually`) is searched for fair lassos instead (`model.liveness`)."""
     if prop.kind == "eventually":
-        from model.liveness import MAX_STATES, check_liveness
+        from model.liveness import check_eventually
 
-        return check_liveness(spec, environment, prop, shards, policy, timeout, MAX_STATES if prove else 20_000)
+        return check_eventually(spec, environment, prop, shards, policy, max_depth, timeout, prove)
     return explicit_check_all(
         spec,
         environment,

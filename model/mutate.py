@@ -224,9 +224,9 @@ def _first_violation(spec: Spec, checks: list[tuple[str, str, str]], shards: int
     for env, name, policy in checks:
         prop = spec.properties[name]
         if prop.kind == "eventually":
-            from model.liveness import CHECK_STATES, check_liveness
+            from model.liveness import check_eventually
 
-            result = check_liveness(spec, env, prop, shards, policies[policy], max_states=CHECK_STATES)
+            result = check_eventually(spec, env, prop, shards, policies[policy], depth)
         else:
             result = bmc.Checker(spec, env, prop, shards, policies[policy], contracts=False).run(depth, 1)
         if result.status == "violated":

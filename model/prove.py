@@ -250,9 +250,9 @@ def prove_property(
     start = time.monotonic()
     spec.environment(environment)
     if prop.kind == "eventually":
-        from model.liveness import check_liveness
+        from model.liveness import check_eventually
 
-        return check_liveness(spec, environment, prop, shards, policy, timeout)
+        return check_eventually(spec, environment, prop, shards, policy, refute_depth, timeout, prove=True)
     if not prop.applies_to(environment):
         return bmc.Result(
             spec.variant,

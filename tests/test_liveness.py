@@ -107,3 +107,28 @@ def test_an_eventually_property_is_about_one_shard() -> None:
     text = load_spec().source.text.replace(f"[properties.{PROPERTY}]\n", f'[properties.{PROPERTY}]\nscope = "fleet"\n')
     with pytest.raises(Exception, match="about one shard"):
         load_spec_text(text, "fleet_health.toml")
+
+
+def test_the_z3_lasso_search_finds_the_hanging_restart_and_closes_its_loop() -> None:
+    from model.lasso import z3_lasso
+
+    spec = hanging_spec().variant("restart_hangs")
+    result = z3_lasso(spec, "controller", spec.property(PROPERTY), 2, spec.default_policy(), 6)
+    assert result.status == "violated" and result.engine == "bmc"
+    trace = result.traces[0]
+    assert trace.loop_start is not None and trace.loop_start < trace.depth
+    states = [[r["state"] for r in s.after["shards"]] for s in trace.steps]
+    assert states[-1] == states[trace.loop_start] and states[-1][0] == "RESTARTING"
+
+
+def test_the_z3_lasso_search_needs_fairness_and_goes_deeper_than_the_explicit_bound() -> None:
+    from model.lasso import z3_lasso
+
+    text = re.sub(r"^fairness = .*\n", "", load_spec().source.text, flags=re.MULTILINE)
+    unfair = load_spec_text(text, "fleet_health.toml").variant("fixed")
+    found = z3_lasso(unfair, "controller", unfair.property(PROPERTY), 2, unfair.default_policy(), 6)
+    assert found.status == "violated" and found.traces[0].loop_start is not None
+    spec = load_spec().variant("fixed")
+    result = z3_lasso(spec, "controller", spec.property(PROPERTY), 4, spec.default_policy(), 7)
+    assert (result.status, result.depth) == ("holds_to_depth", 7), result.note
+    assert "a background restart always ends" in result.assumptions
