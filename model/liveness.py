@@ -38,7 +38,7 @@ from model.explicit import Explorer, Label
 from model.result import FOCUS, EncodingMismatch, Result
 from model.spec import Environment, Property, Spec
 
-MAX_STATES = 400_000
+MAX_STATES = 100_000
 """States `prove` lets the explicit search build before it stops at a bound."""
 CHECK_STATES = 5_000
 """States `check` lets it build (under a second): enough to exhaust one shard's graph."""
@@ -46,7 +46,7 @@ CHECK_LASSO_DEPTH = 8
 """Where the explicit graph is too large, `check` runs the Z3 lasso search (`model.lasso`) to
 at most this depth (about 2 s at 4 shards; depth 12 takes 11 s, so plain `ledgercheck` would
 slow down by half a minute); `prove` runs it to PROVE_LASSO_DEPTH."""
-PROVE_LASSO_DEPTH = 20
+PROVE_LASSO_DEPTH = 12
 
 
 def check_eventually(
