@@ -511,6 +511,10 @@ def check_property(
     search deepens: when the proof lands first, the search stops and the result is `proved`
     (no trace of any length breaks the property, so none up to `max_depth` does). On a
     machine with two cores, a property that holds costs the faster of the two."""
+    if prop.kind == "eventually":  # liveness: a lasso search, not a bounded one
+        from model.liveness import check_eventually
+
+        return check_eventually(spec, environment, prop, shards, policy, max_depth, timeout, prove)
     env = spec.environment(environment)
     if not prop.applies_to(environment):
         return Result(

@@ -68,12 +68,12 @@ def claims_table(spec_file: SpecFile, shards: int | None = None, mismatches: lis
     return "\n".join(lines) + "\n\n" + note + "\n"
 
 
-def splice(readme: str, table: str) -> str:
-    if BEGIN not in readme or END not in readme:
-        raise UsageError(f"the README has no {BEGIN} ... {END} markers")
-    head, rest = readme.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    return f"{head}{BEGIN}\n{table}{END}{tail}"
+def splice(readme: str, table: str, begin: str = BEGIN, end: str = END) -> str:
+    if begin not in readme or end not in readme:
+        raise UsageError(f"the README has no {begin} ... {end} markers")
+    head, rest = readme.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{begin}\n{table}{end}{tail}"
 
 
 def register(subparsers: Any) -> None:
@@ -96,6 +96,15 @@ def register(subparsers: Any) -> None:
 def run(ns: argparse.Namespace) -> int:
     mismatches: list[str] = []
     table = claims_table(load_spec(ns.spec), ns.shards, mismatches)
+    return write_section(ns, table, "claims", BEGIN, END, mismatches)
+
+
+def write_section(
+    ns: argparse.Namespace, table: str, what: str, begin: str, end: str, mismatches: list[str] | None = None
+) -> int:
+    """Print the table, or write it between its markers (`--write`, atomically), or exit 1
+    when the file's copy is stale (`--check`). With `mismatches` (verdicts that differ from
+    the spec's expectations) nothing is written or passed: a regression is not a stale table."""
     target = ns.write or ns.check
     if mismatches and target is not None:
         # A claim whose verdict changed is a regression (or a wrong expectation), not a stale table.
@@ -112,20 +121,20 @@ def run(ns: argparse.Namespace) -> int:
         current = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
-    updated = splice(current, table)
+    updated = splice(current, table, begin, end)
     if ns.check:
         if updated != current:
             print(
-                f"{path}: the claims table is stale (every verdict is as the spec expects: only the evidence "
-                f"changed); run `ledgercheck claims --write {path}`"
+                f"{path}: the {what} table is stale (every verdict is as the spec expects: only the evidence "
+                f"changed); run `ledgercheck {what} --write {path}`"
             )
             return EXIT_MISMATCH
-        print(f"{path}: the claims table is up to date")
+        print(f"{path}: the {what} table is up to date")
         return EXIT_OK
     if updated != current:
         handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
         with os.fdopen(handle, "w", encoding="utf-8") as out:
             out.write(updated)
         os.replace(temp, path)
-    print(f"{path}: claims table written")
+    print(f"{path}: {what} table written")
     return EXIT_OK

@@ -198,6 +198,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "model.diff",
     "model.mutate",
     "model.claims",
+    "model.findings",
     "model.conform",
     "model.report",
     "model.ci",
@@ -409,8 +410,15 @@ def cmd_check(ns: argparse.Namespace) -> int:
     return exit_code(results)
 
 
-def verdict_line(result: Result, environment_column: bool = False) -> str:
-    if result.status == "violated":
+def verdict_line(result: Result, environment_column: bool = False, widths: tuple[int, int] = (11, 40)) -> str:
+    """One result on one line (more for policy regions and fairness assumptions): variant,
+    property, environment (when the run covered several), what was found, and whether the
+    spec expected it. `widths` are the variant and property columns' (the longest names)."""
+    if result.status == "violated" and result.traces and result.traces[0].loop_start is not None:
+        start = result.traces[0].loop_start
+        then = "no action is enabled (it stutters)" if start == result.depth else f"back to step {start} forever"
+        what = f"VIOLATED by a lasso: {result.depth} steps, then {then}"
+    elif result.status == "violated":
         what = f"VIOLATED at depth {result.depth} ({len(result.traces)} distinct trace(s))"
     elif result.status == "holds_to_depth":
         what = f"holds up to depth {result.depth}"
@@ -425,10 +433,13 @@ def verdict_line(result: Result, environment_column: bool = False) -> str:
         expect = "  [as expected]"
     elif result.matches is False:
         expect = f"  [MISMATCH: the spec expects {result.expected}]"
+    variant_width, property_width = max(widths[0], len(result.variant)), max(widths[1], len(result.property))
     where = f"{result.environment:<11} " if environment_column else ""
-    line = f"{result.variant:<11} {result.property:<40} {where}{what}{expect}"
+    line = f"{result.variant:<{variant_width}} {result.property:<{property_width}} {where}{what}{expect}"
+    pad = " " * (variant_width + 1 + property_width + 1 + (12 if environment_column else 0))
+    if result.assumptions:
+        line += f"\n{pad}{result.assumptions}"
     if result.region is not None:
-        pad = " " * (11 + 1 + 40 + 1 + (12 if environment_column else 0))
         line += f"\n{pad}{result.region_text()}"
     return line
 
@@ -473,9 +484,10 @@ def print_results(spec_file: SpecFile, results: list[Result], all_traces: bool =
     colour = colour_enabled()
     ordered = reading_order(results)
     env_column = multi_environment(results)
+    widths = (max([11] + [len(r.variant) for r in results]), max([40] + [len(r.property) for r in results]))
     for result in ordered:
         if result.status != "not_applicable":
-            print(verdict_line(result, env_column))
+            print(verdict_line(result, env_column, widths))
     folded = not_applicable_line(ordered)
     if folded:
         print(folded)

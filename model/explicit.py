@@ -793,6 +793,25 @@ class Explorer:
         """The path as a trace of the executable model (the same steps `bmc` extracts); its
         last step must break property k."""
         prop = self.props[k]
+        focus = None if prop.fleet else FOCUS
+        trace, sim, last, pre = self.path_trace(labels, focus)
+        if prop.kind == "invariant":
+            broken = self._invariant_broken(prop, sim.store)
+        else:
+            broken = last is not None and any(
+                sim.machine.step_violations(prop.when, prop.check, c, pre)
+                for c in last.calls
+                if c.event in prop.on and (focus is None or c.shard == focus)
+            )
+        if not broken:
+            raise EncodingMismatch(f"internal error: the explicit engine's trace for {prop.name} does not break it")
+        return trace
+
+    def path_trace(
+        self, labels: Sequence[Label], focus: int | None
+    ) -> tuple[Trace, Simulation, Effects[Any] | None, dict[Key, Any]]:
+        """Replay a path on the executable model: the trace, the simulation after it, the
+        last step's effects and the store before the last step."""
         sim = Simulation(self.spec, self.env, self.replay_n, self.policy)
         steps: list[Step] = [sim.initial_step()]
         fresh: dict[int, int] = {}
@@ -816,21 +835,10 @@ class Explorer:
             pre = dict(sim.store)
             step, last = sim.apply(action, binding, values)
             steps.append(step)
-        focus = None if prop.fleet else FOCUS
         trace = Trace(
             self.spec.name, self.spec.variant, self.env.name, self.replay_n, dict(self.policy), tuple(steps), focus
         )
-        if prop.kind == "invariant":
-            broken = self._invariant_broken(prop, sim.store)
-        else:
-            broken = last is not None and any(
-                sim.machine.step_violations(prop.when, prop.check, c, pre)
-                for c in last.calls
-                if c.event in prop.on and (focus is None or c.shard == focus)
-            )
-        if not broken:
-            raise EncodingMismatch(f"internal error: the explicit engine's trace for {prop.name} does not break it")
-        return trace
+        return trace, sim, last, pre
 
 
 def _getter(positions: Sequence[int] | None) -> Any:
@@ -1130,6 +1138,8 @@ def explicit_check_all(
     search of the state space (per property: the same verdict, depth and traces)."""
     start = time.monotonic()
     env = spec.environment(environment)
+    if any(p.kind == "eventually" for p in props):
+        raise UsageError("liveness properties are checked one at a time (explicit_check, model.liveness)")
     if policy is None:
         raise UsageError("the explicit engine needs a concrete policy (it enumerates states)")
     policy = spec.resolve_policy(policy)
@@ -1258,7 +1268,12 @@ def explicit_check(
 
     Verdicts mean what the Z3 engine's mean (`bmc.check_property(..., lax=False)`): in an
     `any_call` environment, about the traces within the callers' contracts. `policy` must be
-    concrete. Up to `max_traces` traces, distinct in their view, shortest first."""
+    concrete. Up to `max_traces` traces, distinct in their view, shortest first. A liveness
+    property (`eventually`) is searched for fair lassos instead (`model.liveness`)."""
+    if prop.kind == "eventually":
+        from model.liveness import check_eventually
+
+        return check_eventually(spec, environment, prop, shards, policy, max_depth, timeout, prove)
     return explicit_check_all(
         spec,
         environment,

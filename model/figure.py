@@ -125,7 +125,21 @@ def figure_of(trace: Trace, spec: Spec, shard: int | None = None) -> Figure:
                 changed = index and value != values[index - 1]
                 cells.append(Cell(cell(value), CHANGED if changed else ""))
             rows.append(Row(f"{HISTORY}{field.name}", tuple(cells), "history"))
-    return Figure(shard, tuple(column_label(s) for s in steps), tuple(rows))
+    return Figure(shard, loop_labels(trace), tuple(rows))
+
+
+def loop_labels(trace: Trace) -> tuple[str, ...]:
+    """Column labels; a lasso's loop is marked on them, so every format that shows the
+    columns (text, Markdown, HTML, JUnit) shows where the loop starts and where it returns."""
+    labels = [column_label(s) for s in trace.steps]
+    start = trace.loop_start
+    if start is not None:
+        if start == trace.depth:
+            labels[start] += " [no action enabled: stutters forever]"
+        else:
+            labels[start] += " [loop starts after this]"
+            labels[-1] += f" [back to step {start}]"
+    return tuple(labels)
 
 
 def trace_rows(trace: Trace, spec: Spec, shard: int) -> tuple[list[str], list[list[str]]]:

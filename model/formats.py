@@ -272,7 +272,12 @@ def itf_trace(
                 "of": total,
             }
         )
-    return {"#meta": meta, "vars": list(ITF_VARS), "states": states}
+    itf: dict[str, Any] = {"#meta": meta, "vars": list(ITF_VARS), "states": states}
+    if trace.loop_start is not None:
+        # A lasso: the states from `loop` on repeat forever (ITF's own field, and in #meta).
+        meta["loop_start"] = trace.loop_start
+        itf["loop"] = trace.loop_start
+    return itf
 
 
 def itf_check(spec_file: SpecFile, results: Sequence[Result]) -> str:

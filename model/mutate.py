@@ -230,8 +230,12 @@ def _first_violation(spec: Spec, checks: list[tuple[str, str, str]], shards: int
     policies = _policies(spec)
     for env, name, policy in checks:
         prop = spec.properties[name]
-        checker = bmc.Checker(spec, env, prop, shards, policies[policy], contracts=False)
-        result = checker.run(depth, 1)
+        if prop.kind == "eventually":
+            from model.liveness import check_eventually
+
+            result = check_eventually(spec, env, prop, shards, policies[policy], depth)
+        else:
+            result = bmc.Checker(spec, env, prop, shards, policies[policy], contracts=False).run(depth, 1)
         if result.status == "violated":
             return f"{name} ({env}, {policy} policy): {result.traces[0].depth}-step trace"
     return None

@@ -271,6 +271,10 @@ def prove_property(
             progress(f"{spec.variant} / {prop.name}: {what}, {time.monotonic() - start:.1f}s")
 
     spec.environment(environment)
+    if prop.kind == "eventually":
+        from model.liveness import check_eventually
+
+        return check_eventually(spec, environment, prop, shards, policy, refute_depth, timeout, prove=True)
     if not prop.applies_to(environment):
         return bmc.Result(
             spec.variant,
@@ -501,7 +505,8 @@ def run(ns: argparse.Namespace) -> int:
             if result.traces:
                 spec = spec_file.variant(result.variant)
                 where = f"{result.variant} / {result.property} ({result.environment})"
-                print(f"\n== {where}: shortest trace ({result.traces[0].depth} steps)")
+                kind = "a lasso" if result.traces[0].loop_start is not None else "shortest trace"
+                print(f"\n== {where}: {kind} ({result.traces[0].depth} steps)")
                 print(trace_figure(result.traces[0], spec))
             elif result.status == "unknown" and "counterexample to induction" in result.note:
                 print(f"\n== {result.variant} / {result.property}")
@@ -520,6 +525,8 @@ def _line(result: bmc.Result) -> str:
         what = f"VIOLATED ({result.note})"
     elif result.status == "not_applicable":
         what = "not checked here: " + result.note
+    elif result.status == "holds_to_depth":  # a liveness search that stopped at its bound
+        what = f"holds up to depth {result.depth} ({result.note})"
     else:
         what = f"UNKNOWN ({result.note.splitlines()[0][:160]})"
     expect = ""
@@ -527,7 +534,10 @@ def _line(result: bmc.Result) -> str:
         expect = "  [as expected]"
     elif result.matches is False:
         expect = f"  [MISMATCH: the spec expects {result.expected}]"
-    return f"{result.variant:<11} {result.property:<40} {result.environment:<11} {what}{expect}"
+    line = f"{result.variant:<18} {result.property:<40} {result.environment:<11} {what}{expect}"
+    if result.assumptions:
+        line += f"\n{'':<18} {'':<40} {'':<11} {result.assumptions}"
+    return line
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -43,6 +43,8 @@ class Result:
     region_depth: int = 0
     engine: str = "bmc"
     invariant: str = ""
+    assumptions: str = ""
+    """What a liveness verdict assumes (the environment's fairness), printed with it."""
 
     def region_text(self) -> str:
         """For a symbolic policy: which values of each constant admit a violation."""

@@ -105,6 +105,10 @@ def _check_one(
     memory: int | None,
     engine: str,
 ) -> Result:
+    if prop.kind == "eventually":  # liveness has one engine: the fair-lasso search
+        from model.liveness import check_eventually
+
+        return check_eventually(spec, environment, prop, shards, policy, max_depth, timeout, prove)
     choice = "search" if engine == "explicit" else None
     if engine == "auto":
         choice = explicit_suits(spec, environment, prop, shards, policy, view, prove)
@@ -253,6 +257,11 @@ def result_json(result: Result) -> dict[str, Any]:
         "traces": [t.to_json() for t in result.traces],
         "engine": result.engine,
     }
+    if any(t.loop_start is not None for t in result.traces):
+        # Lasso traces (liveness): per trace, the step the last state returns to.
+        data["loop_start"] = [t.loop_start for t in result.traces]
+    if result.assumptions:
+        data["assumptions"] = result.assumptions
     if result.lax_traces:
         data["lax_traces"] = [t.to_json() for t in result.lax_traces]
     if result.note:

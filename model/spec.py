@@ -30,7 +30,7 @@ VERDICTS = ("holds", "violated")
 BASE_VARIANT = "base"
 # The key of a property's `expect` that gives the verdict of every variant it does not name.
 DEFAULT_EXPECTATION = "default"
-PROPERTY_KINDS = ("invariant", "step")
+PROPERTY_KINDS = ("invariant", "step", "eventually")
 MAX_SHARDS = 64
 
 
@@ -98,12 +98,27 @@ class Action:
 
 
 @dataclass(frozen=True)
+class Fairness:
+    """Weak fairness of a group of environment actions, per shard: a run in which some action
+    of the group is enabled on shard i from some point on, forever, takes one of them on
+    shard i again and again. What a liveness property (`kind = "eventually"`) may assume;
+    safety properties ignore it."""
+
+    actions: tuple[str, ...]
+    doc: str
+
+    def text(self) -> str:
+        return f"weak fairness of {' | '.join(self.actions)} per shard" + (f" ({self.doc})" if self.doc else "")
+
+
+@dataclass(frozen=True)
 class Environment:
     name: str
     doc: str
     vars: tuple[VarDecl, ...]
     actions: tuple[Action, ...]
     any_call: bool
+    fairness: tuple[Fairness, ...] = ()
 
     def action(self, name: str) -> Action:
         for action in self.actions:
@@ -913,7 +928,7 @@ class _Builder:
             self._ident(name, keys)
             if not isinstance(body, dict):
                 raise self.fail(keys, f"environment {name!r} must be a table")
-            self._check_keys(body, keys, ("doc", "any_call", "vars", "actions"))
+            self._check_keys(body, keys, ("doc", "any_call", "vars", "actions", "fairness"))
             any_call = body.get("any_call", False)
             if not isinstance(any_call, bool):
                 raise self.fail((*keys, "any_call"), "any_call must be true or false")
@@ -933,10 +948,33 @@ class _Builder:
                 actions = tuple(self._action(keys, env_vars, action, spec) for action, spec in actions_table.items())
                 if not actions:
                     raise self.fail(keys, f"environment {name!r} has no actions")
-            environments[name] = Environment(name, self._str(body, "doc", keys, ""), env_vars, actions, any_call)
+            fairness = self._fairness(keys, body.get("fairness", []), actions)
+            environments[name] = Environment(
+                name, self._str(body, "doc", keys, ""), env_vars, actions, any_call, fairness
+            )
         if not environments:
             raise self.fail(("environments",), "the spec declares no environment")
         return environments
+
+    def _fairness(self, keys: KeyPath, raw: Any, actions: tuple[Action, ...]) -> tuple[Fairness, ...]:
+        """`fairness = [{ weak = ["a", "b"], doc = "..." }, ...]`: groups of action names."""
+        if not isinstance(raw, list):
+            raise self.fail((*keys, "fairness"), "fairness must be a list of tables: { weak = [action names] }")
+        names = [a.name for a in actions]
+        groups = []
+        for index, item in enumerate(raw):
+            where: KeyPath = (*keys, "fairness", index)
+            if not isinstance(item, dict):
+                raise self.fail((*keys, "fairness"), "each fairness entry must be a table: { weak = [action names] }")
+            self._check_keys(item, where, ("weak", "doc"))
+            weak = item.get("weak")
+            if not isinstance(weak, list) or not weak or not all(isinstance(a, str) for a in weak):
+                raise self.fail(where, "weak must be a non-empty list of action names")
+            for action in weak:
+                if action not in names:
+                    raise self.fail(where, f"unknown action {action!r}{did_you_mean(action, names)}")
+            groups.append(Fairness(tuple(weak), self._str(item, "doc", where, "")))
+        return tuple(groups)
 
     def _call_action(self, event: Event) -> Action:
         """The `ledger` environment's action for one event: any shard, any arguments."""
@@ -1094,6 +1132,8 @@ class _Builder:
                 on = tuple(raw_on)
                 if fleet:
                     raise self.fail((*keys, "scope"), "step properties are about the shard an event is called on")
+            elif kind == "eventually" and fleet:
+                raise self.fail((*keys, "scope"), "an eventually property is about one shard (scope = 'shard')")
             elif "on" in body:
                 raise self.fail((*keys, "on"), "'on' is only for step properties")
             env_names = body.get("environments")

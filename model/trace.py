@@ -67,6 +67,10 @@ class Trace:
     focus: int | None = None
     classification: str = "reachable"
     tags: tuple[str, ...] = field(default_factory=tuple)
+    loop_start: int | None = None
+    """A lasso (a liveness counterexample): the state after the last step is the state after
+    step `loop_start` (on every variable the property's cone reads), so steps loop_start+1 ..
+    depth repeat forever; equal to `depth` when no action is enabled (the run stutters)."""
 
     @property
     def depth(self) -> int:

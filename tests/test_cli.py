@@ -93,9 +93,9 @@ def test_engine_auto_picks_the_fastest_engine(capsys, environment, variant, answ
 def test_a_verdict_that_differs_from_the_expectation_exits_1(tmp_path, capsys):
     text = SPEC.read_text().replace(
         'message = "a freshly loaded engine came back from its first refit holding the dead engine\'s verdict"\n'
-        'expect = { as_written = "violated", fixed = "holds" }',
+        'expect = { as_written = "violated", fixed = "holds", refit_keeps_streak = "holds" }',
         'message = "a freshly loaded engine came back from its first refit holding the dead engine\'s verdict"\n'
-        'expect = { as_written = "holds", fixed = "holds" }',
+        'expect = { as_written = "holds", fixed = "holds", refit_keeps_streak = "holds" }',
     )
     assert text != SPEC.read_text()
     spec = tmp_path / "spec.toml"

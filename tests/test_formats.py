@@ -50,9 +50,9 @@ def mismatched() -> tuple[SpecFile, list[bmc.Result]]:
     text = DEFAULT_SPEC.read_text(encoding="utf-8")
     head, sep, tail = text.partition("[properties.suspicion_survives_abort]")
     assert sep, "the bundled spec has no suspicion_survives_abort"
-    right = 'expect = { as_written = "holds", fixed = "holds" }'
+    right = 'expect = { as_written = "holds", fixed = "holds", refit_keeps_streak = "holds" }'
     assert right in tail.split("[properties.", 1)[0]
-    wrong = head + sep + tail.replace(right, 'expect = { as_written = "violated", fixed = "holds" }', 1)
+    wrong = head + sep + tail.replace(right, right.replace('as_written = "holds"', 'as_written = "violated"'), 1)
     spec_file = load_spec_text(wrong, "wrong_expectation.toml")
     found = run_checks(spec_file, None, ["suspicion_survives_abort"], "controller", SHARDS, {}, 6, 1, None)
     return spec_file, found
@@ -177,7 +177,7 @@ def test_markdown_flags_a_mismatch(mismatched: tuple[SpecFile, list[bmc.Result]]
 def test_replay_markdown(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["replay", "--format", "markdown"]) == 0
     out = capsys.readouterr().out
-    assert sum(1 for line in out.splitlines() if re.fullmatch(r"\|(---\|)+", line)) == 2  # a table per variant
+    assert sum(1 for line in out.splitlines() if re.fullmatch(r"\|(---\|)+", line)) == 3  # a table per variant
     assert "### `as_written`" in out and "### `fixed`" in out
 
 
@@ -256,11 +256,15 @@ def test_junit_one_testcase_per_result(spec_file: SpecFile, results: list[bmc.Re
 
 def test_junit_failures_exactly_at_mismatches(mismatched: tuple[SpecFile, list[bmc.Result]]) -> None:
     spec_file, found = mismatched
-    assert [(r.variant, r.matches) for r in found] == [("as_written", False), ("fixed", True)]
+    assert [(r.variant, r.matches) for r in found] == [
+        ("as_written", False),
+        ("fixed", True),
+        ("refit_keeps_streak", True),
+    ]
     root = ET.fromstring(render_check("junit", spec_file, found))
     failing = [(c.get("classname"), c.get("name")) for c in root.iter("testcase") if c.find("failure") is not None]
     assert failing == [("as_written", "suspicion_survives_abort")]
-    assert root.get("tests") == "2" and root.get("failures") == "1"
+    assert root.get("tests") == "3" and root.get("failures") == "1"
 
 
 def test_writers_are_deterministic(spec_file: SpecFile, results: list[bmc.Result]) -> None:
@@ -292,7 +296,9 @@ def test_report_is_self_contained_and_complete(spec_file: SpecFile, results: lis
         )
         assert row, (result.variant, result.property)
         assert expectation_text(result) in row.group(0)
-    assert page.count("<svg") == 1  # both variants have the same state diagram
+    # as_written and fixed have the same state diagram; refit_keeps_streak adds STALE -> SUSPECT
+    # for a shard with a streak of its own, so its diagram is drawn apart
+    assert page.count("<svg") == 2
     assert page.count('<table class="figure">') == len(all_traces(results))
     assert 'class="changed"' in page and 'class="inherited"' in page
     assert page == render(spec_file, results, {"environment": "controller"}, diagram_depth=6)

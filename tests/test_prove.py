@@ -18,9 +18,17 @@ def spec_file():
     return load_spec()
 
 
-@pytest.mark.parametrize("name", list(load_spec().variant("fixed").properties))
-def test_every_property_of_fixed_is_proved_at_four_shards(spec_file, name):
-    spec = spec_file.variant("fixed")
+HOLDING = [
+    (variant, name)
+    for variant in ("fixed", "refit_keeps_streak")
+    for name, prop in load_spec().variant(variant).properties.items()
+    if prop.expect.get(variant) == "holds" and prop.kind != "eventually"  # liveness: test_liveness.py
+]
+
+
+@pytest.mark.parametrize(("variant", "name"), HOLDING)
+def test_every_property_a_fix_holds_is_proved_at_four_shards(spec_file, variant, name):
+    spec = spec_file.variant(variant)
     prop = spec.properties[name]
     env = "controller" if prop.applies_to("controller") else "ledger"
     result = prove.prove_property(spec, env, prop, 4, spec.default_policy(), refute_depth=6)
@@ -106,6 +114,14 @@ def test_diff_of_the_two_variants_ends_at_mark_loaded_of_a_restarted_shard(spec_
     assert found.left.steps[-2].after["shards"] == found.right.steps[-2].after["shards"]
 
 
+def test_diff_of_the_two_fixes_is_the_wedged_engine(spec_file):
+    a, b = spec_file.variant("fixed"), spec_file.variant("refit_keeps_streak")
+    changes = diff.verdict_changes(a, b, "controller", 3, a.default_policy(), 10)
+    assert [(name, left.verdict, right.verdict) for name, left, right in changes] == [
+        ("wedged_engine_is_taken_out", "violated", "holds")
+    ]
+
+
 def test_diff_of_a_variant_with_itself_finds_nothing(spec_file):
     a = spec_file.variant("fixed")
     assert diff.shortest_difference(a, a, "ledger", 2, a.default_policy(), 4) is None
@@ -118,6 +134,8 @@ def test_diff_lists_the_changed_verdicts(spec_file):
         "no_condemnation_by_inherited_streak",
         "restarted_engine_refits_healthy",
         "restart_budget_counts_genuine_failures",
+        "suspicion_is_about_the_current_process",
+        "single_suspect_rule_needs_own_evidence",
     }
     for _, left, right in changes:
         assert left.verdict == "violated" and left.traces

@@ -122,7 +122,7 @@ BAD: dict[str, Bad] = {
         col=False,
     ),  # the column is checked by test_column_inside_inline_table_expression
     "unknown-variant-in-expect": Bad(
-        'did not fail"\nexpect = { as_written = "violated", fixed = "holds" }',
+        'did not fail"\nexpect = { as_written = "violated", fixed = "holds", refit_keeps_streak = "holds" }',
         'did not fail"\nexpect = { as_written = "violated", fixd = "holds" }',
         "fixd",
         ("unknown variant 'fixd'", "did you mean 'fixed'?"),
@@ -241,7 +241,7 @@ def load_error(text: str) -> SpecError:
 
 def test_shipped_spec_loads() -> None:
     spec_file = load_spec_text(SPEC, NAME)
-    assert spec_file.variants == ("as_written", "fixed")
+    assert spec_file.variants == ("as_written", "fixed", "refit_keeps_streak")
 
 
 @pytest.mark.parametrize("case", list(BAD.values()), ids=list(BAD))

@@ -1,0 +1,134 @@
+"""Liveness (`kind = "eventually"`): the fair-lasso search of `model.liveness`.
+
+The deliberately broken variant lives in a copy of the spec made here, not in the bundled
+spec: a variant that hangs on purpose would add a row to every check, a module to `gen` and
+a reference candidate to `mutate`, and users would read it as a finding about the ledger.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from model import formats
+from model.cli import main, result_json
+from model.figure import markdown_table, trace_figure
+from model.liveness import _sccs, check_liveness
+from model.spec import SpecFile, load_spec, load_spec_text
+
+PROPERTY = "restart_always_ends"
+
+
+def hanging_spec() -> SpecFile:
+    """The bundled spec plus `restart_hangs`: a failed restart is retried in place, so the
+    restart can stay in flight forever (every fair run keeps failing it)."""
+    text = load_spec().source.text
+    text = re.sub(r'refit_keeps_streak = "(\w+)" \}', r'refit_keeps_streak = "\1", restart_hangs = "holds" }', text)
+    start = text.index(f"[properties.{PROPERTY}]")
+    end = text.index("[properties.", start + 1)
+    block = text[start:end].replace('restart_hangs = "holds"', 'restart_hangs = "violated"')
+    text = text[:start] + block + text[end:]
+    text += (
+        "\n[variants.restart_hangs]\n"
+        'doc = "broken on purpose: a failed restart is retried in place and can hang forever"\n\n'
+        "[[variants.restart_hangs.patch]]\n"
+        'event = "mark_restart_failed"\nreplace = "state = DEAD"\ninsert = "state = RESTARTING"\n'
+    )
+    return load_spec_text(text, "fleet_health.toml")
+
+
+@pytest.mark.parametrize("shards", [1, 2])
+def test_a_restart_that_can_hang_gives_a_fair_lasso_with_its_loop_marked(shards: int) -> None:
+    spec = hanging_spec().variant("restart_hangs")
+    prop = spec.property(PROPERTY)
+    result = check_liveness(spec, "controller", prop, shards, spec.default_policy(), max_states=20_000)
+    assert result.status == "violated" and result.matches is True, result.note
+    assert "weak fairness of restart_loaded | restart_fails per shard" in result.assumptions
+    trace = result.traces[0]
+    start = trace.loop_start
+    assert start is not None and 0 < start < trace.depth
+    states = [s.after["shards"][0]["state"] for s in trace.steps]
+    # From the loop's start on, the shard is RESTARTING at every state, and the loop closes.
+    assert all(state == "RESTARTING" for state in states[start:]), states
+    # (equal on the cone of influence: every shard's state; a weight version may differ)
+    assert [r["state"] for r in trace.steps[-1].after["shards"]] == [
+        r["state"] for r in trace.steps[start].after["shards"]
+    ]
+    # The loop takes the fair group on shard 0 (a restart outcome), so the run is fair.
+    assert any(s.action == "restart_fails" and s.shards.get("i") == 0 for s in trace.steps[start + 1 :])
+    text = trace_figure(trace, spec, width=10_000)
+    assert f"[back to step {start}]" in text and "[loop starts after this]" in text
+    assert f"[back to step {start}]" in markdown_table(trace, spec)
+    data = result_json(result)
+    assert data["loop_start"] == [start] and "fairness" in data["assumptions"]
+    itf = json.loads(formats.itf_check(hanging_spec(), [result]))
+    assert itf[0]["loop"] == start and itf[0]["#meta"]["loop_start"] == start
+
+
+def test_without_fairness_even_fixed_has_a_lasso() -> None:
+    """The fairness assumption is what the proof rests on: without it, a restart may simply
+    never be answered while the rest of the fleet carries on (two shards: with one, a
+    RESTARTING shard leaves nothing else enabled, so every run ends its restart anyway)."""
+    text = load_spec().source.text
+    text = re.sub(r"^fairness = .*\n", "", text, flags=re.MULTILINE)
+    spec = load_spec_text(text, "fleet_health.toml").variant("fixed")
+    result = check_liveness(spec, "controller", spec.property(PROPERTY), 2, spec.default_policy(), max_states=20_000)
+    assert result.status == "violated"
+    assert "no fairness assumed" in result.assumptions
+    assert result.traces[0].loop_start is not None
+
+
+@pytest.mark.parametrize("variant", ["as_written", "fixed", "refit_keeps_streak"])
+def test_every_real_variant_is_proved_by_exhaustion_at_one_shard(variant: str) -> None:
+    spec = load_spec().variant(variant)
+    result = check_liveness(spec, "controller", spec.property(PROPERTY), 1, spec.default_policy())
+    assert result.status == "proved" and result.matches is True, result.note
+    assert "exhaustion" in result.note and "SCC" in result.note
+    assert "a background restart always ends" in result.assumptions
+
+
+def test_real_variants_hold_to_a_stated_bound_at_four_shards(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["check", "--property", PROPERTY, "--variant", "fixed", "--no-progress"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert re.search(r"restart_always_ends\s+holds up to depth \d+", out), out
+    assert "assuming weak fairness of restart_loaded | restart_fails per shard" in out, out
+
+
+def test_strongly_connected_components() -> None:
+    succ = {0: [1], 1: [2], 2: [0, 3], 3: [3], 4: [0]}
+    components = sorted(sorted(c) for c in _sccs([0, 1, 2, 3, 4], succ))
+    assert components == [[0, 1, 2], [3], [4]]
+
+
+def test_an_eventually_property_is_about_one_shard() -> None:
+    text = load_spec().source.text.replace(f"[properties.{PROPERTY}]\n", f'[properties.{PROPERTY}]\nscope = "fleet"\n')
+    with pytest.raises(Exception, match="about one shard"):
+        load_spec_text(text, "fleet_health.toml")
+
+
+def test_the_z3_lasso_search_finds_the_hanging_restart_and_closes_its_loop() -> None:
+    from model.lasso import z3_lasso
+
+    spec = hanging_spec().variant("restart_hangs")
+    result = z3_lasso(spec, "controller", spec.property(PROPERTY), 2, spec.default_policy(), 6)
+    assert result.status == "violated" and result.engine == "bmc"
+    trace = result.traces[0]
+    assert trace.loop_start is not None and trace.loop_start < trace.depth
+    states = [[r["state"] for r in s.after["shards"]] for s in trace.steps]
+    assert states[-1] == states[trace.loop_start] and states[-1][0] == "RESTARTING"
+
+
+def test_the_z3_lasso_search_needs_fairness_and_goes_deeper_than_the_explicit_bound() -> None:
+    from model.lasso import z3_lasso
+
+    text = re.sub(r"^fairness = .*\n", "", load_spec().source.text, flags=re.MULTILINE)
+    unfair = load_spec_text(text, "fleet_health.toml").variant("fixed")
+    found = z3_lasso(unfair, "controller", unfair.property(PROPERTY), 2, unfair.default_policy(), 6)
+    assert found.status == "violated" and found.traces[0].loop_start is not None
+    spec = load_spec().variant("fixed")
+    result = z3_lasso(spec, "controller", spec.property(PROPERTY), 4, spec.default_policy(), 7)
+    assert (result.status, result.depth) == ("holds_to_depth", 7), result.note
+    assert "a background restart always ends" in result.assumptions
