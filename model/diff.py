@@ -22,7 +22,7 @@ from model import bmc, budget
 from model.encoding import Encoding
 from model.errors import EXIT_OK, UsageError
 from model.figure import render_table, trace_rows
-from model.spec import DEFAULT_SPEC, Spec, load_spec
+from model.spec import Spec, load_spec
 from model.trace import Simulation, Step, Trace
 
 FOCUS = bmc.FOCUS
@@ -44,7 +44,7 @@ def resolve_side(text: str, default_spec: str | None) -> Spec:
         return load_spec(path).variant(variant)
     if text.endswith(".toml") or Path(text).is_file():
         return load_spec(text).variant()
-    return load_spec(default_spec or DEFAULT_SPEC).variant(text)
+    return load_spec(default_spec).variant(text)
 
 
 def _check_compatible(a: Spec, b: Spec, environment: str) -> None:

@@ -42,7 +42,7 @@ from typing import Any
 
 from model import bmc, budget
 from model.errors import EXIT_OK, LedgercheckError, UsageError
-from model.spec import DEFAULT_SPEC, Spec, SpecFile, load_spec, load_spec_text
+from model.spec import Spec, SpecFile, load_spec, load_spec_text
 
 OPS = {ast.GtE: ast.Gt, ast.Gt: ast.GtE, ast.LtE: ast.Lt, ast.Lt: ast.LtE}
 
@@ -485,7 +485,7 @@ def score_line(spec_name: str, baseline: Baseline, outcomes: list[Outcome]) -> s
 def run(ns: argparse.Namespace) -> int:
     if ns.workers < 1 or ns.shards < 1 or ns.max_depth < 1:
         raise UsageError("--workers, --shards and --max-depth must be positive")
-    spec_file = load_spec(ns.spec or DEFAULT_SPEC)
+    spec_file = load_spec(ns.spec)
     show = ns.progress if ns.progress is not None else sys.stderr.isatty()
     progress = (lambda message: print(message, file=sys.stderr)) if show else None
     baseline, mutants, outcomes = run_mutation(

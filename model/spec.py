@@ -9,6 +9,7 @@ the file, the line and what is wrong.
 
 from __future__ import annotations
 
+import os
 import ast
 import functools
 import hashlib
@@ -271,9 +272,16 @@ class SpecFile:
         return self.compiled[name]
 
 
+def default_spec() -> Path:
+    """The spec a command reads when none is named: `$LEDGERCHECK_SPEC` if set, else the
+    bundled ledger spec."""
+    override = os.environ.get("LEDGERCHECK_SPEC")
+    return Path(override) if override else DEFAULT_SPEC
+
+
 def load_spec(path: str | Path | None = None) -> SpecFile:
-    """Load, validate and compile a spec file and all of its variants."""
-    source = read_source(path or DEFAULT_SPEC)
+    """Load, validate and compile a spec file (the `default_spec()` if None) and all of its variants."""
+    source = read_source(path or default_spec())
     return _load(source)
 
 
@@ -1322,6 +1330,7 @@ def _check_example(text: str, fail: Any, keys: KeyPath) -> None:
 
 __all__ = [
     "DEFAULT_SPEC",
+    "default_spec",
     "Action",
     "Environment",
     "Event",

@@ -20,11 +20,13 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from ledger_fixture import LEDGER_GENERATED, LEDGER_SPEC
+
 from model import cli
 
 ROOT = Path(__file__).resolve().parent.parent
-SPEC = ROOT / "spec" / "fleet_health.toml"
-GENERATED = ROOT / "generated_tests"
+SPEC = LEDGER_SPEC
+GENERATED = LEDGER_GENERATED
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from ledger_fixture import BUNDLED_SPEC
 
 from model import findings, mutate
 from model.claims import BEGIN, END, claims_table, splice
@@ -17,14 +18,14 @@ def test_readme_claims_table_is_up_to_date():
     current = README.read_text(encoding="utf-8")
     assert BEGIN in current and END in current
     mismatches: list[str] = []
-    table = claims_table(load_spec(), mismatches=mismatches)
+    table = claims_table(load_spec(BUNDLED_SPEC), mismatches=mismatches)
     assert not mismatches, f"claims whose verdicts differ from the spec's expectations: {mismatches}"
     assert splice(current, table) == current, "the evidence changed, the verdicts did not: `ledgercheck claims --check`"
 
 
 def test_readme_findings_table_is_up_to_date():
     current = README.read_text(encoding="utf-8")
-    table = findings.findings_table(load_spec())
+    table = findings.findings_table(load_spec(BUNDLED_SPEC))
     assert "`wedged_engine_is_taken_out`" in table and "`refit_keeps_streak` (proved" in table
     updated = splice(current, table, findings.BEGIN, findings.END)
     assert updated == current, "the findings table is stale: `ledgercheck findings --check README.md` says why"

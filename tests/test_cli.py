@@ -8,11 +8,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from ledger_fixture import LEDGER_SPEC
 
 from model import bmc, cli
 
 ROOT = Path(__file__).resolve().parent.parent
-SPEC = ROOT / "spec" / "fleet_health.toml"
+SPEC = LEDGER_SPEC
 
 
 def test_replay_without_arguments_shows_the_seed_on_both_variants(capsys):

@@ -10,12 +10,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from ledger_fixture import LEDGER_GENERATED, LEDGER_SPEC
 
 from codegen.render import MARKER, GenerationError, drift, generate, write_tests
 from model.spec import load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
-GENERATED = ROOT / "generated_tests"
+GENERATED = LEDGER_GENERATED
 BREAKER = ROOT / "spec" / "examples" / "breaker.toml"
 
 
@@ -77,7 +78,7 @@ def test_gen_is_byte_identical_across_hash_seeds(tmp_path):
 def copy_project(tmp_path: Path) -> Path:
     project = tmp_path / "project"
     (project / "spec").mkdir(parents=True)
-    shutil.copy(ROOT / "spec" / "fleet_health.toml", project / "spec" / "fleet_health.toml")
+    shutil.copy(LEDGER_SPEC, project / "spec" / "fleet_health.toml")
     shutil.copytree(GENERATED, project / "generated_tests")
     return project
 

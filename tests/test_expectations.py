@@ -14,13 +14,14 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from ledger_fixture import LEDGER_SPEC
 
 from model.cli import main
 from model.errors import SpecError
-from model.spec import DEFAULT_SPEC, load_spec_text
+from model.spec import load_spec_text
 
 ROOT = Path(__file__).resolve().parents[1]
-FLEET = DEFAULT_SPEC.read_text(encoding="utf-8")
+FLEET = LEDGER_SPEC.read_text(encoding="utf-8")
 BREAKER = (ROOT / "spec" / "examples" / "breaker.toml").read_text(encoding="utf-8")
 HEADLINE = "no_condemnation_by_inherited_streak"
 HEADLINE_EXPECT = 'did not fail"\nexpect = { as_written = "violated", fixed = "holds" }'

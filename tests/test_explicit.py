@@ -15,10 +15,11 @@ from __future__ import annotations
 import os
 
 import pytest
+from ledger_fixture import LEDGER_EXAMPLES
 
 from model import bmc
 from model.explicit import explicit_check, explicit_check_all, view_key
-from model.spec import DEFAULT_SPEC, load_spec, load_spec_text
+from model.spec import load_spec, load_spec_text
 
 SHARDS = 2
 DEPTHS = {"controller": 10, "ledger": int(os.environ.get("LEDGERCHECK_EXPLICIT_LEDGER_DEPTH", "7"))}
@@ -127,7 +128,7 @@ expect = { base = "violated" }
 
 @pytest.mark.parametrize("env", ["ledger", "ops"])
 def test_fleet_properties_and_enum_parameters(env):
-    text = (DEFAULT_SPEC.parent / "examples" / "breaker.toml").read_text() + FLEET_EXTRAS
+    text = (LEDGER_EXAMPLES / "breaker.toml").read_text() + FLEET_EXTRAS
     spec = load_spec_text(text).variant()
     policy = spec.default_policy()
     for prop in spec.properties.values():

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ledger_fixture import LEDGER_EXAMPLES, LEDGER_SPEC
 
 from model import bmc
 from model.cli import main, run_checks
@@ -25,7 +26,7 @@ from model.figure import ANSI_RESET, colour_enabled, trace_figure
 from model.formats import expectation_text, itf_check, junit_check, markdown_check, render_check
 from model.report import render, write_atomic
 from model.runs import reading_order
-from model.spec import DEFAULT_SPEC, SpecFile, load_spec, load_spec_text
+from model.spec import SpecFile, load_spec, load_spec_text
 
 SHARDS = 2
 DEPTH = 9
@@ -47,7 +48,7 @@ def results(spec_file: SpecFile) -> list[bmc.Result]:
 @pytest.fixture(scope="module")
 def mismatched() -> tuple[SpecFile, list[bmc.Result]]:
     """A spec copy that wrongly expects `suspicion_survives_abort` to be violated in as_written."""
-    text = DEFAULT_SPEC.read_text(encoding="utf-8")
+    text = LEDGER_SPEC.read_text(encoding="utf-8")
     head, sep, tail = text.partition("[properties.suspicion_survives_abort]")
     assert sep, "the bundled spec has no suspicion_survives_abort"
     right = 'expect = { as_written = "holds", fixed = "holds", refit_keeps_streak = "holds" }'
@@ -354,7 +355,7 @@ def test_state_diagram_is_derived_from_the_spec(spec_file: SpecFile) -> None:
 
 
 def test_state_diagram_of_another_spec() -> None:
-    breaker = load_spec(Path(DEFAULT_SPEC).parent / "examples" / "breaker.toml").variant()
+    breaker = load_spec(LEDGER_EXAMPLES / "breaker.toml").variant()
     diagram = state_diagram(breaker, depth=6)
     edges = {(e.source, e.target): set(e.events) for e in diagram.edges}
     assert edges == {

@@ -31,6 +31,7 @@ import pytest
 import z3
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
+from ledger_fixture import LEDGER_SPEC
 
 from model import bmc
 from model.cli import main
@@ -39,12 +40,12 @@ from model.errors import SpecError
 from model.explicit import explicit_check
 from model.interpreter import initial_store
 from model.semantics import ConcreteBackend, Key, Machine
-from model.spec import DEFAULT_SPEC, Action, Environment, Property, Spec, load_spec_text
+from model.spec import Action, Environment, Property, Spec, load_spec_text
 from model.trace import Simulation, base_url
 
 NAME = "x.toml"
 LOCATED = re.compile(r"^x\.toml:\d+(:\d+)?: ")
-FLEET = DEFAULT_SPEC.read_text(encoding="utf-8")
+FLEET = LEDGER_SPEC.read_text(encoding="utf-8")
 BREAKER = (Path(__file__).resolve().parents[1] / "spec" / "examples" / "breaker.toml").read_text(encoding="utf-8")
 BASES = {"fleet": FLEET, "breaker": BREAKER}
 

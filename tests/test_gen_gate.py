@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from ledger_fixture import LEDGER_GENERATED, LEDGER_SPEC
 
 from codegen.changes import compare
 from codegen.gate import Verdicts, describe
@@ -25,8 +26,8 @@ from model.spec import load_spec, load_spec_text
 from model.trace import Trace
 
 ROOT = Path(__file__).resolve().parent.parent
-SPEC = ROOT / "spec" / "fleet_health.toml"
-GENERATED = ROOT / "generated_tests"
+SPEC = LEDGER_SPEC
+GENERATED = LEDGER_GENERATED
 BREAKER = ROOT / "spec" / "examples" / "breaker.toml"
 CLEAN = "tests/impl/fleet_health_clean.py:GenerationFleetHealth"
 AS_WRITTEN = "tests/impl/fleet_health_as_written.py:GenerationFleetHealth"

@@ -17,12 +17,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from ledger_fixture import LEDGER_GENERATED
 
 from model.spec import load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 IMPL_DIR = ROOT / "tests" / "impl"
-GENERATED = ROOT / "generated_tests"
+GENERATED = LEDGER_GENERATED
 
 CLEAN_PATH = "tests/impl/fleet_health_clean.py:GenerationFleetHealth"
 AS_WRITTEN_PATH = "tests/impl/fleet_health_as_written.py:GenerationFleetHealth"
@@ -57,7 +58,7 @@ def run_generated(target: str, on_path: bool = False) -> tuple[int, str]:
             sys.executable,
             "-m",
             "pytest",
-            "generated_tests",
+            str(GENERATED),
             "-q",
             "-rf",
             "-p",

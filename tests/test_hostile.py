@@ -27,14 +27,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ledger_fixture import LEDGER_SPEC
 
 from model.errors import SpecError
-from model.spec import DEFAULT_SPEC, load_spec_text
+from model.spec import load_spec_text
 
 NAME = "x.toml"
 LOCATED = re.compile(r"^x\.toml:\d+(:\d+)?: ")
 BREAKER = (Path(__file__).resolve().parents[1] / "spec" / "examples" / "breaker.toml").read_text(encoding="utf-8")
-FLEET = DEFAULT_SPEC.read_text(encoding="utf-8")
+FLEET = LEDGER_SPEC.read_text(encoding="utf-8")
 SECONDS = 2.0
 MARKER = "/tmp/ledgercheck-hostile-marker"  # what a payload would create if it ever ran
 STDLIB = sysconfig.get_paths()["stdlib"]

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from ledger_fixture import LEDGER_SPEC
 
 from model import diff, prove
 from model.spec import load_spec, load_spec_text
 
 HEADLINE = "no_condemnation_by_inherited_streak"
-SPEC_TEXT = (Path(__file__).resolve().parent.parent / "spec" / "fleet_health.toml").read_text()
+SPEC_TEXT = LEDGER_SPEC.read_text()
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from ledger_fixture import BUNDLED_SPEC
 
 from model.interpreter import build_api
 from model.spec import load_spec
@@ -56,7 +57,7 @@ def _seed_steps(ledger: Any) -> list[Any]:
 
 
 def _new_ledger(variant: str) -> Any:
-    api = build_api(load_spec().variant(variant))
+    api = build_api(load_spec(BUNDLED_SPEC).variant(variant))
     return api.Ledger(shard_count=4, policy=api.Policy(), base_urls=[f"http://shard-{i}" for i in range(4)])
 
 

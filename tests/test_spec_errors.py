@@ -11,12 +11,13 @@ import re
 from dataclasses import dataclass
 
 import pytest
+from ledger_fixture import LEDGER_SPEC
 
 from model.errors import SpecError
-from model.spec import DEFAULT_SPEC, load_spec_text
+from model.spec import load_spec_text
 
 NAME = "fleet_health.toml"
-SPEC = DEFAULT_SPEC.read_text(encoding="utf-8")
+SPEC = LEDGER_SPEC.read_text(encoding="utf-8")
 
 # Snippets of the shipped spec that several cases edit (each must occur exactly once).
 GUARD = 'ignore_when = "state == RETIRED"\nrequires = "state == DEAD"'  # mark_restarting's guards
