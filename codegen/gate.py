@@ -66,7 +66,10 @@ def establish(spec_file: SpecFile, max_depth: int, max_traces: int, progress: An
     key = (base.sha256, tuple(spec_file.variants), max_depth, max_traces)
     if key in _ESTABLISHED:
         return _ESTABLISHED[key]
-    found = run_checks(spec_file, None, None, None, None, base.default_policy(), max_depth, max_traces, None, progress)
+    # No lax search: traces outside the callers' contracts decide no verdict and make no test.
+    found = run_checks(
+        spec_file, None, None, None, None, base.default_policy(), max_depth, max_traces, None, progress, lax=False
+    )
     verdicts = Verdicts({(r.variant, r.property, r.environment): r for r in found if r.status != "not_applicable"})
     if not verdicts.unknown:  # an undecided verdict may depend on the budget: never reused
         while len(_ESTABLISHED) >= _REMEMBERED:

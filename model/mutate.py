@@ -224,18 +224,22 @@ def _checks(spec: Spec) -> list[tuple[str, str, str]]:
     ]
 
 
+def _check(spec: Spec, env: str, prop: Any, shards: int, policy: dict[str, int], depth: int, contracts: bool) -> Any:
+    """One check: a liveness property by its fair-lasso search (no callers' contracts apply
+    to it), any other by the bounded search, within the contracts or not."""
+    if prop.kind == "eventually":
+        from model.liveness import check_eventually
+
+        return check_eventually(spec, env, prop, shards, policy, depth)
+    return bmc.Checker(spec, env, prop, shards, policy, contracts=contracts).run(depth, 1)
+
+
 def _first_violation(spec: Spec, checks: list[tuple[str, str, str]], shards: int, depth: int) -> str | None:
     """The first (environment, property, policy) broken by any call sequence, within or
     outside the callers' contracts: a mutant changes the ledger for every caller."""
     policies = _policies(spec)
     for env, name, policy in checks:
-        prop = spec.properties[name]
-        if prop.kind == "eventually":
-            from model.liveness import check_eventually
-
-            result = check_eventually(spec, env, prop, shards, policies[policy], depth)
-        else:
-            result = bmc.Checker(spec, env, prop, shards, policies[policy], contracts=False).run(depth, 1)
+        result = _check(spec, env, spec.properties[name], shards, policies[policy], depth, contracts=False)
         if result.status == "violated":
             return f"{name} ({env}, {policy} policy): {result.traces[0].depth}-step trace"
     return None
@@ -317,7 +321,7 @@ def _baseline_check(spec: Spec, check: tuple[str, str, str], shards: int, depth:
     prop = spec.properties[name]
     expected = prop.expect.get(spec.variant)
     policies = _policies(spec)
-    verdict = bmc.Checker(spec, env, prop, shards, policies[policy], contracts=False).run(depth, 1).status
+    verdict = _check(spec, env, prop, shards, policies[policy], depth, contracts=False).status
     if verdict in HOLDS:
         # Usable even where the spec expects a violation: the expectation is about the shipped
         # policy at `check`'s depth, and a mutant that breaks a check the baseline passes
@@ -326,7 +330,7 @@ def _baseline_check(spec: Spec, check: tuple[str, str, str], shards: int, depth:
     contracts = spec.environment(env).any_call
     contract_verdict = verdict
     if contracts:
-        contract_verdict = bmc.Checker(spec, env, prop, shards, policies[policy], contracts=True).run(depth, 1).status
+        contract_verdict = _check(spec, env, prop, shards, policies[policy], depth, contracts=True).status
     if "unknown" in (verdict, contract_verdict):
         return BaselineCheck(env, name, policy, verdict, contract_verdict, expected, False, False, "unknown")
     if expected == "violated":

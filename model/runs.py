@@ -49,10 +49,13 @@ def run_checks(
     into: list[Result] | None = None,
     memory: int | None = None,
     engine: str = "z3",
+    lax: bool = True,
 ) -> list[Result]:
     """Check each (variant, property, environment); `environment` None means every environment
     each property applies to, `policy` None keeps the policy symbolic. Results are appended to
-    `into` as they come, so an interrupted run still has what it established."""
+    `into` as they come, so an interrupted run still has what it established. `lax` False
+    skips the search for traces that need a call outside the callers' contracts (reported
+    beside a verdict, never part of it)."""
     results = into if into is not None else []
     for spec in variants_of(spec_file, variants):
         resolved = spec.resolve_policy(policy) if policy is not None else None
@@ -85,6 +88,7 @@ def run_checks(
                         prove,
                         memory,
                         engine,
+                        lax,
                     )
                 )
     return results
@@ -104,6 +108,7 @@ def _check_one(
     prove: bool,
     memory: int | None,
     engine: str,
+    lax: bool = True,
 ) -> Result:
     if prop.kind == "eventually":  # liveness has one engine: the fair-lasso search
         from model.liveness import check_eventually
@@ -147,6 +152,7 @@ def _check_one(
         prove=prove,
         memory=memory,
         race_proof=engine == "auto",
+        lax=lax,
     )
 
 

@@ -9,10 +9,10 @@ the file, the line and what is wrong.
 
 from __future__ import annotations
 
-import os
 import ast
 import functools
 import hashlib
+import os
 import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass, field

@@ -32,6 +32,8 @@ GENERATED = LEDGER_GENERATED
 @dataclass(frozen=True)
 class Regression:
     """One line of the spec replaced (or deleted, with `replacement` ""), and who should notice.
+    A `replacement` that keeps the line and adds one after it ("line\nadded") is an added line:
+    for a line a variant's patch anchors on, which no edit may remove.
 
     `within` names the TOML table (its header line) the line belongs to, for lines the spec
     repeats verbatim in several tables (every `ignore_when` guard, for one): the line must
@@ -243,6 +245,7 @@ SEEN: tuple[Regression, ...] = (
         ("restarted_engine_refits_healthy",),
         "ledger",
         "a completed refit leaves every shard SUSPECT",
+        within="[events.report_refit]",
     ),
     R(
         "restart_goes_back_to_dead",
@@ -271,7 +274,9 @@ SEEN: tuple[Regression, ...] = (
     R(
         "loaded_replacement_serves",
         "state = STALE",
-        "state = HEALTHY",
+        # A line added after it: replacing the line would leave refit_keeps_streak's patch
+        # (`before = "state = STALE"`) without its anchor, a SpecError, not a regression.
+        "state = STALE\nstate = HEALTHY",
         ("loaded_replacement_waits_for_a_refit",),
         "ledger",
         "a loaded replacement serves before a refit gives it the current weights",
@@ -289,8 +294,10 @@ SEEN: tuple[Regression, ...] = (
     # Inverted or dropped conditions, weakened contracts.
     R(
         "refit_reads_verdict_inverted",
-        "if was == SUSPECT:",
-        "if was == HEALTHY:",
+        # Inverted where the verdict is read: `if was == SUSPECT:` is an anchor of
+        # refit_keeps_streak's patch, which no edit may remove.
+        "was = state_before_partial",
+        "was = SUSPECT if state_before_partial == HEALTHY else HEALTHY",
         ("suspicion_survives_abort",),
         "ledger",
         "a refit promotes the SUSPECT shard and demotes the HEALTHY one",

@@ -18,6 +18,7 @@ from ledger_fixture import LEDGER_GENERATED, LEDGER_SPEC
 
 ROOT = Path(__file__).resolve().parents[1]
 CLEAN = str(ROOT / "tests" / "impl" / "fleet_health_clean.py") + ":GenerationFleetHealth"
+BOTH_FIXES = str(ROOT / "tests" / "impl" / "fleet_health_refit_keeps_streak.py") + ":GenerationFleetHealth"
 AS_WRITTEN = str(ROOT / "tests" / "impl" / "fleet_health_as_written.py") + ":GenerationFleetHealth"
 
 pytestmark = pytest.mark.slow
@@ -58,6 +59,8 @@ def test_a_broken_threshold_is_named_first(tmp_path: Path) -> None:
     run = ci(spec)
     assert run.returncode == 1, run.stdout + run.stderr
     lines = run.stdout.splitlines()
+    # the summary names the mismatches before anything else, and the step table says what ran
+    assert "  verdicts " in run.stdout and "generated tests up to date" in run.stdout
     assert lines[0].startswith("ledgercheck ci fleet_health.toml: FAILED")
     # the mismatch comes right after the headline, with variant, property, environment and length
     assert lines[1].startswith("  MISMATCH  ") and "full_streak_condemns (ledger)" in lines[1]
@@ -73,14 +76,17 @@ def test_a_comment_edit_changes_nothing(tmp_path: Path) -> None:
 
 
 def test_an_implementation_is_tested_and_conformance_checked(tmp_path: Path) -> None:
+    """The implementation of the reference variant (both fixes) passes; the implementation of
+    `fixed` alone fails the wedged-engine tests and diverges from the reference."""
     spec = project_copy(tmp_path)
-    good = ci(spec, "--impl", CLEAN, "--conform-depth", "3")
+    good = ci(spec, "--impl", BOTH_FIXES, "--conform-depth", "3")
     assert good.returncode == 0, good.stdout + good.stderr
     assert "tests vs implementation" in good.stdout and "conformance" in good.stdout
-    bad = ci(spec, "--impl", AS_WRITTEN, "--conform-depth", "3")
+    bad = ci(spec, "--impl", CLEAN, "--conform-depth", "3")
     assert bad.returncode == 1, bad.stdout + bad.stderr
     head = bad.stdout.split("\n\n", 1)[0]
-    assert "TESTS     tests vs implementation" in head and "DIVERGES" in head
+    assert "TESTS     tests vs implementation" in head and "test_wedged_engine_is_taken_out.py" in head
+    assert "DIVERGES" in head
 
 
 def test_bad_input_exits_2(tmp_path: Path) -> None:

@@ -24,7 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
 FLEET = LEDGER_SPEC.read_text(encoding="utf-8")
 BREAKER = (ROOT / "spec" / "examples" / "breaker.toml").read_text(encoding="utf-8")
 HEADLINE = "no_condemnation_by_inherited_streak"
-HEADLINE_EXPECT = 'did not fail"\nexpect = { as_written = "violated", fixed = "holds" }'
+HEADLINE_EXPECT = 'did not fail"\nexpect = { as_written = "violated", fixed = "holds", refit_keeps_streak = "holds" }'
+HEADLINE_VERDICTS = {"as_written": "violated", "fixed": "holds", "refit_keeps_streak": "holds"}
 # A breaker whose failed half-open trial starts the count afresh: the README's deliberately
 # false claim (`failures_reset_when_closed`) is violated as written and holds in `fixed`.
 BREAKER_WITH_FIX = (
@@ -103,21 +104,22 @@ def test_a_variant_named_default_is_refused() -> None:
     [
         '{ default = "holds", as_written = "violated" }',
         '{ as_written = "violated", default = "holds" }',
-        '{ default = "violated", fixed = "holds" }',
-        '{ as_written = "violated", fixed = "holds", default = "holds" }',  # a default nothing needs
+        '{ default = "violated", fixed = "holds", refit_keeps_streak = "holds" }',
+        '{ as_written = "violated", default = "holds", fixed = "holds" }',  # default between named ones
+        '{ as_written = "violated", fixed = "holds", refit_keeps_streak = "holds", default = "holds" }',  # unneeded
     ],
 )
 def test_default_gives_the_verdict_of_every_variant_not_named(written: str) -> None:
     text = FLEET.replace(HEADLINE_EXPECT, f'did not fail"\nexpect = {written}')
     assert text != FLEET
     prop = load_spec_text(text).variant("fixed").properties[HEADLINE]
-    assert dict(prop.expect) == {"as_written": "violated", "fixed": "holds"}
+    assert dict(prop.expect) == HEADLINE_VERDICTS
 
 
 def test_a_default_alone_covers_every_variant() -> None:
     text = FLEET.replace(HEADLINE_EXPECT, 'did not fail"\nexpect = { default = "holds" }')
     prop = load_spec_text(text).variant().properties[HEADLINE]
-    assert dict(prop.expect) == {"as_written": "holds", "fixed": "holds"}
+    assert dict(prop.expect) == {"as_written": "holds", "fixed": "holds", "refit_keeps_streak": "holds"}
 
 
 def test_a_default_must_be_a_verdict() -> None:

@@ -22,6 +22,8 @@ SPEC = LEDGER_SPEC.read_text(encoding="utf-8")
 # Snippets of the shipped spec that several cases edit (each must occur exactly once).
 GUARD = 'ignore_when = "state == RETIRED"\nrequires = "state == DEAD"'  # mark_restarting's guards
 RETIRE_BODY = 'body = """\nstate = RETIRED\n"""'
+# the headline property's expectation, one verdict per variant
+HEADLINE_EXPECT = 'did not fail"\nexpect = { as_written = "violated", fixed = "holds", refit_keeps_streak = "holds" }'
 
 
 def guard(expr: str) -> str:
@@ -123,28 +125,28 @@ BAD: dict[str, Bad] = {
         col=False,
     ),  # the column is checked by test_column_inside_inline_table_expression
     "unknown-variant-in-expect": Bad(
-        'did not fail"\nexpect = { as_written = "violated", fixed = "holds", refit_keeps_streak = "holds" }',
-        'did not fail"\nexpect = { as_written = "violated", fixd = "holds" }',
+        HEADLINE_EXPECT,
+        'did not fail"\nexpect = { as_written = "violated", fixd = "holds", refit_keeps_streak = "holds" }',
         "fixd",
         ("unknown variant 'fixd'", "did you mean 'fixed'?"),
     ),
     "expect-missing-a-variant": Bad(
-        'did not fail"\nexpect = { as_written = "violated", fixed = "holds" }',
-        'did not fail"\nexpect = { as_written = "violated" }',
-        '{ as_written = "violated" }',
+        HEADLINE_EXPECT,
+        'did not fail"\nexpect = { as_written = "violated", refit_keeps_streak = "holds" }',
+        '{ as_written = "violated", refit_keeps_streak = "holds" }',
         ("property 'no_condemnation_by_inherited_streak'", "no expected verdict for variant 'fixed'", "default"),
     ),
     "expect-unknown-verdict": Bad(
-        'did not fail"\nexpect = { as_written = "violated", fixed = "holds" }',
-        'did not fail"\nexpect = { as_written = "violated", fixed = "hold" }',
+        HEADLINE_EXPECT,
+        'did not fail"\nexpect = { as_written = "violated", fixed = "hold", refit_keeps_streak = "holds" }',
         'fixed = "hold"',
         ("verdict of 'fixed'", "'holds' or 'violated'", "did you mean 'holds'?"),
     ),
     "expect-base-in-a-spec-with-variants": Bad(
-        'did not fail"\nexpect = { as_written = "violated", fixed = "holds" }',
-        'did not fail"\nexpect = { base = "violated", fixed = "holds" }',
+        HEADLINE_EXPECT,
+        'did not fail"\nexpect = { base = "violated", fixed = "holds", refit_keeps_streak = "holds" }',
         'base = "violated"',
-        ("unknown variant 'base'", "the spec has as_written, fixed", "[variants.base]"),
+        ("unknown variant 'base'", "the spec has as_written, fixed, refit_keeps_streak", "[variants.base]"),
     ),
     "variant-without-expectations": Bad(
         'doc = "PR #3592 head, as written"\n',
