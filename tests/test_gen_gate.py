@@ -33,8 +33,20 @@ CLEAN = "tests/impl/fleet_health_clean.py:GenerationFleetHealth"
 AS_WRITTEN = "tests/impl/fleet_health_as_written.py:GenerationFleetHealth"
 
 FIX_LINES = "consecutive_reported_failures = 0\nstate_before_partial = None\n"
+
+
+def in_fixed_patch(old: str, new: str) -> tuple[str, str]:
+    """A replacement of `old` by `new` made in `fixed`'s own patch table only: the fix's lines
+    occur again in `refit_keeps_streak`'s patch, which repeats them."""
+    text = SPEC.read_text(encoding="utf-8")
+    start = text.index("[[variants.fixed.patch]]\n")
+    section = text[start : text.index("\n[", start + 1) + 1]
+    assert section.count(old) == 1, old
+    return section, section.replace(old, new)
+
+
 # One line of the fix deleted: `fixed` then violates restarted_engine_refits_healthy.
-REGRESSION = (FIX_LINES, "consecutive_reported_failures = 0\n")
+REGRESSION = in_fixed_patch(FIX_LINES, "consecutive_reported_failures = 0\n")
 # A change of behaviour that keeps every verdict (and changes the traces found).
 BEHAVIOUR = (
     "consecutive_probe_failures = unhealthy_threshold\n",
@@ -68,8 +80,10 @@ def reformatted(text: str | None = None) -> str:
     guard and an update spelled differently: nothing a test depends on."""
     text = edited(
         (
-            'expect = { as_written = "violated", fixed = "holds" }\n\n[properties.restarted_engine_refits_healthy]',
-            'expect.as_written = "violated"\nexpect.fixed = "holds"\n\n[properties.restarted_engine_refits_healthy]',
+            'expect = { as_written = "violated", fixed = "holds", refit_keeps_streak = "holds" }\n\n'
+            "[properties.restarted_engine_refits_healthy]",
+            'expect.as_written = "violated"\nexpect.fixed = "holds"\nexpect.refit_keeps_streak = "holds"\n\n'
+            "[properties.restarted_engine_refits_healthy]",
         ),
         (
             'ignore_when = "state not in SERVING"\nrequires = "state in SERVING"\nexamples',
@@ -122,6 +136,34 @@ def pytest_on(root: Path, *options: str) -> subprocess.CompletedProcess[str]:
 
 def count_tests(root: Path) -> int:
     return sum(p.read_text().count("\ndef test_") for p in (root / "generated_tests").glob("test_*.py"))
+
+
+def fixed_violates(root: Path) -> dict[str, int]:
+    """Property -> number of its generated tests, for the properties `fixed` is expected to
+    violate: the tests take their expectations from the variant where every property holds
+    (`refit_keeps_streak`), so the clean implementation (which is `fixed`) fails these."""
+    fixed = load_spec().variant("fixed")
+    modules = {p.stem.removeprefix("test_"): p for p in (root / "generated_tests").glob("test_*.py")}
+    return {
+        name: p.read_text().count("\ndef test_")
+        for name, p in modules.items()
+        if fixed.properties[name].expect["fixed"] == "violated"
+    }
+
+
+def assert_clean_verdict(root: Path, tests: subprocess.CompletedProcess[str]) -> None:
+    """The clean implementation passes every generated test but those of the properties
+    `fixed` violates, which fail, each with its property's message."""
+    broken = fixed_violates(root)
+    assert broken, "no generated test tells fixed apart from the variant every property holds in"
+    failed, count = sum(broken.values()), count_tests(root)
+    assert tests.returncode == 1, tests.stdout[-3000:]
+    assert f"{failed} failed, {count - failed} passed" in tests.stdout, tests.stdout[-3000:]
+    modules = re.findall(r"^FAILED \S*/test_(\w+)\.py::", tests.stdout, flags=re.MULTILINE)
+    assert {name: modules.count(name) for name in set(modules)} == broken, tests.stdout[-3000:]
+    fixed = load_spec().variant("fixed")
+    for name, n in broken.items():
+        assert tests.stdout.count(f"{name}: {fixed.properties[name].message}") >= n, tests.stdout[-3000:]
 
 
 # --- the gate --------------------------------------------------------------------------
@@ -184,7 +226,7 @@ def test_meaning_ignores_comments_formatting_and_docs() -> None:
     assert changed_parts(base.parts, behaviour.parts) == ["event record_actor_death"]
     regression = meaning_of(load_spec_text(edited(REGRESSION)))
     assert changed_parts(base.parts, regression.parts) == ["event mark_loaded, variant fixed"]
-    no_fix = meaning_of(load_spec_text(edited((FIX_LINES, "pass\n"))))
+    no_fix = meaning_of(load_spec_text(edited(in_fixed_patch(FIX_LINES, "pass\n"))))
     assert "event mark_loaded, variant fixed (removed)" in changed_parts(base.parts, no_fix.parts)
     policy = meaning_of(load_spec_text(edited(("default = 5, min = 0", "default = 6, min = 0"))))
     assert changed_parts(base.parts, policy.parts) == ["policy"]
@@ -196,10 +238,12 @@ def test_comments_and_reformatting_keep_everything_green(tmp_path: Path) -> None
     check = run("-m", "model.cli", "gen", str(root / "spec" / "fleet_health.toml"), "--check")
     assert check.returncode == 0, check.stdout + check.stderr
     count = count_tests(root)
-    for options in ((), ("--ledger-impl", CLEAN)):
-        tests = pytest_on(root, *options)
-        assert tests.returncode == 0, tests.stdout[-3000:]
-        assert f"{count} passed" in tests.stdout and "StaleSpecWarning" not in tests.stdout
+    tests = pytest_on(root)
+    assert tests.returncode == 0, tests.stdout[-3000:]
+    assert f"{count} passed" in tests.stdout and "StaleSpecWarning" not in tests.stdout
+    clean = pytest_on(root, "--ledger-impl", CLEAN)
+    assert_clean_verdict(root, clean)
+    assert "StaleSpecWarning" not in clean.stdout
 
 
 def test_a_doc_edit_is_text_only_drift_and_no_test_fails(tmp_path: Path) -> None:
@@ -246,8 +290,7 @@ def test_stale_meaning_fails_against_the_model_naming_what_changed(behaviour_pro
 def test_stale_meaning_does_not_hide_the_implementations_verdict(behaviour_project: Path) -> None:
     count = count_tests(behaviour_project)
     clean = pytest_on(behaviour_project, "--ledger-impl", CLEAN)
-    assert clean.returncode == 0, clean.stdout[-3000:]
-    assert f"{count} passed" in clean.stdout
+    assert_clean_verdict(behaviour_project, clean)
     assert "StaleSpecWarning: fleet_health.toml: event record_actor_death changed" in clean.stdout
     broken = pytest_on(behaviour_project, "--ledger-impl", AS_WRITTEN)
     assert broken.returncode == 1

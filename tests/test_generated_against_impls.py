@@ -2,9 +2,11 @@
 
 Each run is a fresh `python -m pytest generated_tests --ledger-impl TARGET` in a subprocess,
 the way a user points the tests at their own ledger (README, "Pointing the generated tests
-at your implementation"). With the fixed implementation every generated test passes; with
-the implementation as written at the PR head every one fails, each saying its property's
-message. A target that cannot be loaded fails the tests with a message naming it.
+at your implementation"). The tests take their expectations from the variant where every
+property holds (`refit_keeps_streak`). The clean implementation is `fixed`: it passes every
+generated test except those of the properties `fixed` itself violates; the implementation as
+written at the PR head fails every one (it violates every property tests are generated for),
+each saying its property's message. A target that cannot be loaded fails the tests with a message naming it.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from model.spec import load_spec
 ROOT = Path(__file__).resolve().parents[1]
 IMPL_DIR = ROOT / "tests" / "impl"
 GENERATED = LEDGER_GENERATED
+# How pytest names a generated module in its "FAILED ..." lines (run from ROOT).
+GENERATED_REL = re.escape(GENERATED.relative_to(ROOT).as_posix())
 
 CLEAN_PATH = "tests/impl/fleet_health_clean.py:GenerationFleetHealth"
 AS_WRITTEN_PATH = "tests/impl/fleet_health_as_written.py:GenerationFleetHealth"
@@ -105,7 +109,7 @@ def test_clean_implementation_passes_every_generated_test_of_what_fixed_holds(ta
     expected = {"passed": total_generated() - sum(broken.values()), "failed": sum(broken.values())}
     assert summary(output) == expected, output
     for name, count in broken.items():
-        failed = re.findall(rf"^FAILED generated_tests/test_{name}\.py::", output, flags=re.MULTILINE)
+        failed = re.findall(rf"^FAILED {GENERATED_REL}/test_{name}\.py::", output, flags=re.MULTILINE)
         assert len(failed) == count, f"{name}: {len(failed)} of {count} tests failed"
         assert output.count(f"{name}: {fixed.properties[name].message}") >= count, output
 
@@ -115,15 +119,19 @@ def test_clean_implementation_passes_every_generated_test_of_what_fixed_holds(ta
 )
 def test_as_written_implementation_fails_every_generated_test(target: str, on_path: bool) -> None:
     code, output = run_generated(target, on_path)
+    as_written = load_spec().variant("as_written")
+    modules = generated_modules()
+    not_violated = [name for name in modules if as_written.properties[name].expect.get("as_written") != "violated"]
+    assert not not_violated, f"tests generated for properties as_written is not expected to violate: {not_violated}"
     assert code == 1, output
     assert summary(output) == {"failed": total_generated()}, output
     fixed = load_spec().variant("fixed")
-    for name, count in generated_modules().items():
+    for name, count in modules.items():
         message = fixed.properties[name].message
         assert message in output, f"{name}: its message {message!r} is not in the output"
         # Every one of the module's tests fails with its property's own message.
         assert output.count(f"{name}: {message}") >= count, f"{name}: fewer than {count} failures say {message!r}"
-        failed = re.findall(rf"^FAILED generated_tests/test_{name}\.py::", output, flags=re.MULTILINE)
+        failed = re.findall(rf"^FAILED {GENERATED_REL}/test_{name}\.py::", output, flags=re.MULTILINE)
         assert len(failed) == count, f"{name}: {len(failed)} of {count} tests failed"
 
 
