@@ -78,10 +78,19 @@ class Budget:
                 self._watch_pid = os.getpid()
                 threading.Thread(target=self._watchdog, name="ledgercheck-budget", daemon=True).start()
 
+    def close(self) -> None:
+        """Stop the watchdog: the command this budget belongs to has ended, and a thread
+        left polling would outlive it (and read /proc for nothing) until the deadline."""
+        with self._lock:
+            self._watch_pid = None
+            self._watched = []
+
     def _watchdog(self) -> None:
         pid = os.getpid()
         while self._watch_pid == pid:
             time.sleep(WATCH_INTERVAL)
+            if self._watch_pid != pid:
+                return
             if self.exhausted() is not None:
                 with self._lock:
                     contexts = [ref() for ref in self._watched]
@@ -171,6 +180,8 @@ def using(budget: Budget) -> Iterator[Budget]:
         yield budget
     finally:
         _ACTIVE.reset(token)
+        if _ACTIVE.get() is not budget:  # not still active in an enclosing `using`
+            budget.close()
 
 
 def limit_solver(solver: Any, per_call: float | None = None) -> str | None:

@@ -239,3 +239,25 @@ def test_the_watchdog_interrupts_a_solver_call_that_outlives_the_budget():
         assert budget_module.limit_solver(solver) is None
         assert solver.check() == z3.unknown
         assert limits.spent is not None and limits.spent.startswith("time budget")
+
+
+def test_the_watchdog_ends_with_its_command():
+    """A command's watchdog must not outlive the command: a library caller (or a test
+    session) running many commands in one process would otherwise keep one polling thread
+    per command alive until each deadline."""
+    import threading
+    import time
+
+    import z3
+
+    def watchdogs() -> int:
+        return sum(1 for t in threading.enumerate() if t.name == "ledgercheck-budget" and t.is_alive())
+
+    before = watchdogs()
+    with budget.using(budget.Budget(600.0, 4096)):
+        assert budget.limit_solver(z3.Solver()) is None
+        assert watchdogs() == before + 1
+    deadline = time.monotonic() + 5 * budget.WATCH_INTERVAL + 2
+    while watchdogs() > before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert watchdogs() == before

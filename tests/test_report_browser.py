@@ -54,14 +54,21 @@ class Rows(HTMLParser):
 
     def __init__(self) -> None:
         super().__init__()
-        self.rows: list[tuple[str, str, str]] = []
+        self.rows: list[tuple[str, str, str, str]] = []
         self.tags: dict[str, int] = {}
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self.tags[tag] = self.tags.get(tag, 0) + 1
         values = dict(attrs)
         if tag == "tr" and values.get("data-variant"):
-            self.rows.append((values["data-variant"] or "", values["data-property"] or "", values["data-status"] or ""))
+            self.rows.append(
+                (
+                    values["data-variant"] or "",
+                    values["data-property"] or "",
+                    values.get("data-environment") or "",
+                    values["data-status"] or "",
+                )
+            )
 
 
 @pytest.fixture(scope="module")
@@ -89,12 +96,17 @@ def test_report_loads_in_chromium_and_shows_every_result(
     dom = run.stdout
     parser = Rows()
     parser.feed(dom)
-    expected = [(str(r["variant"]), str(r["property"]), str(r["status"])) for r in results]
-    assert sorted(parser.rows) == sorted(expected) and len(expected) == 4
-    assert parser.tags.get("svg") == 1 and parser.tags.get("script", 0) == 0
+    expected = [(str(r["variant"]), str(r["property"]), str(r["environment"]), str(r["status"])) for r in results]
+    # every variant x both properties x every environment they apply to: one row each
+    assert len({row[2] for row in expected}) >= 2 and len(expected) == len(set(expected))
+    assert sorted(parser.rows) == sorted(expected)
+    # one state diagram per group of variants that draw the same picture
+    assert parser.tags.get("svg", 0) == dom.count('class="diagram"') >= 1 and parser.tags.get("script", 0) == 0
     figures = sum(len(r["traces"]) + len(r.get("lax_traces", [])) for r in results)  # type: ignore[arg-type]
-    assert dom.count('class="figure"') == figures == 1
-    for _, prop, _ in expected:
+    violated = [r for r in results if r["status"] == "violated"]
+    assert violated and all(len(r["traces"]) == 1 for r in violated)  # type: ignore[arg-type]
+    assert dom.count('class="figure"') == figures  # every trace (and lax trace) drawn once
+    for _, prop, _, _ in expected:
         assert prop in dom
 
     console = [
