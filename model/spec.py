@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from model import ir, lang
+from model.binding import Binding, parse_binding
 from model.errors import Location, SpecError, UsageError, did_you_mean
 from model.ir import BOOL, INT, STR, Type
 from model.lang import Param, Scope, Signature
@@ -257,6 +258,8 @@ class SpecFile:
     path: str
     source: SpecSource
     compiled: Mapping[str, Spec] = field(default_factory=dict)
+    binding: Binding | None = None
+    """How a real class implements the spec (`[implementation]`; see `model.binding`)."""
 
     @property
     def variants(self) -> tuple[str, ...]:
@@ -294,7 +297,8 @@ def _load(source: SpecSource) -> SpecFile:
     compiled: dict[str, Spec] = {}
     for name in _variant_names(source):
         compiled[name] = _Builder(source, name).build()
-    return SpecFile(source.path, source, compiled)
+    first = next(iter(compiled.values()))
+    return SpecFile(source.path, source, compiled, parse_binding(source, first))
 
 
 def _variant_names(source: SpecSource) -> tuple[str, ...]:
@@ -344,6 +348,7 @@ _KNOWN_TOP = (
     "properties",
     "variants",
     "scenarios",
+    "implementation",
 )
 
 
