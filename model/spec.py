@@ -10,6 +10,7 @@ the file, the line and what is wrong.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import functools
 import hashlib
 import os
@@ -200,6 +201,8 @@ class Spec:
     environments: Mapping[str, Environment]
     properties: Mapping[str, Property]
     scenarios: Mapping[str, Scenario] = field(default_factory=dict)
+    binding: Binding | None = None
+    """How a real class implements the spec (`[implementation]`; see `model.binding`)."""
 
     @property
     def observed_fields(self) -> tuple[str, ...]:
@@ -258,8 +261,11 @@ class SpecFile:
     path: str
     source: SpecSource
     compiled: Mapping[str, Spec] = field(default_factory=dict)
-    binding: Binding | None = None
-    """How a real class implements the spec (`[implementation]`; see `model.binding`)."""
+
+    @property
+    def binding(self) -> Binding | None:
+        """How a real class implements the spec (`[implementation]`; the same for every variant)."""
+        return next(iter(self.compiled.values())).binding
 
     @property
     def variants(self) -> tuple[str, ...]:
@@ -298,7 +304,10 @@ def _load(source: SpecSource) -> SpecFile:
     for name in _variant_names(source):
         compiled[name] = _Builder(source, name).build()
     first = next(iter(compiled.values()))
-    return SpecFile(source.path, source, compiled, parse_binding(source, first))
+    binding = parse_binding(source, first)
+    if binding is not None:
+        compiled = {name: dataclasses.replace(spec, binding=binding) for name, spec in compiled.items()}
+    return SpecFile(source.path, source, compiled)
 
 
 def _variant_names(source: SpecSource) -> tuple[str, ...]:
