@@ -307,7 +307,7 @@ def cmd_replay(ns: argparse.Namespace) -> int:
             raise UsageError(f"unknown scenario {name!r}; the spec has {', '.join(base.scenarios) or 'none'}")
         scenario = base.scenarios[name]
         events = list(scenario.steps)
-    environment = ns.environment or (scenario.environment if scenario else "ledger")
+    environment = ns.environment or (scenario.environment if scenario else base.default_environment)
     shards = ns.shards or (scenario.shards if scenario and scenario.shards else base.default_shards)
     output: list[dict[str, Any]] = []
     sections: list[tuple[Spec, Trace, int]] = []

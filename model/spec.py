@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from model import ir, lang
+from model import compose, ir, lang
 from model.errors import Location, SpecError, UsageError, did_you_mean
 from model.ir import BOOL, INT, STR, Type
 from model.lang import Param, Scope, Signature
-from model.source import KeyPath, SpecSource, parse_source, read_source
+from model.source import KeyPath, SpecSource, parse_source
 
 DEFAULT_SPEC = Path(__file__).resolve().parent.parent / "spec" / "fleet_health.toml"
 VERDICTS = ("holds", "violated")
@@ -32,6 +32,23 @@ BASE_VARIANT = "base"
 # The key of a property's `expect` that gives the verdict of every variant it does not name.
 DEFAULT_EXPECTATION = "default"
 PROPERTY_KINDS = ("invariant", "step", "eventually")
+# What a [variants.X] table may hold: statement patches, the variant it starts from, table
+# overrides and removals (model.compose), and the variant whose expectations it shares.
+VARIANT_KEYS = ("doc", "patch", "from", "override", "remove", "expect_like")
+PATCH_KEYS = (
+    "event",
+    "action",
+    "block",
+    "after",
+    "before",
+    "replace",
+    "insert",
+    "remove",
+    "ignore_when",
+    "requires",
+    "when",
+    "doc",
+)
 MAX_SHARDS = 64
 
 
@@ -199,6 +216,16 @@ class Spec:
     environments: Mapping[str, Environment]
     properties: Mapping[str, Property]
     scenarios: Mapping[str, Scenario] = field(default_factory=dict)
+    # `[spec] default_environment`: where a command runs when it is given no --environment.
+    declared_default_environment: str | None = None
+
+    @property
+    def default_environment(self) -> str:
+        """The environment a command uses when none is given: the one the spec declares, else
+        `ledger` (the any-call environment of the bundled spec), else the spec's first."""
+        if self.declared_default_environment:
+            return self.declared_default_environment
+        return "ledger" if "ledger" in self.environments else next(iter(self.environments))
 
     @property
     def observed_fields(self) -> tuple[str, ...]:
@@ -281,19 +308,19 @@ def default_spec() -> Path:
 
 def load_spec(path: str | Path | None = None) -> SpecFile:
     """Load, validate and compile a spec file (the `default_spec()` if None) and all of its variants."""
-    source = read_source(path or default_spec())
+    source = compose.read_composed(path or default_spec())
     return _load(source)
 
 
 def load_spec_text(text: str, name: str = "<spec>") -> SpecFile:
     """Like load_spec, for spec text already in memory (tests, generated specs)."""
-    return _load(parse_source(name, text))
+    return _load(compose.compose(parse_source(name, text)))
 
 
 def _load(source: SpecSource) -> SpecFile:
     compiled: dict[str, Spec] = {}
     for name in _variant_names(source):
-        compiled[name] = _Builder(source, name).build()
+        compiled[name] = _Builder(compose.variant_source(source, name), name).build()
     return SpecFile(source.path, source, compiled)
 
 
@@ -394,7 +421,7 @@ class _Builder:
     def where(self, keys: KeyPath) -> lang.Where:
         """Map positions inside a string value (1-based line, 0-based col) to the file."""
         loc = self.source.lines.value_where(keys)
-        raw_lines = self.source.raw_lines
+        raw_lines = self.source.raw_lines_of(loc.path)
         start = raw_lines[loc.line - 1][loc.col - 1 :] if 0 < loc.line <= len(raw_lines) else ""
         multiline = start.startswith(('"""', "'''"))
         first_empty = multiline and start[3:].strip() == ""
@@ -429,6 +456,7 @@ class _Builder:
                 "state_field",
                 "default_shards",
                 "log",
+                "default_environment",
             ),
         )
         self.enums = self._enums()
@@ -459,16 +487,23 @@ class _Builder:
         self.events = self._events()
         environments = self._environments()
         properties = self._properties(environments)
+        default_environment = self._str(head, "default_environment", ("spec",), "")
+        if default_environment and default_environment not in environments:
+            raise self.fail(
+                ("spec", "default_environment"),
+                f"default_environment {default_environment!r} is not an environment of the spec"
+                f"{did_you_mean(default_environment, environments)}",
+            )
         enum_name = state_type.enum or ""
         variants = _variant_names(self.source)
         variant_doc = ""
         vtable = _table(self.source, data, ("variants", self.variant), required=False)
         if vtable:
-            self._check_keys(vtable, ("variants", self.variant), ("doc", "patch"))
+            self._check_keys(vtable, ("variants", self.variant), VARIANT_KEYS)
             variant_doc = self._str(vtable, "doc", ("variants", self.variant), "")
         return Spec(
             path=self.source.path,
-            sha256=hashlib.sha256(self.source.text.encode("utf-8")).hexdigest(),
+            sha256=hashlib.sha256(self.source.digest_text.encode("utf-8")).hexdigest(),
             name=self._str(head, "name", ("spec",)),
             title=self._str(head, "title", ("spec",), ""),
             variant=self.variant,
@@ -494,6 +529,7 @@ class _Builder:
             environments=environments,
             properties=properties,
             scenarios=self._scenarios(environments, default_shards),
+            declared_default_environment=default_environment or None,
         )
 
     def _enums(self) -> dict[str, EnumDecl]:
@@ -745,25 +781,33 @@ class _Builder:
     # -- events --
 
     def _patches(self) -> dict[str, list[tuple[KeyPath, dict[str, Any]]]]:
-        """This variant's statement patches, grouped by event."""
-        table = _table(self.source, self.data, ("variants", self.variant), required=False)
+        """This variant's statement patches (after those of the variants it starts `from`),
+        grouped by event name, or by `environment.action` for a patch of an action."""
         patches: dict[str, list[tuple[KeyPath, dict[str, Any]]]] = {}
-        raw = table.get("patch", []) if isinstance(table, dict) else []
-        if not isinstance(raw, list):
-            raise self.fail(
-                ("variants", self.variant, "patch"), "patch must be an array of tables ([[variants.X.patch]])"
-            )
-        for index, patch in enumerate(raw):
-            keys: KeyPath = ("variants", self.variant, "patch", index)
-            if not isinstance(patch, dict):
-                raise self.fail(keys, "each patch must be a table")
-            self._check_keys(
-                patch,
-                keys,
-                ("event", "block", "after", "before", "replace", "insert", "remove", "ignore_when", "requires", "doc"),
-            )
-            event = self._str(patch, "event", keys)
-            patches.setdefault(event, []).append((keys, patch))
+        self.action_patches: dict[str, list[tuple[KeyPath, dict[str, Any]]]] = {}
+        for variant in compose.variant_chain(self.source, self.variant):
+            table = _table(self.source, self.data, ("variants", variant), required=False)
+            raw = table.get("patch", []) if isinstance(table, dict) else []
+            if not isinstance(raw, list):
+                raise self.fail(("variants", variant, "patch"), "patch must be an array of tables ([[variants.X.patch]])")
+            for index, patch in enumerate(raw):
+                keys: KeyPath = ("variants", variant, "patch", index)
+                if not isinstance(patch, dict):
+                    raise self.fail(keys, "each patch must be a table")
+                self._check_keys(patch, keys, PATCH_KEYS)
+                if ("event" in patch) == ("action" in patch):
+                    raise self.fail(keys, "a patch names exactly one of 'event' or 'action' (environment.action)")
+                if "action" in patch:
+                    target = self._str(patch, "action", keys)
+                    if target.count(".") != 1:
+                        raise self.fail((*keys, "action"), f"action must read environment.action, not {target!r}")
+                    self.action_patches.setdefault(target, []).append((keys, patch))
+                    continue
+                for guard in ("when",):
+                    if guard in patch:
+                        raise self.fail((*keys, guard), f"{guard!r} patches an action's guard; an event's are ignore_when and requires")
+                event = self._str(patch, "event", keys)
+                patches.setdefault(event, []).append((keys, patch))
         return patches
 
     def _events(self) -> dict[str, Event]:
@@ -893,9 +937,10 @@ class _Builder:
         matches = [n for n in ast.walk(tree) if isinstance(n, ast.stmt) and _stmt_head(n) == wanted]
         if len(matches) != 1:
             found = "no" if not matches else f"{len(matches)}"
+            what = f"event {patch['event']!r}" if "event" in patch else f"action {patch.get('action')!r}"
             raise self.fail(
                 (*keys, mode),
-                f"{found} statement(s) of event {patch['event']!r} read {wanted!r}; the anchor must match exactly one",
+                f"{found} statement(s) of {what} read {wanted!r}; the anchor must match exactly one",
             )
         node = matches[0]
         indent = " " * node.col_offset
@@ -962,6 +1007,12 @@ class _Builder:
             )
         if not environments:
             raise self.fail(("environments",), "the spec declares no environment")
+        for target, patches in self.action_patches.items():
+            known = [f"{e.name}.{a.name}" for e in environments.values() if not e.any_call for a in e.actions]
+            if target not in known:
+                raise self.fail(
+                    (*patches[0][0], "action"), f"patch of unknown action {target!r}{did_you_mean(target, known)}"
+                )
         return environments
 
     def _fairness(self, keys: KeyPath, raw: Any, actions: tuple[Action, ...]) -> tuple[Fairness, ...]:
@@ -1020,6 +1071,19 @@ class _Builder:
                     raise self.fail((*keys, "params"), "an action parameter cannot be of type 'any'")
                 else:
                     value_params.append(param)
+        when_text = self._str(body, "when", keys, "True")
+        body_text = self._str(body, "body", keys)
+        body_where = self.where((*keys, "body"))
+        when_keys: KeyPath = (*keys, "when")
+        for patch_keys, patch in self.action_patches.get(f"{env_keys[-1]}.{name}", []):
+            for key in ("block", "ignore_when", "requires"):
+                if key in patch:
+                    raise self.fail((*patch_keys, key), f"{key!r} patches an event; an action has a 'when' and a body")
+            if "when" in patch:
+                when_text = self._str(patch, "when", patch_keys)
+                when_keys = (*patch_keys, "when")
+            if any(k in patch for k in ("after", "before", "replace", "remove", "insert")):
+                body_text, body_where = self._apply_patch(body_text, body_where, patch, patch_keys)
         env_types = {g.name: g.type for g in self.globals} | {v.name: v.type for v in env_vars}
         common = dict(
             self_shard=False,
@@ -1029,12 +1093,16 @@ class _Builder:
             aggregates=True,
             events={n: e.signature for n, e in self.events.items()},
         )
-        when_scope = self.scope((*keys, "when"), f"action {name}: when", **common)
-        when = lang.compile_expr(self._str(body, "when", keys, "True"), when_scope, BOOL)
+        when_scope = self.scope(when_keys, f"action {name}: when", **common)
+        when = lang.compile_expr(when_text, when_scope, BOOL)
         body_scope = self.scope(
-            (*keys, "body"), f"action {name}: body", writable_globals=frozenset(v.name for v in env_vars), **common
+            (*keys, "body"),
+            f"action {name}: body",
+            writable_globals=frozenset(v.name for v in env_vars),
+            where=body_where,
+            **common,
         )
-        block = lang.compile_block(self._str(body, "body", keys), body_scope)
+        block = lang.compile_block(body_text, body_scope)
         return Action(
             name,
             self._str(body, "doc", keys, ""),
@@ -1241,9 +1309,44 @@ class _Builder:
                     f"expected verdict of {variant!r} must be 'holds' or 'violated', not {verdict!r}{hint}",
                 )
         default = raw.get(DEFAULT_EXPECTATION)
-        expect = {v: raw.get(v, default) for v in variants}
+        likes = self._expect_likes(variants)
+
+        def verdict_of(variant: str) -> Any:
+            if variant in raw:
+                return raw[variant]
+            return verdict_of(likes[variant]) if variant in likes else default
+
+        expect = {v: verdict_of(v) for v in variants}
         missing = tuple(v for v, verdict in expect.items() if verdict is None)
         return {v: verdict for v, verdict in expect.items() if verdict is not None}, missing
+
+    @functools.cached_property
+    def _expect_like_table(self) -> dict[str, str]:
+        """`expect_like = "other"` of each variant: it expects what `other` expects wherever a
+        property's expect does not name it."""
+        declared = _table(self.source, self.data, ("variants",), required=False)
+        likes: dict[str, str] = {}
+        for name, body in declared.items():
+            if isinstance(body, dict) and "expect_like" in body:
+                other = body["expect_like"]
+                keys: KeyPath = ("variants", name, "expect_like")
+                if not isinstance(other, str) or other not in declared or other == name:
+                    raise self.fail(
+                        keys, f"expect_like names no other variant: {other!r}{did_you_mean(str(other), declared)}"
+                    )
+                likes[name] = other
+        for name in likes:
+            seen = [name]
+            while seen[-1] in likes:
+                seen.append(likes[seen[-1]])
+                if seen[-1] in seen[:-1]:
+                    raise self.fail(
+                        ("variants", name, "expect_like"), f"expect_like makes a cycle: {' -> '.join(seen)}"
+                    )
+        return likes
+
+    def _expect_likes(self, variants: tuple[str, ...]) -> dict[str, str]:
+        return {v: other for v, other in self._expect_like_table.items() if v in variants}
 
     def _check_expectations(
         self, gaps: Mapping[str, tuple[str, ...]], named: set[str], variants: tuple[str, ...]
@@ -1257,7 +1360,7 @@ class _Builder:
         declared = _table(self.source, self.data, ("variants",), required=False)
         for variant in variants:
             lacking = [name for name, missing in gaps.items() if variant in missing]
-            if lacking and variant in declared and variant not in named:
+            if lacking and variant in declared and variant not in named and variant not in self._expect_like_table:
                 raise SpecError(
                     self.source.lines.first_within(("variants", variant)),
                     f"variant {variant!r} has no expected verdict in any property: add "
