@@ -459,6 +459,10 @@ class _Builder:
                 "default_environment",
             ),
         )
+        vtable = _table(self.source, data, ("variants", self.variant), required=False)
+        for name, table in _table(self.source, data, ("variants",), required=False).items():
+            if isinstance(table, dict):  # every variant's, so no verdict gap is reported before a typo
+                self._check_keys(table, ("variants", name), VARIANT_KEYS)
         self.enums = self._enums()
         self.sets = self._sets()
         self.policy = self._policy()
@@ -497,9 +501,7 @@ class _Builder:
         enum_name = state_type.enum or ""
         variants = _variant_names(self.source)
         variant_doc = ""
-        vtable = _table(self.source, data, ("variants", self.variant), required=False)
         if vtable:
-            self._check_keys(vtable, ("variants", self.variant), VARIANT_KEYS)
             variant_doc = self._str(vtable, "doc", ("variants", self.variant), "")
         return Spec(
             path=self.source.path,
