@@ -70,6 +70,8 @@ class VarDecl:
     initial_from: str | None = None
     doc: str = ""
     metric: bool = False
+    # A timer (`type = "timer"`): an int that every clock tick advances (time since it was set).
+    timer: bool = False
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,7 @@ class PolicyDecl:
     default: int
     min: int
     max: int
+    duration: bool = False  # `type = "duration"`: a length of time, in the clock's units
 
 
 @dataclass(frozen=True)
@@ -89,7 +92,21 @@ class Query:
 
 
 @dataclass(frozen=True)
+class Raise:
+    """`raises = [{ when = "...", error = "Name" }]`: the call raises `error` when `when`
+    holds as it begins, and then changes nothing."""
+
+    when: ir.Expr
+    error: str
+    text: str
+    line: int
+
+
+@dataclass(frozen=True)
 class Event:
+    """One API call. `ignore_when` already includes the `raises` conditions (a call that
+    raises changes nothing, as an ignored one), so every engine skips the body alike."""
+
     name: str
     signature: Signature
     ignore_when: ir.Expr | None
@@ -99,6 +116,23 @@ class Event:
     examples: Mapping[str, str]
     body_text: str
     line: int
+    raises: tuple[Raise, ...] = ()
+    returns: ir.Expr | None = None  # evaluated on the record after the call
+    returns_text: str = ""
+
+
+@dataclass(frozen=True)
+class Clock:
+    """`[clock]`: time in whole units. Every environment gets one action per step, which
+    advances every timer by that many units; `drive` says how a test drives an
+    implementation's own clock: a constructor parameter taking a callable that returns the
+    time (`param`), or a function to patch (`patch`, e.g. "time.monotonic")."""
+
+    unit: str
+    steps: tuple[tuple[str, str], ...]  # (action name, step: an int literal or a policy name)
+    drive_param: str | None
+    drive_patch: str | None
+    doc: str = ""
 
 
 @dataclass(frozen=True)
@@ -218,6 +252,11 @@ class Spec:
     scenarios: Mapping[str, Scenario] = field(default_factory=dict)
     # `[spec] default_environment`: where a command runs when it is given no --environment.
     declared_default_environment: str | None = None
+    clock: Clock | None = None
+
+    @property
+    def timers(self) -> tuple[VarDecl, ...]:
+        return tuple(v for v in (*self.shard_vars, *self.globals) if v.timer)
 
     @property
     def default_environment(self) -> str:
@@ -233,7 +272,7 @@ class Spec:
         A field that is only written (a version number, a metric) makes no trace distinct."""
         parts: list[object] = [q.expr for q in self.queries.values()]
         for event in self.events.values():
-            parts += [event.ignore_when, event.requires, event.body, event.history]
+            parts += [event.ignore_when, event.requires, event.body, event.history, event.returns]
         for env in self.environments.values():
             parts += [[a.when for a in env.actions], [a.body for a in env.actions]]
         parts += [[p.when, p.check] for p in self.properties.values()]
@@ -371,6 +410,7 @@ _KNOWN_TOP = (
     "properties",
     "variants",
     "scenarios",
+    "clock",
 )
 
 
@@ -486,6 +526,7 @@ class _Builder:
         if not 1 <= default_shards <= MAX_SHARDS:
             raise self.fail(("spec", "default_shards"), f"default_shards must be in [1, {MAX_SHARDS}]")
         self.state_field = state_field
+        self.clock = self._clock()
         self.queries = self._queries()
         self.on_state_change = self._on_state_change(state_type)
         self.events = self._events()
@@ -532,6 +573,7 @@ class _Builder:
             properties=properties,
             scenarios=self._scenarios(environments, default_shards),
             declared_default_environment=default_environment or None,
+            clock=self.clock,
         )
 
     def _enums(self) -> dict[str, EnumDecl]:
@@ -601,13 +643,16 @@ class _Builder:
                 body = {"default": body}
             if not isinstance(body, dict):
                 raise self.fail(keys, f"policy {name!r} must be an integer or a table with 'default'")
-            self._check_keys(body, keys, ("default", "min", "max", "doc"))
+            self._check_keys(body, keys, ("default", "min", "max", "doc", "type"))
+            ptype = self._str(body, "type", keys, "int")
+            if ptype not in ("int", "duration"):
+                raise self.fail((*keys, "type"), f"a policy value is an 'int' or a 'duration', not {ptype!r}")
             default = self._int(body, "default", keys)
             low = self._int(body, "min", keys, 0)
             high = self._int(body, "max", keys, max(default, low, 16))
             if not low <= default <= high:
                 raise self.fail((*keys, "default"), f"policy {name}: default {default} is outside [{low}, {high}]")
-            policy[name] = PolicyDecl(name, default, low, high)
+            policy[name] = PolicyDecl(name, default, low, high, ptype == "duration")
         return policy
 
     def type_of(self, text: str, keys: KeyPath) -> Type:
@@ -618,6 +663,8 @@ class _Builder:
         base = base.strip()
         if base in ("bool", "int", "str", "any"):
             return Type(base, None, optional)
+        if base == "duration":  # a length of time in the clock's units: an int to both engines
+            return Type("int", None, optional)
         if base in self.enums:
             return Type("enum", base, optional)
         known = ["bool", "int", "str", "any", *self.enums]
@@ -652,7 +699,10 @@ class _Builder:
             if not isinstance(body, dict):
                 raise self.fail(keys, f'{name!r} must be a table like {{ type = "int", initial = 0 }}')
             self._check_keys(body, keys, ("type", "initial", "initial_from", "doc", "metric"))
-            vtype = self.type_of(self._str(body, "type", keys), (*keys, "type"))
+            timer = body.get("type") == "timer"
+            vtype = INT if timer else self.type_of(self._str(body, "type", keys), (*keys, "type"))
+            if timer and (not isinstance(body.get("initial"), int) or body["initial"] < 0):
+                raise self.fail((*keys, "initial"), "a timer needs an initial value: a non-negative integer")
             if vtype.kind == "any":
                 raise self.fail((*keys, "type"), "a state variable cannot have type 'any'")
             initial_from = body.get("initial_from")
@@ -670,7 +720,7 @@ class _Builder:
             if not isinstance(metric, bool):
                 raise self.fail((*keys, "metric"), "metric must be true or false")
             doc = body.get("doc", "")
-            result.append(VarDecl(name, vtype, initial, kind, initial_from, str(doc), metric))
+            result.append(VarDecl(name, vtype, initial, kind, initial_from, str(doc), metric, timer))
         return tuple(result)
 
     def _check_unique(self) -> None:
@@ -827,7 +877,9 @@ class _Builder:
             self._ident(name, keys)
             if not isinstance(body, dict):
                 raise self.fail(keys, f"event {name!r} must be a table")
-            self._check_keys(body, keys, ("call", "ignore_when", "requires", "body", "history", "examples", "doc"))
+            self._check_keys(
+                body, keys, ("call", "ignore_when", "requires", "body", "history", "examples", "doc", "raises", "returns")
+            )
             call = self._str(body, "call", keys)
             scope = self.scope((*keys, "call"), f"event {name}: call")
             signature = lang.parse_signature(call, scope, functools.partial(self._annotation_at, (*keys, "call")))
@@ -890,6 +942,20 @@ class _Builder:
             where=line_maps["history"],
         )
         compiled_history = lang.compile_block(texts["history"], history_scope)
+        raises = self._raises(name, body.get("raises"), args)
+        if raises:
+            conditions = tuple(r.when for r in raises) + ((ignore_when,) if ignore_when is not None else ())
+            ignore_when = conditions[0] if len(conditions) == 1 else ir.BoolOp("or", conditions)
+        returns_text = body.get("returns")
+        returns = None
+        if returns_text is not None:
+            if not isinstance(returns_text, str) or not returns_text.strip():
+                raise self.fail((*keys, "returns"), "returns must be an expression over the record after the call")
+            returns = lang.compile_expr(
+                returns_text, self.scope((*keys, "returns"), f"event {name}: returns", args=args)
+            )
+            if returns.type.kind in ("any", "shard"):
+                raise self.fail((*keys, "returns"), f"an event cannot return a value of type {returns.type}")
         examples = body.get("examples", {})
         if not isinstance(examples, dict) or not all(isinstance(v, str) for v in examples.values()):
             raise self.fail((*keys, "examples"), "examples must be a table of argument = 'python expression'")
@@ -909,7 +975,30 @@ class _Builder:
             dict(examples),
             texts["body"],
             self.source.lines.line_of(keys),
+            raises,
+            returns,
+            (returns_text or "").strip(),
         )
+
+    def _raises(self, name: str, raw: Any, args: Mapping[str, Type]) -> tuple[Raise, ...]:
+        """`raises = [{ when = "cond", error = "ErrorName" }, ...]`, first match wins."""
+        keys: KeyPath = ("events", name, "raises")
+        if raw is None:
+            return ()
+        if not isinstance(raw, list) or not raw:
+            raise self.fail(keys, 'raises must be a list of tables: [{ when = "condition", error = "ErrorName" }]')
+        found = []
+        for item in raw:
+            if not isinstance(item, dict):
+                raise self.fail(keys, 'each raises entry is a table: { when = "condition", error = "ErrorName" }')
+            self._check_keys(item, keys, ("when", "error", "doc"))
+            error = self._str(item, "error", keys)
+            if not error.isidentifier() or not error[0].isupper():
+                raise self.fail(keys, f"error must name an exception class (CamelCase), not {error!r}")
+            text = self._str(item, "when", keys)
+            scope = self.scope(keys, f"event {name}: raises", args=args)
+            found.append(Raise(lang.compile_expr(text, scope, BOOL), error, text.strip(), self.source.lines.line_of(keys)))
+        return tuple(found)
 
     def _apply_patch(
         self, text: str, where: lang.Where, patch: dict[str, Any], keys: KeyPath
@@ -973,6 +1062,100 @@ class _Builder:
 
         return "\n".join(lines), locate
 
+    # -- time --
+
+    def _clock(self) -> Clock | None:
+        """`[clock]`: its unit, its steps (one tick action per step) and how an
+        implementation's clock is driven. Timers need one; a clock with no timer is allowed
+        (its ticks change nothing)."""
+        table = _table(self.source, self.data, ("clock",), required=False)
+        timers = [v for v in (*self.fields, *self.history, *self.globals) if v.timer]
+        if not table:
+            if timers:
+                where = ("history", "fields") if timers[0].kind == "history" else ("fields",)
+                if timers[0].kind == "global":
+                    where = ("globals",)
+                raise self.fail((*where, timers[0].name, "type"), "a timer needs a [clock] to advance it")
+            return None
+        keys: KeyPath = ("clock",)
+        self._check_keys(table, keys, ("doc", "unit", "steps", "action", "drive"))
+        action = self._str(table, "action", keys, "tick")
+        self._ident(action, (*keys, "action"))
+        raw_steps = table.get("steps", [1])
+        if not isinstance(raw_steps, list) or not raw_steps:
+            raise self.fail((*keys, "steps"), "steps must be a non-empty list of integers >= 1 or policy names")
+        steps: list[tuple[str, str]] = []
+        for step in raw_steps:
+            if isinstance(step, bool) or not isinstance(step, (int, str)):
+                raise self.fail((*keys, "steps"), f"a step is an integer >= 1 or a policy name, not {step!r}")
+            if isinstance(step, int) and not 1 <= step <= lang.MAX_INT:
+                raise self.fail((*keys, "steps"), f"a step must be at least 1, not {step}")
+            if isinstance(step, str):
+                if step not in self.policy:
+                    raise self.fail(
+                        (*keys, "steps"), f"step {step!r} is not a policy constant{did_you_mean(step, self.policy)}"
+                    )
+                if self.policy[step].min < 1:
+                    raise self.fail((*keys, "steps"), f"step {step!r} must have min >= 1: time only moves forward")
+            name = action if len(raw_steps) == 1 else f"{action}_{step}"
+            if any(name == taken for taken, _ in steps):
+                raise self.fail((*keys, "steps"), f"step {step!r} is listed twice")
+            steps.append((name, str(step)))
+        drive = table.get("drive", {"param": "clock"})
+        if not isinstance(drive, dict) or len(drive) != 1 or next(iter(drive)) not in ("param", "patch"):
+            raise self.fail(
+                (*keys, "drive"), 'drive must be { param = "clock" } (a constructor argument) or { patch = "time.monotonic" }'
+            )
+        how, target = next(iter(drive.items()))
+        if not isinstance(target, str) or not all(part.isidentifier() for part in target.split(".")):
+            raise self.fail((*keys, "drive", how), f"{how} must be a Python name, not {target!r}")
+        if how == "param" and "." in target:
+            raise self.fail((*keys, "drive", how), "a constructor parameter is a plain name")
+        return Clock(
+            self._str(table, "unit", keys, "s"),
+            tuple(steps),
+            target if how == "param" else None,
+            target if how == "patch" else None,
+            self._str(table, "doc", keys, ""),
+        )
+
+    def _clock_actions(self, env_vars: tuple[VarDecl, ...], taken: set[str]) -> tuple[Action, ...]:
+        """One action per clock step: every timer (per shard, fleet-wide and the
+        environment's own) advances by the step, as `t = t + step` (a counter update, which
+        the reduction saturates where the timer is only compared with constants)."""
+        if self.clock is None:
+            return ()
+        line = self.source.lines.line_of(("clock",))
+        actions = []
+        for name, step_text in self.clock.steps:
+            if name in taken:
+                raise self.fail(("clock", "action"), f"the clock's action {name!r} clashes with an action of that name")
+            step: ir.Expr = ir.PolicyRef(step_text) if step_text in self.policy else ir.Const(int(step_text), INT)
+            body: list[ir.Stmt] = []
+            shard_timers = [v for v in (*self.fields, *self.history) if v.timer]
+            if shard_timers:
+                updates = tuple(
+                    ir.Assign(
+                        "field",
+                        v.name,
+                        "s",
+                        ir.Arith("+", ir.FieldRef(v.name, "s", None, INT), step),
+                        line,
+                        f"s.{v.name} += {step_text}",
+                    )
+                    for v in shard_timers
+                )
+                body.append(ir.ForShards("s", updates, line, "for s in shards:"))
+            for var in (*self.globals, *env_vars):
+                if var.timer:
+                    value = ir.Arith("+", ir.GlobalRef(var.name, INT), step)
+                    body.append(ir.Assign("global", var.name, "", value, line, f"{var.name} += {step_text}"))
+            if not body:
+                body.append(ir.Pass(line))
+            doc = f"the clock advances {step_text} {self.clock.unit}"
+            actions.append(Action(name, doc, (), (), ir.Const(True, BOOL), tuple(body), line))
+        return tuple(actions)
+
     # -- environments --
 
     def _environments(self) -> dict[str, Environment]:
@@ -1003,6 +1186,7 @@ class _Builder:
                 actions = tuple(self._action(keys, env_vars, action, spec) for action, spec in actions_table.items())
                 if not actions:
                     raise self.fail(keys, f"environment {name!r} has no actions")
+            actions += self._clock_actions(env_vars, {a.name for a in actions})
             fairness = self._fairness(keys, body.get("fairness", []), actions)
             environments[name] = Environment(
                 name, self._str(body, "doc", keys, ""), env_vars, actions, any_call, fairness
@@ -1229,6 +1413,7 @@ class _Builder:
                 overrides: dict[str, Any] = dict(
                     readable_kinds=all_fields, snapshots=frozenset({"before", "after"}), self_shard=False
                 )
+                overrides["locals"] = self._outcome_locals(on)
             elif fleet:
                 overrides = dict(readable_kinds=all_fields, self_shard=False, aggregates=True)
             else:
@@ -1289,6 +1474,16 @@ class _Builder:
             )
         self._check_expectations(gaps, named, variants)
         return properties
+
+    def _outcome_locals(self, on: tuple[str, ...]) -> dict[str, Type]:
+        """What a step property may say of the call's outcome: `raised` (it raised one of its
+        `raises` errors), and `result` (its `returns` value) when every event in `on` returns
+        a value of one type."""
+        found: dict[str, Type] = {"raised": BOOL}
+        types = {self.events[e].returns.type if self.events[e].returns is not None else None for e in on}
+        if len(types) == 1 and None not in types:
+            found["result"] = types.pop()  # type: ignore[assignment]
+        return found
 
     def _expect(self, keys: KeyPath, raw: Any, variants: tuple[str, ...]) -> tuple[dict[str, str], tuple[str, ...]]:
         """A property's expected verdict for every variant: the ones its `expect` names, the
