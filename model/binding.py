@@ -13,17 +13,20 @@ built, called and read, and `bound_class` derives the adapter from that statemen
 target = "circuitbreaker:CircuitBreaker"      # what `conform` and the tests use by default
 instances = "each"                             # one object per instance ("indexed": one object, index first)
 construct = { failure_threshold = "trip_after", recovery_timeout = "cooldown" }
-clock = { patch = "circuitbreaker.monotonic" } # or { parameter = "clock" }
 
 [implementation.fields]
-state = { read = "state", values = { CLOSED = "closed", OPEN = "open", HALF_OPEN = "half_open" } }
+state = { read = "state", values = { CLOSED = "closed", OPEN = ["open", "half_open"] } }
 failures = "failure_count"
+open_for = { observe = false }                 # modelled, kept private by the library
 
 [implementation.events]
-record_success = "decorate(returning(None))()"
-record_failure = "decorate(raising(OSError))()"
-wait = { advance = "seconds" }
+call_succeeds = "decorate(returning(None))()"
+call_fails = { call = "decorate(raising(OSError))()", reraises = "OSError" }
 ```
+
+Time comes from the spec's `[clock]`: its `drive` names the constructor parameter or the
+function to patch (`circuitbreaker.monotonic`), and the bound class hands the real class the
+clock that conformance and the generated tests move on every tick.
 
 Every expression is a *call path*: names, attribute access, calls with positional and
 keyword arguments, and constants; nothing else (no operators, no subscripts, no lambdas),
@@ -53,7 +56,7 @@ if TYPE_CHECKING:  # the spec module builds bindings: a runtime import would be 
 
 Instances = Literal["indexed", "each"]
 
-_KEYS = ("target", "instances", "construct", "clock", "fields", "events")
+_KEYS = ("target", "instances", "construct", "fields", "events")
 _HELPERS = ("returning", "raising")
 MAX_EXPRESSION = 500
 """Characters of one call path: a binding is a few words, not a program."""
@@ -75,8 +78,9 @@ class FieldRead:
     read: CallPath | None
     """None: the implementation keeps this field to itself (`observe = false`); it is
     modelled, and never compared."""
-    values: Mapping[str, Any]
-    """Spec member name -> the implementation's value ("CLOSED" -> "closed")."""
+    values: Mapping[str, tuple[Any, ...]]
+    """Spec member name -> the implementation's values that mean it ("OPEN" -> ("open",
+    "half_open") where the library tells apart what the spec does not)."""
 
     @property
     def observed(self) -> bool:
@@ -85,21 +89,14 @@ class FieldRead:
 
 @dataclass(frozen=True)
 class EventCall:
-    """How one spec event is performed on an instance: a call path, or advancing the clock
-    by the value of one of the event's arguments."""
+    """How one spec event is performed on an instance: a call path, and the exceptions the
+    call is *performed with* (`reraises`: a wrapped function that fails, which the library
+    passes on by design). Those are the event's input, not its outcome: the bound call
+    catches them, and reports a call that should have passed one on and did not."""
 
     name: str
-    call: CallPath | None
-    advance: str | None
-
-
-@dataclass(frozen=True)
-class Clock:
-    """How the implementation reads time: patched at `module.name`, or passed to its
-    constructor as keyword `parameter`."""
-
-    patch: str | None
-    parameter: str | None
+    call: CallPath
+    reraises: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -107,7 +104,6 @@ class Binding:
     target: str | None
     instances: Instances
     construct: tuple[tuple[str, CallPath], ...]
-    clock: Clock | None
     fields: Mapping[str, FieldRead]
     events: Mapping[str, EventCall]
 
@@ -167,7 +163,6 @@ class _Parser:
             (name, self.path(value, (*top, "construct", name)))
             for name, value in self.table(table.get("construct", {}), (*top, "construct")).items()
         )
-        clock = self.clock(table["clock"], (*top, "clock")) if "clock" in table else None
         fields = {
             name: self.field(name, value, (*top, "fields", name))
             for name, value in self.table(table.get("fields", {}), (*top, "fields")).items()
@@ -176,22 +171,7 @@ class _Parser:
             name: self.event(name, value, (*top, "events", name))
             for name, value in self.table(table.get("events", {}), (*top, "events")).items()
         }
-        if any(e.advance for e in events.values()) and clock is None:
-            raise self.fail((*top, "events"), "an event advances the clock, but [implementation] declares no clock")
-        return Binding(target, instances, construct, clock, fields, events)
-
-    def clock(self, raw: Any, keys: KeyPath) -> Clock:
-        table = self.table(raw, keys)
-        self.known(table, keys, ("patch", "parameter"))
-        if len(table) != 1:
-            raise self.fail(keys, 'a clock is either { patch = "module.name" } or { parameter = "name" }')
-        patch = self.string(table["patch"], (*keys, "patch")) if "patch" in table else None
-        if patch is not None and ("." not in patch or not all(p.isidentifier() for p in patch.split("."))):
-            raise self.fail((*keys, "patch"), f"patch must be a dotted name module.attribute, not {patch!r}")
-        parameter = self.string(table["parameter"], (*keys, "parameter")) if "parameter" in table else None
-        if parameter is not None and not parameter.isidentifier():
-            raise self.fail((*keys, "parameter"), f"parameter must be a keyword name, not {parameter!r}")
-        return Clock(patch, parameter)
+        return Binding(target, instances, construct, fields, events)
 
     def field(self, name: str, raw: Any, keys: KeyPath) -> FieldRead:
         known = {f.name: f for f in self.spec.fields}
@@ -210,7 +190,8 @@ class _Parser:
             return FieldRead(name, None, {})
         if "read" not in table:
             raise self.fail(keys, f'field {name!r} needs read = "attribute or call path" (or observe = false)')
-        values = dict(self.table(table.get("values", {}), (*keys, "values")))
+        raw_values = self.table(table.get("values", {}), (*keys, "values"))
+        values = {member: tuple(value) if isinstance(value, list) else (value,) for member, value in raw_values.items()}
         enum = known[name].type.enum
         if values and enum is None:
             kind = known[name].type
@@ -222,7 +203,8 @@ class _Parser:
                     (*keys, "values", member),
                     f"{member!r} is not a member of {enum}{did_you_mean(member, members)}",
                 )
-        if values and len(set(map(repr, values.values()))) != len(values):
+        seen = [repr(v) for group in values.values() for v in group]
+        if len(set(seen)) != len(seen):
             raise self.fail((*keys, "values"), "two members map to the same implementation value")
         return FieldRead(name, self.path(table["read"], (*keys, "read")), values)
 
@@ -230,20 +212,16 @@ class _Parser:
         if name not in self.spec.events:
             raise self.fail(keys, f"{name!r} is not an event of the spec{did_you_mean(name, self.spec.events)}")
         if isinstance(raw, str):
-            return EventCall(name, self.path(raw, keys), None)
+            return EventCall(name, self.path(raw, keys))
         table = self.table(raw, keys)
-        self.known(table, keys, ("call", "advance"))
-        if len(table) != 1:
-            raise self.fail(keys, f'event {name!r} is either call = "..." or advance = "argument"')
-        if "call" in table:
-            return EventCall(name, self.path(table["call"], (*keys, "call")), None)
-        argument = self.string(table["advance"], (*keys, "advance"))
-        params = [p.name for p in self.spec.events[name].signature.params]
-        if argument not in params:
-            raise self.fail(
-                (*keys, "advance"), f"{argument!r} is not an argument of {name}{did_you_mean(argument, params)}"
-            )
-        return EventCall(name, None, argument)
+        self.known(table, keys, ("call", "reraises"))
+        if "call" not in table:
+            raise self.fail(keys, f'event {name!r} needs call = "call path"')
+        raw_errors = table.get("reraises", [])
+        errors = [raw_errors] if isinstance(raw_errors, str) else raw_errors
+        if not isinstance(errors, list) or not all(isinstance(e, str) and e.isidentifier() for e in errors):
+            raise self.fail((*keys, "reraises"), "reraises is an exception name or a list of them")
+        return EventCall(name, self.path(table["call"], (*keys, "call")), tuple(errors))
 
     def path(self, raw: Any, keys: KeyPath) -> CallPath:
         text = self.string(raw, keys)
@@ -352,28 +330,12 @@ class BindingError(Exception):
     construction failure, as an input error naming the binding)."""
 
 
-class ManualClock:
-    """The time a bound implementation reads: starts at 0, moves only when an event that
-    the binding maps to `advance` runs."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        if seconds < 0:
-            raise ValueError(f"time does not run backwards ({seconds})")
-        self.now += seconds
-
-
-_READING: ContextVar[ManualClock | None] = ContextVar("ledgercheck_bound_clock", default=None)
+_READING: ContextVar[Callable[[], float] | None] = ContextVar("ledgercheck_bound_clock", default=None)
 
 
 class PatchedClock:
-    """What a patched time source becomes: the clock of the instance being called or read
-    (so each instance keeps its own time, as the spec models it), else the original."""
+    """What a patched time source becomes: the clock of the bound fleet being called or
+    read, else the original (so the patch can stay for the life of the process)."""
 
     def __init__(self, original: Callable[[], float]) -> None:
         self.original = original
@@ -384,8 +346,6 @@ class PatchedClock:
 
 
 def _patch(target: str) -> None:
-    """Replace `module.attribute` by a `PatchedClock` (once: it defers to the original
-    outside bound calls, so it can stay for the life of the process)."""
     module_name, _, attribute = target.rpartition(".")
     try:
         module = importlib.import_module(module_name)
@@ -399,7 +359,7 @@ def _patch(target: str) -> None:
 
 
 @contextlib.contextmanager
-def _reading(clock: ManualClock) -> Iterator[None]:
+def _reading(clock: Callable[[], float] | None) -> Iterator[None]:
     token = _READING.set(clock)
     try:
         yield
@@ -407,41 +367,63 @@ def _reading(clock: ManualClock) -> Iterator[None]:
         _READING.reset(token)
 
 
+def _stopped() -> float:
+    return 0.0
+
+
+def _errors(names: tuple[str, ...], module: Any) -> tuple[type[BaseException], ...]:
+    """Exception classes by name: built-ins, else the implementation's module's own."""
+    found: list[type[BaseException]] = []
+    for name in names:
+        error = _exception(name) or getattr(module, name, None)
+        if not (isinstance(error, type) and issubclass(error, BaseException)):
+            raise BindingError(f"reraises {name!r}: neither a built-in exception nor one of {module.__name__}'s")
+        found.append(error)
+    return tuple(found)
+
+
 def bound_class(binding: Binding, spec: Spec, target: Callable[..., Any]) -> type:
     """A class with the ledger's API whose instances drive `target` as `binding` says."""
     fields = [f.name for f in spec.fields if binding.observes(f.name)]
-    reverse = {name: {repr(v): member for member, v in read.values.items()} for name, read in binding.fields.items()}
+    reverse = {
+        name: {repr(v): member for member, group in read.values.items() for v in group}
+        for name, read in binding.fields.items()
+    }
     event_params = {name: [p.name for p in event.signature.params] for name, event in spec.events.items()}
+    home = importlib.import_module(getattr(target, "__module__", "builtins"))
+    passed_on = {name: _errors(call.reraises, home) for name, call in binding.events.items()}
+    drive = spec.clock
+    if drive is not None and drive.drive_patch is not None:
+        _patch(drive.drive_patch)
 
     class Bound:
         """Built from the spec's [implementation] table (see `model.binding`)."""
 
         def __init__(
-            self, shard_count: int, policy: Any, base_urls: list[str] | None = None, clock: Any = None
+            self,
+            shard_count: int,
+            policy: Any,
+            base_urls: list[str] | None = None,
+            clock: Callable[[], float] | None = None,
         ) -> None:
-            del base_urls, clock  # the ledger's constructor arguments; a bound class has its own clock
+            del base_urls  # the ledger's constructor argument: a bound class has no addresses
             self._policy = {name: getattr(policy, name) for name in spec.policy} if policy is not None else {}
-            if binding.clock is not None and binding.clock.patch is not None:
-                _patch(binding.clock.patch)
+            self._clock = clock or _stopped
             count = shard_count if binding.instances == "each" else 1
-            self._clocks = [ManualClock() for _ in range(count)]
-            self._objects = [self._build(clock) for clock in self._clocks]
+            self._objects = [self._build() for _ in range(count)]
             self._count = shard_count
 
-        def _build(self, clock: ManualClock) -> Any:
+        def _build(self) -> Any:
             kwargs = {name: evaluate(path, None, self._policy) for name, path in binding.construct}
-            if binding.clock is not None and binding.clock.parameter is not None:
-                kwargs[binding.clock.parameter] = clock
-            with _reading(clock):
+            if drive is not None and drive.drive_param is not None:
+                kwargs[drive.drive_param] = self._clock
+            with _reading(self._clock):
                 return target(**kwargs)
 
-        def _slot(self, index: Any) -> int:
+        def _object(self, index: Any) -> Any:
             if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < self._count:
                 raise KeyError(index)
-            return index if binding.instances == "each" else 0
-
-        def _object(self, index: Any) -> Any:
-            return self._objects[self._slot(index)]
+            return self._objects[index if binding.instances == "each" else 0]
 
         def _read(self, index: int, name: str) -> Any:
             read = binding.fields.get(name)
@@ -450,7 +432,7 @@ def bound_class(binding: Binding, spec: Spec, target: Callable[..., Any]) -> typ
                 return getattr(obj, name)
             if read.read is None:
                 raise AttributeError(f"the binding does not observe {name!r}")
-            with _reading(self._clocks[self._slot(index)]):
+            with _reading(self._clock):
                 value = evaluate(read.read, obj, {"index": index, **self._policy})
             if read.values:
                 return reverse[name].get(repr(value), value)
@@ -469,22 +451,26 @@ def bound_class(binding: Binding, spec: Spec, target: Callable[..., Any]) -> typ
 
         def _event(self, event: Event) -> Callable[..., Any]:
             call = binding.events.get(event.name)
+            expected = passed_on.get(event.name, ())
 
             def perform(index: Any, *args: Any, **kwargs: Any) -> Any:
                 obj = self._object(index)
+                if call is None:
+                    with _reading(self._clock):
+                        return getattr(obj, event.name)(*args, **kwargs)
                 given = dict(zip(event_params[event.name], args, strict=False))
                 names: dict[str, Any] = {**self._policy, **given, **kwargs}
-                if call is None:
-                    return getattr(obj, event.name)(*args, **kwargs)
-                clock = self._clocks[self._slot(index)]
-                if call.advance is not None:
-                    clock.advance(names[call.advance])
-                    return None
-                assert call.call is not None
                 if binding.instances == "indexed":
                     names.setdefault("index", index)
-                with _reading(clock):
-                    return evaluate(call.call, obj, names)
+                with _reading(self._clock):
+                    try:
+                        result = evaluate(call.call, obj, names)
+                    except expected:
+                        return None
+                if expected:
+                    names_text = ", ".join(e.__name__ for e in expected)
+                    raise BindingError(f"{event.name}: the call returned instead of passing on {names_text}")
+                return result
 
             perform.__name__ = event.name
             return perform
@@ -509,10 +495,8 @@ __all__ = [
     "Binding",
     "BindingError",
     "CallPath",
-    "Clock",
     "EventCall",
     "FieldRead",
-    "ManualClock",
     "bound_class",
     "evaluate",
     "parse_binding",
