@@ -857,12 +857,10 @@ class _Builder:
                         raise self.fail((*keys, "action"), f"action must read environment.action, not {target!r}")
                     self.action_patches.setdefault(target, []).append((keys, patch))
                     continue
-                for guard in ("when",):
-                    if guard in patch:
-                        raise self.fail(
-                            (*keys, guard),
-                            f"{guard!r} patches an action's guard; an event's are ignore_when and requires",
-                        )
+                if "when" in patch:
+                    raise self.fail(
+                        (*keys, "when"), "'when' patches an action's guard; an event's are ignore_when and requires"
+                    )
                 event = self._str(patch, "event", keys)
                 patches.setdefault(event, []).append((keys, patch))
         return patches

@@ -153,6 +153,12 @@ BAD_CHILDREN = {
         "remove =",
         ("no statement(s) of action 'controller.recovery'",),
     ),
+    "event-patch-with-when": (
+        'extends = "fleet_health.toml"\n[variants.n]\nexpect_like = "fixed"\n[[variants.n.patch]]\n'
+        'event = "retire"\nwhen = "True"\n',
+        "when =",
+        ("'when' patches an action's guard",),
+    ),
     "event-and-action": (
         'extends = "fleet_health.toml"\n[variants.n]\nexpect_like = "fixed"\n[[variants.n.patch]]\n'
         'event = "retire"\naction = "controller.recovery"\nwhen = "True"\n',
