@@ -131,7 +131,9 @@ def variant_chain(source: SpecSource, variant: str) -> tuple[str, ...]:
         keys: KeyPath = ("variants", chain[0], "from")
         if not isinstance(origin, str) or origin not in table:
             names = list(table) if isinstance(table, dict) else []
-            raise source.error(keys, f"from names no variant of this spec: {origin!r}{did_you_mean(str(origin), names)}")
+            raise source.error(
+                keys, f"from names no variant of this spec: {origin!r}{did_you_mean(str(origin), names)}"
+            )
         if origin in chain:
             raise source.error(keys, f"variants start from one another in a cycle: {' <- '.join([origin, *chain])}")
         chain.insert(0, origin)

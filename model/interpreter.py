@@ -228,9 +228,7 @@ class LedgerModel:
         from model.semantics import Frame
 
         full = {p.name: args.get(p.name, p.default) for p in event.signature.params}
-        error = next(
-            (r for r in event.raises if self._machine.eval(r.when, Frame(index, {}, full), self._store)), None
-        )
+        error = next((r for r in event.raises if self._machine.eval(r.when, Frame(index, {}, full), self._store)), None)
         effects: Effects[Any] = Effects()
         self._machine.call_event(event, index, args, self._store, True, effects)
         self._emit(effects)

@@ -12,9 +12,9 @@ from __future__ import annotations
 import functools
 import re
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Mapping
 from typing import Any
 
 from model.errors import Location, SpecError

@@ -855,7 +855,9 @@ class _Builder:
             table = _table(self.source, self.data, ("variants", variant), required=False)
             raw = table.get("patch", []) if isinstance(table, dict) else []
             if not isinstance(raw, list):
-                raise self.fail(("variants", variant, "patch"), "patch must be an array of tables ([[variants.X.patch]])")
+                raise self.fail(
+                    ("variants", variant, "patch"), "patch must be an array of tables ([[variants.X.patch]])"
+                )
             for index, patch in enumerate(raw):
                 keys: KeyPath = ("variants", variant, "patch", index)
                 if not isinstance(patch, dict):
@@ -869,9 +871,10 @@ class _Builder:
                         raise self.fail((*keys, "action"), f"action must read environment.action, not {target!r}")
                     self.action_patches.setdefault(target, []).append((keys, patch))
                     continue
-                for guard in ("when",):
-                    if guard in patch:
-                        raise self.fail((*keys, guard), f"{guard!r} patches an action's guard; an event's are ignore_when and requires")
+                if "when" in patch:
+                    raise self.fail(
+                        (*keys, "when"), "'when' patches an action's guard; an event's are ignore_when and requires"
+                    )
                 event = self._str(patch, "event", keys)
                 patches.setdefault(event, []).append((keys, patch))
         return patches
@@ -892,7 +895,9 @@ class _Builder:
             if not isinstance(body, dict):
                 raise self.fail(keys, f"event {name!r} must be a table")
             self._check_keys(
-                body, keys, ("call", "ignore_when", "requires", "body", "history", "examples", "doc", "raises", "returns")
+                body,
+                keys,
+                ("call", "ignore_when", "requires", "body", "history", "examples", "doc", "raises", "returns"),
             )
             call = self._str(body, "call", keys)
             scope = self.scope((*keys, "call"), f"event {name}: call")
@@ -1011,7 +1016,9 @@ class _Builder:
                 raise self.fail(keys, f"error must name an exception class (CamelCase), not {error!r}")
             text = self._str(item, "when", keys)
             scope = self.scope(keys, f"event {name}: raises", args=args)
-            found.append(Raise(lang.compile_expr(text, scope, BOOL), error, text.strip(), self.source.lines.line_of(keys)))
+            found.append(
+                Raise(lang.compile_expr(text, scope, BOOL), error, text.strip(), self.source.lines.line_of(keys))
+            )
         return tuple(found)
 
     def _apply_patch(
@@ -1118,7 +1125,8 @@ class _Builder:
         drive = table.get("drive", {"param": "clock"})
         if not isinstance(drive, dict) or len(drive) != 1 or next(iter(drive)) not in ("param", "patch"):
             raise self.fail(
-                (*keys, "drive"), 'drive must be { param = "clock" } (a constructor argument) or { patch = "time.monotonic" }'
+                (*keys, "drive"),
+                'drive must be { param = "clock" } (a constructor argument) or { patch = "time.monotonic" }',
             )
         how, target = next(iter(drive.items()))
         if not isinstance(target, str) or not all(part.isidentifier() for part in target.split(".")):
@@ -1494,9 +1502,10 @@ class _Builder:
         `raises` errors), and `result` (its `returns` value) when every event in `on` returns
         a value of one type."""
         found: dict[str, Type] = {"raised": BOOL}
-        types = {self.events[e].returns.type if self.events[e].returns is not None else None for e in on}
-        if len(types) == 1 and None not in types:
-            found["result"] = types.pop()  # type: ignore[assignment]
+        returns = [self.events[e].returns for e in on]
+        types = {r.type for r in returns if r is not None}
+        if len(types) == 1 and None not in returns:
+            found["result"] = types.pop()
         return found
 
     def _expect(self, keys: KeyPath, raw: Any, variants: tuple[str, ...]) -> tuple[dict[str, str], tuple[str, ...]]:

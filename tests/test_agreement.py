@@ -310,7 +310,9 @@ def _check_disabled(run: Run, where: str, at_state: Any, choice: Choice) -> bool
     return True
 
 
-def _check_outcomes(run: Run, where: str, inst: Instance, values: Mapping[str, Any], coded: list[Any], calls: Any) -> int:
+def _check_outcomes(
+    run: Run, where: str, inst: Instance, values: Mapping[str, Any], coded: list[Any], calls: Any
+) -> int:
     """The calls the encoding's instance makes in this state (path condition true), in order,
     are the interpreter's, with the same outcome: raised or not, and the same result."""
     pairs = run.state_pairs(coded) + run.choice_pairs(inst, values)

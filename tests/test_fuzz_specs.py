@@ -605,7 +605,12 @@ def valid_specs(draw: Draw) -> str:
         out.append(f'{name} = {{ type = "{kind}", initial = {str(initial[name]).lower()} }}')
     if timed:
         initial["t"] = 0
-        out += ['t = { type = "timer", initial = 0 }', "", "[clock]", f"steps = {draw(st.sampled_from(['[1]', '[1, 2]']))}"]
+        out += [
+            't = { type = "timer", initial = 0 }',
+            "",
+            "[clock]",
+            f"steps = {draw(st.sampled_from(['[1]', '[1, 2]']))}",
+        ]
     if history:
         out += ["", "[history.fields]", 'h = { type = "int", initial = 0 }']
     if fleet_value:

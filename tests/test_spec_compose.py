@@ -62,9 +62,10 @@ def test_a_child_inherits_everything_and_patches_an_action(ledger: Path, tmp_pat
     assert spec_file.variants == ("as_written", "fixed", "refit_keeps_streak", "next")
     fixed, nxt = spec_file.variant("fixed"), spec_file.variant("next")
     assert nxt.events["mark_loaded"].body == fixed.events["mark_loaded"].body  # `from` carried the fix over
-    assert nxt.environment("controller").action("supervisor_tick").when != fixed.environment(
-        "controller"
-    ).action("supervisor_tick").when
+    assert (
+        nxt.environment("controller").action("supervisor_tick").when
+        != fixed.environment("controller").action("supervisor_tick").when
+    )
     assert all(p.expect["next"] == p.expect["fixed"] for p in nxt.properties.values())
     # the parent's own verdicts are untouched, and the spec's digest covers the parent's text
     base = load_spec(ledger)
@@ -151,6 +152,12 @@ BAD_CHILDREN = {
         'action = "controller.recovery"\nremove = "phase = STOPPED"\n',
         "remove =",
         ("no statement(s) of action 'controller.recovery'",),
+    ),
+    "event-patch-with-when": (
+        'extends = "fleet_health.toml"\n[variants.n]\nexpect_like = "fixed"\n[[variants.n.patch]]\n'
+        'event = "retire"\nwhen = "True"\n',
+        "when =",
+        ("'when' patches an action's guard",),
     ),
     "event-and-action": (
         'extends = "fleet_health.toml"\n[variants.n]\nexpect_like = "fixed"\n[[variants.n.patch]]\n'

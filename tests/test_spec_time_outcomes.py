@@ -77,7 +77,7 @@ def test_an_off_by_one_in_the_timeout_is_found() -> None:
     """The properties see time and outcomes: refusing one unit too long breaks one."""
     from model import bmc
 
-    text = TEXT.replace("opened_for < reset_timeout\", error", "opened_for <= reset_timeout\", error")
+    text = TEXT.replace('opened_for < reset_timeout", error', 'opened_for <= reset_timeout", error')
     spec = load_spec_text(text, NAME).variant()
     result = bmc.check_property(
         spec, "ledger", spec.properties["half_opens_after_timeout"], 1, spec.default_policy(), 8, 1, lax=False
@@ -112,10 +112,10 @@ BAD = {
     ),
     "clock-duplicate-step": Bad(STEPS, "steps = [1, 1]", "steps", ("listed twice",)),
     "clock-bad-drive": Bad(
-        "drive = { param = \"clock\" }", 'drive = { inject = "clock" }', "drive", ("drive must be { param",)
+        'drive = { param = "clock" }', 'drive = { inject = "clock" }', "drive", ("drive must be { param",)
     ),
     "clock-dotted-param": Bad(
-        "drive = { param = \"clock\" }", 'drive = { param = "time.clock" }', "drive", ("plain name",)
+        'drive = { param = "clock" }', 'drive = { param = "time.clock" }', "drive", ("plain name",)
     ),
     "clock-action-clash": Bad(STEPS, 'steps = [1]\naction = "allow"', "action", ("clashes with an action",)),
     "policy-bad-type": Bad('type = "duration", doc', 'type = "seconds", doc', "seconds", ("'int' or a 'duration'",)),
@@ -132,9 +132,9 @@ BAD = {
     "returns-empty": Bad('returns = "state"', 'returns = " "', "returns", ("returns must be an expression",)),
     "returns-unknown-name": Bad('returns = "state"', 'returns = "stat"', "returns", ("stat",)),
     "result-without-returns": Bad(
-        'on = ["record_failure"]\nwhen = "before.state == CLOSED and after.state == OPEN"\nassert = "after.real_failures',
-        'on = ["record_failure"]\nwhen = "before.state == CLOSED and after.state == OPEN"\nassert = "result or after.real_failures',
-        "assert = \"result",
+        'after.state == OPEN"\nassert = "after.real_failures',
+        'after.state == OPEN"\nassert = "result or after.real_failures',
+        'assert = "result',
         ("result",),
     ),
 }
