@@ -86,16 +86,6 @@ class Conformance:
     def observe(self, ledger: Any, shards: int) -> Observation:
         return self.observer.observe(ledger, shards)
 
-    def compare(
-        self,
-        model_obs: Observation,
-        impl_obs: Observation,
-        model_out: Outcome | None,
-        impl_out: Outcome | None,
-        error: BaseException | None,
-    ) -> list[Difference]:
-        return compare(model_obs, impl_obs, model_out, impl_out, error)
-
     def _call_model(self, model: LedgerModel, call: LedgerCall) -> Outcome:
         before = len(model.log_lines)
         raised = None
@@ -160,7 +150,7 @@ class Conformance:
         if recording is not None:
             recording.model.append(model_obs)
             recording.impl.append(impl_obs)
-        found = self.compare(model_obs, impl_obs, None, None, None)
+        found = compare(model_obs, impl_obs, None, None, None)
         if found:
             return Divergence(Script(script.source, script.shards, ()), -1, found)
         within = True
@@ -178,7 +168,7 @@ class Conformance:
                 recording.impl.append(impl_obs)
                 recording.model_outcomes.append(model_out)
                 recording.impl_outcomes.append(impl_out)
-            found = self.compare(model_obs, impl_obs, model_out, impl_out, error)
+            found = compare(model_obs, impl_obs, model_out, impl_out, error)
             if found:
                 calls = script.calls[: index + 1]
                 return Divergence(Script(script.source, script.shards, calls), index, found, within_contract=within)
@@ -281,7 +271,7 @@ class Conformance:
                     impl_out, error = self._call_impl(ledger, call)
                     impl_obs = self.observe(ledger, shards)
                     self.calls_compared += 1
-                    found = self.compare(model_observation(), impl_obs, model_out, impl_out, error)
+                    found = compare(model_observation(), impl_obs, model_out, impl_out, error)
                     if found:
                         calls = (*prefix, call)
                         script = Script(f"enumeration ({shards} shards, depth {level})", shards, calls)
