@@ -5,9 +5,13 @@ Options:
   --ledger-impl TARGET       run against any implementation with the ledger's API:
                              `module:Class` or `path/to/file.py:Class`
   --ledger-conform TARGET    add conformance tests of an implementation against the model
-                             (`ledgercheck conform` as one test per trace; codegen.conform_items)
+                             (`ledgercheck conform` as one test per trace; model.conformance.items)
 The default is the executable model of the variant the test's expectations come from
 (`fixed` for the bundled spec).
+
+Every pytest run in an environment with ledgercheck installed loads this plugin, so it
+imports the model (and Z3) only when one of its options or fixtures is used: the imports
+of the model live inside the functions that need them.
 """
 
 from __future__ import annotations
@@ -15,17 +19,16 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from codegen.meaning import Meaning, changed_parts, meaning_of
-from codegen.runtime import ImplementationError, LedgerCheck, load_implementation, model_implementation
-from model.errors import LedgercheckError
-from model.spec import SpecFile, load_spec
-from model.trace import base_url
+if TYPE_CHECKING:
+    from codegen.meaning import Meaning
+    from model.conformance.monitor import LedgerCheck
+    from model.spec import SpecFile
 
-LedgerFactory = Callable[..., tuple[Any, LedgerCheck]]
+LedgerFactory = Callable[..., tuple[Any, "LedgerCheck"]]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -42,16 +45,42 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="TARGET",
         help="run generated tests against module:Class or path/to/file.py:Class",
     )
-    from codegen.conform_items import add_options
-
-    add_options(group)
+    group.addoption(
+        "--ledger-conform",
+        default=None,
+        metavar="TARGET",
+        help="add conformance tests of module:Class or path/to/file.py:Class against the model "
+        "(the variant of --ledger-variant, default: the one whose properties all hold)",
+    )
+    group.addoption("--ledger-conform-spec", default=None, metavar="PATH", help="spec file (default: bundled)")
+    group.addoption(
+        "--ledger-conform-depth",
+        type=int,
+        default=None,
+        metavar="D",
+        help="enumerate every call sequence up to D (default: that of `ledgercheck conform`; 0: none)",
+    )
+    group.addoption("--ledger-conform-shards", type=int, default=None, metavar="N", help="fleet size")
+    group.addoption(
+        "--ledger-conform-random",
+        type=int,
+        default=300,
+        metavar="N",
+        help="random calls in all (default 300)",
+    )
+    group.addoption("--ledger-conform-seed", type=int, default=0, metavar="S", help="random seed (default 0)")
+    group.addoption(
+        "--ledger-conform-counterexamples",
+        action="store_true",
+        help="also replay every counterexample of the checker (slow the first time; cached like `conform`)",
+    )
 
 
 @pytest.hookimpl(tryfirst=True)  # before -k/-m deselect the items
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    """`--ledger-conform TARGET`: one conformance test per trace (see codegen.conform_items)."""
+    """`--ledger-conform TARGET`: one conformance test per trace (see model.conformance.items)."""
     if config.getoption("--ledger-conform", default=None):
-        from codegen.conform_items import collect
+        from model.conformance.items import collect
 
         items.extend(collect(session))
 
@@ -76,12 +105,16 @@ _MEANINGS: dict[Path, Meaning] = {}
 
 
 def _spec_file(path: Path) -> SpecFile:
+    from model.spec import load_spec
+
     if path not in _SPEC_FILES:
         _SPEC_FILES[path] = load_spec(path)
     return _SPEC_FILES[path]
 
 
 def _meaning(path: Path) -> Meaning:
+    from codegen.meaning import meaning_of
+
     if path not in _MEANINGS:
         _MEANINGS[path] = meaning_of(_spec_file(path))
     return _MEANINGS[path]
@@ -90,6 +123,8 @@ def _meaning(path: Path) -> Meaning:
 def staleness(spec_path: Path, recorded: str, parts: Mapping[str, str] | None) -> str | None:
     """None while the spec means what it meant when the tests were generated; else which
     parts changed. Comments, formatting, docs and messages are not meaning (codegen.meaning)."""
+    from codegen.meaning import changed_parts
+
     current = _meaning(spec_path)
     if current.digest == recorded:
         return None
@@ -116,6 +151,10 @@ def ledger_factory(request: pytest.FixtureRequest) -> LedgerFactory:
     fails the test: the model the test was derived from is gone. Against `--ledger-impl`,
     the implementation's own verdict matters more than the spec's freshness: the test runs,
     and the staleness is a warning (and leads the failure message if the test fails)."""
+    from model.conformance.implementation import load_implementation, model_implementation
+    from model.conformance.monitor import LedgerCheck
+    from model.errors import LedgercheckError
+
     config = request.config
 
     def make(
@@ -150,10 +189,12 @@ def ledger_factory(request: pytest.FixtureRequest) -> LedgerFactory:
                 if impl_target:
                     impl = load_implementation(impl_target, monitor_spec)
                 else:
-                    impl = model_implementation(spec_path, variant)
-                urls = [base_url(i) for i in range(shards)]
-                ledger = impl.build(monitor_spec, shards, policy, urls)
-            except (ImplementationError, LedgercheckError) as exc:
+                    impl = model_implementation(_spec_file(spec_path).variant(variant))
+                try:
+                    ledger = impl.build(shards, policy)
+                except TypeError as exc:
+                    raise impl.cannot_build(exc) from exc
+            except LedgercheckError as exc:
                 problem = f"ledgercheck: {exc}"
         if problem is not None:  # failed outside the except block: no exception chain in the report
             pytest.fail(f"{stale}\n{problem}" if stale else problem, pytrace=False)

@@ -12,8 +12,9 @@ import builtins
 import dataclasses
 import enum
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from model import ir
@@ -201,6 +202,33 @@ class LedgerModel:
         """The spec's history (ghost) variables of one shard: not part of the ledger's API."""
         index = self._index(shard)
         return {h.name: self._store[(index, h.name)] for h in self._spec.history}
+
+    # -- the whole state, for tools that drive the model (conformance) --
+
+    def value(self, shard: int | None, name: str) -> Any:
+        """One state variable as the executor holds it: a shard's field or history variable,
+        or (shard None) a fleet value."""
+        return self._store[(shard, name)]
+
+    def variables(self) -> Mapping[Key, Any]:
+        """Every state variable, keyed `(shard, name)` (`(None, name)` for fleet values); a
+        read-only view of the live state."""
+        return MappingProxyType(self._store)
+
+    def save(self) -> dict[Key, Any]:
+        """A copy of every state variable, for `restore`."""
+        return dict(self._store)
+
+    def restore(self, state: Mapping[Key, Any]) -> None:
+        """Put the model back into a state `save` (or `variables`) returned."""
+        self._store = dict(state)
+
+    def assign(self, values: Iterable[tuple[Key, Any]]) -> None:
+        """Set some state variables, by key (each must exist)."""
+        for key, value in values:
+            if key not in self._store:
+                raise KeyError(key)
+            self._store[key] = value
 
     def _query(self, name: str) -> list[int]:
         query = self._spec.queries[name]

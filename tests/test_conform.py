@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from model import conform
+from model import conformance as conform
 from model.cli import main
 from model.spec import load_spec
 

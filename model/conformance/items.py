@@ -1,6 +1,7 @@
 """`pytest --ledger-conform TARGET`: the conformance traces of `ledgercheck conform` as tests.
 
-The plugin (`codegen.plugin`) adds these items after collection, one per trace: the two
+The plugin (`codegen.plugin`) declares the options and, only when `--ledger-conform` is
+given, imports this module, which adds these items after collection, one per trace: the two
 enumerations (calls the callers' contracts allow, then any call), each seeded random trace
 and, with `--ledger-conform-counterexamples`, each counterexample of the checker. A failing
 item shows the shrunk divergence as a figure, the way `ledgercheck conform` prints it.
@@ -15,11 +16,16 @@ from typing import Any
 
 import pytest
 
-from model import conform
+from model.conformance.calls import Script
+from model.conformance.checker import ENUMERATION_SHARDS, Conformance
+from model.conformance.divergence import Divergence
+from model.conformance.implementation import load_target
+from model.conformance.session import DEFAULT_DEPTH
+from model.conformance.sources import counterexample_scripts, default_cache, default_variant, random_scripts
 from model.errors import LedgercheckError
 from model.spec import load_spec
 
-Job = Callable[[], "conform.Divergence | None"]
+Job = Callable[[], Divergence | None]
 
 
 class ConformanceFailure(Exception):
@@ -29,7 +35,7 @@ class ConformanceFailure(Exception):
 class ConformanceItem(pytest.Item):
     """One conformance trace (or one enumeration) as a test."""
 
-    def __init__(self, *, job: Job, checker: conform.Conformance, variant: str, **kwargs: Any) -> None:
+    def __init__(self, *, job: Job, checker: Conformance, variant: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._job = job
         self._checker = checker
@@ -49,38 +55,6 @@ class ConformanceItem(pytest.Item):
         return self.path, None, self.name
 
 
-def add_options(group: Any) -> None:
-    group.addoption(
-        "--ledger-conform",
-        default=None,
-        metavar="TARGET",
-        help="add conformance tests of module:Class or path/to/file.py:Class against the model "
-        "(the variant of --ledger-variant, default: the one whose properties all hold)",
-    )
-    group.addoption("--ledger-conform-spec", default=None, metavar="PATH", help="spec file (default: bundled)")
-    group.addoption(
-        "--ledger-conform-depth",
-        type=int,
-        default=conform.DEFAULT_DEPTH,
-        metavar="D",
-        help=f"enumerate every call sequence up to D (default {conform.DEFAULT_DEPTH}; 0: none)",
-    )
-    group.addoption("--ledger-conform-shards", type=int, default=None, metavar="N", help="fleet size")
-    group.addoption(
-        "--ledger-conform-random",
-        type=int,
-        default=300,
-        metavar="N",
-        help="random calls in all (default 300)",
-    )
-    group.addoption("--ledger-conform-seed", type=int, default=0, metavar="S", help="random seed (default 0)")
-    group.addoption(
-        "--ledger-conform-counterexamples",
-        action="store_true",
-        help="also replay every counterexample of the checker (slow the first time; cached like `conform`)",
-    )
-
-
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")
 
@@ -91,25 +65,27 @@ def collect(session: pytest.Session) -> list[pytest.Item]:
     target = config.getoption("--ledger-conform")
     try:
         spec_file = load_spec(config.getoption("--ledger-conform-spec"))
-        variant = config.getoption("--ledger-variant") or conform.default_variant(spec_file)
+        variant = config.getoption("--ledger-variant") or default_variant(spec_file)
         spec = spec_file.variant(variant)
         policy = spec.resolve_policy({})
-        checker = conform.Conformance(spec, conform.load_target(target, spec), policy, target)
+        checker = Conformance(spec, load_target(target, spec), policy, target)
     except LedgercheckError as exc:
         raise pytest.UsageError(f"--ledger-conform: {exc}") from None
     depth = config.getoption("--ledger-conform-depth")
+    if depth is None:
+        depth = DEFAULT_DEPTH
     shards = config.getoption("--ledger-conform-shards")
-    enum_shards = shards or min(conform.ENUMERATION_SHARDS, spec.default_shards)
+    enum_shards = shards or min(ENUMERATION_SHARDS, spec.default_shards)
     other_shards = shards or spec.default_shards
     jobs: list[tuple[str, Job]] = []
 
     def enumeration(contract: bool) -> Job:
-        def job() -> conform.Divergence | None:
+        def job() -> Divergence | None:
             return checker.enumerate(enum_shards, depth, contract=contract).divergence
 
         return job
 
-    def replay(script: conform.Script) -> Job:
+    def replay(script: Script) -> Job:
         return lambda: checker.run(script)
 
     if depth > 0:
@@ -118,10 +94,10 @@ def collect(session: pytest.Session) -> list[pytest.Item]:
     calls = config.getoption("--ledger-conform-random")
     seed = config.getoption("--ledger-conform-seed")
     if calls > 0:
-        for number, script in enumerate(conform.random_scripts(spec, other_shards, policy, calls, seed), 1):
+        for number, script in enumerate(random_scripts(spec, other_shards, policy, calls, seed), 1):
             jobs.append((f"random-seed{seed}-{number}", replay(script)))
     if config.getoption("--ledger-conform-counterexamples"):
-        scripts = conform.counterexample_scripts(spec_file, other_shards, {}, jobs=1, cache=conform.default_cache())
+        scripts = counterexample_scripts(spec_file, other_shards, {}, jobs=1, cache=default_cache())
         for script in scripts:
             jobs.append((_slug(script.source), replay(script)))
     items: list[pytest.Item] = []

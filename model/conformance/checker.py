@@ -1,0 +1,429 @@
+"""Running the implementation and the model side by side: one script, every call sequence
+up to a depth (breadth-first, merging prefixes that reach the same state), and shrinking a
+divergence to a shortest one."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from model import ir
+from model.conformance.calls import LedgerCall, Script, invoke, opaque_value
+from model.conformance.divergence import Divergence, Recording, figure, report
+from model.conformance.implementation import Implementation, ImplementationError, fixed_clock, model_implementation
+from model.conformance.observation import Difference, Observation, Observer, Outcome, compare, exception_text
+from model.interpreter import LedgerModel
+from model.lang import Param
+from model.spec import Event, Spec
+
+ENUMERATION_SHARDS = 2
+INT_DOMAIN = (0, 1, 2)
+
+
+@dataclass
+class Enumeration:
+    divergence: Divergence | None
+    depth: int  # deepest level fully compared
+    sequences: int
+    states: int
+    exhausted: bool
+    seconds: float
+
+
+class Conformance:
+    """One implementation against the executable model of one spec variant."""
+
+    def __init__(self, spec: Spec, impl: Implementation, policy: Mapping[str, int], label: str = "") -> None:
+        self.spec = spec
+        self.impl = impl
+        self.label = label or impl.label
+        self.policy = dict(policy)
+        self.model = model_implementation(spec)
+        self.events = dict(spec.events)
+        self.calls_compared = 0
+        self.traces = 0
+        self.accepts_clock = impl.accepts_clock
+        self._memo: dict[tuple[Any, ...], tuple[tuple[Any, ...], Outcome]] = {}
+        self._memo_ok = True
+        self._contract_memo: dict[tuple[Any, ...], bool] = {}
+        self.observer = Observer(spec, self._check_api())
+
+    # -- building --
+
+    def new_impl(self, shards: int) -> Any:
+        return self.impl.build(shards, self.policy, clock=fixed_clock if self.accepts_clock else None, quiet=True)
+
+    def new_model(self, shards: int) -> LedgerModel:
+        model: LedgerModel = self.model.build(shards, self.policy, echo=False)
+        return model
+
+    def _check_api(self) -> tuple[str, ...]:
+        """Build one instance; every method the spec needs must be there. Returns the fleet
+        values the implementation offers."""
+        shards = max(1, min(self.spec.default_shards, ENUMERATION_SHARDS))
+        try:
+            self.impl.policy_object(self.policy)
+        except Exception as exc:
+            raise ImplementationError(
+                f"{self.label}: cannot build its policy with {self.policy}: {type(exc).__name__}: {exc}"
+            ) from None
+        try:
+            instance = self.new_impl(shards)
+        except Exception as exc:
+            raise self.impl.cannot_build(exc, clock=self.accepts_clock, label=self.label) from None
+        missing = self.impl.missing_api(instance, self.spec)
+        if missing:
+            raise ImplementationError(f"{self.label}: " + "; ".join(missing))
+        return tuple(g.name for g in self.spec.globals if hasattr(instance, g.name))
+
+    # -- observing and calling --
+
+    def observe(self, ledger: Any, shards: int) -> Observation:
+        return self.observer.observe(ledger, shards)
+
+    def _call_model(self, model: LedgerModel, call: LedgerCall) -> Outcome:
+        before = len(model.log_lines)
+        raised = None
+        try:
+            invoke(model, call, self.events[call.event])
+        except KeyError:
+            raised = "KeyError"
+        return Outcome(raised, len(model.log_lines) - before)
+
+    def _step_model(self, model: LedgerModel, call: LedgerCall, keys: StateKeys) -> Outcome:
+        """`_call_model`, memoised: an event reads and writes only its own shard's variables
+        and the fleet values (the spec language has no other shard in an event), so its
+        effect is a function of those. Checked on every miss; memoising stops if not."""
+        if not self._memo_ok or not 0 <= call.shard < keys.shards:
+            return self._call_model(model, call)
+        store = model.variables()
+        local = keys.local[call.shard]
+        memo_key = (call, tuple(store[k] for k in local))
+        hit = self._memo.get(memo_key)
+        if hit is not None:
+            model.assign(zip(local, hit[0], strict=True))
+            return hit[1]
+        before = model.save()
+        outcome = self._call_model(model, call)
+        store = model.variables()
+        if any(store[k] != v for k, v in before.items() if k not in keys.local_set[call.shard]):
+            self._memo_ok = False
+        else:
+            self._memo[memo_key] = (tuple(store[k] for k in local), outcome)
+        return outcome
+
+    def _allowed(self, model: LedgerModel, call: LedgerCall, keys: StateKeys) -> bool:
+        """Whether the callers' contract allows the call in the model's state (memoised like
+        `_step_model`: a contract reads the called shard's record)."""
+        store = model.variables()
+        memo_key = (call, tuple(store[k] for k in keys.local[call.shard]))
+        allowed = self._contract_memo.get(memo_key)
+        if allowed is None:
+            allowed = self._contract_memo[memo_key] = bool(contract_allows(model, call, keys.shards))
+        return allowed
+
+    def _call_impl(self, ledger: Any, call: LedgerCall) -> tuple[Outcome, BaseException | None]:
+        out = io.StringIO()
+        error: BaseException | None = None
+        with contextlib.redirect_stdout(out):
+            try:
+                invoke(ledger, call, self.events[call.event])
+            except Exception as exc:  # compared, not swallowed
+                error = exc
+        lines = sum(1 for line in out.getvalue().splitlines() if line.strip())
+        return Outcome(exception_text(error), lines), error
+
+    def run(self, script: Script, recording: Recording | None = None) -> Divergence | None:
+        """Replay a script on a fresh implementation and model; the first divergence, if any."""
+        self.traces += 1
+        model = self.new_model(script.shards)
+        try:
+            ledger = self.new_impl(script.shards)
+        except Exception as exc:
+            return Divergence(script, -1, [Difference(("construct",), "built", exception_text(exc))])
+        model_obs, impl_obs = self.observe(model, script.shards), self.observe(ledger, script.shards)
+        if recording is not None:
+            recording.model.append(model_obs)
+            recording.impl.append(impl_obs)
+        found = compare(model_obs, impl_obs, None, None, None)
+        if found:
+            return Divergence(Script(script.source, script.shards, ()), -1, found)
+        within = True
+        for index, call in enumerate(script.calls):
+            allowed = contract_allows(model, call, script.shards)
+            within = within and allowed is True
+            if recording is not None:
+                recording.contract.append(allowed)
+            model_out = self._call_model(model, call)
+            impl_out, error = self._call_impl(ledger, call)
+            model_obs, impl_obs = self.observe(model, script.shards), self.observe(ledger, script.shards)
+            self.calls_compared += 1
+            if recording is not None:
+                recording.model.append(model_obs)
+                recording.impl.append(impl_obs)
+                recording.model_outcomes.append(model_out)
+                recording.impl_outcomes.append(impl_out)
+            found = compare(model_obs, impl_obs, model_out, impl_out, error)
+            if found:
+                calls = script.calls[: index + 1]
+                return Divergence(Script(script.source, script.shards, calls), index, found, within_contract=within)
+        return None
+
+    # -- reporting --
+
+    def record(self, script: Script) -> Recording:
+        """The script replayed with every observation, outcome and contract verdict kept."""
+        recording = Recording()
+        self.run(script, recording)
+        return recording
+
+    def figure(self, divergence: Divergence, width: int | None = None) -> str:
+        return figure(self, divergence, width)
+
+    def report(self, divergence: Divergence, variant: str, width: int | None = None) -> str:
+        return report(self, divergence, variant, width)
+
+    # -- enumeration --
+
+    def calls_at(self, shards: int) -> list[LedgerCall]:
+        """Every call of one enumeration step: each event on each shard with each argument
+        combination of the small domains, then each event once on an unknown shard."""
+        calls: list[LedgerCall] = []
+        unknown: list[LedgerCall] = []
+        for shard in range(shards):
+            for event in self.events.values():
+                combos = _combinations(
+                    [(p.name, enumeration_domain(self.spec, p, event, shard)) for p in event.signature.params]
+                )
+                calls += [LedgerCall(event.name, shard, combo) for combo in combos]
+                if shard == 0:
+                    unknown.append(LedgerCall(event.name, shards, combos[0]))
+        return calls + unknown
+
+    def enumerate(
+        self,
+        shards: int,
+        depth: int,
+        progress: Callable[[str], None] | None = None,
+        merge: str = "ledger",
+        contract: bool = False,
+    ) -> Enumeration:
+        """Breadth-first over call sequences, merging prefixes that reach the same state: the
+        model's state (`merge="ledger"`: its ledger fields and the fleet values that are not
+        metrics, all its observable behaviour depends on; `"full"`: every variable, history
+        included) and the implementation's observed state. With `contract`, only the calls
+        the callers' contracts (`requires`) allow in the model's state, on known shards."""
+        start = time.monotonic()
+        choices = self.calls_at(shards)
+        if contract:
+            choices = [c for c in choices if 0 <= c.shard < shards]
+        root = self.run(Script("enumeration", shards, ()))
+        if root is not None:
+            root.found_by = "construction"
+            return Enumeration(root, 0, 1, 1, False, time.monotonic() - start)
+        model = self.new_model(shards)
+        keys = StateKeys(self.spec, shards, merge == "full")
+        observed: dict[tuple[Any, ...], Observation] = {}
+
+        def model_observation() -> Observation:
+            seen_as = keys.observable(model.variables())
+            if seen_as not in observed:
+                observed[seen_as] = self.observe(model, shards)
+            return observed[seen_as]
+
+        # The implementation's observed state is part of the merge too, but a state is only
+        # merged after the comparison passed, when it equals the model's observation: a
+        # function of the model's state. So the model's key is the whole key.
+        seen = {keys.merge(model.variables())}
+        frontier: list[tuple[tuple[LedgerCall, ...], dict[Any, Any]]] = [((), model.save())]
+        sequences = 0
+        sink = io.StringIO()
+        for level in range(1, depth + 1):
+            following: list[tuple[tuple[LedgerCall, ...], dict[Any, Any]]] = []
+            for prefix, state in frontier:
+                model.restore(state)
+                parent = model_observation()
+                # An implementation at this node's state, while it still shows the node's state:
+                # a call that changes nothing it shows leaves it for the next call (the same
+                # judgement as merging: what the implementation shows is its state).
+                ledger = None
+                for call in choices:
+                    model.restore(state)
+                    model.log_lines.clear()
+                    if contract and not self._allowed(model, call, keys):
+                        continue
+                    sequences += 1
+                    self.traces += 1
+                    if ledger is None:
+                        ledger = self.new_impl(shards)
+                        with contextlib.redirect_stdout(sink):
+                            for earlier in prefix:
+                                with contextlib.suppress(Exception):
+                                    invoke(ledger, earlier, self.events[earlier.event])
+                        sink.seek(0)
+                        sink.truncate()
+                    model_out = self._step_model(model, call, keys)
+                    impl_out, error = self._call_impl(ledger, call)
+                    impl_obs = self.observe(ledger, shards)
+                    self.calls_compared += 1
+                    found = compare(model_observation(), impl_obs, model_out, impl_out, error)
+                    if found:
+                        calls = (*prefix, call)
+                        script = Script(f"enumeration ({shards} shards, depth {level})", shards, calls)
+                        divergence = Divergence(script, len(calls) - 1, found, "enumeration", len(calls), contract)
+                        return Enumeration(divergence, level - 1, sequences, len(seen), False, time.monotonic() - start)
+                    if impl_obs != parent:
+                        ledger = None
+                    key = keys.merge(model.variables())
+                    if key not in seen:
+                        seen.add(key)
+                        following.append(((*prefix, call), model.save()))
+            if progress is not None:
+                progress(
+                    f"  depth {level}: {sequences} call sequences, {len(seen)} distinct states "
+                    f"({time.monotonic() - start:.1f} s)"
+                )
+            frontier = following
+            if not frontier:
+                return Enumeration(None, level, sequences, len(seen), True, time.monotonic() - start)
+        return Enumeration(None, depth, sequences, len(seen), False, time.monotonic() - start)
+
+    # -- shrinking --
+
+    def shrink(self, divergence: Divergence) -> Divergence:
+        """Delta debugging: remove chunks of calls, then single calls, while the pair still
+        diverges (anywhere); then try the fewest shards the calls need."""
+        if divergence.index < 0:
+            return divergence
+        keep_contract = divergence.within_contract
+
+        def still(found: Divergence | None) -> bool:
+            return found is not None and found.index >= 0 and (found.within_contract or not keep_contract)
+
+        best = divergence
+        calls = list(best.script.calls)
+        chunk = max(1, len(calls) // 2)
+        while True:
+            progressed = False
+            start = 0
+            while start < len(calls):
+                candidate = calls[:start] + calls[start + chunk :]
+                found = self.run(Script(best.script.source, best.script.shards, tuple(candidate)))
+                if found is not None and still(found):
+                    best = found
+                    calls = list(found.script.calls)
+                    progressed = True
+                else:
+                    start += chunk
+            if chunk == 1 and not progressed:
+                break
+            if not progressed:
+                chunk = max(1, chunk // 2)
+        fewer = self._fewer_shards(best)
+        best = fewer if still(fewer) else best
+        best.found_by = divergence.found_by
+        best.original_calls = divergence.original_calls or len(divergence.script.calls)
+        best.script = Script(divergence.script.source, best.script.shards, best.script.calls)
+        return best
+
+    def _fewer_shards(self, divergence: Divergence) -> Divergence:
+        script = divergence.script
+        used = sorted({c.shard for c in script.calls if 0 <= c.shard < script.shards})
+        unknown = any(not 0 <= c.shard < script.shards for c in script.calls)
+        count = max(1, len(used))
+        if count >= script.shards:
+            return divergence
+        rename = {old: new for new, old in enumerate(used)}
+        calls = tuple(
+            LedgerCall(c.event, rename[c.shard] if c.shard in rename else (count if unknown else c.shard), c.args)
+            for c in script.calls
+        )
+        found = self.run(Script(script.source, count, calls))
+        return found if found is not None and found.index >= 0 else divergence
+
+
+def _global_reads(spec: Spec) -> set[str]:
+    """Fleet values the ledger's events and queries read (`x = x + 1` updating x itself aside)."""
+    found: set[str] = set()
+
+    def walk(node: Any, updating: str | None = None) -> None:
+        if isinstance(node, ir.GlobalRef):
+            if node.name != updating:
+                found.add(node.name)
+        elif isinstance(node, ir.Assign):
+            walk(node.value, node.name if node.kind == "global" else None)
+        elif isinstance(node, (tuple, list)):
+            for item in node:
+                walk(item, updating)
+        elif dataclasses.is_dataclass(node) and not isinstance(node, type):
+            for item in dataclasses.fields(node):
+                walk(getattr(node, item.name), updating)
+
+    for event in spec.events.values():
+        walk([event.ignore_when, event.requires, event.body])
+    walk([spec.on_state_change, [q.expr for q in spec.queries.values()]])
+    return found
+
+
+class StateKeys:
+    """Which of the model's variables make two states different."""
+
+    def __init__(self, spec: Spec, shards: int, full: bool) -> None:
+        read = _global_reads(spec)
+        counted = {g.name for g in spec.globals if g.metric and g.name not in read}  # only ever counted
+        ledger: list[tuple[int | None, str]] = [(i, f.name) for i in range(shards) for f in spec.fields]
+        fleet: list[tuple[int | None, str]] = [(None, g.name) for g in spec.globals if g.name not in counted]
+        metrics: list[tuple[int | None, str]] = [(None, g.name) for g in spec.globals if g.name in counted]
+        history: list[tuple[int | None, str]] = [(i, h.name) for i in range(shards) for h in spec.history]
+        self.shards = shards
+        self.observable_keys = ledger + fleet + metrics
+        self.merge_keys = ledger + fleet + (history + metrics if full else [])
+        every_fleet = fleet + metrics
+        self.local = [[(i, v.name) for v in spec.shard_vars] + every_fleet for i in range(shards)]
+        self.local_set = [set(keys) for keys in self.local]
+
+    def observable(self, store: Mapping[Any, Any]) -> tuple[Any, ...]:
+        return tuple(store[k] for k in self.observable_keys)
+
+    def merge(self, store: Mapping[Any, Any]) -> tuple[Any, ...]:
+        return tuple(store[k] for k in self.merge_keys)
+
+
+def contract_allows(model: LedgerModel, call: LedgerCall, shards: int) -> bool | None:
+    if not 0 <= call.shard < shards:
+        return None
+    return bool(model.contract_allows(call.event, call.shard, dict(call.args)))
+
+
+def _combinations(domains: list[tuple[str, list[Any]]]) -> list[tuple[tuple[str, Any], ...]]:
+    combos: list[tuple[tuple[str, Any], ...]] = [()]
+    for name, values in domains:
+        combos = [(*combo, (name, value)) for combo in combos for value in values]
+    return combos
+
+
+def enumeration_domain(spec: Spec, param: Param, event: Event, shard: int) -> list[Any]:
+    """Small argument domains: bools both ways, ints 0..2, text None or a fresh address,
+    enums every member, opaque arguments the spec's example."""
+    ptype = param.type
+    values: list[Any]
+    if ptype.kind == "any":
+        return [opaque_value(param, event)]
+    if ptype.kind == "bool":
+        values = [False, True]
+    elif ptype.kind in ("int", "shard"):
+        values = list(INT_DOMAIN)
+    elif ptype.kind == "str":
+        values = [f"http://shard-{shard}.new"]
+    elif ptype.kind == "enum" and ptype.enum is not None and ptype.enum in spec.enums:
+        values = list(spec.enums[ptype.enum].members)
+    else:
+        values = [param.default]
+    if ptype.optional:
+        values = [None, *values]
+    return values or [param.default]

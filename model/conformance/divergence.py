@@ -1,0 +1,148 @@
+"""A divergence between an implementation and the model, and its report: what differs, a
+figure of the trace (one column per call) and a reproducer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from model.conformance.calls import LedgerCall, Script
+from model.conformance.observation import MISSING, Difference, Key, Observation, Outcome, describe_key
+from model.figure import cell, render_table
+from model.trace import base_url
+
+if TYPE_CHECKING:
+    from model.conformance.checker import Conformance
+
+
+@dataclass
+class Divergence:
+    """The first call after which the implementation and the model disagree."""
+
+    script: Script  # the calls up to and including the divergent one
+    index: int  # of the divergent call; -1: right after construction
+    differences: list[Difference]
+    found_by: str = ""
+    original_calls: int = 0
+    within_contract: bool = False  # every call up to the divergent one was one the callers' contracts allow
+
+    @property
+    def call(self) -> LedgerCall | None:
+        return self.script.calls[self.index] if self.index >= 0 else None
+
+
+@dataclass
+class Recording:
+    """A script replayed with everything recorded, for the figure."""
+
+    model: list[Observation] = field(default_factory=list)
+    impl: list[Observation] = field(default_factory=list)
+    model_outcomes: list[Outcome] = field(default_factory=list)
+    impl_outcomes: list[Outcome] = field(default_factory=list)
+    contract: list[bool | None] = field(default_factory=list)
+
+
+def figure(checker: Conformance, divergence: Divergence, width: int | None = None) -> str:
+    """One column per call; rows: the divergent shard's fields (and whatever else differs),
+    the model's values, and in the divergent cell the model's value against the
+    implementation's, the row marked `>`."""
+    script = divergence.script
+    recording = checker.record(script)
+    steps = len(recording.model)
+    last = steps - 1
+    differing = {d.key for d in divergence.differences}
+    shard = _focus_shard(divergence)
+    header = [f"shard {shard}", "start"] + [c.label(checker.events[c.event]) for c in script.calls]
+    rows: list[list[str]] = []
+
+    def impl_value(key: Key) -> Any:
+        if key[0] in ("raised", "logs"):
+            outcome = recording.impl_outcomes[-1] if recording.impl_outcomes else Outcome(None, 0)
+            return outcome.raised if key[0] == "raised" else outcome.logs
+        return recording.impl[last].get(key, MISSING)
+
+    def row(name: str, key: Key, values: list[Any], changes: bool = True) -> None:
+        marked = key in differing
+        cells = []
+        for index, value in enumerate(values):
+            text = cell(value)
+            if changes and index and value != values[index - 1]:
+                text += "*"
+            if marked and index == last:
+                text += f" (impl: {cell(impl_value(key))})"
+            cells.append(text)
+        rows.append([("> " if marked else "  ") + name, *cells])
+
+    if 0 <= shard < script.shards:
+        for decl in checker.spec.fields:
+            key = ("field", shard, decl.name)
+            row(decl.name, key, [obs.get(key, MISSING) for obs in recording.model])
+    shown = {("field", shard, decl.name) for decl in checker.spec.fields} | {("raised",), ("logs",)}
+    for key in sorted(differing - shown, key=repr):
+        row(describe_key(key), key, [obs.get(key, MISSING) for obs in recording.model])
+    if script.calls:
+        outcomes = recording.model_outcomes
+        row("log lines", ("logs",), ["-"] + [o.logs for o in outcomes], changes=False)
+        if ("raised",) in differing or any(o.raised for o in outcomes):
+            row("raised", ("raised",), ["-"] + [o.raised or "-" for o in outcomes], changes=False)
+        rows.append(["  callers' contract", "-"] + [_contract_text(c) for c in recording.contract])
+    return render_table(header, rows, width)
+
+
+def report(checker: Conformance, divergence: Divergence, variant: str, width: int | None = None) -> str:
+    """The figure, what differs, where the trace came from, and a reproducer."""
+    script = divergence.script
+    lines = []
+    call = divergence.call
+    if call is None:
+        lines.append(f"{checker.label} differs from the model of {variant!r} right after construction:")
+    else:
+        lines.append(
+            f"{checker.label} diverges from the model of {variant!r} at call {divergence.index + 1} "
+            f"of {len(script.calls)}, {call.label(checker.events[call.event])}:"
+        )
+    lines += [f"  {d}" for d in divergence.differences]
+    found = divergence.found_by or script.source
+    if divergence.original_calls and divergence.original_calls != len(script.calls):
+        found += f"; shrunk from {divergence.original_calls} to {len(script.calls)} calls"
+    lines.append(f"  (found by {found}; {_plural(script.shards, 'shard')})")
+    if script.calls:
+        lines.append(
+            "  every call is one the callers' contracts allow"
+            if divergence.within_contract
+            else "  the trace makes a call outside the callers' contracts (the spec still defines what it does)"
+        )
+    lines.append("")
+    lines.append(figure(checker, divergence, width))
+    lines.append("* changed by the call; > the implementation differs (impl: its value)")
+    lines.append("")
+    lines.append("reproduce:")
+    policy_name = checker.impl.policy_class_name
+    policy_args = ", ".join(f"{k}={v}" for k, v in checker.policy.items() if v != checker.spec.policy[k].default)
+    urls = ", ".join(repr(base_url(i)) for i in range(script.shards))
+    clock = ", clock=lambda: 0.0" if checker.accepts_clock else ""
+    lines.append(
+        f"  ledger = {checker.impl.ledger_class.__name__}(shard_count={script.shards}, "
+        f"policy={policy_name}({policy_args}), base_urls=[{urls}]{clock})"
+    )
+    lines += [f"  ledger.{c.code(checker.events[c.event])}" for c in script.calls]
+    return "\n".join(lines)
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def _contract_text(value: bool | None) -> str:
+    return "unknown shard" if value is None else ("ok" if value else "outside")
+
+
+def _focus_shard(divergence: Divergence) -> int:
+    for difference in divergence.differences:
+        if difference.key[0] in ("field", "state_of"):
+            return int(difference.key[1])
+    call = divergence.call
+    if call is not None and 0 <= call.shard < divergence.script.shards:
+        return call.shard
+    return 0

@@ -1,0 +1,183 @@
+"""The implementation under test: loading the class a user names, and building instances of it.
+
+The one loader (`load_implementation`) and the one builder (`Implementation.build`) that
+`ledgercheck conform`, the pytest plugin's `--ledger-impl` and `--ledger-conform`, and the
+generated tests use. The executable model is an `Implementation` too (`model_implementation`),
+so every caller builds whichever it runs against the same way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import inspect
+import io
+import os
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from model.errors import EXIT_BAD_INPUT, LedgercheckError
+from model.interpreter import build_api
+from model.spec import Spec
+from model.trace import base_url
+
+
+class ImplementationError(LedgercheckError):
+    """The implementation cannot be loaded, built or driven through the ledger's API."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+def fixed_clock() -> float:
+    """The clock conformance builds an implementation with when it takes one: time stands still."""
+    return 0.0
+
+
+@dataclass(frozen=True)
+class Implementation:
+    """A ledger class, the policy class to construct it with (None: the module has none, and
+    the model's policy class stands in) and the model's policy class."""
+
+    label: str
+    ledger_class: type
+    policy_class: type | None
+    model_policy_class: type
+
+    @property
+    def accepts_clock(self) -> bool:
+        """Whether the class takes a `clock=` argument (conformance passes a clock stuck at 0)."""
+        try:
+            return "clock" in inspect.signature(self.ledger_class).parameters
+        except (TypeError, ValueError):
+            return False
+
+    @property
+    def policy_class_name(self) -> str:
+        return (self.policy_class or self.model_policy_class).__name__
+
+    def policy_object(self, policy: Mapping[str, int]) -> Any:
+        return (self.policy_class or self.model_policy_class)(**policy)
+
+    def build(
+        self,
+        shards: int,
+        policy: Mapping[str, int],
+        *,
+        clock: Callable[[], float] | None = None,
+        quiet: bool = False,
+        **options: Any,
+    ) -> Any:
+        """`Class(shard_count=, policy=, base_urls=[, clock=])`, the shards at the addresses
+        traces use; `quiet` swallows what the constructor prints; `options` are passed on
+        (the model's `echo=False`). Raises what the constructor raises."""
+        kwargs: dict[str, Any] = {
+            "shard_count": shards,
+            "policy": self.policy_object(policy),
+            "base_urls": [base_url(i) for i in range(shards)],
+            **options,
+        }
+        if clock is not None:
+            kwargs["clock"] = clock
+        if not quiet:
+            return self.ledger_class(**kwargs)
+        with contextlib.redirect_stdout(io.StringIO()):
+            return self.ledger_class(**kwargs)
+
+    def cannot_build(self, error: BaseException, *, clock: bool = False, label: str = "") -> ImplementationError:
+        """The error to report when `build` raised `error`."""
+        return ImplementationError(
+            f"{label or self.label} cannot be constructed with the ledger's API "
+            f"(shard_count=, policy=, base_urls={', clock=' if clock else ''}): {type(error).__name__}: {error}"
+        )
+
+    def missing_api(self, instance: Any, spec: Spec) -> list[str]:
+        """What the spec needs that the instance lacks: its events, `snapshot`, `state_of`, queries."""
+        missing = [
+            f"the implementation has no {event.name} (needed by event {event.name})"
+            for event in spec.events.values()
+            if not callable(getattr(instance, event.name, None))
+        ]
+        for name in ("snapshot", "state_of"):
+            if not callable(getattr(instance, name, None)):
+                missing.append(f"the implementation has no {name} (needed to observe every shard after every call)")
+        for query in spec.queries.values():
+            if query.api and not callable(getattr(instance, query.api, None)):
+                missing.append(f"the implementation has no {query.api} (needed by query {query.name})")
+        return missing
+
+
+def model_implementation(spec: Spec) -> Implementation:
+    """The executable model of one spec variant, as an implementation."""
+    api = build_api(spec)
+    return Implementation(f"the executable model of {spec.variant!r}", api.Ledger, api.Policy, api.Policy)
+
+
+def split_target(target: str, option: str) -> tuple[str, str]:
+    """`module:Class` or `path/to/file.py:Class` as (location, class name)."""
+    location, sep, class_name = target.rpartition(":")
+    if not sep or not location or not class_name:
+        raise ImplementationError(f"{option} wants module:Class or path/to/file.py:Class, not {target!r}")
+    return location, class_name
+
+
+def _is_file(location: str) -> bool:
+    return location.endswith(".py") or "/" in location or "\\" in location
+
+
+def load_implementation(target: str, spec: Spec, option: str = "--ledger-impl") -> Implementation:
+    """`module:Class` or `path/to/file.py:Class`; imports only what the user names. The
+    policy class is the module's class named as the spec's (`FleetHealthPolicy`), if any."""
+    location, class_name = split_target(target, option)
+    if _is_file(location):
+        module = _load_file(Path(location))
+    else:
+        try:
+            module = importlib.import_module(location)
+        except Exception as exc:
+            raise ImplementationError(f"cannot import {location!r}: {type(exc).__name__}: {exc}") from exc
+    ledger_class = getattr(module, class_name, None)
+    if not isinstance(ledger_class, type):
+        raise ImplementationError(f"{location} has no class {class_name!r}")
+    policy_class = getattr(module, spec.api_policy_class, None)
+    return Implementation(
+        f"{location}:{class_name}",
+        ledger_class,
+        policy_class if isinstance(policy_class, type) else None,
+        build_api(spec).Policy,
+    )
+
+
+def load_target(target: str, spec: Spec) -> Implementation:
+    """`load_implementation` as `ledgercheck conform --impl` names a target: a module in the
+    working directory is found too (after installed ones), and a failure says what was loaded."""
+    location, _ = split_target(target, "--impl")
+    if not _is_file(location) and os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.append(os.getcwd())
+    try:
+        return load_implementation(target, spec)
+    except ImplementationError as exc:
+        raise ImplementationError(f"cannot load the implementation {target}: {exc}") from None
+
+
+def _load_file(path: Path) -> ModuleType:
+    if not path.is_file():
+        raise ImplementationError(f"no such file: {path}")
+    name = f"ledgercheck_impl_{path.stem}_{abs(hash(str(path.resolve()))) % 10**8}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImplementationError(f"cannot load {path} as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # before it runs: dataclasses with postponed annotations look it up
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[name]
+        raise ImplementationError(f"importing {path} failed: {type(exc).__name__}: {exc}") from exc
+    return module

@@ -1,0 +1,135 @@
+"""What a generated test needs at run time: a check that watches every ledger call it makes.
+
+A generated test is a plain sequence of the ledger's API calls. Around each call,
+`LedgerCheck.call` snapshots the implementation, asserts the observable fields the holding
+variant of the spec predicts, and runs the spec's *monitor*: the history (ghost) updates
+and the property itself, evaluated over the values the implementation really produced.
+So the same test judges the executable model and any real implementation with the API; the
+implementation is loaded and built by `model.conformance.implementation`, and its values
+read through the same normaliser as `ledgercheck conform` reads them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any, NoReturn
+
+from model.conformance.observation import MISSING, Normaliser
+from model.semantics import ConcreteBackend, Effects, Frame, Key, Machine
+from model.spec import Spec
+
+
+class LedgerCheck:
+    """Watches one generated test: expected fields per step and the property's monitor."""
+
+    def __init__(
+        self,
+        ledger: Any,
+        spec: Spec,
+        property_name: str,
+        shards: int,
+        policy: Mapping[str, int],
+        note: str | None = None,
+    ) -> None:
+        self.ledger = ledger
+        self.note = note  # leads every failure message (a stale spec, under --ledger-impl)
+        self.spec = spec
+        self.prop = spec.properties[property_name]
+        self.shards = shards
+        self.machine: Machine[Any] = Machine(spec, ConcreteBackend(), dict(policy), shards)
+        self.history: dict[Key, Any] = {(i, h.name): h.initial for i in range(shards) for h in spec.history}
+        self.normalise = Normaliser(spec)
+        self.step = 0
+        self.violation: str | None = None
+        self.current = ""
+
+    def _fail(self, message: str) -> NoReturn:
+        import pytest
+
+        lead = f"{self.note}\n" if self.note else ""
+        pytest.fail(f"{lead}{self.prop.name}: {self.prop.message}\n  {message}", pytrace=False)
+
+    def observe(self) -> dict[Key, Any]:
+        try:
+            records = self.ledger.snapshot()
+        except AttributeError:
+            self._fail("the implementation has no snapshot() (needed to observe every step)")
+        store: dict[Key, Any] = {}
+        for index in range(self.shards):
+            record = records[index]
+            for field in self.spec.fields:
+                if not hasattr(record, field.name):
+                    self._fail(f"the implementation's snapshot records have no field {field.name!r}")
+                store[(index, field.name)] = self.normalise(getattr(record, field.name))
+        for var in self.spec.globals:
+            store[(None, var.name)] = getattr(self.ledger, var.name, var.initial)
+        return store
+
+    def callers_would_call(self, event: str, shard: int, **args: Any) -> bool:
+        """Whether the ledger's callers (the spec's `requires`) make this call in the state
+        the implementation is in now: a step a controller takes only in some states."""
+        spec_event = self.spec.events[event]
+        if spec_event.requires is None:
+            return True
+        store = {**self.observe(), **self.history}
+        full_args = {p.name: args.get(p.name, p.default) for p in spec_event.signature.params}
+        return bool(self.machine.eval(spec_event.requires, Frame(shard, {}, full_args), store))
+
+    @contextmanager
+    def call(self, event: str, shard: int, **args: Any) -> Iterator[None]:
+        """Wrap one API call: snapshot, call, snapshot, monitor."""
+        self.step += 1
+        self.current = f"step {self.step}: {event}({shard})"
+        if not callable(getattr(self.ledger, event, None)):
+            self._fail(f"the implementation has no {event} (needed by {self.current})")
+        before = self.observe()
+        yield
+        after = self.observe()
+        self._monitor(event, shard, args, before, after)
+
+    def _monitor(
+        self, event_name: str, shard: int, args: Mapping[str, Any], before: dict[Key, Any], after: dict[Key, Any]
+    ) -> None:
+        event = self.spec.events[event_name]
+        full_args = {p.name: args.get(p.name, p.default) for p in event.signature.params}
+        store = {**before, **self.history}
+        frame = Frame(shard, {}, full_args)
+        ignored = bool(self.machine.eval(event.ignore_when, frame, store)) if event.ignore_when is not None else False
+        old = {name: store[(shard, name)] for name in self.machine.shard_field_names}
+        new_store = {**after, **self.history}
+        if not ignored:
+            history_frame = Frame(shard, {}, full_args, {}, {"old": old})
+            self.machine.exec_block(event.history, history_frame, new_store, True, Effects())
+        self.history = {key: new_store[key] for key in self.history}
+        new = {name: new_store[(shard, name)] for name in self.machine.shard_field_names}
+        if self.prop.kind == "step" and event_name in self.prop.on:
+            frame = Frame(shard, {}, full_args, {}, {"before": old, "after": new})
+            applies = self.prop.when is None or self.machine.eval(self.prop.when, frame, new_store)
+            if applies and not self.machine.eval(self.prop.check, frame, new_store):
+                self._record(f"{self.current} broke it: {self.prop.assert_text}")
+        elif self.prop.kind == "invariant":
+            for index in range(self.shards) if not self.prop.fleet else [None]:
+                if not self.machine.invariant(self.prop.when, self.prop.check, index, new_store):
+                    where = f"shard {index}" if index is not None else "the fleet"
+                    self._record(f"after {self.current}, {where} breaks: {self.prop.assert_text}")
+
+    def _record(self, message: str) -> None:
+        if self.violation is None:
+            self.violation = message
+
+    def expect(self, shard: int, **fields: Any) -> None:
+        """The observable fields of one shard after the current step."""
+        try:
+            record = self.ledger.snapshot()[shard]
+        except (AttributeError, IndexError, KeyError) as exc:
+            self._fail(f"cannot read shard {shard} after {self.current}: {exc!r}")
+        for name, expected in fields.items():
+            actual = self.normalise(getattr(record, name, MISSING))
+            if actual != expected:
+                self._fail(f"after {self.current}, shard {shard}: {name} is {actual!r}, expected {expected!r}")
+
+    def finish(self) -> None:
+        """The property's own assertion, over everything the monitor saw."""
+        if self.violation is not None:
+            self._fail(self.violation)

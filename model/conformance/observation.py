@@ -1,0 +1,169 @@
+"""What conformance compares: everything the ledger's API shows, normalised so that the
+model's values and an implementation's compare equal when they mean the same.
+
+`Normaliser` is the one normaliser: an enum member becomes its name, and a string that is a
+state's name or API value becomes the state's name. The generated tests (`monitor`) and
+`ledgercheck conform` both read an implementation's values through it.
+"""
+
+from __future__ import annotations
+
+import builtins
+import enum
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from model.figure import cell
+from model.spec import Spec
+
+Key = tuple[Any, ...]
+Observation = dict[Key, Any]
+MISSING = "<missing>"
+
+
+class Normaliser:
+    """An implementation's value as the spec writes it: enum members by name, a state given
+    as a string (name or API value) by the state's name, anything else as it is."""
+
+    def __init__(self, spec: Spec) -> None:
+        state_enum = spec.enums[spec.state_enum]
+        self._state_names = {v: m for m, v in state_enum.api_values.items()} | {m: m for m in state_enum.members}
+        self._enum_names: dict[Any, str] = {}
+
+    def __call__(self, value: Any) -> Any:
+        kind = type(value)
+        if kind is int or kind is bool or value is None:  # the common cases first
+            return value
+        if isinstance(value, enum.Enum):
+            name = self._enum_names.get(value)
+            if name is None:
+                name = self._enum_names[value] = value.name
+            return name
+        if isinstance(value, str):
+            return self._state_names.get(value, value)
+        return value
+
+
+def normalise(value: Any, spec: Spec) -> Any:
+    """`Normaliser(spec)(value)`, for a single value."""
+    return Normaliser(spec)(value)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one call did besides changing state: the exception it raised, the lines it logged."""
+
+    raised: str | None
+    logs: int
+
+
+@dataclass(frozen=True)
+class Difference:
+    key: Key
+    model: Any
+    impl: Any
+
+    def where(self) -> str:
+        return describe_key(self.key)
+
+    def __str__(self) -> str:
+        return f"{self.where()}: model {cell(self.model)}, implementation {cell(self.impl)}"
+
+
+def describe_key(key: Key) -> str:
+    kind = key[0]
+    if kind == "field":
+        return f"shard {key[1]} {key[2]}"
+    if kind == "state_of":
+        return f"state_of({key[1]})"
+    if kind == "query":
+        return f"{key[1]}()"
+    if kind == "global":
+        return str(key[1])
+    if kind == "shards":
+        return "snapshot() length"
+    if kind == "observe":
+        return "reading the implementation"
+    if kind == "raised":
+        return "exception raised"
+    if kind == "logs":
+        return "log lines printed"
+    if kind == "construct":
+        return "construction"
+    return repr(key)
+
+
+class Observer:
+    """Reads everything the API shows of a ledger (the model or an implementation): every
+    snapshot field of every shard, `state_of`, the spec's queries and the fleet values named."""
+
+    def __init__(self, spec: Spec, fleet_values: Sequence[str]) -> None:
+        self.spec = spec
+        self.queries = [q.api for q in spec.queries.values() if q.api]
+        self.fleet_values = tuple(fleet_values)
+        self.normalise = Normaliser(spec)
+
+    @functools.cache  # noqa: B019 (one layout per fleet size, for the life of the observer)
+    def _layout(self, shards: int) -> tuple[list[list[tuple[Key, str]]], list[Key], list[tuple[Key, str]]]:
+        fields = [[(("field", i, f.name), f.name) for f in self.spec.fields] for i in range(shards)]
+        states: list[Key] = [("state_of", i) for i in range(shards)]
+        queries = [(("query", api), api) for api in self.queries]
+        return fields, states, queries
+
+    def observe(self, ledger: Any, shards: int) -> Observation:
+        """Everything the API shows, keyed so that the model's and the implementation's compare."""
+        fields, states, queries = self._layout(shards)
+        norm = self.normalise
+        obs: Observation = {("observe",): None}
+        try:
+            records = list(ledger.snapshot())
+            obs[("shards",)] = len(records)
+            for index, keys in enumerate(fields):
+                record = records[index] if index < len(records) else None
+                for key, name in keys:
+                    obs[key] = norm(getattr(record, name, MISSING))
+            for index, key in enumerate(states):
+                obs[key] = norm(ledger.state_of(index))
+            for key, api in queries:
+                obs[key] = tuple(sorted(getattr(ledger, api)()))
+            for name in self.fleet_values:
+                obs[("global", name)] = getattr(ledger, name)
+        except Exception as exc:
+            obs[("observe",)] = f"raised {type(exc).__name__}: {exc}"
+        return obs
+
+
+def compare(
+    model_obs: Observation,
+    impl_obs: Observation,
+    model_out: Outcome | None,
+    impl_out: Outcome | None,
+    error: BaseException | None,
+) -> list[Difference]:
+    """What differs between the model and the implementation after a call (or construction,
+    without outcomes): the exception raised (the implementation's must be an instance of the
+    model's), the log lines printed, and every observed value."""
+    if model_obs == impl_obs and (model_out is None or (model_out == impl_out and error is None)):
+        return []
+    differences: list[Difference] = []
+    if model_out is not None and impl_out is not None:
+        expected = model_out.raised
+        same = (error is None) if expected is None else isinstance(error, getattr(builtins, expected, Exception))
+        if not same:
+            differences.append(Difference(("raised",), expected, impl_out.raised))
+        if model_out.logs != impl_out.logs:
+            differences.append(Difference(("logs",), model_out.logs, impl_out.logs))
+    for key in dict.fromkeys([*model_obs, *impl_obs]):
+        left, right = model_obs.get(key, MISSING), impl_obs.get(key, MISSING)
+        if left != right:
+            differences.append(Difference(key, left, right))
+    return differences
+
+
+def exception_text(error: BaseException | None) -> str | None:
+    if error is None:
+        return None
+    text = str(error)
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__

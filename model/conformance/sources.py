@@ -1,0 +1,297 @@
+"""Where conformance's call sequences come from, besides the enumeration: seeded random
+traces, and every counterexample the checker finds (cached on disk). And which variant an
+implementation is checked against by default."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import json
+import os
+import random
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from model import ir
+from model.conformance.calls import LedgerCall, Opaque, Script, invoke, opaque_value
+from model.conformance.implementation import model_implementation
+from model.errors import UsageError
+from model.interpreter import LedgerModel
+from model.spec import Event, Spec, SpecFile, load_spec
+from model.trace import Trace
+
+DEFAULT_RANDOM = 1000
+RANDOM_TRACE_CALLS = 50
+COUNTEREXAMPLE_DEPTH = 9
+COUNTEREXAMPLE_TRACES = 2
+RARE_WEIGHT = 0.15  # an unguarded event that sets the state (retire): rare in random traces
+
+# --- random traces ------------------------------------------------------------------------
+
+
+def _sets_state(event: Event, state_field: str) -> bool:
+    return any(isinstance(s, ir.Assign) and s.kind == "field" and s.name == state_field for s in event.body)
+
+
+def random_scripts(
+    spec: Spec, shards: int, policy: Mapping[str, int], total: int, seed: int, per_trace: int = RANDOM_TRACE_CALLS
+) -> list[Script]:
+    """Seeded random traces: `total` calls in traces of `per_trace`. Three calls in four are
+    ones the callers' contracts allow in the model's state; one in fifty names an unknown shard."""
+    model_class = model_implementation(spec)
+    events = list(spec.events.values())
+    weights = [
+        RARE_WEIGHT if e.ignore_when is None and e.requires is None and _sets_state(e, spec.state_field) else 1.0
+        for e in events
+    ]
+    scripts = []
+    number = 0
+    while total > 0:
+        count = min(per_trace, total)
+        total -= count
+        rng = random.Random(f"ledgercheck-conform:{seed}:{number}")
+        model: LedgerModel = model_class.build(shards, policy, echo=False)
+        calls = []
+        fresh = iter(range(10**9))
+        for _ in range(count):
+            call = _random_call(rng, model, events, weights, shards, fresh)
+            calls.append(call)
+            with contextlib.suppress(KeyError):
+                invoke(model, call, spec.events[call.event])
+        scripts.append(Script(f"random trace {number + 1} (seed {seed})", shards, tuple(calls)))
+        number += 1
+    return scripts
+
+
+def _random_args(rng: random.Random, event: Event, shard: int, fresh: Iterator[int]) -> tuple[tuple[str, Any], ...]:
+    args = []
+    for param in event.signature.params:
+        ptype = param.type
+        value: Any
+        if ptype.kind == "any":
+            value = opaque_value(param, event)
+        elif ptype.optional and rng.random() < 0.3:
+            value = None
+        elif ptype.kind == "bool":
+            value = rng.random() < 0.5
+        elif ptype.kind in ("int", "shard"):
+            value = rng.randrange(10)
+        elif ptype.kind == "str":
+            value = f"http://shard-{shard}.restart-{next(fresh)}"
+        else:
+            value = param.default
+        args.append((param.name, value))
+    return tuple(args)
+
+
+def _random_call(
+    rng: random.Random,
+    model: LedgerModel,
+    events: list[Event],
+    weights: list[float],
+    shards: int,
+    fresh: Iterator[int],
+) -> LedgerCall:
+    if rng.random() < 0.02:
+        event = rng.choices(events, weights)[0]
+        return LedgerCall(event.name, rng.choice([-1, shards, shards + 5]), _random_args(rng, event, 0, fresh))
+    contract = rng.random() < 0.75
+    call = None
+    for _ in range(50):
+        event = rng.choices(events, weights)[0]
+        shard = rng.randrange(shards)
+        call = LedgerCall(event.name, shard, _random_args(rng, event, shard, fresh))
+        if not contract or model.contract_allows(event.name, shard, dict(call.args)):
+            return call
+    assert call is not None
+    return call
+
+
+# --- counterexamples ----------------------------------------------------------------------
+
+
+def trace_script(trace: Trace, spec: Spec, source: str) -> Script:
+    """A checker's trace as the ledger calls its steps made, in order."""
+    calls = []
+    for step in trace.steps[1:]:
+        for call in step.calls:
+            event = spec.events[call.event]
+            args = []
+            for param in event.signature.params:
+                given = call.args.get(param.name, param.default)
+                value = opaque_value(param, event, given) if param.type.kind == "any" else given
+                args.append((param.name, value))
+            calls.append(LedgerCall(call.event, call.shard, tuple(args)))
+    return Script(source, trace.shard_count, tuple(calls))
+
+
+@functools.cache
+def _spec_file(path: str, sha256: str) -> SpecFile:
+    spec_file = load_spec(path)
+    if spec_file.variant().sha256 != sha256:
+        raise UsageError(f"{path} changed while its counterexamples were being collected")
+    return spec_file
+
+
+CheckJob = tuple[str, str, str, str, str, int, tuple[tuple[str, int], ...], int, int]
+
+
+def _check_job(job: CheckJob, spec_file: SpecFile | None = None) -> list[Script]:
+    """One (variant, property, environment) checked: its traces and lax traces as scripts."""
+    from model import bmc
+
+    path, sha256, variant, environment, prop_name, shards, policy, depth, traces = job
+    spec = (spec_file or _spec_file(path, sha256)).variant(variant)
+    result = bmc.check_property(spec, environment, spec.properties[prop_name], shards, dict(policy), depth, traces)
+    scripts = []
+    for kind, found in (("counterexample", result.traces), ("lax counterexample", result.lax_traces)):
+        for number, trace in enumerate(found, 1):
+            source = f"{kind} {number} of {variant} / {prop_name} / {environment}"
+            scripts.append(trace_script(trace, spec, source))
+    return scripts
+
+
+_COUNTEREXAMPLES: dict[tuple[Any, ...], list[Script]] = {}
+
+
+def counterexample_scripts(
+    spec_file: SpecFile,
+    shards: int,
+    overrides: Mapping[str, int],
+    depth: int = COUNTEREXAMPLE_DEPTH,
+    traces: int = COUNTEREXAMPLE_TRACES,
+    jobs: int = 1,
+    progress: Callable[[str], None] | None = None,
+    cache: Path | None = None,
+    notes: list[str] | None = None,
+) -> list[Script]:
+    """Every distinct trace the checker finds for every (variant, property, environment),
+    as ledger calls. Checks run in `jobs` processes. The result is kept for the process and,
+    with `cache` (a directory), on disk: keyed by the spec's text, ledgercheck's own source
+    and the parameters, so a changed spec or checker is checked afresh."""
+    sha256 = spec_file.variant().sha256
+    key = (sha256, spec_file.path, shards, tuple(sorted(overrides.items())), depth, traces)
+    if key in _COUNTEREXAMPLES:
+        return _COUNTEREXAMPLES[key]
+    cache_file = None
+    if cache is not None:
+        fingerprint = json.dumps([sha256, _code_fingerprint(), shards, sorted(overrides.items()), depth, traces])
+        cache_file = cache / f"conform-counterexamples-{hashlib.sha256(fingerprint.encode()).hexdigest()[:24]}.json"
+        cached = _read_cache(cache_file)
+        if cached is not None:
+            if notes is not None:
+                notes.append(f"cached in {cache_file}")
+            _COUNTEREXAMPLES[key] = cached
+            return cached
+    work: list[CheckJob] = []
+    for variant in spec_file.variants:
+        spec = spec_file.variant(variant)
+        policy = tuple(spec.resolve_policy(dict(overrides)).items())
+        for environment in spec.environments:
+            for prop in spec.properties.values():
+                if prop.applies_to(environment):
+                    work.append(
+                        (spec_file.path, sha256, variant, environment, prop.name, shards, policy, depth, traces)
+                    )
+    results: list[list[Script]] = []
+    if jobs > 1 and len(work) > 1 and Path(spec_file.path).is_file():
+        import concurrent.futures
+        import multiprocessing
+
+        method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+        with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context(method)) as pool:
+            for job, found in zip(work, pool.map(_check_job, work), strict=True):
+                if progress is not None:
+                    progress(f"  checked {job[2]} / {job[4]} / {job[3]}: {len(found)} trace(s)")
+                results.append(found)
+    else:
+        for job in work:
+            results.append(_check_job(job, spec_file))
+            if progress is not None:
+                progress(f"  checked {job[2]} / {job[4]} / {job[3]}: {len(results[-1])} trace(s)")
+    scripts: list[Script] = []
+    distinct: set[tuple[int, tuple[LedgerCall, ...]]] = set()
+    for found in results:
+        for script in found:
+            if (script.shards, script.calls) not in distinct:
+                distinct.add((script.shards, script.calls))
+                scripts.append(script)
+    _COUNTEREXAMPLES[key] = scripts
+    if cache_file is not None:
+        _write_cache(cache_file, scripts)
+    return scripts
+
+
+def default_cache() -> Path | None:
+    """$LEDGERCHECK_CACHE (empty: no cache), else $XDG_CACHE_HOME/ledgercheck or ~/.cache/ledgercheck."""
+    configured = os.environ.get("LEDGERCHECK_CACHE")
+    if configured is not None:
+        return Path(configured) if configured else None
+    base = os.environ.get("XDG_CACHE_HOME")
+    return (Path(base) if base else Path.home() / ".cache") / "ledgercheck"
+
+
+@functools.cache
+def _code_fingerprint() -> str:
+    digest = hashlib.sha256()
+    root = Path(__file__).resolve().parent.parent  # the model package, this one included
+    for path in sorted(root.rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def _encode(value: Any) -> Any:
+    return {"opaque": value.text} if isinstance(value, Opaque) else value
+
+
+def _decode(value: Any) -> Any:
+    return Opaque(value["opaque"]) if isinstance(value, dict) else value
+
+
+def _write_cache(path: Path, scripts: list[Script]) -> None:
+    data = [
+        {
+            "source": s.source,
+            "shards": s.shards,
+            "calls": [[c.event, c.shard, [[k, _encode(v)] for k, v in c.args]] for c in s.calls],
+        }
+        for s in scripts
+    ]
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_suffix(f".{os.getpid()}.tmp")
+        temporary.write_text(json.dumps(data), encoding="utf-8")
+        temporary.replace(path)
+    except (OSError, TypeError, ValueError):
+        pass  # a cache that cannot be written is only slower
+
+
+def _read_cache(path: Path) -> list[Script] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return [
+            Script(
+                item["source"],
+                int(item["shards"]),
+                tuple(LedgerCall(e, int(i), tuple((k, _decode(v)) for k, v in args)) for e, i, args in item["calls"]),
+            )
+            for item in data
+        ]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+# --- choosing the variant -----------------------------------------------------------------
+
+
+def default_variant(spec_file: SpecFile) -> str:
+    """The first variant whose every property is expected to hold (`fixed` for the bundled
+    spec); else the first variant."""
+    for name in spec_file.variants:
+        spec = spec_file.variant(name)
+        if all(p.expect.get(name) == "holds" for p in spec.properties.values()):
+            return name
+    return spec_file.variants[0]
