@@ -37,8 +37,9 @@ PART_FIELDS = frozenset({"queries", "events", "environments", "properties", "var
 # Declarations that are a part each; the rest of `Spec` (API names, state field, fleet
 # size, variant names) is the part "spec".
 OWN_PARTS = ("enums", "sets", "policy", "fields", "globals", "history", "on_state_change")
-# Named traces to replay: no check and no generated test reads them.
-IGNORED_FIELDS = frozenset({"scenarios"})
+# Named traces to replay: no check and no generated test reads them. How a real class is
+# bound (`[implementation]`) is read when the tests run, not baked into them.
+IGNORED_FIELDS = frozenset({"scenarios", "binding"})
 # Sequences that are sets: an environment's actions are a nondeterministic choice, a step
 # property's events and a property's environments are lists of names.
 UNORDERED_FIELDS = frozenset({"actions", "on", "environments"})
