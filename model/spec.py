@@ -280,9 +280,12 @@ def default_spec() -> Path:
 
 
 def load_spec(path: str | Path | None = None) -> SpecFile:
-    """Load, validate and compile a spec file (the `default_spec()` if None) and all of its variants."""
-    source = read_source(path or default_spec())
-    return _load(source)
+    """Load, validate and compile a spec file (the `default_spec()` if None) and all of its
+    variants; a spec compiled before is read from the cache (`model.speccache`)."""
+    from model import speccache
+
+    path = path or default_spec()
+    return speccache.cached(str(path), speccache.read_bytes(path), SpecFile, lambda: _load(read_source(path)))
 
 
 def load_spec_text(text: str, name: str = "<spec>") -> SpecFile:
