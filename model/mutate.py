@@ -343,11 +343,20 @@ def _baseline_check(spec: Spec, check: tuple[str, str, str], shards: int, depth:
     return BaselineCheck(env, name, policy, verdict, contract_verdict, expected, False, False, reason)
 
 
-def run_baseline(spec: Spec, tests: list[tuple[str, Any]], shards: int, depth: int) -> Baseline:
-    """Every property check and generated test on the unmutated reference variant `spec`."""
+def _baseline_job(args: tuple[Spec, tuple[str, str, str], int, int]) -> BaselineCheck:
+    """Runs in a worker: one baseline check."""
+    return _baseline_check(*args)
+
+
+def run_baseline(
+    spec: Spec, tests: list[tuple[str, Any]], shards: int, depth: int, config: executor.ExecutorConfig | None = None
+) -> Baseline:
+    """Every property check and generated test on the unmutated reference variant `spec`;
+    the checks are independent jobs, run on `config`'s executor (default: one after the other)."""
     from codegen.render import _outcome
 
-    checks = tuple(_baseline_check(spec, check, shards, depth) for check in _checks(spec))
+    jobs = [(spec, check, shards, depth) for check in _checks(spec)]
+    checks = tuple(executor.run_jobs(_baseline_job, jobs, config or executor.ExecutorConfig(jobs=1)))
     failing = []
     for prop_name, test in tests:
         failure = _outcome(test, spec, spec, prop_name)
@@ -396,7 +405,8 @@ def run_mutation(
         mutants = sorted(random.Random(seed).sample(mutants, max_mutants), key=lambda m: m.ident)
     planned = plan_tests(spec_file)
     all_tests = [(name, test) for name, (_, _, group) in planned.items() for test in group]
-    baseline = run_baseline(spec, all_tests, shards, depth)
+    config = workers if isinstance(workers, executor.ExecutorConfig) else executor.ExecutorConfig(jobs=workers)
+    baseline = run_baseline(spec, all_tests, shards, depth, config)
     failing = {(t.property, t.test) for t in baseline.failing_tests}
     tests = [(name, test) for name, test in all_tests if (name, f"test_{test.name}") not in failing]
     checks = baseline.usable_checks
@@ -409,7 +419,6 @@ def run_mutation(
     jobs = [(text, spec_file.path, variant, m, shards, depth, tests, checks) for m in mutants]
     outcomes: list[Outcome] = []
     start = time.monotonic()
-    config = workers if isinstance(workers, executor.ExecutorConfig) else executor.ExecutorConfig(jobs=workers)
     results = executor.run_jobs(_evaluate, jobs, config)
     for number, outcome in enumerate(results, 1):
         outcomes.append(outcome)
