@@ -30,6 +30,7 @@ import argparse
 import datetime
 import os
 import platform
+import shutil
 import statistics
 import sys
 import tempfile
@@ -218,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
                 row.outputs.append(done.stdout)
             print(f"round {round_number + 1}: {row.group:8} {row.label:40} {done.seconds:7.2f}s", flush=True)
     elapsed = time.monotonic() - started
+    shutil.rmtree(cache, ignore_errors=True)
     text = table(rows)
     print()
     print(text)
