@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import importlib.util
 import os
 import platform
 import shutil
@@ -42,7 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.run import PROPERTY, RESULTS, _child_env, _warm_bytecode, run_process, write_section  # noqa: E402
+from bench.run import PROPERTY, RESULTS, _child_env, run_process, write_section  # noqa: E402
 
 GROUPS = ("startup", "find", "depth20", "proof", "plain", "ci", "mutate")
 MARKERS = ("<!-- bench/commands.py: begin -->", "<!-- bench/commands.py: end -->")
@@ -59,6 +60,7 @@ class Row:
     env: dict[str, str] = field(default_factory=dict)
     seconds: list[float] = field(default_factory=list)
     peaks: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
     outputs: list[bytes] = field(default_factory=list)
     codes: list[int] = field(default_factory=list)
     timed_out: bool = False
@@ -113,9 +115,7 @@ def _rows(groups: list[str], mutants: int) -> list[Row]:
             Row("mutate", "--jobs 1", [*sample, "--jobs", "1"]),
             Row("mutate", "--jobs 2", [*sample, "--jobs", "2"]),
         ]
-        try:
-            import ray  # noqa: F401
-        except ImportError:
+        if importlib.util.find_spec("ray") is None:  # not imported: this process stays small (see main)
             print("mutate: Ray is not installed; --executor ray is not measured", file=sys.stderr)
         else:
             rows.append(Row("mutate", "--executor ray --jobs 2", [*sample, "--executor", "ray", "--jobs", "2"]))
@@ -168,11 +168,12 @@ def ratios(rows: list[Row]) -> list[tuple[str, str]]:
 
 
 def table(rows: list[Row]) -> str:
-    lines = ["| group | run | median s | runs | peak MiB | exit |", "|---|---|---:|---:|---:|---|"]
+    lines = ["| group | run | median s | runs | CPU s | peak MiB | exit |", "|---|---|---:|---:|---:|---:|---|"]
     for r in rows:
         peak = f"{statistics.median(r.peaks):.0f}" if r.peaks else "-"
+        cpu = f"{statistics.median(r.cpu):.2f}" if r.cpu else "-"
         codes = ",".join(str(c) for c in sorted(set(r.codes))) or "-"
-        lines.append(f"| {r.group} | {r.label} | {r.cell()} | {len(r.seconds)} | {peak} | {codes} |")
+        lines.append(f"| {r.group} | {r.label} | {r.cell()} | {len(r.seconds)} | {cpu} | {peak} | {codes} |")
     lines += ["", "| ratio (same run) | value |", "|---|---:|"]
     lines += [f"| {what} | {value} |" for what, value in ratios(rows)]
     return "\n".join(lines)
@@ -195,7 +196,9 @@ def main(argv: list[str] | None = None) -> int:
     repeat = ns.repeat or (1 if ns.quick else 5)
     heavy = ns.repeat_heavy or (1 if ns.quick else 3)
     mutants = ns.mutants or (4 if ns.quick else 8)
-    _warm_bytecode()
+    # Linux counts a child's peak RSS from this process's size at the fork: keep this process
+    # small (bytecode compiled in a child, no Ray or Z3 imported before the runs).
+    run_process([sys.executable, "-c", "from bench.run import _warm_bytecode; _warm_bytecode()"], 300)
     cache = tempfile.mkdtemp(prefix="ledgercheck-bench-cache-")
     base_env = _child_env() | {"LEDGERCHECK_CACHE": cache}
     base_env.pop("LEDGERCHECK_SPEC", None)
@@ -215,6 +218,7 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 row.seconds.append(done.seconds)
                 row.peaks.append(done.peak_mib)
+                row.cpu.append(done.cpu_seconds)
                 row.codes.append(done.returncode)
                 row.outputs.append(done.stdout)
             print(f"round {round_number + 1}: {row.group:8} {row.label:40} {done.seconds:7.2f}s", flush=True)
@@ -254,7 +258,9 @@ compiled-spec cache is warm (a private folder) except where a row says *cache of
 *depth20*: the same in `fixed` with `--max-depth 20`; *proof*: `prove` in `fixed`; *mutate*: a
 sample of {mutants} mutants of the bundled spec (`--max-mutants {mutants} --seed 0 {" ".join(MUTATE_SIZE)}`: the
 baseline's 64 checks and 40 generated tests, then the mutants), its Ray run including the
-start of a local Ray instance. *exit*: the exit codes seen.
+start of a local Ray instance. *CPU s*: user and system time of the process and of the children
+it waited for (the local pool's workers; not Ray's, which its own daemons start). *peak MiB*:
+the process's own peak RSS. *exit*: the exit codes seen.
 SPIN is not measured here: no SPIN model of the ledger is in bench/ (and `spin` is not
 installed on this machine).
 

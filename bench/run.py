@@ -173,6 +173,8 @@ class Process:
     returncode: int
     stdout: bytes
     stderr: bytes
+    cpu_seconds: float = 0.0
+    """User and system time of the process and the children it waited for."""
 
 
 def run_process(cmd: list[str], timeout: float, env: dict[str, str] | None = None) -> Process:
@@ -197,7 +199,8 @@ def run_process(cmd: list[str], timeout: float, env: dict[str, str] | None = Non
         out.seek(0)
         err.seek(0)
         peak = usage.ru_maxrss / 1024  # KiB on Linux
-        return Process(seconds, peak, timed_out, proc.returncode, out.read(), err.read())
+        cpu = usage.ru_utime + usage.ru_stime
+        return Process(seconds, peak, timed_out, proc.returncode, out.read(), err.read(), cpu)
 
 
 def measure(job: dict[str, Any], timeout: float) -> Run:
