@@ -1,11 +1,12 @@
 """A cache of compiled specs, so that a command does not parse and compile the same spec at
 every start.
 
-An entry is the pickled `SpecFile` of one spec file, keyed by a SHA-256 of the spec's bytes,
-the path it was named by (locations in messages carry it), the Python version and the
-tool's own code (the name, size and modification time of every module of the `model`
-package: a changed compiler never reads an entry an older one wrote). It lives in
-`$XDG_CACHE_HOME/ledgercheck` (else `~/.cache/ledgercheck`); `LEDGERCHECK_CACHE=off`
+An entry is the pickled `SpecFile` of one spec file, with the digest of every other file its
+compile read (the specs it extends: the entry is used only while they are unchanged). It is
+keyed by a SHA-256 of the spec's bytes, the path it was named by (locations in messages carry
+it), the Python version and the tool's own code (the name, size and modification time of every
+module of the `model` package: a changed compiler never reads an entry an older one wrote). It
+lives in `$XDG_CACHE_HOME/ledgercheck` (else `~/.cache/ledgercheck`); `LEDGERCHECK_CACHE=off`
 turns it off, and `LEDGERCHECK_CACHE=DIR` puts it in DIR.
 
 Concurrent runs are safe: an entry is written to a temporary file in the same folder and
@@ -31,7 +32,7 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
-FORMAT = 1  # bump when the entry layout changes
+FORMAT = 2  # bump when the entry layout changes
 KEEP = 64  # entries kept; the least recently written go first
 
 
@@ -68,20 +69,62 @@ def entry_path(folder: Path, name: str, content: bytes) -> Path:
 
 def cached(name: str, content: bytes | None, kind: type[T], build: Callable[[], T]) -> T:
     """`build()`'s result for the spec `name` whose bytes are `content`, from the cache when
-    an entry for them is there and reads back as a `kind`; else built and stored."""
+    an entry for them is there, every other file the compile read (a spec it extends) is
+    unchanged, and it reads back as a `kind`; else built and stored."""
     folder = cache_dir()
     if folder is None or content is None:
         return build()
     path = entry_path(folder, name, content)
     try:
-        value = pickle.loads(path.read_bytes())
+        files, value = pickle.loads(path.read_bytes())
+        fresh = all(_digest(read_bytes(file)) == digest for file, digest in files)
     except Exception:  # noqa: BLE001 - missing, truncated or stale: rebuilt below
-        value = None
-    if isinstance(value, kind):
+        fresh = False
+    if fresh and isinstance(value, kind):
         return value
-    value = build()
-    _store(path, value)
+    with _ReadsRecorded() as files:
+        value = build()
+    _store(path, (tuple((file, _digest(read_bytes(file))) for file in dict.fromkeys(files)), value))
     return value
+
+
+def _digest(content: bytes | None) -> str | None:
+    return None if content is None else hashlib.sha256(content).hexdigest()
+
+
+_recording: list[list[str]] = []
+_hooked = False
+_CODE = (".py", ".pyc", ".so")
+
+
+def _audit(event: str, args: tuple[object, ...]) -> None:
+    """Log the files opened for reading while a compile runs (see _ReadsRecorded)."""
+    if not _recording or event != "open":
+        return
+    file, mode, flags = (tuple(args) + (None, None, None))[:3]
+    writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
+        mode is None and isinstance(flags, int) and flags & (os.O_WRONLY | os.O_RDWR)
+    )
+    if isinstance(file, (str, os.PathLike)) and not writing and not os.fspath(file).endswith(_CODE):
+        _recording[-1].append(os.path.abspath(os.fspath(file)))
+
+
+class _ReadsRecorded:
+    """The files a compile reads besides its own spec (a spec that `extends` another reads
+    that one too), so that an entry is used only while all of them are unchanged. Python's
+    audit hook sees every `open`; it cannot be removed, so it is added once and does nothing
+    outside a compile."""
+
+    def __enter__(self) -> list[str]:
+        global _hooked
+        if not _hooked:
+            sys.addaudithook(_audit)
+            _hooked = True
+        _recording.append([])
+        return _recording[-1]
+
+    def __exit__(self, *exc: object) -> None:
+        _recording.pop()
 
 
 def _store(path: Path, value: object) -> None:

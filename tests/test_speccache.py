@@ -109,3 +109,22 @@ def test_old_entries_are_pruned(cache, tmp_path, monkeypatch):
     load_spec(_spec_copy(tmp_path))
     assert sorted(p.name for p in cache.glob("spec-*.pickle"))[-1] == "spec-old2.pickle"
     assert len(list(cache.glob("spec-*.pickle"))) == 2
+
+
+def test_an_entry_is_stale_when_a_file_the_compile_read_changed(cache, tmp_path):
+    """A spec that extends another reads it while compiling: an edit of that file alone must
+    not be answered from the cache."""
+    parent = tmp_path / "parent.toml"
+    parent.write_text("one", encoding="utf-8")
+    builds = []
+
+    def build() -> str:
+        builds.append(1)
+        return "child over " + parent.read_text(encoding="utf-8")
+
+    assert speccache.cached("child.toml", b"child", str, build) == "child over one"
+    assert speccache.cached("child.toml", b"child", str, build) == "child over one"
+    assert len(builds) == 1
+    parent.write_text("two", encoding="utf-8")
+    assert speccache.cached("child.toml", b"child", str, build) == "child over two"
+    assert len(builds) == 2
