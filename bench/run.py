@@ -163,12 +163,26 @@ class Run:
     error: str = ""
 
 
-def measure(job: dict[str, Any], timeout: float) -> Run:
-    """One fresh process: wall-clock seconds, peak RSS (os.wait4), and the worker's answer."""
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", json.dumps(job)]
+@dataclass
+class Process:
+    """One finished (or killed) process: wall-clock seconds, peak RSS, exit code, output."""
+
+    seconds: float
+    peak_mib: float
+    timed_out: bool
+    returncode: int
+    stdout: bytes
+    stderr: bytes
+    cpu_seconds: float = 0.0
+    """User and system time of the process and the children it waited for."""
+
+
+def run_process(cmd: list[str], timeout: float, env: dict[str, str] | None = None) -> Process:
+    """Run `cmd` in a fresh process group from the project's root; kill it after `timeout`
+    seconds. The peak RSS is the child's own, from `os.wait4` (its children are not counted)."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.monotonic()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, cwd=ROOT, start_new_session=True, env=_child_env())
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, cwd=ROOT, start_new_session=True, env=env or _child_env())
         timed_out = False
         while True:
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
@@ -182,17 +196,24 @@ def measure(job: dict[str, Any], timeout: float) -> Run:
             time.sleep(0.005)
         seconds = time.monotonic() - start
         proc.returncode = os.waitstatus_to_exitcode(status)
-        peak = usage.ru_maxrss / 1024  # KiB on Linux
-        if timed_out:
-            return Run(seconds, peak, True, "timeout")
         out.seek(0)
         err.seek(0)
-        lines = out.read().decode(errors="replace").strip().splitlines()
-        if proc.returncode != 0 or not lines:
-            tail = err.read().decode(errors="replace").strip().splitlines()[-3:]
-            return Run(seconds, peak, False, "error", error=" | ".join(tail) or f"exit {proc.returncode}")
-        answer = json.loads(lines[-1])
-        return Run(seconds, peak, False, answer["status"], answer.get("depth"), answer.get("note", ""))
+        peak = usage.ru_maxrss / 1024  # KiB on Linux
+        cpu = usage.ru_utime + usage.ru_stime
+        return Process(seconds, peak, timed_out, proc.returncode, out.read(), err.read(), cpu)
+
+
+def measure(job: dict[str, Any], timeout: float) -> Run:
+    """One fresh process: wall-clock seconds, peak RSS (os.wait4), and the worker's answer."""
+    done = run_process([sys.executable, str(Path(__file__).resolve()), "--worker", json.dumps(job)], timeout)
+    if done.timed_out:
+        return Run(done.seconds, done.peak_mib, True, "timeout")
+    lines = done.stdout.decode(errors="replace").strip().splitlines()
+    if done.returncode != 0 or not lines:
+        tail = done.stderr.decode(errors="replace").strip().splitlines()[-3:]
+        return Run(done.seconds, done.peak_mib, False, "error", error=" | ".join(tail) or f"exit {done.returncode}")
+    answer = json.loads(lines[-1])
+    return Run(done.seconds, done.peak_mib, False, answer["status"], answer.get("depth"), answer.get("note", ""))
 
 
 # --- the table ---------------------------------------------------------------------------

@@ -29,18 +29,16 @@ import ast
 import copy
 import difflib
 import json
-import os
 import random
 import sys
 import textwrap
 import time
 from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from model import bmc, budget
+from model import bmc, budget, executor
 from model.errors import EXIT_OK, LedgercheckError, UsageError
 from model.spec import Spec, SpecFile, load_spec, load_spec_text
 
@@ -345,11 +343,20 @@ def _baseline_check(spec: Spec, check: tuple[str, str, str], shards: int, depth:
     return BaselineCheck(env, name, policy, verdict, contract_verdict, expected, False, False, reason)
 
 
-def run_baseline(spec: Spec, tests: list[tuple[str, Any]], shards: int, depth: int) -> Baseline:
-    """Every property check and generated test on the unmutated reference variant `spec`."""
+def _baseline_job(args: tuple[Spec, tuple[str, str, str], int, int]) -> BaselineCheck:
+    """Runs in a worker: one baseline check."""
+    return _baseline_check(*args)
+
+
+def run_baseline(
+    spec: Spec, tests: list[tuple[str, Any]], shards: int, depth: int, config: executor.ExecutorConfig | None = None
+) -> Baseline:
+    """Every property check and generated test on the unmutated reference variant `spec`;
+    the checks are independent jobs, run on `config`'s executor (default: one after the other)."""
     from codegen.render import _outcome
 
-    checks = tuple(_baseline_check(spec, check, shards, depth) for check in _checks(spec))
+    jobs = [(spec, check, shards, depth) for check in _checks(spec)]
+    checks = tuple(executor.run_jobs(_baseline_job, jobs, config or executor.ExecutorConfig(jobs=1)))
     failing = []
     for prop_name, test in tests:
         failure = _outcome(test, spec, spec, prop_name)
@@ -379,7 +386,13 @@ def _evaluate(args: tuple[str, str, str, Mutant, int, int, list[Any], list[tuple
 
 
 def run_mutation(
-    spec_file: SpecFile, shards: int, depth: int, workers: int, max_mutants: int | None, seed: int, progress: Any = None
+    spec_file: SpecFile,
+    shards: int,
+    depth: int,
+    workers: int | executor.ExecutorConfig,
+    max_mutants: int | None,
+    seed: int,
+    progress: Any = None,
 ) -> tuple[Baseline, list[Mutant], list[Outcome]]:
     """The baseline, then every (sampled) mutant checked against what the baseline passes."""
     from codegen.render import plan_tests
@@ -392,7 +405,8 @@ def run_mutation(
         mutants = sorted(random.Random(seed).sample(mutants, max_mutants), key=lambda m: m.ident)
     planned = plan_tests(spec_file)
     all_tests = [(name, test) for name, (_, _, group) in planned.items() for test in group]
-    baseline = run_baseline(spec, all_tests, shards, depth)
+    config = workers if isinstance(workers, executor.ExecutorConfig) else executor.ExecutorConfig(jobs=workers)
+    baseline = run_baseline(spec, all_tests, shards, depth, config)
     failing = {(t.property, t.test) for t in baseline.failing_tests}
     tests = [(name, test) for name, test in all_tests if (name, f"test_{test.name}") not in failing]
     checks = baseline.usable_checks
@@ -405,14 +419,14 @@ def run_mutation(
     jobs = [(text, spec_file.path, variant, m, shards, depth, tests, checks) for m in mutants]
     outcomes: list[Outcome] = []
     start = time.monotonic()
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        for number, outcome in enumerate(pool.map(_evaluate, jobs), 1):
-            outcomes.append(outcome)
-            if progress:
-                progress(f"mutant {number}/{len(jobs)}: {outcome.status} ({time.monotonic() - start:.0f}s)")
-            if budget.active().exhausted() is not None:
-                pool.shutdown(wait=False, cancel_futures=True)  # the mutants not yet started never run
-                budget.stop_if_spent(f"mutate ({number} of {len(jobs)} mutants evaluated)", "no score was computed")
+    results = executor.run_jobs(_evaluate, jobs, config)
+    for number, outcome in enumerate(results, 1):
+        outcomes.append(outcome)
+        if progress:
+            progress(f"mutant {number}/{len(jobs)}: {outcome.status} ({time.monotonic() - start:.0f}s)")
+        if budget.active().exhausted() is not None:
+            results.close()  # the mutants not yet started never run
+            budget.stop_if_spent(f"mutate ({number} of {len(jobs)} mutants evaluated)", "no score was computed")
     return baseline, mutants, outcomes
 
 
@@ -425,7 +439,8 @@ def score_table(outcomes: list[Outcome]) -> dict[str, int]:
 
 EXAMPLE = """examples:
   ledgercheck mutate                       # every mutant of the bundled spec's `fixed`
-  ledgercheck mutate --max-mutants 20 --seed 1 --workers 2"""
+  ledgercheck mutate --max-mutants 20 --seed 1 --jobs 2
+  ledgercheck mutate --executor ray --jobs 2   # on Ray (RAY_ADDRESS, or a local instance)"""
 
 
 def register(subparsers: Any) -> None:
@@ -438,7 +453,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("spec", nargs="?", default=None)
     parser.add_argument("--shards", type=int, default=2)
     parser.add_argument("--max-depth", type=int, default=10)
-    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    executor.add_options(parser, "--workers")
     parser.add_argument("--max-mutants", type=int, default=None, help="check a deterministic sample of this size")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--format", choices=("text", "json"), default="text")
@@ -487,13 +502,13 @@ def score_line(spec_name: str, baseline: Baseline, outcomes: list[Outcome]) -> s
 
 
 def run(ns: argparse.Namespace) -> int:
-    if ns.workers < 1 or ns.shards < 1 or ns.max_depth < 1:
-        raise UsageError("--workers, --shards and --max-depth must be positive")
+    if ns.shards < 1 or ns.max_depth < 1:
+        raise UsageError("--shards and --max-depth must be positive")
     spec_file = load_spec(ns.spec)
     show = ns.progress if ns.progress is not None else sys.stderr.isatty()
     progress = (lambda message: print(message, file=sys.stderr)) if show else None
     baseline, mutants, outcomes = run_mutation(
-        spec_file, ns.shards, ns.max_depth, ns.workers, ns.max_mutants, ns.seed, progress
+        spec_file, ns.shards, ns.max_depth, executor.from_namespace(ns), ns.max_mutants, ns.seed, progress
     )
     counts = score_table(outcomes)
     by_id = {m.ident: m for m in mutants}

@@ -355,9 +355,12 @@ def default_spec() -> Path:
 
 
 def load_spec(path: str | Path | None = None) -> SpecFile:
-    """Load, validate and compile a spec file (the `default_spec()` if None) and all of its variants."""
-    source = compose.read_composed(path or default_spec())
-    return _load(source)
+    """Load, validate and compile a spec file (the `default_spec()` if None) and all of its
+    variants; a spec compiled before is read from the cache (`model.speccache`)."""
+    from model import speccache
+
+    path = path or default_spec()
+    return speccache.cached(str(path), speccache.read_bytes(path), SpecFile, lambda: _load(compose.read_composed(path)))
 
 
 def load_spec_text(text: str, name: str = "<spec>") -> SpecFile:

@@ -1,0 +1,272 @@
+"""Benchmark: ledgercheck's commands as a user runs them, whole process, in one run.
+
+Groups (`--groups`, comma-separated; all by default):
+
+* `startup`: the interpreter alone; importing the spec loader; importing it and loading the
+  bundled spec with the compiled-spec cache off (`LEDGERCHECK_CACHE=off`) and warm;
+* `find`:    `check --engine auto --max-traces 1` of `no_condemnation_by_inherited_streak` in
+  `as_written` (its shortest counterexample): `ledger` at N = 1, 4, 16, `controller` at 4, 8;
+* `depth20`: the same in `fixed` to depth 20 (none there);
+* `proof`:   `prove` of it in `fixed`;
+* `plain`:   `ledgercheck` (every property, environment and variant);
+* `ci`:      `ledgercheck ci` on the bundled spec;
+* `mutate`:  `ledgercheck mutate` on a sample of mutants with `--jobs 1`, `--jobs 2` and
+  `--executor ray --jobs 2` (skipped when Ray is not installed); the three outputs must be
+  byte-identical (the table says whether they were).
+
+Every run is a fresh process (`bench.run.run_process`: wall-clock time, peak RSS). The compiled
+spec cache is a private folder, warmed before the runs (as a user's is after their first run).
+It prints one table of medians, then the ratios computed from that same run, and writes both
+to bench/RESULTS.md (its own section). No test is timed; read figures from one run together.
+
+    python bench/commands.py                       # everything: several minutes
+    python bench/commands.py --quick               # one run each, small mutate sample
+    python bench/commands.py --groups startup,find --repeat 7
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib.util
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.run import PROPERTY, RESULTS, _child_env, run_process, write_section  # noqa: E402
+
+GROUPS = ("startup", "find", "depth20", "proof", "plain", "ci", "mutate")
+MARKERS = ("<!-- bench/commands.py: begin -->", "<!-- bench/commands.py: end -->")
+HEADLINE = [("ledger", 1), ("ledger", 4), ("ledger", 16), ("controller", 4), ("controller", 8)]
+LEDGERCHECK = [sys.executable, "-m", "model.cli"]
+MUTATE_SIZE = ["--max-depth", "6", "--shards", "2"]  # as the mutate tests run it: a sample in minutes
+
+
+@dataclass
+class Row:
+    group: str
+    label: str
+    cmd: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    seconds: list[float] = field(default_factory=list)
+    peaks: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+    outputs: list[bytes] = field(default_factory=list)
+    codes: list[int] = field(default_factory=list)
+    timed_out: bool = False
+
+    @property
+    def median(self) -> float | None:
+        return None if self.timed_out or not self.seconds else statistics.median(self.seconds)
+
+    def cell(self) -> str:
+        if self.timed_out:
+            return "timeout"
+        return "-" if self.median is None else f"{self.median:.2f}"
+
+
+def _check(env: str, shards: int, variant: str, depth: int | None = None) -> list[str]:
+    argv = ["check", "--variant", variant, "--property", PROPERTY, "--environment", env, "--shards", str(shards)]
+    argv += ["--engine", "auto", "--max-traces", "1", "--format", "json"]
+    return [*LEDGERCHECK, *argv, *(["--max-depth", str(depth)] if depth else [])]
+
+
+def _rows(groups: list[str], mutants: int) -> list[Row]:
+    rows: list[Row] = []
+    loader = "from model.spec import load_spec; load_spec()"
+    if "startup" in groups:
+        rows += [
+            Row("startup", "python -c pass", [sys.executable, "-c", "pass"]),
+            Row("startup", "import model.spec", [sys.executable, "-c", "import model.spec"]),
+            Row(
+                "startup", "import + load_spec, cache off", [sys.executable, "-c", loader], {"LEDGERCHECK_CACHE": "off"}
+            ),
+            Row("startup", "import + load_spec, cache warm", [sys.executable, "-c", loader]),
+        ]
+    for env, n in HEADLINE:
+        if "find" in groups:
+            rows.append(Row("find", f"{env} N={n}", _check(env, n, "as_written")))
+        if "depth20" in groups:
+            rows.append(Row("depth20", f"{env} N={n}", _check(env, n, "fixed", 20)))
+        if "proof" in groups:
+            argv = ["prove", "--variant", "fixed", "--property", PROPERTY, "--environment", env, "--shards", str(n)]
+            rows.append(Row("proof", f"{env} N={n}", [*LEDGERCHECK, *argv, "--format", "json"]))
+    if "find" in groups:
+        rows.append(
+            Row("find", "ledger N=4, cache off", _check("ledger", 4, "as_written"), {"LEDGERCHECK_CACHE": "off"})
+        )
+    if "plain" in groups:
+        rows.append(Row("plain", "ledgercheck", list(LEDGERCHECK)))
+    if "ci" in groups:
+        rows.append(Row("ci", "ledgercheck ci", [*LEDGERCHECK, "ci"]))
+    if "mutate" in groups:
+        sample = [*LEDGERCHECK, "mutate", "--max-mutants", str(mutants), "--seed", "0", *MUTATE_SIZE, "--no-progress"]
+        rows += [
+            Row("mutate", "--jobs 1", [*sample, "--jobs", "1"]),
+            Row("mutate", "--jobs 2", [*sample, "--jobs", "2"]),
+        ]
+        if importlib.util.find_spec("ray") is None:  # not imported: this process stays small (see main)
+            print("mutate: Ray is not installed; --executor ray is not measured", file=sys.stderr)
+        else:
+            rows.append(Row("mutate", "--executor ray --jobs 2", [*sample, "--executor", "ray", "--jobs", "2"]))
+    return rows
+
+
+def _ratio(rows: dict[tuple[str, str], Row], slow: tuple[str, str], fast: tuple[str, str]) -> str:
+    a, b = rows.get(slow), rows.get(fast)
+    if a is None or b is None or a.median is None or b.median is None:
+        return "-"
+    return f"{a.median / b.median:.2f}x"
+
+
+def ratios(rows: list[Row]) -> list[tuple[str, str]]:
+    """(what, ratio) pairs, each from two rows of this run."""
+    index = {(r.group, r.label): r for r in rows}
+    out = [
+        (
+            "load_spec: cache off / warm",
+            _ratio(index, ("startup", "import + load_spec, cache off"), ("startup", "import + load_spec, cache warm")),
+        ),
+        (
+            "find, ledger N=4: cache off / warm",
+            _ratio(index, ("find", "ledger N=4, cache off"), ("find", "ledger N=4")),
+        ),
+    ]
+    for group in ("find", "depth20", "proof"):
+        out.append((f"{group}: ledger N=16 / N=1", _ratio(index, (group, "ledger N=16"), (group, "ledger N=1"))))
+        out.append(
+            (f"{group}: controller N=8 / N=4", _ratio(index, (group, "controller N=8"), (group, "controller N=4")))
+        )
+        out.append(
+            (
+                f"{group}: ledger N=4 / start-up (import + load, warm)",
+                _ratio(index, (group, "ledger N=4"), ("startup", "import + load_spec, cache warm")),
+            )
+        )
+    out.append(("mutate: --jobs 1 / --jobs 2", _ratio(index, ("mutate", "--jobs 1"), ("mutate", "--jobs 2"))))
+    out.append(
+        (
+            "mutate: --jobs 1 / ray, 2 workers",
+            _ratio(index, ("mutate", "--jobs 1"), ("mutate", "--executor ray --jobs 2")),
+        )
+    )
+    mutate = [r for r in rows if r.group == "mutate" and r.outputs]
+    if len(mutate) > 1:
+        same = all(o == mutate[0].outputs[0] for r in mutate for o in r.outputs)
+        out.append(("mutate: output byte-identical across executors and runs", "yes" if same else "NO"))
+    return [(what, value) for what, value in out if value != "-"]
+
+
+def table(rows: list[Row]) -> str:
+    lines = ["| group | run | median s | runs | CPU s | peak MiB | exit |", "|---|---|---:|---:|---:|---:|---|"]
+    for r in rows:
+        peak = f"{statistics.median(r.peaks):.0f}" if r.peaks else "-"
+        cpu = f"{statistics.median(r.cpu):.2f}" if r.cpu else "-"
+        codes = ",".join(str(c) for c in sorted(set(r.codes))) or "-"
+        lines.append(f"| {r.group} | {r.label} | {r.cell()} | {len(r.seconds)} | {cpu} | {peak} | {codes} |")
+    lines += ["", "| ratio (same run) | value |", "|---|---:|"]
+    lines += [f"| {what} | {value} |" for what, value in ratios(rows)]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--groups", default=",".join(GROUPS), help="comma-separated, of: " + ", ".join(GROUPS))
+    parser.add_argument("--repeat", type=int, default=None, help="runs of each light command (default 5)")
+    parser.add_argument("--repeat-heavy", type=int, default=None, help="runs of plain, ci and mutate (default 3)")
+    parser.add_argument("--mutants", type=int, default=None, help="mutants in the mutate sample (default 8)")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per run (default 600)")
+    parser.add_argument("--quick", action="store_true", help="one run each, 4 mutants")
+    parser.add_argument("--out", default=str(RESULTS), help="the Markdown file to write ('-' for none)")
+    ns = parser.parse_args(argv)
+    groups = [g for g in ns.groups.split(",") if g]
+    unknown = set(groups) - set(GROUPS)
+    if unknown:
+        parser.error(f"unknown group(s): {', '.join(sorted(unknown))}")
+    repeat = ns.repeat or (1 if ns.quick else 5)
+    heavy = ns.repeat_heavy or (1 if ns.quick else 3)
+    mutants = ns.mutants or (4 if ns.quick else 8)
+    # Linux counts a child's peak RSS from this process's size at the fork: keep this process
+    # small (bytecode compiled in a child, no Ray or Z3 imported before the runs).
+    run_process([sys.executable, "-c", "from bench.run import _warm_bytecode; _warm_bytecode()"], 300)
+    cache = tempfile.mkdtemp(prefix="ledgercheck-bench-cache-")
+    base_env = _child_env() | {"LEDGERCHECK_CACHE": cache}
+    base_env.pop("LEDGERCHECK_SPEC", None)
+    run_process([sys.executable, "-c", "from model.spec import load_spec; load_spec()"], 60, base_env)  # warm
+    rows = _rows(groups, mutants)
+    load_before = os.getloadavg()
+    started = time.monotonic()
+    # Interleaved rounds: a burst of load from other jobs spreads over every row, not one.
+    for round_number in range(max(repeat, heavy)):
+        for row in rows:
+            runs = heavy if row.group in ("plain", "ci", "mutate") else repeat
+            if round_number >= runs or row.timed_out:
+                continue
+            done = run_process(row.cmd, ns.timeout, base_env | row.env)
+            if done.timed_out:
+                row.timed_out = True
+            else:
+                row.seconds.append(done.seconds)
+                row.peaks.append(done.peak_mib)
+                row.cpu.append(done.cpu_seconds)
+                row.codes.append(done.returncode)
+                row.outputs.append(done.stdout)
+            print(f"round {round_number + 1}: {row.group:8} {row.label:40} {done.seconds:7.2f}s", flush=True)
+    elapsed = time.monotonic() - started
+    shutil.rmtree(cache, ignore_errors=True)
+    text = table(rows)
+    print()
+    print(text)
+    if ns.out != "-":
+        write_section(Path(ns.out), _report(text, repeat, heavy, mutants, load_before, elapsed), MARKERS)
+        print(f"\nwritten to {ns.out}")
+    return 0
+
+
+def _report(text: str, repeat: int, heavy: int, mutants: int, load_before: tuple[float, ...], elapsed: float) -> str:
+    import z3
+
+    try:
+        import ray
+
+        ray_version = f"Ray {ray.__version__}"
+    except ImportError:
+        ray_version = "Ray not installed"
+    argv = " ".join(sys.argv[1:]) or "(defaults)"
+    return f"""## Commands as a user runs them
+
+`python bench/commands.py {argv}` on {datetime.date.today().isoformat()}: `nproc` = {os.cpu_count()},
+{platform.machine()}, Python {platform.python_version()}, Z3 {z3.get_version_string()}, {ray_version};
+load average {load_before[0]:.1f} at the start and {os.getloadavg()[0]:.1f} at the end (the machine
+is shared: other jobs ran alongside); {elapsed / 60:.1f} minutes in all.
+
+Whole process (interpreter start, imports, spec loading included), from the project's root.
+Medians of {repeat} run(s) for start-up, find, depth 20 and proof, {heavy} for `ledgercheck`,
+`ci` and `mutate`; rounds interleaved, so a burst of load spreads over every row. The
+compiled-spec cache is warm (a private folder) except where a row says *cache off*. Property
+`{PROPERTY}`, shipped policy; *find*: `check --engine auto --max-traces 1` in `as_written`;
+*depth20*: the same in `fixed` with `--max-depth 20`; *proof*: `prove` in `fixed`; *mutate*: a
+sample of {mutants} mutants of the bundled spec (`--max-mutants {mutants} --seed 0 {" ".join(MUTATE_SIZE)}`: the
+baseline's 64 checks and 40 generated tests, then the mutants), its Ray run including the
+start of a local Ray instance. *CPU s*: user and system time of the process and of the children
+it waited for (the local pool's workers; not Ray's, which its own daemons start). *peak MiB*:
+the process's own peak RSS. *exit*: the exit codes seen.
+SPIN is not measured here: no SPIN model of the ledger is in bench/ (and `spin` is not
+installed on this machine).
+
+{text}
+"""
+
+
+if __name__ == "__main__":
+    sys.exit(main())
