@@ -188,3 +188,28 @@ def test_a_call_that_should_pass_an_error_on_and_returns_is_reported(example):
 
 def test_a_spec_without_a_binding_has_none():
     assert load_spec().binding is None
+
+
+def test_conform_drives_the_real_library_through_the_binding(capsys):
+    """`ledgercheck conform SPEC`: no --impl, no adapter; the spec's [implementation] names
+    the class and says how to drive it. Outcomes (the refusal) are compared too."""
+    from model.cli import main
+
+    assert main(["conform", str(EXAMPLE), "--depth", "4", "--random", "200"]) == 0
+    assert "no divergence" in capsys.readouterr().out
+
+
+def test_conform_finds_a_library_that_opens_one_failure_late(tmp_path, capsys):
+    from model.cli import main
+
+    (tmp_path / "late_breaker.py").write_text(
+        "import circuitbreaker\n\n\n"
+        "class LateBreaker(circuitbreaker.CircuitBreaker):\n"
+        "    def __init__(self, failure_threshold, **kwargs):\n"
+        "        super().__init__(failure_threshold=failure_threshold + 1, **kwargs)\n",
+        encoding="utf-8",
+    )
+    target = f"{tmp_path / 'late_breaker.py'}:LateBreaker"
+    assert main(["conform", str(EXAMPLE), "--impl", target, "--depth", "4", "--no-counterexamples"]) == 1
+    out = capsys.readouterr().out
+    assert "state" in out and "OPEN" in out

@@ -111,10 +111,11 @@ def _is_default(value: Any, param: Param) -> bool:
     return bool(value == param.default) and type(value) is type(param.default)
 
 
-def invoke(ledger: Any, call: LedgerCall, event: Event) -> None:
+def invoke(ledger: Any, call: LedgerCall, event: Event) -> Any:
+    """Make the call; what it returns (compared where the event declares `returns`)."""
     positional, keywords = call.split(event)
     method = getattr(ledger, call.event)
-    method(*[materialise(v) for v in positional], **{k: materialise(v) for k, v in keywords.items()})
+    return method(*[materialise(v) for v in positional], **{k: materialise(v) for k, v in keywords.items()})
 
 
 @dataclass(frozen=True)

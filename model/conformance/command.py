@@ -43,7 +43,12 @@ def register(subparsers: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("spec", nargs="?", default=None, help="spec file (default: the bundled spec)")
-    parser.add_argument("--impl", required=True, metavar="TARGET", help="module:Class or path/to/file.py:Class")
+    parser.add_argument(
+        "--impl",
+        default=None,
+        metavar="TARGET",
+        help="module:Class or path/to/file.py:Class (default: the spec's [implementation] target)",
+    )
     parser.add_argument(
         "--variant", default=None, help="the variant to conform to (default: the first whose properties all hold)"
     )
@@ -127,11 +132,14 @@ def run(ns: argparse.Namespace) -> int:
     spec = spec_file.variant(variant)
     overrides = dict(ns.policy)
     policy = spec.resolve_policy(overrides)
-    impl = load_target(ns.impl, spec)
-    conformance = Conformance(spec, impl, policy, ns.impl)
+    target = ns.impl or (spec.binding.target if spec.binding is not None else None)
+    if target is None:
+        raise UsageError("conform needs --impl module:Class (the spec's [implementation] names no target)")
+    impl = load_target(target, spec)
+    conformance = Conformance(spec, impl, policy, target)
     progress = (lambda message: print(message, file=sys.stderr)) if ns.progress else None
     jobs = ns.jobs if ns.jobs is not None else min(4, os.cpu_count() or 1)
-    print(f"ledgercheck conform: {ns.impl} against the model of {variant!r} ({Path(spec_file.path).name})")
+    print(f"ledgercheck conform: {target} against the model of {variant!r} ({Path(spec_file.path).name})")
     summary = check(
         conformance,
         spec_file,

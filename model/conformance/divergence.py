@@ -74,11 +74,13 @@ def figure(checker: Conformance, divergence: Divergence, width: int | None = Non
             cells.append(text)
         rows.append([("> " if marked else "  ") + name, *cells])
 
+    binding = checker.spec.binding
+    observed = [d for d in checker.spec.fields if binding is None or binding.observes(d.name)]
     if 0 <= shard < script.shards:
-        for decl in checker.spec.fields:
+        for decl in observed:
             key = ("field", shard, decl.name)
             row(decl.name, key, [obs.get(key, MISSING) for obs in recording.model])
-    shown = {("field", shard, decl.name) for decl in checker.spec.fields} | {("raised",), ("logs",)}
+    shown = {("field", shard, decl.name) for decl in observed} | {("raised",), ("logs",)}
     for key in sorted(differing - shown, key=repr):
         row(describe_key(key), key, [obs.get(key, MISSING) for obs in recording.model])
     if script.calls:

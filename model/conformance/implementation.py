@@ -21,6 +21,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from model.binding import BindingError, bound_class
 from model.errors import EXIT_BAD_INPUT, LedgercheckError
 from model.interpreter import build_api
 from model.spec import Spec
@@ -143,6 +144,12 @@ def load_implementation(target: str, spec: Spec, option: str = "--ledger-impl") 
     ledger_class = getattr(module, class_name, None)
     if not isinstance(ledger_class, type):
         raise ImplementationError(f"{location} has no class {class_name!r}")
+    if spec.binding is not None:  # the spec says how to drive this class: no adapter
+        try:
+            bound = bound_class(spec.binding, spec, ledger_class)
+        except BindingError as exc:
+            raise ImplementationError(f"{location}:{class_name}: {exc}") from None
+        return Implementation(f"{location}:{class_name}", bound, None, build_api(spec).Policy)
     policy_class = getattr(module, spec.api_policy_class, None)
     return Implementation(
         f"{location}:{class_name}",

@@ -57,6 +57,8 @@ class Outcome:
 
     raised: str | None
     logs: int
+    result: Any = None
+    """What the call returned, normalised; compared only for an event that declares `returns`."""
 
 
 @dataclass(frozen=True)
@@ -107,7 +109,9 @@ class Observer:
 
     @functools.cache  # noqa: B019 (one layout per fleet size, for the life of the observer)
     def _layout(self, shards: int) -> tuple[list[list[tuple[Key, str]]], list[Key], list[tuple[Key, str]]]:
-        fields = [[(("field", i, f.name), f.name) for f in self.spec.fields] for i in range(shards)]
+        binding = self.spec.binding
+        observed = [f for f in self.spec.fields if binding is None or binding.observes(f.name)]
+        fields = [[(("field", i, f.name), f.name) for f in observed] for i in range(shards)]
         states: list[Key] = [("state_of", i) for i in range(shards)]
         queries = [(("query", api), api) for api in self.queries]
         return fields, states, queries
@@ -150,9 +154,11 @@ def compare(
     differences: list[Difference] = []
     if model_out is not None and impl_out is not None:
         expected = model_out.raised
-        same = (error is None) if expected is None else isinstance(error, getattr(builtins, expected, Exception))
+        same = (error is None) if expected is None else _is_named(error, expected)
         if not same:
             differences.append(Difference(("raised",), expected, impl_out.raised))
+        if model_out.result != impl_out.result:
+            differences.append(Difference(("result",), model_out.result, impl_out.result))
         if model_out.logs != impl_out.logs:
             differences.append(Difference(("logs",), model_out.logs, impl_out.logs))
     for key in dict.fromkeys([*model_obs, *impl_obs]):
@@ -160,6 +166,18 @@ def compare(
         if left != right:
             differences.append(Difference(key, left, right))
     return differences
+
+
+def _is_named(error: BaseException | None, expected: str) -> bool:
+    """Whether `error` is the exception the model raised: a built-in by class, else (a
+    spec-declared error, which the model defines itself) by the name of its class or of
+    one of its bases."""
+    if error is None:
+        return False
+    builtin = getattr(builtins, expected, None)
+    if isinstance(builtin, type) and issubclass(builtin, BaseException):
+        return isinstance(error, builtin)
+    return any(cls.__name__ == expected for cls in type(error).__mro__)
 
 
 def exception_text(error: BaseException | None) -> str | None:
