@@ -399,7 +399,8 @@ def expect_log(check: Any, capsys: Any, shard: int, changes: Sequence[tuple[str,
         problem = f"{len(lines)} log line(s), expected {len(changes)}"
     else:
         for line, (old, new) in zip(lines, changes, strict=True):
-            pattern = rf"\b{shard}\b.*?\b{spelled(old)}\b.*?\b{spelled(new)}\b"
+            # the shard as a number of its own (not the 0 of a timestamp "t=0.000")
+            pattern = rf"(?<![\w.]){shard}(?![\w.]).*?\b{spelled(old)}\b.*?\b{spelled(new)}\b"
             if not re.search(pattern, line, flags=re.IGNORECASE):
                 problem = f"the log line {line!r} does not say shard {shard} went {old} -> {new}"
                 break
