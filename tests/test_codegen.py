@@ -159,11 +159,16 @@ def test_generated_tests_pass_on_fixed_and_all_fail_on_as_written():
     passing = run("-m", "pytest", "-q", "-p", "no:cacheprovider", str(GENERATED))
     assert passing.returncode == 0, passing.stdout[-3000:]
     assert f"{count} passed" in passing.stdout
-    failing = run("-m", "pytest", "-q", "-p", "no:cacheprovider", str(GENERATED), "--ledger-variant", "as_written")
+    # The counterexample tests: as_written breaks every one (the coverage tests expect behaviour
+    # as_written shares with the reference variant in most branches: tests/test_coverage_tests.py).
+    modules = [p for p in sorted(GENERATED.glob("test_*.py")) if not p.name.startswith(MODULE_PREFIX)]
+    count = sum(p.read_text().count("\ndef test_") for p in modules)
+    paths = [str(p) for p in modules]
+    failing = run("-m", "pytest", "-q", "-p", "no:cacheprovider", *paths, "--ledger-variant", "as_written")
     assert failing.returncode == 1
     assert f"{count} failed" in failing.stdout
     spec = load_spec().variant("as_written")
-    for module in GENERATED.glob("test_*.py"):
+    for module in modules:
         prop = spec.properties[module.stem.removeprefix("test_")]
         tests = re.findall(r"^def (test_\w+)\(", module.read_text(), re.M)
         for name in tests:
