@@ -2,7 +2,8 @@
 # spec meaning: 150b36f12a8e9d82a08b57e6031debb9fc62bc852f7b7e552a554c62ae848076
 # template version: 2
 # Regenerate with `ledgercheck gen`; `ledgercheck gen --check` fails when this file drifts.
-"""Coverage tests of the event `condemn_silent_participant`: one test per branch of `refit_keeps_streak`.
+"""Coverage tests of the event `condemn_silent_participant`: one test per branch of
+`refit_keeps_streak`.
 
 Each test drives the ledger through the shortest sequence of API calls after which its last call
 takes the branch (found breadth first over the executable model: 1 shard, the spec's default
@@ -81,7 +82,9 @@ POLICY = {
 }
 
 
-def test_condemn_silent_participant_ignored(ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]) -> None:
+def test_condemn_silent_participant_ignored(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
     """condemn_silent_participant: `ignore_when = state in ABSENT` holds: the call is ignored.
 
     Spec: [events.condemn_silent_participant] ignore_when = 'state in ABSENT'
@@ -112,7 +115,9 @@ def test_condemn_silent_participant_ignored(ledger_factory: LedgerFactory, capsy
     check.finish()
 
 
-def test_condemn_silent_participant_not_ignored(ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]) -> None:
+def test_condemn_silent_participant_not_ignored(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
     """condemn_silent_participant: `ignore_when = state in ABSENT` is false: the call is handled.
 
     Spec: [events.condemn_silent_participant] ignore_when = 'state in ABSENT'
@@ -139,7 +144,9 @@ def test_condemn_silent_participant_not_ignored(ledger_factory: LedgerFactory, c
     check.finish()
 
 
-def test_condemn_silent_participant_within_contract(ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]) -> None:
+def test_condemn_silent_participant_within_contract(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
     """condemn_silent_participant: the callers' contract `requires = suspected` holds.
 
     Spec: [events.condemn_silent_participant] requires = 'suspected'
@@ -170,9 +177,11 @@ def test_condemn_silent_participant_within_contract(ledger_factory: LedgerFactor
     check.finish()
 
 
-def test_condemn_silent_participant_outside_contract(ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]) -> None:
-    """condemn_silent_participant: the callers' contract `requires = suspected` is broken (a call the
-    callers do not make).
+def test_condemn_silent_participant_outside_contract(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """condemn_silent_participant: the callers' contract `requires = suspected` is broken (a call
+    the callers do not make).
 
     Spec: [events.condemn_silent_participant] requires = 'suspected'
     """

@@ -81,7 +81,9 @@ POLICY = {
 }
 
 
-def test_mark_loaded_ignored(ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]) -> None:
+def test_mark_loaded_ignored(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
     """mark_loaded: `ignore_when = state == RETIRED` holds: the call is ignored.
 
     Spec: [events.mark_loaded] ignore_when = 'state == RETIRED'
@@ -112,7 +114,9 @@ def test_mark_loaded_ignored(ledger_factory: LedgerFactory, capsys: pytest.Captu
     check.finish()
 
 
-def test_mark_loaded_not_ignored(ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]) -> None:
+def test_mark_loaded_not_ignored(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
     """mark_loaded: `ignore_when = state == RETIRED` is false: the call is handled.
 
     Spec: [events.mark_loaded] ignore_when = 'state == RETIRED'
@@ -139,7 +143,9 @@ def test_mark_loaded_not_ignored(ledger_factory: LedgerFactory, capsys: pytest.C
     check.finish()
 
 
-def test_mark_loaded_within_contract(ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]) -> None:
+def test_mark_loaded_within_contract(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
     """mark_loaded: the callers' contract `requires = state == RESTARTING` holds.
 
     Spec: [events.mark_loaded] requires = 'state == RESTARTING'
@@ -170,7 +176,9 @@ def test_mark_loaded_within_contract(ledger_factory: LedgerFactory, capsys: pyte
     check.finish()
 
 
-def test_mark_loaded_outside_contract(ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]) -> None:
+def test_mark_loaded_outside_contract(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
     """mark_loaded: the callers' contract `requires = state == RESTARTING` is broken (a call the
     callers do not make).
 
@@ -198,7 +206,9 @@ def test_mark_loaded_outside_contract(ledger_factory: LedgerFactory, capsys: pyt
     check.finish()
 
 
-def test_mark_loaded_if1_args_base_url_is_not_none_then(ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]) -> None:
+def test_mark_loaded_if1_args_base_url_is_not_none_then(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
     """mark_loaded: `if args.base_url is not None:` holds: its body runs.
 
     Spec: [events.mark_loaded] body: if args.base_url is not None:
@@ -225,7 +235,9 @@ def test_mark_loaded_if1_args_base_url_is_not_none_then(ledger_factory: LedgerFa
     check.finish()
 
 
-def test_mark_loaded_if1_args_base_url_is_not_none_else(ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]) -> None:
+def test_mark_loaded_if1_args_base_url_is_not_none_else(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
     """mark_loaded: `if args.base_url is not None:` is false: the `else` arm runs (or the `if` is
     skipped).
 

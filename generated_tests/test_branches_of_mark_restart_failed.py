@@ -81,7 +81,9 @@ POLICY = {
 }
 
 
-def test_mark_restart_failed_ignored(ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]) -> None:
+def test_mark_restart_failed_ignored(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
     """mark_restart_failed: `ignore_when = state == RETIRED` holds: the call is ignored.
 
     Spec: [events.mark_restart_failed] ignore_when = 'state == RETIRED'
@@ -112,7 +114,9 @@ def test_mark_restart_failed_ignored(ledger_factory: LedgerFactory, capsys: pyte
     check.finish()
 
 
-def test_mark_restart_failed_not_ignored(ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]) -> None:
+def test_mark_restart_failed_not_ignored(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
     """mark_restart_failed: `ignore_when = state == RETIRED` is false: the call is handled.
 
     Spec: [events.mark_restart_failed] ignore_when = 'state == RETIRED'
@@ -139,7 +143,9 @@ def test_mark_restart_failed_not_ignored(ledger_factory: LedgerFactory, capsys: 
     check.finish()
 
 
-def test_mark_restart_failed_within_contract(ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]) -> None:
+def test_mark_restart_failed_within_contract(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
     """mark_restart_failed: the callers' contract `requires = state == RESTARTING` holds.
 
     Spec: [events.mark_restart_failed] requires = 'state == RESTARTING'
@@ -170,9 +176,11 @@ def test_mark_restart_failed_within_contract(ledger_factory: LedgerFactory, caps
     check.finish()
 
 
-def test_mark_restart_failed_outside_contract(ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]) -> None:
-    """mark_restart_failed: the callers' contract `requires = state == RESTARTING` is broken (a call
-    the callers do not make).
+def test_mark_restart_failed_outside_contract(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """mark_restart_failed: the callers' contract `requires = state == RESTARTING` is broken (a
+    call the callers do not make).
 
     Spec: [events.mark_restart_failed] requires = 'state == RESTARTING'
     """

@@ -81,7 +81,9 @@ POLICY = {
 }
 
 
-def test_mark_restarting_ignored(ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]) -> None:
+def test_mark_restarting_ignored(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
     """mark_restarting: `ignore_when = state == RETIRED` holds: the call is ignored.
 
     Spec: [events.mark_restarting] ignore_when = 'state == RETIRED'
@@ -112,7 +114,9 @@ def test_mark_restarting_ignored(ledger_factory: LedgerFactory, capsys: pytest.C
     check.finish()
 
 
-def test_mark_restarting_not_ignored(ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]) -> None:
+def test_mark_restarting_not_ignored(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
     """mark_restarting: `ignore_when = state == RETIRED` is false: the call is handled.
 
     Spec: [events.mark_restarting] ignore_when = 'state == RETIRED'
@@ -139,7 +143,9 @@ def test_mark_restarting_not_ignored(ledger_factory: LedgerFactory, capsys: pyte
     check.finish()
 
 
-def test_mark_restarting_within_contract(ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]) -> None:
+def test_mark_restarting_within_contract(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
     """mark_restarting: the callers' contract `requires = state == DEAD` holds.
 
     Spec: [events.mark_restarting] requires = 'state == DEAD'
@@ -170,9 +176,11 @@ def test_mark_restarting_within_contract(ledger_factory: LedgerFactory, capsys: 
     check.finish()
 
 
-def test_mark_restarting_outside_contract(ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]) -> None:
-    """mark_restarting: the callers' contract `requires = state == DEAD` is broken (a call the callers
-    do not make).
+def test_mark_restarting_outside_contract(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """mark_restarting: the callers' contract `requires = state == DEAD` is broken (a call the
+    callers do not make).
 
     Spec: [events.mark_restarting] requires = 'state == DEAD'
     """
@@ -198,8 +206,11 @@ def test_mark_restarting_outside_contract(ledger_factory: LedgerFactory, capsys:
     check.finish()
 
 
-def test_mark_restarting_if1_restart_attempts_max_restart_then(ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]) -> None:
-    """mark_restarting: `if restart_attempts > max_restart_attempts_per_shard:` holds: its body runs.
+def test_mark_restarting_if1_restart_attempts_max_restart_then(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """mark_restarting: `if restart_attempts > max_restart_attempts_per_shard:` holds: its body
+    runs.
 
     Spec: [events.mark_restarting] body: if restart_attempts > max_restart_attempts_per_shard:
     """
@@ -245,9 +256,11 @@ def test_mark_restarting_if1_restart_attempts_max_restart_then(ledger_factory: L
     check.finish()
 
 
-def test_mark_restarting_if1_restart_attempts_max_restart_else(ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]) -> None:
-    """mark_restarting: `if restart_attempts > max_restart_attempts_per_shard:` is false: the `else`
-    arm runs (or the `if` is skipped).
+def test_mark_restarting_if1_restart_attempts_max_restart_else(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """mark_restarting: `if restart_attempts > max_restart_attempts_per_shard:` is false: the
+    `else` arm runs (or the `if` is skipped).
 
     Spec: [events.mark_restarting] body: if restart_attempts > max_restart_attempts_per_shard:
     """

@@ -81,7 +81,9 @@ POLICY = {
 }
 
 
-def test_mark_weights_partial_ignored(ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]) -> None:
+def test_mark_weights_partial_ignored(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
     """mark_weights_partial: `ignore_when = state in ABSENT` holds: the call is ignored.
 
     Spec: [events.mark_weights_partial] ignore_when = 'state in ABSENT'
@@ -112,7 +114,9 @@ def test_mark_weights_partial_ignored(ledger_factory: LedgerFactory, capsys: pyt
     check.finish()
 
 
-def test_mark_weights_partial_not_ignored(ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]) -> None:
+def test_mark_weights_partial_not_ignored(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
     """mark_weights_partial: `ignore_when = state in ABSENT` is false: the call is handled.
 
     Spec: [events.mark_weights_partial] ignore_when = 'state in ABSENT'
@@ -139,7 +143,9 @@ def test_mark_weights_partial_not_ignored(ledger_factory: LedgerFactory, capsys:
     check.finish()
 
 
-def test_mark_weights_partial_within_contract(ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]) -> None:
+def test_mark_weights_partial_within_contract(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
     """mark_weights_partial: the callers' contract `requires = state in SERVING` holds.
 
     Spec: [events.mark_weights_partial] requires = 'state in SERVING'
@@ -166,9 +172,11 @@ def test_mark_weights_partial_within_contract(ledger_factory: LedgerFactory, cap
     check.finish()
 
 
-def test_mark_weights_partial_outside_contract(ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]) -> None:
-    """mark_weights_partial: the callers' contract `requires = state in SERVING` is broken (a call the
-    callers do not make).
+def test_mark_weights_partial_outside_contract(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """mark_weights_partial: the callers' contract `requires = state in SERVING` is broken (a call
+    the callers do not make).
 
     Spec: [events.mark_weights_partial] requires = 'state in SERVING'
     """
@@ -198,7 +206,9 @@ def test_mark_weights_partial_outside_contract(ledger_factory: LedgerFactory, ca
     check.finish()
 
 
-def test_mark_weights_partial_if1_state_stale_then(ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]) -> None:
+def test_mark_weights_partial_if1_state_stale_then(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
     """mark_weights_partial: `if state != STALE:` holds: its body runs.
 
     Spec: [events.mark_weights_partial] body: if state != STALE:
@@ -225,7 +235,9 @@ def test_mark_weights_partial_if1_state_stale_then(ledger_factory: LedgerFactory
     check.finish()
 
 
-def test_mark_weights_partial_if1_state_stale_else(ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]) -> None:
+def test_mark_weights_partial_if1_state_stale_else(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
     """mark_weights_partial: `if state != STALE:` is false: the `else` arm runs (or the `if` is
     skipped).
 

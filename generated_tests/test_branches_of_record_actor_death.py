@@ -81,7 +81,9 @@ POLICY = {
 }
 
 
-def test_record_actor_death_ignored(ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]) -> None:
+def test_record_actor_death_ignored(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
     """record_actor_death: `ignore_when = state in ABSENT` holds: the call is ignored.
 
     Spec: [events.record_actor_death] ignore_when = 'state in ABSENT'
@@ -112,7 +114,9 @@ def test_record_actor_death_ignored(ledger_factory: LedgerFactory, capsys: pytes
     check.finish()
 
 
-def test_record_actor_death_not_ignored(ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]) -> None:
+def test_record_actor_death_not_ignored(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
     """record_actor_death: `ignore_when = state in ABSENT` is false: the call is handled.
 
     Spec: [events.record_actor_death] ignore_when = 'state in ABSENT'
@@ -139,7 +143,9 @@ def test_record_actor_death_not_ignored(ledger_factory: LedgerFactory, capsys: p
     check.finish()
 
 
-def test_record_actor_death_within_contract(ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]) -> None:
+def test_record_actor_death_within_contract(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
     """record_actor_death: the callers' contract `requires = state not in ABSENT` holds.
 
     Spec: [events.record_actor_death] requires = 'state not in ABSENT'
@@ -166,9 +172,11 @@ def test_record_actor_death_within_contract(ledger_factory: LedgerFactory, capsy
     check.finish()
 
 
-def test_record_actor_death_outside_contract(ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]) -> None:
-    """record_actor_death: the callers' contract `requires = state not in ABSENT` is broken (a call the
-    callers do not make).
+def test_record_actor_death_outside_contract(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """record_actor_death: the callers' contract `requires = state not in ABSENT` is broken (a call
+    the callers do not make).
 
     Spec: [events.record_actor_death] requires = 'state not in ABSENT'
     """

@@ -81,7 +81,9 @@ POLICY = {
 }
 
 
-def test_record_probe_ignored(ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]) -> None:
+def test_record_probe_ignored(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
     """record_probe: `ignore_when = state not in SERVING` holds: the call is ignored.
 
     Spec: [events.record_probe] ignore_when = 'state not in SERVING'
@@ -112,7 +114,9 @@ def test_record_probe_ignored(ledger_factory: LedgerFactory, capsys: pytest.Capt
     check.finish()
 
 
-def test_record_probe_not_ignored(ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]) -> None:
+def test_record_probe_not_ignored(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
     """record_probe: `ignore_when = state not in SERVING` is false: the call is handled.
 
     Spec: [events.record_probe] ignore_when = 'state not in SERVING'
@@ -139,7 +143,9 @@ def test_record_probe_not_ignored(ledger_factory: LedgerFactory, capsys: pytest.
     check.finish()
 
 
-def test_record_probe_within_contract(ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]) -> None:
+def test_record_probe_within_contract(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
     """record_probe: the callers' contract `requires = state in SERVING` holds.
 
     Spec: [events.record_probe] requires = 'state in SERVING'
@@ -166,9 +172,11 @@ def test_record_probe_within_contract(ledger_factory: LedgerFactory, capsys: pyt
     check.finish()
 
 
-def test_record_probe_outside_contract(ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]) -> None:
-    """record_probe: the callers' contract `requires = state in SERVING` is broken (a call the callers
-    do not make).
+def test_record_probe_outside_contract(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """record_probe: the callers' contract `requires = state in SERVING` is broken (a call the
+    callers do not make).
 
     Spec: [events.record_probe] requires = 'state in SERVING'
     """
@@ -198,7 +206,9 @@ def test_record_probe_outside_contract(ledger_factory: LedgerFactory, capsys: py
     check.finish()
 
 
-def test_record_probe_if1_args_ok_then(ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]) -> None:
+def test_record_probe_if1_args_ok_then(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
     """record_probe: `if args.ok:` holds: its body runs.
 
     Spec: [events.record_probe] body: if args.ok:
@@ -225,7 +235,9 @@ def test_record_probe_if1_args_ok_then(ledger_factory: LedgerFactory, capsys: py
     check.finish()
 
 
-def test_record_probe_if1_args_ok_else(ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]) -> None:
+def test_record_probe_if1_args_ok_else(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
     """record_probe: `if args.ok:` is false: the `else` arm runs (or the `if` is skipped).
 
     Spec: [events.record_probe] body: if args.ok:
@@ -252,11 +264,14 @@ def test_record_probe_if1_args_ok_else(ledger_factory: LedgerFactory, capsys: py
     check.finish()
 
 
-def test_record_probe_if2_state_suspect_and_consecutive_then(ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]) -> None:
-    """record_probe: `if state == SUSPECT and consecutive_probe_successes >= healthy_threshold:` holds:
-    its body runs.
+def test_record_probe_if2_state_suspect_and_consecutive_then(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """record_probe: `if state == SUSPECT and consecutive_probe_successes >= healthy_threshold:`
+    holds: its body runs.
 
-    Spec: [events.record_probe] body: if state == SUSPECT and consecutive_probe_successes >= healthy_threshold:
+    Spec: [events.record_probe] body: if state == SUSPECT and consecutive_probe_successes >=
+    healthy_threshold:
     """
     ledger, check = ledger_factory(
         SPEC, SPEC_MEANING, PROPERTY, EXPECTED_FROM, parts=SPEC_PARTS, shards=1, policy=POLICY
@@ -288,11 +303,14 @@ def test_record_probe_if2_state_suspect_and_consecutive_then(ledger_factory: Led
     check.finish()
 
 
-def test_record_probe_if2_state_suspect_and_consecutive_else(ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]) -> None:
+def test_record_probe_if2_state_suspect_and_consecutive_else(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
     """record_probe: `if state == SUSPECT and consecutive_probe_successes >= healthy_threshold:` is
     false: the `else` arm runs (or the `if` is skipped).
 
-    Spec: [events.record_probe] body: if state == SUSPECT and consecutive_probe_successes >= healthy_threshold:
+    Spec: [events.record_probe] body: if state == SUSPECT and consecutive_probe_successes >=
+    healthy_threshold:
     """
     ledger, check = ledger_factory(
         SPEC, SPEC_MEANING, PROPERTY, EXPECTED_FROM, parts=SPEC_PARTS, shards=1, policy=POLICY
@@ -316,7 +334,9 @@ def test_record_probe_if2_state_suspect_and_consecutive_else(ledger_factory: Led
     check.finish()
 
 
-def test_record_probe_if3_consecutive_probe_failures_then(ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]) -> None:
+def test_record_probe_if3_consecutive_probe_failures_then(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
     """record_probe: `if consecutive_probe_failures >= unhealthy_threshold:` holds: its body runs.
 
     Spec: [events.record_probe] body: if consecutive_probe_failures >= unhealthy_threshold:
@@ -351,9 +371,11 @@ def test_record_probe_if3_consecutive_probe_failures_then(ledger_factory: Ledger
     check.finish()
 
 
-def test_record_probe_if3_consecutive_probe_failures_else(ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]) -> None:
-    """record_probe: `if consecutive_probe_failures >= unhealthy_threshold:` is false: the `else` arm
-    runs (or the `if` is skipped).
+def test_record_probe_if3_consecutive_probe_failures_else(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """record_probe: `if consecutive_probe_failures >= unhealthy_threshold:` is false: the `else`
+    arm runs (or the `if` is skipped).
 
     Spec: [events.record_probe] body: if consecutive_probe_failures >= unhealthy_threshold:
     """
@@ -379,7 +401,9 @@ def test_record_probe_if3_consecutive_probe_failures_else(ledger_factory: Ledger
     check.finish()
 
 
-def test_record_probe_if4_state_healthy_then(ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]) -> None:
+def test_record_probe_if4_state_healthy_then(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
     """record_probe: `if state == HEALTHY:` holds: its body runs.
 
     Spec: [events.record_probe] body: if state == HEALTHY:
@@ -406,7 +430,9 @@ def test_record_probe_if4_state_healthy_then(ledger_factory: LedgerFactory, caps
     check.finish()
 
 
-def test_record_probe_if4_state_healthy_else(ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]) -> None:
+def test_record_probe_if4_state_healthy_else(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
     """record_probe: `if state == HEALTHY:` is false: the `else` arm runs (or the `if` is skipped).
 
     Spec: [events.record_probe] body: if state == HEALTHY:

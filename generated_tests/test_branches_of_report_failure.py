@@ -81,7 +81,9 @@ POLICY = {
 }
 
 
-def test_report_failure_ignored(ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]) -> None:
+def test_report_failure_ignored(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
     """report_failure: `ignore_when = state not in SERVING` holds: the call is ignored.
 
     Spec: [events.report_failure] ignore_when = 'state not in SERVING'
@@ -112,7 +114,9 @@ def test_report_failure_ignored(ledger_factory: LedgerFactory, capsys: pytest.Ca
     check.finish()
 
 
-def test_report_failure_not_ignored(ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]) -> None:
+def test_report_failure_not_ignored(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
     """report_failure: `ignore_when = state not in SERVING` is false: the call is handled.
 
     Spec: [events.report_failure] ignore_when = 'state not in SERVING'
@@ -139,7 +143,9 @@ def test_report_failure_not_ignored(ledger_factory: LedgerFactory, capsys: pytes
     check.finish()
 
 
-def test_report_failure_within_contract(ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]) -> None:
+def test_report_failure_within_contract(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
     """report_failure: the callers' contract `requires = state in SERVING` holds.
 
     Spec: [events.report_failure] requires = 'state in SERVING'
@@ -166,7 +172,9 @@ def test_report_failure_within_contract(ledger_factory: LedgerFactory, capsys: p
     check.finish()
 
 
-def test_report_failure_outside_contract(ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]) -> None:
+def test_report_failure_outside_contract(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
     """report_failure: the callers' contract `requires = state in SERVING` is broken (a call the
     callers do not make).
 
@@ -198,8 +206,11 @@ def test_report_failure_outside_contract(ledger_factory: LedgerFactory, capsys: 
     check.finish()
 
 
-def test_report_failure_if1_consecutive_reported_failures_then(ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]) -> None:
-    """report_failure: `if consecutive_reported_failures >= unhealthy_threshold:` holds: its body runs.
+def test_report_failure_if1_consecutive_reported_failures_then(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """report_failure: `if consecutive_reported_failures >= unhealthy_threshold:` holds: its body
+    runs.
 
     Spec: [events.report_failure] body: if consecutive_reported_failures >= unhealthy_threshold:
     """
@@ -233,9 +244,11 @@ def test_report_failure_if1_consecutive_reported_failures_then(ledger_factory: L
     check.finish()
 
 
-def test_report_failure_if1_consecutive_reported_failures_else(ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]) -> None:
-    """report_failure: `if consecutive_reported_failures >= unhealthy_threshold:` is false: the `else`
-    arm runs (or the `if` is skipped).
+def test_report_failure_if1_consecutive_reported_failures_else(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """report_failure: `if consecutive_reported_failures >= unhealthy_threshold:` is false: the
+    `else` arm runs (or the `if` is skipped).
 
     Spec: [events.report_failure] body: if consecutive_reported_failures >= unhealthy_threshold:
     """
@@ -261,7 +274,9 @@ def test_report_failure_if1_consecutive_reported_failures_else(ledger_factory: L
     check.finish()
 
 
-def test_report_failure_if2_state_healthy_then(ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]) -> None:
+def test_report_failure_if2_state_healthy_then(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
     """report_failure: `if state == HEALTHY:` holds: its body runs.
 
     Spec: [events.report_failure] body: if state == HEALTHY:
@@ -288,8 +303,11 @@ def test_report_failure_if2_state_healthy_then(ledger_factory: LedgerFactory, ca
     check.finish()
 
 
-def test_report_failure_if2_state_healthy_else(ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]) -> None:
-    """report_failure: `if state == HEALTHY:` is false: the `else` arm runs (or the `if` is skipped).
+def test_report_failure_if2_state_healthy_else(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """report_failure: `if state == HEALTHY:` is false: the `else` arm runs (or the `if` is
+    skipped).
 
     Spec: [events.report_failure] body: if state == HEALTHY:
     """

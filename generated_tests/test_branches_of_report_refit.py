@@ -81,7 +81,9 @@ POLICY = {
 }
 
 
-def test_report_refit_ignored(ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]) -> None:
+def test_report_refit_ignored(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
     """report_refit: `ignore_when = state == RETIRED` holds: the call is ignored.
 
     Spec: [events.report_refit] ignore_when = 'state == RETIRED'
@@ -112,7 +114,9 @@ def test_report_refit_ignored(ledger_factory: LedgerFactory, capsys: pytest.Capt
     check.finish()
 
 
-def test_report_refit_not_ignored(ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]) -> None:
+def test_report_refit_not_ignored(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
     """report_refit: `ignore_when = state == RETIRED` is false: the call is handled.
 
     Spec: [events.report_refit] ignore_when = 'state == RETIRED'
@@ -139,7 +143,9 @@ def test_report_refit_not_ignored(ledger_factory: LedgerFactory, capsys: pytest.
     check.finish()
 
 
-def test_report_refit_within_contract(ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]) -> None:
+def test_report_refit_within_contract(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
     """report_refit: the callers' contract `requires = state == STALE` holds.
 
     Spec: [events.report_refit] requires = 'state == STALE'
@@ -170,9 +176,11 @@ def test_report_refit_within_contract(ledger_factory: LedgerFactory, capsys: pyt
     check.finish()
 
 
-def test_report_refit_outside_contract(ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]) -> None:
-    """report_refit: the callers' contract `requires = state == STALE` is broken (a call the callers do
-    not make).
+def test_report_refit_outside_contract(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """report_refit: the callers' contract `requires = state == STALE` is broken (a call the
+    callers do not make).
 
     Spec: [events.report_refit] requires = 'state == STALE'
     """
@@ -198,10 +206,14 @@ def test_report_refit_outside_contract(ledger_factory: LedgerFactory, capsys: py
     check.finish()
 
 
-def test_report_refit_if1_was_suspect_or_consecutive_then(ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]) -> None:
-    """report_refit: `if was == SUSPECT or consecutive_reported_failures > 0:` holds: its body runs.
+def test_report_refit_if1_was_suspect_or_consecutive_then(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """report_refit: `if was == SUSPECT or consecutive_reported_failures > 0:` holds: its body
+    runs.
 
-    Spec: [events.report_refit] body: if was == SUSPECT or consecutive_reported_failures > 0: (as variant refit_keeps_streak's patch has it)
+    Spec: [events.report_refit] body: if was == SUSPECT or consecutive_reported_failures > 0: (as
+    variant refit_keeps_streak's patch has it)
     """
     ledger, check = ledger_factory(
         SPEC, SPEC_MEANING, PROPERTY, EXPECTED_FROM, parts=SPEC_PARTS, shards=1, policy=POLICY
@@ -229,11 +241,14 @@ def test_report_refit_if1_was_suspect_or_consecutive_then(ledger_factory: Ledger
     check.finish()
 
 
-def test_report_refit_if1_was_suspect_or_consecutive_else(ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]) -> None:
-    """report_refit: `if was == SUSPECT or consecutive_reported_failures > 0:` is false: the `else` arm
-    runs (or the `if` is skipped).
+def test_report_refit_if1_was_suspect_or_consecutive_else(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """report_refit: `if was == SUSPECT or consecutive_reported_failures > 0:` is false: the `else`
+    arm runs (or the `if` is skipped).
 
-    Spec: [events.report_refit] body: if was == SUSPECT or consecutive_reported_failures > 0: (as variant refit_keeps_streak's patch has it)
+    Spec: [events.report_refit] body: if was == SUSPECT or consecutive_reported_failures > 0: (as
+    variant refit_keeps_streak's patch has it)
     """
     ledger, check = ledger_factory(
         SPEC, SPEC_MEANING, PROPERTY, EXPECTED_FROM, parts=SPEC_PARTS, shards=1, policy=POLICY

@@ -81,7 +81,9 @@ POLICY = {
 }
 
 
-def test_report_success_within_contract(ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]) -> None:
+def test_report_success_within_contract(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
     """report_success: the callers' contract `requires = state in SERVING` holds.
 
     Spec: [events.report_success] requires = 'state in SERVING'
@@ -108,7 +110,9 @@ def test_report_success_within_contract(ledger_factory: LedgerFactory, capsys: p
     check.finish()
 
 
-def test_report_success_outside_contract(ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]) -> None:
+def test_report_success_outside_contract(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
     """report_success: the callers' contract `requires = state in SERVING` is broken (a call the
     callers do not make).
 
