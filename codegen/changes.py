@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from codegen import coverage
 from codegen.gate import Verdicts
 from codegen.meaning import changed_parts
 from model.spec import SpecFile
@@ -131,7 +132,16 @@ def _rewritten(name: str, old: str, new: str) -> ModuleChange:
     return ModuleChange(name, "rewritten", False, "only text changed (docs, messages, figures)")
 
 
+def _coverage_event(name: str) -> str | None:
+    """The event of a coverage module's file name (`test_branches_of_EVENT.py`), else None."""
+    prefix = coverage.MODULE_PREFIX
+    return name.removeprefix(prefix).removesuffix(".py") if name.startswith(prefix) else None
+
+
 def _removed(name: str, old: str, spec_file: SpecFile, verdicts: Verdicts | None) -> ModuleChange:
+    event = _coverage_event(name)
+    if event is not None:
+        return ModuleChange(name, "removed", True, f"the event {event} was removed or renamed in the spec")
     before = shape(old)
     prop = before.prop if before is not None and before.prop else name.removeprefix("test_").removesuffix(".py")
     if prop not in spec_file.variant().properties:
@@ -155,6 +165,10 @@ def _removed(name: str, old: str, spec_file: SpecFile, verdicts: Verdicts | None
 
 def _added(name: str, new: str, verdicts: Verdicts | None) -> ModuleChange:
     after = shape(new)
+    event = _coverage_event(name)
+    if event is not None:
+        count = len(after.tests) if after is not None else 0
+        return ModuleChange(name, "added", True, f"coverage tests of the event {event} ({count} branch(es))")
     prop = after.prop if after is not None and after.prop else name
     count = len(after.tests) if after is not None else 0
     where = ", ".join(verdicts.violating(prop)) if verdicts is not None else ""

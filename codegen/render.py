@@ -32,7 +32,7 @@ from typing import Any
 import jinja2
 import pytest
 
-from codegen import gate
+from codegen import coverage, gate
 from codegen.changes import compare
 from codegen.gate import Verdicts
 from codegen.meaning import meaning_of
@@ -326,7 +326,116 @@ def plan_tests(
     return planned
 
 
+@dataclass(frozen=True)
+class CoverageTest:
+    """One branch of one event: the shortest calls to it, expectations from the reference variant."""
+
+    name: str
+    summary: str
+    source: str
+    steps: tuple[GeneratedStep, ...]
+    log: tuple[tuple[str, str], ...]
+
+
+def build_coverage_test(spec: Spec, branch: coverage.Branch, trace: Sequence[coverage.Call]) -> CoverageTest:
+    """A test of one branch: after every call the state and the fields it changed (as
+    `build_test` asserts them), after the last one every field and the log lines."""
+    machine = coverage.TracingMachine(spec, spec.default_policy(), coverage.SHARDS)
+    store = coverage.start_store(spec)
+    steps: list[GeneratedStep] = []
+    log: tuple[tuple[str, str], ...] = ()
+    for number, (name, arg_items) in enumerate(trace, 1):
+        event = spec.events[name]
+        args = dict(arg_items)
+        before = {f.name: store[(0, f.name)] for f in spec.fields}
+        effects = machine.run(event, args, store)
+        after = {f.name: store[(0, f.name)] for f in spec.fields}
+        last = number == len(trace)
+        fields = [(spec.state_field, after[spec.state_field])]
+        fields += [
+            (f.name, after[f.name])
+            for f in spec.fields
+            if f.name != spec.state_field and (last or after[f.name] != before[f.name])
+        ]
+        params = event.signature.params
+        monitor = tuple((p.name, pyrepr(args[p.name])) for p in params if p.type.kind != "any" and p.name in args)
+        code = call_code(event, 0, args)
+        call = GeneratedCall(name, 0, code, monitor, ((0, tuple(fields)),), arg_items)
+        label = f"{code}, the branch" if last else code
+        steps.append(GeneratedStep(number, label, (call,)))
+        if last:
+            log = tuple((old, new) for _, old, new, _ in effects.logs)
+    summary = f"{branch.event}: {branch.describe}."
+    source = branch.source(spec.variant)
+    return CoverageTest(f"{branch.event}_{branch.slug}", summary, source, tuple(steps), log)
+
+
+def render_coverage(spec_file: SpecFile, out_dir: Path, found: coverage.Coverage) -> dict[str, str]:
+    """One module per event with branches: `test_branches_of_EVENT.py`."""
+    spec = spec_file.variant(found.variant)
+    clash = [e for e in spec.events if f"{coverage.MODULE_PREFIX.removeprefix('test_')}{e}" in spec.properties]
+    if clash:
+        raise GenerationError(f"a property is named like the coverage module of event {clash[0]!r}")
+    env = environment()
+    template = env.get_template("coverage_module.py.j2")
+    spec_rel = os.path.relpath(Path(spec_file.path).resolve(), out_dir.resolve()).replace(os.sep, "/")
+    meaning = meaning_of(spec_file)
+    monitored = coverage.monitored_property(spec_file, spec)
+    files: dict[str, str] = {}
+    for event in spec.events:
+        # every branch has a trace or is reported unreachable (`coverage_report`)
+        reached = [b for b in found.branches if b.event == event and b in found.traces]
+        tests = [build_coverage_test(spec, b, found.traces[b]) for b in reached]
+        if not tests:
+            continue
+        files[f"{coverage.MODULE_PREFIX}{event}.py"] = template.render(
+            spec_rel=spec_rel,
+            spec_meaning=meaning.digest,
+            spec_parts=meaning.parts,
+            template_version=TEMPLATE_VERSION,
+            event=event,
+            variant=spec.variant,
+            shards=coverage.SHARDS,
+            policy=spec.default_policy(),
+            monitored=monitored,
+            tests=tests,
+        )
+    return files
+
+
 def render_files(
+    spec_file: SpecFile, out_dir: Path, planned: Mapping[str, tuple[Spec, str, list[GeneratedTest]]]
+) -> dict[str, str]:
+    """Every generated module: the counterexample tests of `planned`, and the coverage tests
+    of the reference variant's branches."""
+    files = render_counterexamples(spec_file, out_dir, planned)
+    files.update(render_coverage(spec_file, out_dir, search_branches(spec_file)))
+    return dict(sorted(files.items()))
+
+
+def search_branches(spec_file: SpecFile) -> coverage.Coverage:
+    """The shortest trace to every branch of the reference variant (remembered per spec text)."""
+    reference = reference_variant(spec_file)
+    key = (spec_file.variant().sha256, reference)
+    if key not in _SEARCHED:
+        _SEARCHED.clear()
+        _SEARCHED[key] = coverage.search(spec_file, spec_file.variant(reference))
+    return _SEARCHED[key]
+
+
+_SEARCHED: dict[tuple[str, str], coverage.Coverage] = {}
+
+
+def coverage_report(spec_file: SpecFile, command: str) -> list[str]:
+    """The branch coverage of the generated suite, replayed on the reference variant's model."""
+    found = search_branches(spec_file)
+    reference = spec_file.variant(found.variant)
+    covered = coverage.covered_by(reference, list(found.traces.values()), found.branches)
+    lines = found.report(spec_file.path, covered)
+    return [f"{command}: {lines[0]}", *lines[1:]]
+
+
+def render_counterexamples(
     spec_file: SpecFile, out_dir: Path, planned: Mapping[str, tuple[Spec, str, list[GeneratedTest]]]
 ) -> dict[str, str]:
     env = environment()
@@ -483,6 +592,7 @@ def cmd_gen(ns: argparse.Namespace) -> int:
             print(f"\n{command}: {kind}; run `ledgercheck gen`.")
             return EXIT_MISMATCH
         print(f"{command}: {out_dir} is up to date ({len(files)} module(s), {count} test(s)).")
+        print("\n".join(coverage_report(spec_file, command)))
         return EXIT_OK
     try:
         changed = write_tests(out_dir, files)
@@ -496,6 +606,7 @@ def cmd_gen(ns: argparse.Namespace) -> int:
     for change in changes:
         if change.name in changed:
             print(change.line())
+    print("\n".join(coverage_report(spec_file, command)))
     return EXIT_OK
 
 

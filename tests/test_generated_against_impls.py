@@ -7,6 +7,8 @@ property holds (`refit_keeps_streak`). The clean implementation is `fixed`: it p
 generated test except those of the properties `fixed` itself violates; the implementation as
 written at the PR head fails every one (it violates every property tests are generated for),
 each saying its property's message. A target that cannot be loaded fails the tests with a message naming it.
+These runs take the counterexample modules only; the coverage tests (`test_branches_of_*.py`)
+are run against the reference implementation and its mutants by tests/test_coverage_tests.py.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import Path
 import pytest
 from ledger_fixture import LEDGER_GENERATED
 
+from codegen.coverage import MODULE_PREFIX
 from model.spec import load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,10 +42,16 @@ def count_tests(path: Path) -> int:
     return len(re.findall(r"^def test_", path.read_text(), flags=re.MULTILINE))
 
 
+def property_modules() -> list[Path]:
+    """The generated modules of counterexample tests (not the coverage tests of the
+    reference variant's branches, `test_branches_of_*.py`: tests/test_coverage_tests.py)."""
+    return [p for p in sorted(GENERATED.glob("test_*.py")) if not p.name.startswith(MODULE_PREFIX)]
+
+
 def generated_modules() -> dict[str, int]:
-    """Property name -> number of generated tests, for every generated module."""
+    """Property name -> number of generated tests, for every counterexample module."""
     modules = {}
-    for path in sorted(GENERATED.glob("test_*.py")):
+    for path in property_modules():
         modules[path.stem.removeprefix("test_")] = count_tests(path)
     return modules
 
@@ -62,7 +71,7 @@ def run_generated(target: str, on_path: bool = False) -> tuple[int, str]:
             sys.executable,
             "-m",
             "pytest",
-            str(GENERATED),
+            *(str(p) for p in property_modules()),
             "-q",
             "-rf",
             "-p",

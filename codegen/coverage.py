@@ -1,0 +1,412 @@
+"""Coverage tests: one generated test per branch of every event of the reference variant.
+
+Counterexample tests exist only where some variant breaks a property, so a branch no
+property looks at would get no test, and an implementation could get it wrong unseen. Here
+every *branch* of every event of the reference variant (the one every property holds in)
+gets a test of its own: each outcome of the event's `ignore_when` guard and of its callers'
+contract `requires`, and each arm of every `if` of its body (an `elif` is an `if` in the
+`else` arm; an `if` without `else` still has an `else` branch: the call skips it).
+
+`search` finds, for every branch, the shortest sequence of API calls after which the last
+call takes it: breadth first over the executable model's semantics (calls in spec order,
+arguments from small fixed domains, one shard, the spec's default policy), merging states
+whose ledger fields are equal. A branch the search does not reach is reported with what the
+search covered (every reachable state, or every call sequence up to `MAX_DEPTH` calls),
+never dropped. `build_tests` turns each trace into a test that asserts, after every call, the
+state and the changed fields (after the branch's own call: every field of the shard, and the
+log lines the call prints: `expect_log`).
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import itertools
+import re
+import textwrap
+from collections import deque
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from model import ir
+from model.interpreter import initial_store
+from model.semantics import ConcreteBackend, Effects, Frame, Key, Machine
+from model.spec import Event, Spec, SpecFile
+from model.trace import base_url
+
+SHARDS = 1
+MAX_DEPTH = 24
+MAX_STATES = 200_000
+MODULE_PREFIX = "test_branches_of_"
+
+
+@dataclass(frozen=True)
+class Branch:
+    """One outcome of one decision of an event: `kind` is "ignore_when", "requires" or
+    "if" (the `ordinal`-th `if` of the body, in reading order); `taken` the outcome."""
+
+    event: str
+    kind: str
+    ordinal: int
+    taken: bool
+    text: str
+    line: int
+    from_patch: bool = False
+
+    @property
+    def slug(self) -> str:
+        if self.kind == "ignore_when":
+            return "ignored" if self.taken else "not_ignored"
+        if self.kind == "requires":
+            return "within_contract" if self.taken else "outside_contract"
+        if self.kind == "body":
+            return "runs"
+        words: list[str] = []
+        for word in re.findall(r"[a-z0-9]+", self.text.removeprefix("if ").rstrip(":").lower()):
+            if words and len("_".join([*words, word])) > 32:
+                break
+            words.append(word)
+        return f"if{self.ordinal}_{'_'.join(words)}_{'then' if self.taken else 'else'}"
+
+    @property
+    def describe(self) -> str:
+        if self.kind == "ignore_when":
+            outcome = "holds: the call is ignored" if self.taken else "is false: the call is handled"
+            return f"`ignore_when = {self.text}` {outcome}"
+        if self.kind == "requires":
+            outcome = "holds" if self.taken else "is broken (a call the callers do not make)"
+            return f"the callers' contract `requires = {self.text}` {outcome}"
+        if self.kind == "body":
+            return "the body runs (the event has no guard and no `if`)"
+        arm = "its body runs" if self.taken else "the `else` arm runs (or the `if` is skipped)"
+        return f"`{self.text}` {'holds' if self.taken else 'is false'}: {arm}"
+
+    def source(self, variant: str) -> str:
+        """The spec text the branch comes from, without its line number (a comment added
+        above must not rewrite the generated tests)."""
+        if self.kind in ("ignore_when", "requires"):
+            return f"[events.{self.event}] {self.kind} = {self.text!r}{self.patched(variant)}"
+        if self.kind == "body":
+            return f"[events.{self.event}] body"
+        return f"[events.{self.event}] body: {self.text}{self.patched(variant)}"
+
+    def patched(self, variant: str) -> str:
+        return f" (as variant {variant}'s patch has it)" if self.from_patch else ""
+
+    def where(self, spec_path: str) -> str:
+        return f"{Path(spec_path).name}:{self.line}"
+
+
+Call = tuple[str, tuple[tuple[str, Any], ...]]  # (event, args) on shard 0
+
+
+@dataclass(frozen=True)
+class Unreached:
+    branch: Branch
+    why: str
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """What the search found: per branch the shortest trace (None when unreached)."""
+
+    variant: str
+    branches: tuple[Branch, ...]
+    traces: Mapping[Branch, tuple[Call, ...]]
+    unreached: tuple[Unreached, ...]
+    states: int
+    depth: int
+
+    def report(self, spec_path: str, covered: set[Branch]) -> list[str]:
+        total = len(self.branches)
+        hit = sum(1 for b in self.branches if b in covered)
+        reachable = total - len(self.unreached)
+        percent = 100 * hit // reachable if reachable else 100
+        lines = [
+            f"branch coverage of {self.variant}: {hit}/{reachable} reachable branches covered ({percent} %), "
+            f"{len(self.unreached)} unreachable, {total} in all"
+        ]
+        for branch in self.branches:
+            if branch not in covered and branch not in {u.branch for u in self.unreached}:
+                lines.append(f"  uncovered  {branch.where(spec_path)}  {branch.event}: {branch.describe}")
+        for gone in self.unreached:
+            lines.append(f"  unreachable  {gone.branch.where(spec_path)}  {gone.branch.event}: {gone.branch.describe}")
+            lines.append(f"    {gone.why}")
+        return lines
+
+
+# --- the branches -------------------------------------------------------------------------
+
+
+def _ifs(block: Sequence[ir.Stmt]) -> Iterator[ir.If]:
+    """The `if` statements of a block in reading order (an `elif` after its `if`)."""
+    for stmt in block:
+        if isinstance(stmt, ir.If):
+            yield stmt
+            yield from _ifs(stmt.then)
+            yield from _ifs(stmt.orelse)
+        elif isinstance(stmt, ir.ForShards):
+            yield from _ifs(stmt.body)
+
+
+def _normal(expr: str) -> str:
+    try:
+        return ast.unparse(ast.parse(expr.strip(), mode="eval"))
+    except SyntaxError:
+        return " ".join(expr.split())
+
+
+def _guard_source(spec_file: SpecFile, variant: str, event: str, guard: str) -> tuple[str, int, bool]:
+    """A guard's text and line as the variant has it (a patch may replace it)."""
+    lines = spec_file.source.lines
+    text = spec_file.source.data["events"][event].get(guard)
+    keys: tuple[Any, ...] = ("events", event, guard)
+    for index, patch in _patches(spec_file, variant):
+        if patch.get("event") == event and guard in patch:
+            text, keys = patch[guard], ("variants", variant, "patch", index, guard)
+    return _normal(str(text)), lines.value_where(keys).line, keys[0] == "variants"
+
+
+def _patches(spec_file: SpecFile, variant: str) -> list[tuple[int, dict[str, Any]]]:
+    table = spec_file.source.data.get("variants", {}).get(variant, {})
+    raw = table.get("patch", []) if isinstance(table, dict) else []
+    return [(i, p) for i, p in enumerate(raw) if isinstance(p, dict)]
+
+
+def _if_lines(spec_file: SpecFile, variant: str, event: str) -> dict[str, list[tuple[int, bool]]]:
+    """For every `if` header text of the event's body (base text and the variant's inserted
+    statements), the file lines it is written on, inserted statements first."""
+    blocks: list[tuple[str, tuple[Any, ...]]] = []
+    for index, patch in _patches(spec_file, variant):
+        if patch.get("event") == event and patch.get("block", "body") == "body" and "insert" in patch:
+            blocks.append((patch["insert"], ("variants", variant, "patch", index, "insert")))
+    body = spec_file.source.data["events"][event].get("body", "")
+    blocks.append((body, ("events", event, "body")))
+    found: dict[str, list[tuple[int, bool]]] = {}
+    raw = spec_file.source.raw_lines
+    for text, keys in blocks:
+        start = spec_file.source.lines.value_where(keys)
+        head = raw[start.line - 1][start.col - 1 :] if 0 < start.line <= len(raw) else ""
+        first = start.line + 1 if head.startswith(('"""', "'''")) and head[3:].strip() == "" else start.line
+        try:
+            tree = ast.parse(textwrap.dedent(text))
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.If):
+                line = (first + node.lineno - 1, keys[0] == "variants")
+                found.setdefault(f"if {ast.unparse(node.test)}:", []).append(line)
+    return found
+
+
+def branches(spec_file: SpecFile, spec: Spec) -> tuple[Branch, ...]:
+    """Every branch of every event of `spec` (a variant of `spec_file`), in spec order."""
+    found: list[Branch] = []
+    for event in spec.events.values():
+        first = len(found)
+        for guard in ("ignore_when", "requires"):
+            if getattr(event, guard) is not None:
+                text, line, patched = _guard_source(spec_file, spec.variant, event.name, guard)
+                found += [Branch(event.name, guard, 0, outcome, text, line, patched) for outcome in (True, False)]
+        lines = _if_lines(spec_file, spec.variant, event.name)
+        seen: dict[str, int] = {}
+        for ordinal, stmt in enumerate(_ifs(event.body), 1):
+            candidates = lines.get(stmt.text, [])
+            nth = seen.get(stmt.text, 0)
+            seen[stmt.text] = nth + 1
+            line, patched = candidates[nth] if nth < len(candidates) else (event.line, False)
+            found += [Branch(event.name, "if", ordinal, o, stmt.text, line, patched) for o in (True, False)]
+        if len(found) == first:  # no decision: the one path through the body
+            body_line = spec_file.source.lines.value_where(("events", event.name, "body")).line
+            found.append(Branch(event.name, "body", 0, True, "", body_line))
+    return tuple(found)
+
+
+# --- which branches a call takes -------------------------------------------------------------
+
+
+class TracingMachine(Machine[Any]):
+    """The concrete executor, noting the outcome of every `if` of an event body it runs."""
+
+    def __init__(self, spec: Spec, policy: Mapping[str, int], shards: int) -> None:
+        super().__init__(spec, ConcreteBackend(), dict(policy), shards)
+        self.ifs: dict[int, tuple[str, int]] = {}
+        for event in spec.events.values():
+            for ordinal, stmt in enumerate(_ifs(event.body), 1):
+                self.ifs[id(stmt)] = (event.name, ordinal)
+        self.taken: list[tuple[str, str, int, bool]] = []
+
+    def _exec(
+        self, stmt: ir.Stmt, frame: Frame[Any], store: dict[Key, Any], pc: Any, effects: Effects[Any], event: str
+    ) -> None:
+        if isinstance(stmt, ir.If) and id(stmt) in self.ifs:
+            name, ordinal = self.ifs[id(stmt)]
+            self.taken.append((name, "if", ordinal, bool(self.eval(stmt.cond, frame, store))))
+        super()._exec(stmt, frame, store, pc, effects, event)
+
+    def run(self, event: Event, args: Mapping[str, Any], store: dict[Key, Any]) -> Effects[Any]:
+        """One API call on shard 0; `taken` holds its branches afterwards."""
+        self.taken = []
+        full = {p.name: args.get(p.name, p.default) for p in event.signature.params}
+        frame: Frame[Any] = Frame(0, {}, full)
+        for guard in ("ignore_when", "requires"):
+            expr = getattr(event, guard)
+            if expr is not None:
+                self.taken.append((event.name, guard, 0, bool(self.eval(expr, frame, store))))
+        if not self.taken and not any(True for _ in _ifs(event.body)):
+            self.taken.append((event.name, "body", 0, True))
+        effects: Effects[Any] = Effects()
+        self.call_event(event, 0, dict(args), store, True, effects)
+        return effects
+
+
+def _argument_values(event: Event) -> list[tuple[tuple[str, Any], ...]]:
+    """Every combination of the small, fixed argument domains the search tries."""
+    domains: list[list[tuple[str, Any]]] = []
+    for param in event.signature.params:
+        kind = param.type.kind
+        if kind == "bool":
+            values: list[Any] = [True, False]
+        elif kind == "int":
+            values = [1]
+        elif kind == "str":
+            values = [f"{base_url(0)}.restarted"]
+        else:  # opaque arguments: the default, else a placeholder the API accepts
+            values = [param.default if param.has_default else "error"]
+        if param.type.optional and kind != "none":
+            values = [None, *values]
+        if param.has_default and param.default not in values:
+            values = [param.default, *values]
+        domains.append([(param.name, v) for v in values])
+    combos = []
+    for combo in itertools.product(*domains):
+        params = {p.name: p for p in event.signature.params}
+        combos.append(tuple((n, v) for n, v in combo if not (params[n].has_default and v == params[n].default)))
+    return combos
+
+
+def start_store(spec: Spec) -> dict[Key, Any]:
+    """The state the generated tests build the ledger in: `SHARDS` shards, the API's base URLs."""
+    return initial_store(spec, SHARDS, [base_url(i) for i in range(SHARDS)])
+
+
+def _key(spec: Spec, store: Mapping[Key, Any], globals_read: Sequence[str]) -> tuple[Any, ...]:
+    return tuple(store[(0, f.name)] for f in spec.fields) + tuple(store[(None, g)] for g in globals_read)
+
+
+def search(spec_file: SpecFile, spec: Spec) -> Coverage:
+    """Breadth first over call sequences on one shard, the shortest trace per branch."""
+    all_branches = branches(spec_file, spec)
+    index = {(b.event, b.kind, b.ordinal, b.taken): b for b in all_branches}
+    policy = spec.default_policy()
+    machine = TracingMachine(spec, policy, SHARDS)
+    calls = [(event, args) for event in spec.events.values() for args in _argument_values(event)]
+    decisions = [n for e in spec.events.values() for n in ir.walk([e.ignore_when, e.requires, e.body])]
+    read = {n.name for n in decisions if isinstance(n, ir.GlobalRef)}
+    globals_read = [g.name for g in spec.globals if g.name in read]
+    start = start_store(spec)
+    traces: dict[Branch, tuple[Call, ...]] = {}
+    seen = {_key(spec, start, globals_read)}
+    frontier: deque[tuple[dict[Key, Any], tuple[Call, ...]]] = deque([(start, ())])
+    depth = 0
+    exhausted = True
+    while frontier and len(traces) < len(all_branches):
+        if depth >= MAX_DEPTH or len(seen) >= MAX_STATES:
+            exhausted = False
+            break
+        depth += 1
+        following: deque[tuple[dict[Key, Any], tuple[Call, ...]]] = deque()
+        for store, trace in frontier:
+            for event, args in calls:
+                after = dict(store)
+                machine.run(event, dict(args), after)
+                step = (*trace, (event.name, args))
+                for outcome in machine.taken:
+                    branch = index.get(outcome)
+                    if branch is not None and branch not in traces:
+                        traces[branch] = step
+                key = _key(spec, after, globals_read)
+                if key not in seen:
+                    seen.add(key)
+                    following.append((after, step))
+        frontier = following
+    if frontier:
+        exhausted = False
+    if exhausted:
+        why = (
+            f"no call sequence reaches it: the search exhausted every reachable state ({len(seen)}) "
+            f"of a {SHARDS}-shard ledger under the default policy"
+        )
+    else:
+        why = (
+            f"not reached by any call sequence of up to {depth} calls ({len(seen)} distinct states searched, "
+            f"{SHARDS} shard, default policy): a bounded search, not a proof"
+        )
+    unreached = tuple(Unreached(b, why) for b in all_branches if b not in traces)
+    return Coverage(spec.variant, all_branches, traces, unreached, len(seen), depth)
+
+
+def covered_by(spec: Spec, traces: Sequence[Sequence[Call]], all_branches: Sequence[Branch]) -> set[Branch]:
+    """The branches the calls of `traces` take on `spec`'s model (each trace from the start)."""
+    index = {(b.event, b.kind, b.ordinal, b.taken): b for b in all_branches}
+    machine = TracingMachine(spec, spec.default_policy(), SHARDS)
+    hit: set[Branch] = set()
+    for trace in traces:
+        store = start_store(spec)
+        for name, args in trace:
+            machine.run(spec.events[name], dict(args), store)
+            hit.update(index[o] for o in machine.taken if o in index)
+    return hit
+
+
+def monitored_property(spec_file: SpecFile, spec: Spec) -> str:
+    """The property the coverage tests' monitor watches: the first one `spec` is expected
+    to hold in an environment that allows any call (the tests make any call)."""
+    any_call = [name for name, env in spec.environments.items() if env.any_call]
+    for prop in spec.properties.values():
+        if prop.expect.get(spec.variant) == "holds" and prop.kind != "eventually":
+            if not any_call or any(prop.applies_to(env) for env in any_call):
+                return prop.name
+    return next(iter(spec.properties))
+
+
+def trace_digest(trace: Sequence[Call]) -> str:
+    text = repr([(name, sorted(args)) for name, args in trace])
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:10]
+
+
+# --- at run time ---------------------------------------------------------------------------
+
+
+def expect_log(check: Any, capsys: Any, shard: int, changes: Sequence[tuple[str, str]]) -> None:
+    """The lines the last call printed: one per state change, each naming the shard, then
+    the old state, then the new one (by name or API value, in any case)."""
+    import pytest
+
+    out = capsys.readouterr().out
+    lines = [line for line in out.splitlines() if line.strip()]
+    spec = check.spec
+    names = dict(spec.enums[spec.state_enum].api_values)
+
+    def spelled(state: str) -> str:
+        forms = {state, str(names.get(state, state))}
+        return "(?:" + "|".join(re.escape(f) for f in sorted(forms)) + ")"
+
+    problem = None
+    if len(lines) != len(changes):
+        problem = f"{len(lines)} log line(s), expected {len(changes)}"
+    else:
+        for line, (old, new) in zip(lines, changes, strict=True):
+            # the shard as a number of its own (not the 0 of a timestamp "t=0.000")
+            pattern = rf"(?<![\w.]){shard}(?![\w.]).*?\b{spelled(old)}\b.*?\b{spelled(new)}\b"
+            if not re.search(pattern, line, flags=re.IGNORECASE):
+                problem = f"the log line {line!r} does not say shard {shard} went {old} -> {new}"
+                break
+    if problem is not None:
+        shown = "\n".join(f"    {line}" for line in lines) or "    (nothing)"
+        pytest.fail(f"after {check.current}: {problem}; the call printed:\n{shown}", pytrace=False)
+
+
+__all__ = ["Branch", "Coverage", "branches", "covered_by", "expect_log", "monitored_property", "search"]
