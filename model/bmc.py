@@ -21,7 +21,7 @@ import z3
 
 from model import budget, ir
 from model.encoding import NONE_CODE, Encoding, StepVars
-from model.result import FOCUS, EncodingMismatch, Result, view_of
+from model.result import FOCUS, EncodingMismatch, Result, Status, view_of
 from model.result import trace_key as _trace_key
 from model.spec import Property, Spec
 from model.trace import Simulation, Step, Trace, base_url
@@ -180,7 +180,7 @@ class Checker:
         start = time.monotonic()
         traces: list[Trace] = []
         views: set[tuple[Any, ...]] = set()
-        status, reached = "holds_to_depth", max_depth
+        status, reached = Status.HOLDS_TO_DEPTH, max_depth
         for depth in range(max_depth + 1):
             if depth > 0:
                 self._deepen()
@@ -200,16 +200,16 @@ class Checker:
                 spent = budget.limit_solver(self.solver, self.timeout)
                 if spent is not None:
                     note = f"the {spent} ran out at depth {depth}; holds up to depth {max(depth - 1, 0)}"
-                    return self._result("unknown", max(depth - 1, 0), traces + found_here, start, note)
+                    return self._result(Status.UNKNOWN, max(depth - 1, 0), traces + found_here, start, note)
                 try:
                     answer = self.solver.check(goal)
                 except z3.Z3Exception as exc:  # e.g. the memory cap
                     note = f"the solver stopped at depth {depth}: {exc}; holds up to depth {max(depth - 1, 0)}"
-                    return self._result("unknown", max(depth - 1, 0), traces + found_here, start, note)
+                    return self._result(Status.UNKNOWN, max(depth - 1, 0), traces + found_here, start, note)
                 if answer == z3.unsat:
                     break
                 if answer == z3.unknown:
-                    status, reached = "unknown", depth - 1
+                    status, reached = Status.UNKNOWN, depth - 1
                     spent = budget.active().exhausted()
                     why = (
                         f"the {spent} ran out at depth {depth}"
@@ -217,7 +217,7 @@ class Checker:
                         else (f"the solver gave up at depth {depth} ({self.solver.reason_unknown()})")
                     )
                     note = f"{why}; holds up to depth {max(depth - 1, 0)}"
-                    return self._result("unknown", max(reached, 0), traces + found_here, start, note)
+                    return self._result(Status.UNKNOWN, max(reached, 0), traces + found_here, start, note)
                 model = self.solver.model()
                 trace = self._extract(model, depth)
                 if self.focus is None:
@@ -239,24 +239,24 @@ class Checker:
             if traces and len(traces) >= max_traces:
                 break
             if stop is not None and not traces and depth < max_depth and stop():
-                return self._result("proved", depth, traces, start)
+                return self._result(Status.PROVED, depth, traces, start)
         if traces:
-            status, reached = "violated", traces[0].depth
+            status, reached = Status.VIOLATED, traces[0].depth
         return self._result(status, reached, traces, start)
 
-    def _result(self, status: str, depth: int, traces: list[Trace], start: float, note: str = "") -> Result:
+    def _result(self, status: Status, depth: int, traces: list[Trace], start: float, note: str = "") -> Result:
         return Result(
-            self.spec.variant,
-            self.prop.name,
-            self.env.name,
-            self.shards,
-            self.policy,
-            status,
-            depth,
-            traces,
-            self.prop.expect.get(self.spec.variant),
-            time.monotonic() - start,
-            note,
+            variant=self.spec.variant,
+            property=self.prop.name,
+            environment=self.env.name,
+            shards=self.shards,
+            policy=self.policy,
+            status=status,
+            depth=depth,
+            traces=traces,
+            expected=self.prop.expect.get(self.spec.variant),
+            seconds=time.monotonic() - start,
+            note=note,
         )
 
     def _same_actions(self, model: z3.ModelRef, depth: int) -> Any:
@@ -517,17 +517,7 @@ def check_property(
         return check_eventually(spec, environment, prop, shards, policy, max_depth, timeout, prove)
     env = spec.environment(environment)
     if not prop.applies_to(environment):
-        return Result(
-            spec.variant,
-            prop.name,
-            environment,
-            shards,
-            policy,
-            "not_applicable",
-            0,
-            expected=None,
-            note=f"the property is only about {', '.join(prop.environments or ())}",
-        )
+        return Result.not_applicable(spec, prop, environment, shards, policy)
     checker = Checker(
         spec,
         environment,
@@ -546,7 +536,7 @@ def check_property(
     finally:
         if race is not None:
             race.close()
-    if race is not None and race.invariant is not None and result.status == "proved":
+    if race is not None and race.invariant is not None and result.status == Status.PROVED:
         scope = "every fleet size" if race.every_size else f"{shards} shards"
         result.engine, result.invariant = "spacer", race.invariant
         result.note = (
@@ -554,18 +544,18 @@ def check_property(
             f"had shown it up to depth {result.depth}"
         )
         result.depth = max_depth
-    if policy is None and result.status != "unknown":
+    if policy is None and result.status != Status.UNKNOWN:
         result.region = policy_region(spec, environment, prop, shards, max_depth, timeout)
-    if prove and result.status == "holds_to_depth":
+    if prove and result.status == Status.HOLDS_TO_DEPTH:
         from model.prove import spacer_proof
 
         answer, invariant, every_size = spacer_proof(spec, environment, prop, shards, policy, timeout)
         if answer == z3.sat:
-            result.status, result.engine, result.invariant = "proved", "spacer", invariant
+            result.status, result.engine, result.invariant = Status.PROVED, "spacer", invariant
             scope = "every fleet size" if every_size else f"{shards} shards"
             result.note = f"proved by spacer for {scope} (an inductive invariant exists)"
         result.region_depth = max_depth
-    if env.any_call and lax and result.status != "unknown":
+    if env.any_call and lax and result.status != Status.UNKNOWN:
         lax_checker = Checker(spec, environment, prop, shards, policy, contracts=False, timeout=timeout, view=view)
 
         def needs_lax_call(chk: Checker, depth: int) -> Any:

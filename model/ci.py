@@ -31,14 +31,12 @@ from typing import IO, TYPE_CHECKING, Any
 from model import budget
 from model.console import progress_for
 from model.errors import EXIT_MISMATCH, EXIT_OK, EXIT_UNKNOWN
-from model.runs import attention, mismatch_line, outcome
+from model.runs import DEFAULT_DEPTH, DEFAULT_TRACES, attention, mismatch_line, outcome
 from model.spec import SpecFile, load_spec
 
 if TYPE_CHECKING:
     from codegen.gate import Verdicts
 
-DEFAULT_DEPTH = 12
-DEFAULT_TRACES = 3
 PASSED, FAILED, UNDECIDED, SKIPPED = "passed", "FAILED", "UNDECIDED", "skipped"
 
 

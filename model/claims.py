@@ -19,6 +19,7 @@ from typing import Any
 from model import bmc, budget
 from model.errors import EXIT_MISMATCH, EXIT_OK, UsageError
 from model.prove import prove_property
+from model.result import Status
 from model.spec import SpecFile, load_spec
 
 BEGIN = "<!-- claims:begin -->"
@@ -27,14 +28,14 @@ ENVIRONMENT = "controller"
 
 
 def _evidence(result: bmc.Result) -> str:
-    if result.status == "proved":
+    if result.status == Status.PROVED:
         how = "Spacer (inductive invariant)" if result.engine == "spacer" else f"k-induction, k={result.depth}"
         return f"proved: {how}"
-    if result.status == "violated" and result.traces:
+    if result.status == Status.VIOLATED and result.traces:
         trace = result.traces[0]
         actions = " → ".join(s.action or "" for s in trace.steps[1:])
         return f"{trace.depth}-step trace: {actions}"
-    if result.status == "not_applicable":
+    if result.status == Status.NOT_APPLICABLE:
         return "n/a"
     return result.status
 
@@ -54,10 +55,10 @@ def claims_table(spec_file: SpecFile, shards: int | None = None, mismatches: lis
             spec = spec_file.variant(variant)
             prop = spec.properties[name]
             result = prove_property(spec, ENVIRONMENT, prop, shards or spec.default_shards, spec.default_policy())
-            if mismatches is not None and result.matches is not True and result.status != "not_applicable":
-                found = "undecided" if result.status == "unknown" else result.verdict
+            if mismatches is not None and result.matches is not True and result.status != Status.NOT_APPLICABLE:
+                found = "undecided" if result.status == Status.UNKNOWN else result.verdict
                 mismatches.append(f"{variant} / {name} ({ENVIRONMENT}): {found}, the spec expects {result.expected}")
-            verdicts.append(result.verdict if result.status != "proved" else "holds (proved)")
+            verdicts.append(result.verdict if result.status != Status.PROVED else "holds (proved)")
             evidence.append(f"{variant}: {_evidence(result)}")
         text = base.properties[name].claim_text or base.properties[name].doc
         lines.append(f"| {number} | {text} | `{name}` | " + " | ".join(verdicts) + " | " + "<br>".join(evidence) + " |")

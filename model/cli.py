@@ -20,8 +20,11 @@ from model.console import progress_for
 from model.errors import EXIT_OK, EXIT_UNKNOWN, LedgercheckError, UsageError
 from model.figure import LEGEND, colour_enabled, trace_figure
 from model.formats import CHECK_FORMATS, REPLAY_FORMATS, markdown_replay, render_check
-from model.result import Result
+from model.result import Result, Status
 from model.runs import (
+    DEFAULT_DEPTH,
+    DEFAULT_TRACES,
+    CheckRequest,
     attention,
     exit_code,
     mismatch_line,
@@ -33,9 +36,6 @@ from model.runs import (
 )
 from model.spec import DEFAULT_SPEC, Spec, SpecFile, load_spec
 from model.trace import Simulation, Trace, parse_action_call
-
-DEFAULT_DEPTH = 12
-DEFAULT_TRACES = 3
 
 EXAMPLES = {
     "replay": "examples:\n  ledgercheck replay                      # the seed's trace, both variants\n"
@@ -374,23 +374,22 @@ def cmd_check(ns: argparse.Namespace) -> int:
     results: list[Result] = []
     interrupted = False
     try:
-        run_checks(
+        request = CheckRequest(
             spec_file,
-            ns.variant,
-            ns.property,
-            ns.environment,
-            ns.shards,
-            None if ns.symbolic_policy else dict(ns.policy),
-            ns.max_depth,
-            ns.max_traces,
-            ns.timeout,
-            progress,
-            view,
+            variants=tuple(ns.variant) if ns.variant else None,
+            properties=tuple(ns.property) if ns.property else None,
+            environment=ns.environment,
+            shards=ns.shards,
+            policy=None if ns.symbolic_policy else dict(ns.policy),
+            max_depth=ns.max_depth,
+            max_traces=ns.max_traces,
+            timeout=ns.timeout,
+            view=view,
             prove=ns.prove,
-            into=results,
             memory=ns.memory,
             engine=ns.engine,
         )
+        run_checks(request, progress, into=results)
     except KeyboardInterrupt:
         interrupted = True
     finally:
@@ -414,17 +413,17 @@ def verdict_line(result: Result, environment_column: bool = False, widths: tuple
     """One result on one line (more for policy regions and fairness assumptions): variant,
     property, environment (when the run covered several), what was found, and whether the
     spec expected it. `widths` are the variant and property columns' (the longest names)."""
-    if result.status == "violated" and result.traces and result.traces[0].loop_start is not None:
+    if result.status == Status.VIOLATED and result.traces and result.traces[0].loop_start is not None:
         start = result.traces[0].loop_start
         then = "no action is enabled (it stutters)" if start == result.depth else f"back to step {start} forever"
         what = f"VIOLATED by a lasso: {result.depth} steps, then {then}"
-    elif result.status == "violated":
+    elif result.status == Status.VIOLATED:
         what = f"VIOLATED at depth {result.depth} ({len(result.traces)} distinct trace(s))"
-    elif result.status == "holds_to_depth":
+    elif result.status == Status.HOLDS_TO_DEPTH:
         what = f"holds up to depth {result.depth}"
-    elif result.status == "proved":
+    elif result.status == Status.PROVED:
         what = f"PROVED ({result.note})"
-    elif result.status == "not_applicable":
+    elif result.status == Status.NOT_APPLICABLE:
         what = "not checked here: " + result.note
     else:
         what = f"UNKNOWN ({result.note})"
@@ -447,7 +446,7 @@ def verdict_line(result: Result, environment_column: bool = False, widths: tuple
 def not_applicable_line(results: list[Result]) -> str | None:
     """The `not_applicable` rows folded into one line: which properties were not checked in
     which environment (they are checked by a run that names their environment, or by default)."""
-    skipped = [r for r in results if r.status == "not_applicable"]
+    skipped = [r for r in results if r.status == Status.NOT_APPLICABLE]
     if not skipped:
         return None
     by_env: dict[str, list[str]] = {}
@@ -465,8 +464,8 @@ def not_applicable_line(results: list[Result]) -> str | None:
 def summary_lines(results: list[Result]) -> list[str]:
     """The closing summary: the counts, then each mismatch and undecided result by name."""
     failing = [r for r in results if r.matches is False]
-    unknown = [r for r in results if r.status == "unknown"]
-    skipped = sum(1 for r in results if r.status == "not_applicable")
+    unknown = [r for r in results if r.status == Status.UNKNOWN]
+    skipped = sum(1 for r in results if r.status == Status.NOT_APPLICABLE)
     checked = len(results) - skipped
     head = f"{checked} result(s): {len(failing)} mismatch(es), {len(unknown)} unknown"
     if skipped:
@@ -486,7 +485,7 @@ def print_results(spec_file: SpecFile, results: list[Result], all_traces: bool =
     env_column = multi_environment(results)
     widths = (max([11] + [len(r.variant) for r in results]), max([40] + [len(r.property) for r in results]))
     for result in ordered:
-        if result.status != "not_applicable":
+        if result.status != Status.NOT_APPLICABLE:
             print(verdict_line(result, env_column, widths))
     folded = not_applicable_line(ordered)
     if folded:

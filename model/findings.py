@@ -17,6 +17,7 @@ from typing import Any
 from model import bmc
 from model.claims import ENVIRONMENT, write_section
 from model.prove import prove_property
+from model.result import Status
 from model.spec import SpecFile, load_spec
 
 BEGIN = "<!-- findings:begin -->"
@@ -25,13 +26,13 @@ END = "<!-- findings:end -->"
 
 def _how(result: bmc.Result) -> str:
     """How a holding verdict was established, in a few words."""
-    if result.status == "proved":
+    if result.status == Status.PROVED:
         if result.engine == "spacer":
             return "proved (Spacer)"
         if result.engine == "explicit":
             return "proved (exhaustion)"
         return f"proved (k-induction, k={result.depth})"
-    if result.status == "holds_to_depth":
+    if result.status == Status.HOLDS_TO_DEPTH:
         return f"holds to depth {result.depth}"
     return result.status
 
@@ -60,10 +61,10 @@ def findings_table(spec_file: SpecFile, shards: int | None = None, mismatches: l
             result = prove_property(
                 spec, ENVIRONMENT, spec.properties[name], shards or spec.default_shards, spec.default_policy()
             )
-            if mismatches is not None and result.matches is not True and result.status != "not_applicable":
-                found = "undecided" if result.status == "unknown" else result.verdict
+            if mismatches is not None and result.matches is not True and result.status != Status.NOT_APPLICABLE:
+                found = "undecided" if result.status == Status.UNKNOWN else result.verdict
                 mismatches.append(f"{variant} / {name} ({ENVIRONMENT}): {found}, the spec expects {result.expected}")
-            if result.status == "violated":
+            if result.status == Status.VIOLATED:
                 affected.append(f"`{variant}`")
                 if shortest is None or (result.traces and result.traces[0].depth < shortest.traces[0].depth):
                     shortest = result

@@ -42,6 +42,7 @@ from typing import Any
 
 from model import bmc, budget
 from model.errors import EXIT_OK, LedgercheckError, UsageError
+from model.result import Status
 from model.spec import Spec, SpecFile, load_spec, load_spec_text
 
 OPS = {ast.GtE: ast.Gt, ast.Gt: ast.GtE, ast.LtE: ast.Lt, ast.Lt: ast.LtE}
@@ -240,7 +241,7 @@ def _first_violation(spec: Spec, checks: list[tuple[str, str, str]], shards: int
     policies = _policies(spec)
     for env, name, policy in checks:
         result = _check(spec, env, spec.properties[name], shards, policies[policy], depth, contracts=False)
-        if result.status == "violated":
+        if result.status == Status.VIOLATED:
             return f"{name} ({env}, {policy} policy): {result.traces[0].depth}-step trace"
     return None
 

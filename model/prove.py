@@ -34,6 +34,7 @@ from model.encoding import Encoding
 from model.errors import EXIT_MISMATCH, EXIT_OK, EXIT_UNKNOWN, UsageError
 from model.figure import render_table, trace_figure
 from model.reduction import one_shard_decides
+from model.result import Result, Status
 from model.spec import Property, Spec, load_spec
 
 ENGINES = ("auto", "spacer", "kind", "explicit")
@@ -257,7 +258,7 @@ def prove_property(
     max_k: int = 8,
     refute_depth: int = REFUTE_DEPTH,
     progress: Callable[[str], None] | None = None,
-) -> bmc.Result:
+) -> Result:
     """Refute by bounded search, else prove with Spacer and/or k-induction. `auto` starts
     with the explicit engine where one shard decides the property: its exhaustive search
     is a proof where the reduced state space is finite, and is cut short (a bounded probe,
@@ -276,16 +277,7 @@ def prove_property(
 
         return check_eventually(spec, environment, prop, shards, policy, refute_depth, timeout, prove=True)
     if not prop.applies_to(environment):
-        return bmc.Result(
-            spec.variant,
-            prop.name,
-            environment,
-            shards,
-            policy,
-            "not_applicable",
-            0,
-            note=f"the property is only about {', '.join(prop.environments or ())}",
-        )
+        return Result.not_applicable(spec, prop, environment, shards, policy)
     if policy is not None and (
         engine == "explicit"
         or (
@@ -298,11 +290,11 @@ def prove_property(
         searched = explicit_check(
             spec, environment, prop, shards, policy, refute_depth, 1, timeout=timeout, prove=True, progress=progress
         )
-        if searched.status in ("proved", "violated") or engine == "explicit":
-            if searched.status == "violated":
+        if searched.status in (Status.PROVED, Status.VIOLATED) or engine == "explicit":
+            if searched.status == Status.VIOLATED:
                 searched.note = f"refuted by explicit-state search at depth {searched.depth}; {searched.note}"
-            elif searched.status == "holds_to_depth":
-                searched.status = "unknown"  # no proof, only a bounded search
+            elif searched.status == Status.HOLDS_TO_DEPTH:
+                searched.status = Status.UNKNOWN  # no proof, only a bounded search
                 searched.note = f"holds up to depth {searched.depth}; {searched.note}"
             searched.seconds = time.monotonic() - start
             return searched
@@ -311,11 +303,11 @@ def prove_property(
         notes_before = []
     phase(f"bounded search to depth {refute_depth}")
     bounded = bmc.check_property(spec, environment, prop, shards, policy, refute_depth, 1, timeout, lax=False)
-    if bounded.status == "violated":
+    if bounded.status == Status.VIOLATED:
         bounded.note = f"refuted by bounded search at depth {bounded.depth}"
         bounded.seconds = time.monotonic() - start
         return bounded
-    if bounded.status == "unknown" and budget.active().exhausted() is not None:
+    if bounded.status == Status.UNKNOWN and budget.active().exhausted() is not None:
         bounded.note = "; ".join([*notes_before, f"no proof: {bounded.note}"])
         bounded.seconds = time.monotonic() - start
         return bounded
@@ -331,7 +323,7 @@ def prove_property(
                 environment,
                 shards,
                 policy,
-                "proved",
+                Status.PROVED,
                 0,
                 start,
                 f"proved by spacer for {scope}; inductive invariant: {text}",
@@ -342,7 +334,7 @@ def prove_property(
             deeper = bmc.check_property(
                 spec, environment, prop, shards, policy, 4 * refute_depth, 1, timeout, lax=False
             )
-            if deeper.status == "violated":
+            if deeper.status == Status.VIOLATED:
                 deeper.note = f"spacer refuted it; bounded search found the trace at depth {deeper.depth}"
                 return deeper
             return _done(
@@ -351,7 +343,7 @@ def prove_property(
                 environment,
                 shards,
                 policy,
-                "violated",
+                Status.VIOLATED,
                 0,
                 start,
                 "spacer refuted it beyond the bounded search's depth",
@@ -369,7 +361,7 @@ def prove_property(
                 environment,
                 shards,
                 policy,
-                "proved",
+                Status.PROVED,
                 k,
                 start,
                 f"proved by k-induction with k={k}",
@@ -383,7 +375,7 @@ def prove_property(
         environment,
         shards,
         policy,
-        "unknown",
+        Status.UNKNOWN,
         refute_depth,
         start,
         f"holds up to depth {refute_depth}; no proof: " + "; ".join(notes),
@@ -398,21 +390,21 @@ def _done(
     environment: str,
     shards: int,
     policy: Mapping[str, int] | None,
-    status: str,
+    status: Status,
     depth: int,
     start: float,
     note: str,
     engine: str,
     invariant: str,
-) -> bmc.Result:
-    result = bmc.Result(
-        spec.variant,
-        prop.name,
-        environment,
-        shards,
-        policy,
-        status,
-        depth,
+) -> Result:
+    result = Result(
+        variant=spec.variant,
+        property=prop.name,
+        environment=environment,
+        shards=shards,
+        policy=policy,
+        status=status,
+        depth=depth,
         expected=prop.expect.get(spec.variant),
         note=note,
     )
@@ -508,24 +500,24 @@ def run(ns: argparse.Namespace) -> int:
                 kind = "a lasso" if result.traces[0].loop_start is not None else "shortest trace"
                 print(f"\n== {where}: {kind} ({result.traces[0].depth} steps)")
                 print(trace_figure(result.traces[0], spec))
-            elif result.status == "unknown" and "counterexample to induction" in result.note:
+            elif result.status == Status.UNKNOWN and "counterexample to induction" in result.note:
                 print(f"\n== {result.variant} / {result.property}")
                 print(result.note.split("; no proof: ", 1)[-1])
-    if any(r.status == "unknown" for r in results):
+    if any(r.status == Status.UNKNOWN for r in results):
         return EXIT_UNKNOWN
     if any(r.matches is False for r in results):
         return EXIT_MISMATCH
     return EXIT_OK
 
 
-def _line(result: bmc.Result) -> str:
-    if result.status == "proved":
+def _line(result: Result) -> str:
+    if result.status == Status.PROVED:
         what = f"PROVED ({result.note.split(';')[0]}, {result.seconds:.1f}s)"
-    elif result.status == "violated":
+    elif result.status == Status.VIOLATED:
         what = f"VIOLATED ({result.note})"
-    elif result.status == "not_applicable":
+    elif result.status == Status.NOT_APPLICABLE:
         what = "not checked here: " + result.note
-    elif result.status == "holds_to_depth":  # a liveness search that stopped at its bound
+    elif result.status == Status.HOLDS_TO_DEPTH:  # a liveness search that stopped at its bound
         what = f"holds up to depth {result.depth} ({result.note})"
     else:
         what = f"UNKNOWN ({result.note.splitlines()[0][:160]})"

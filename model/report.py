@@ -33,7 +33,7 @@ from model.formats import (
     trace_groups,
     verdict_text,
 )
-from model.runs import reading_order
+from model.runs import CheckRequest, exit_code, reading_order, run_checks
 from model.spec import Spec, SpecFile, load_spec
 
 EXAMPLES = (
@@ -87,7 +87,6 @@ def register(subparsers: Any) -> None:
 
 
 def run(ns: argparse.Namespace) -> int:
-    from model.cli import exit_code, run_checks
 
     if ns.max_depth < 0 or ns.max_traces < 1:
         raise UsageError("--max-depth must be >= 0 and --max-traces >= 1")
@@ -98,18 +97,18 @@ def run(ns: argparse.Namespace) -> int:
     spec_file = load_spec(ns.spec)
     progress = progress_for(ns.progress)
     try:
-        results = run_checks(
+        request = CheckRequest(
             spec_file,
-            ns.variant,
-            ns.property,
-            ns.environment,
-            ns.shards,
-            dict(ns.policy),
-            ns.max_depth,
-            ns.max_traces,
-            ns.timeout,
-            progress,
+            variants=tuple(ns.variant) if ns.variant else None,
+            properties=tuple(ns.property) if ns.property else None,
+            environment=ns.environment,
+            shards=ns.shards,
+            policy=dict(ns.policy),
+            max_depth=ns.max_depth,
+            max_traces=ns.max_traces,
+            timeout=ns.timeout,
         )
+        results = run_checks(request, progress)
     finally:
         if progress is not None:
             progress.close()
