@@ -10,13 +10,11 @@ when the README's table is stale. The text holds no timings, so it is stable.
 
 from __future__ import annotations
 
-import argparse
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
 
-from model import bmc, budget
+from model import bmc
 from model.errors import EXIT_MISMATCH, EXIT_OK, UsageError
 from model.prove import prove_property
 from model.result import Status
@@ -77,39 +75,29 @@ def splice(readme: str, table: str, begin: str = BEGIN, end: str = END) -> str:
     return f"{head}{begin}\n{table}{end}{tail}"
 
 
-def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "claims",
-        help="regenerate (or check) the README table of the seed's claims from proofs",
-        epilog="examples:\n  ledgercheck claims                     # print the table\n"
-        "  ledgercheck claims --write README.md   # update the README\n"
-        "  ledgercheck claims --check README.md   # exit 1 when it is stale",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("spec", nargs="?", default=None)
-    parser.add_argument("--write", metavar="README", default=None)
-    parser.add_argument("--check", metavar="README", default=None)
-    parser.add_argument("--shards", type=int, default=None)
-    budget.add_options(parser)
-    parser.set_defaults(run=run)
-
-
-def run(ns: argparse.Namespace) -> int:
+def claims_command(*, spec: str | None, shards: int | None, write: str | None, check: str | None) -> int:
+    """`ledgercheck claims`: the table printed, written (`write`) or compared (`check`)."""
     mismatches: list[str] = []
-    table = claims_table(load_spec(ns.spec), ns.shards, mismatches)
-    return write_section(ns, table, "claims", BEGIN, END, mismatches)
+    table = claims_table(load_spec(spec), shards, mismatches)
+    return write_section(write, check, table, "claims", BEGIN, END, mismatches)
 
 
 def write_section(
-    ns: argparse.Namespace, table: str, what: str, begin: str, end: str, mismatches: list[str] | None = None
+    write: str | None,
+    check: str | None,
+    table: str,
+    what: str,
+    begin: str,
+    end: str,
+    mismatches: list[str] | None = None,
 ) -> int:
     """Print the table, or write it between its markers (`--write`, atomically), or exit 1
     when the file's copy is stale (`--check`). With `mismatches` (verdicts that differ from
     the spec's expectations) nothing is written or passed: a regression is not a stale table."""
-    target = ns.write or ns.check
+    target = write or check
     if mismatches and target is not None:
         # A claim whose verdict changed is a regression (or a wrong expectation), not a stale table.
-        print(f"{target}: not {'written' if ns.write else 'checked'}: verdicts differ from the spec's expectations:")
+        print(f"{target}: not {'written' if write else 'checked'}: verdicts differ from the spec's expectations:")
         for line in mismatches:
             print(f"  MISMATCH  {line}")
         print("Fix the spec (or its `expect`) first; `ledgercheck ci` names every mismatch.")
@@ -123,7 +111,7 @@ def write_section(
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
     updated = splice(current, table, begin, end)
-    if ns.check:
+    if check:
         if updated != current:
             print(
                 f"{path}: the {what} table is stale (every verdict is as the spec expects: only the evidence "

@@ -11,9 +11,6 @@ remove it (the fixes, each with how it was shown). It is the sibling of `ledgerc
 
 from __future__ import annotations
 
-import argparse
-from typing import Any
-
 from model import bmc
 from model.claims import ENVIRONMENT, write_section
 from model.prove import prove_property
@@ -89,23 +86,8 @@ def findings_table(spec_file: SpecFile, shards: int | None = None, mismatches: l
     return "\n".join(lines) + "\n\n" + note + "\n"
 
 
-def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "findings",
-        help="regenerate (or check) the README table of what the properties find, from proofs",
-        epilog="examples:\n  ledgercheck findings                     # print the table\n"
-        "  ledgercheck findings --write README.md   # update the README\n"
-        "  ledgercheck findings --check README.md   # exit 1 when it is stale",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("spec", nargs="?", default=None)
-    parser.add_argument("--write", metavar="README", default=None)
-    parser.add_argument("--check", metavar="README", default=None)
-    parser.add_argument("--shards", type=int, default=None)
-    parser.set_defaults(run=run)
-
-
-def run(ns: argparse.Namespace) -> int:
+def findings_command(*, spec: str | None, shards: int | None, write: str | None, check: str | None) -> int:
+    """`ledgercheck findings`: the table printed, written (`write`) or compared (`check`)."""
     mismatches: list[str] = []
-    table = findings_table(load_spec(ns.spec), ns.shards, mismatches)
-    return write_section(ns, table, "findings", BEGIN, END, mismatches)
+    table = findings_table(load_spec(spec), shards, mismatches)
+    return write_section(write, check, table, "findings", BEGIN, END, mismatches)

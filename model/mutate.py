@@ -24,12 +24,10 @@ generated test that fails): it is reported before the score.
 
 from __future__ import annotations
 
-import argparse
 import ast
 import copy
 import difflib
 import json
-import os
 import random
 import sys
 import textwrap
@@ -424,30 +422,6 @@ def score_table(outcomes: list[Outcome]) -> dict[str, int]:
     return counts
 
 
-EXAMPLE = """examples:
-  ledgercheck mutate                       # every mutant of the bundled spec's `fixed`
-  ledgercheck mutate --max-mutants 20 --seed 1 --workers 2"""
-
-
-def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "mutate",
-        help="mutation testing of the spec: how many single-point mutants do the properties and tests kill?",
-        epilog=EXAMPLE,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("spec", nargs="?", default=None)
-    parser.add_argument("--shards", type=int, default=2)
-    parser.add_argument("--max-depth", type=int, default=10)
-    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--max-mutants", type=int, default=None, help="check a deterministic sample of this size")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--format", choices=("text", "json"), default="text")
-    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None)
-    budget.add_options(parser)
-    parser.set_defaults(run=run)
-
-
 def baseline_lines(baseline: Baseline) -> list[str]:
     """The baseline as the text report opens: what fails before any mutation, by name."""
     counts = (
@@ -487,18 +461,27 @@ def score_line(spec_name: str, baseline: Baseline, outcomes: list[Outcome]) -> s
     )
 
 
-def run(ns: argparse.Namespace) -> int:
-    if ns.workers < 1 or ns.shards < 1 or ns.max_depth < 1:
+def mutate_command(
+    *,
+    spec: str | None,
+    shards: int,
+    max_depth: int,
+    workers: int,
+    max_mutants: int | None,
+    seed: int,
+    format: str,
+    progress: bool | None,
+) -> int:
+    """`ledgercheck mutate`: the baseline, the score and every survivor."""
+    if workers < 1 or shards < 1 or max_depth < 1:
         raise UsageError("--workers, --shards and --max-depth must be positive")
-    spec_file = load_spec(ns.spec)
-    show = ns.progress if ns.progress is not None else sys.stderr.isatty()
-    progress = (lambda message: print(message, file=sys.stderr)) if show else None
-    baseline, mutants, outcomes = run_mutation(
-        spec_file, ns.shards, ns.max_depth, ns.workers, ns.max_mutants, ns.seed, progress
-    )
+    spec_file = load_spec(spec)
+    show = progress if progress is not None else sys.stderr.isatty()
+    say = (lambda message: print(message, file=sys.stderr)) if show else None
+    baseline, mutants, outcomes = run_mutation(spec_file, shards, max_depth, workers, max_mutants, seed, say)
     counts = score_table(outcomes)
     by_id = {m.ident: m for m in mutants}
-    if ns.format == "json":
+    if format == "json":
         print(
             json.dumps(
                 {

@@ -18,7 +18,6 @@ Before either, a bounded search refutes what is false and returns its shortest t
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -31,7 +30,7 @@ import z3
 from model import bmc, budget, ir
 from model.console import progress_for
 from model.encoding import Encoding
-from model.errors import EXIT_MISMATCH, EXIT_OK, EXIT_UNKNOWN, UsageError
+from model.errors import UsageError
 from model.figure import render_table, trace_figure
 from model.reduction import one_shard_decides
 from model.result import Result, Status
@@ -417,71 +416,45 @@ def _done(
 # --- command line ------------------------------------------------------------------------
 
 
-EXAMPLE = """examples:
-  ledgercheck prove                                   # every property, both variants, controller, 4 shards
-  ledgercheck prove --variant fixed --property no_condemnation_by_inherited_streak
-  ledgercheck prove --environment ledger --engine kind --max-k 6"""
+def prove_command(
+    *,
+    spec: str | None,
+    variant: list[str] | None,
+    property: list[str] | None,
+    environment: str | None,
+    shards: int | None,
+    policy: list[tuple[str, int]],
+    symbolic_policy: bool,
+    engine: str,
+    max_k: int,
+    timeout: float | None,
+    format: str,
+    progress: bool | None,
+) -> int:
+    """`ledgercheck prove`: every (variant, property, environment) asked for, proved or refuted."""
+    from model.runs import environments_for, exit_code, result_json
 
-
-def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "prove",
-        help="unbounded proofs (Spacer / k-induction), refutations with the shortest trace",
-        epilog=EXAMPLE,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("spec", nargs="?", default=None)
-    parser.add_argument("--variant", action="append", default=None)
-    parser.add_argument("--property", action="append", default=None)
-    parser.add_argument(
-        "--environment",
-        default=None,
-        help="prove in this environment only (default: every environment each property applies to)",
-    )
-    parser.add_argument("--shards", type=int, default=None)
-    parser.add_argument("--engine", choices=ENGINES, default="auto")
-    parser.add_argument("--max-k", type=int, default=8, help="deepest k for k-induction")
-    parser.add_argument("--timeout", type=float, default=None, help="seconds per solver call")
-    parser.add_argument("--symbolic-policy", action="store_true", help="prove for every policy in the declared ranges")
-    parser.add_argument("--policy", action="append", default=[], metavar="NAME=VALUE")
-    parser.add_argument("--format", choices=("text", "json"), default="text")
-    parser.add_argument(
-        "--progress",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="progress on stderr, a line per phase (default: a status line when stderr is a terminal)",
-    )
-    budget.add_options(parser)
-    parser.set_defaults(run=run)
-
-
-def run(ns: argparse.Namespace) -> int:
-    from model.cli import _policy_arg
-    from model.runs import environments_for, result_json
-
-    spec_file = load_spec(ns.spec)
-    if ns.symbolic_policy and ns.policy:
+    spec_file = load_spec(spec)
+    if symbolic_policy and policy:
         raise UsageError("--symbolic-policy and --policy cannot be combined")
-    overrides = dict(_policy_arg(p) for p in ns.policy)
+    overrides = dict(policy)
     results = []
-    progress = progress_for(ns.progress)
+    reporter = progress_for(progress)
     try:
-        for name in ns.variant or spec_file.variants:
-            spec = spec_file.variant(name)
-            policy = None if ns.symbolic_policy else spec.resolve_policy(overrides)
-            shards = ns.shards or spec.default_shards
-            for prop_name in ns.property or list(spec.properties):
-                prop = spec.property(prop_name)
-                for environment in environments_for(spec, prop, ns.environment):
+        for name in variant or spec_file.variants:
+            one = spec_file.variant(name)
+            resolved = None if symbolic_policy else one.resolve_policy(overrides)
+            fleet = shards or one.default_shards
+            for prop_name in property or list(one.properties):
+                prop = one.property(prop_name)
+                for env_name in environments_for(one, prop, environment):
                     results.append(
-                        prove_property(
-                            spec, environment, prop, shards, policy, ns.timeout, ns.engine, ns.max_k, progress=progress
-                        )
+                        prove_property(one, env_name, prop, fleet, resolved, timeout, engine, max_k, progress=reporter)
                     )
     finally:
-        if progress is not None:
-            progress.close()
-    if ns.format == "json":
+        if reporter is not None:
+            reporter.close()
+    if format == "json":
         payload = []
         for result in results:
             data = result_json(result)
@@ -495,19 +468,15 @@ def run(ns: argparse.Namespace) -> int:
             print(_line(result))
         for result in results:
             if result.traces:
-                spec = spec_file.variant(result.variant)
+                shown = spec_file.variant(result.variant)
                 where = f"{result.variant} / {result.property} ({result.environment})"
                 kind = "a lasso" if result.traces[0].loop_start is not None else "shortest trace"
                 print(f"\n== {where}: {kind} ({result.traces[0].depth} steps)")
-                print(trace_figure(result.traces[0], spec))
+                print(trace_figure(result.traces[0], shown))
             elif result.status == Status.UNKNOWN and "counterexample to induction" in result.note:
                 print(f"\n== {result.variant} / {result.property}")
                 print(result.note.split("; no proof: ", 1)[-1])
-    if any(r.status == Status.UNKNOWN for r in results):
-        return EXIT_UNKNOWN
-    if any(r.matches is False for r in results):
-        return EXIT_MISMATCH
-    return EXIT_OK
+    return exit_code(results)
 
 
 def _line(result: Result) -> str:

@@ -75,6 +75,14 @@ class CheckRequest:
     engine: EngineChoice = "z3"
     lax: bool = True
 
+    def __post_init__(self) -> None:
+        if self.max_depth < 0 or self.max_traces < 1:
+            raise UsageError("--max-depth must be >= 0 and --max-traces >= 1")
+        if self.shards is not None and not 1 <= self.shards <= 64:
+            raise UsageError("--shards must be in [1, 64]")
+        if self.memory is not None and self.memory < 16:
+            raise UsageError("--memory is in MiB and must be at least 16")
+
     def overlay(self, **changes: Any) -> CheckRequest:
         """This request with `changes` made (the fields by name)."""
         return replace(self, **changes)
