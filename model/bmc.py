@@ -19,7 +19,7 @@ from typing import Any
 
 import z3
 
-from model import budget, ir
+from model import budget, cone, ir
 from model.encoding import NONE_CODE, Encoding, StepVars
 from model.result import FOCUS, EncodingMismatch, Result, Status, view_of
 from model.result import trace_key as _trace_key
@@ -53,13 +53,13 @@ class Checker:
         self.prop = prop
         self.shards = shards
         self.policy = dict(policy) if policy is not None else None
-        self.focus = None if prop.fleet else FOCUS
+        self.focus = cone.focus_of(prop)
         self.contracts = contracts
         self.timeout = timeout
         self.progress = progress
-        self.view_fields = tuple(view or prop.view or spec.observed_fields)
+        self.view_fields = cone.view_fields(spec, prop, view)
         self.enc = Encoding(spec, self.env, shards, self.policy, contracts=contracts)
-        self.sliced = self.enc.restrict_to(self._roots(), self._observes) if slicing else 0
+        self.sliced = cone.slice_encoding(self.enc, prop, self.view_fields) if slicing else 0
         ctx = self.enc.ctx
         self.ctx = ctx
         self.solver = z3.SolverFor("QF_LIA", ctx=ctx) if self.policy is not None else z3.Solver(ctx=ctx)
@@ -102,28 +102,6 @@ class Checker:
         # in bench/solver_settings.py, no faster on the bundled spec.
         self.uses = self._shard_uses() if symmetry_breaking and not por and self.focus is not None else None
         self.used_by: list[list[Any]] = []
-
-    def _observes(self, inst: Any) -> bool:
-        """An action a step property looks at, even when it changes nothing the property reads:
-        the call itself is what the property is about."""
-        if self.prop.kind != "step":
-            return False
-        return any(c.event in self.prop.on and (self.focus is None or c.shard == self.focus) for c in inst.calls)
-
-    def _roots(self) -> list[Any]:
-        """What the property, its lemmas and the trace view read (for the cone of influence)."""
-        enc, prop, focus = self.enc, self.prop, self.focus
-        roots = (
-            [enc.invariant_violation(prop, focus, enc.template)]
-            if prop.kind == "invariant"
-            else [enc.step_violation(prop, focus)]
-        )
-        if focus is not None:
-            roots += [enc.template[(focus, name)] for name in self.view_fields]
-            roots.append(enc.focus_events(focus))
-            for lemma in prop.lemmas:
-                roots.append(enc.machine.invariant(None, lemma, focus, enc.template))
-        return roots
 
     def _shard_uses(self) -> list[Any] | None:
         """Over the template, per shard: the step names it as a shard argument."""

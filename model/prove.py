@@ -27,7 +27,7 @@ from typing import Any
 
 import z3
 
-from model import bmc, budget, ir
+from model import bmc, budget, cone, ir
 from model.console import progress_for
 from model.encoding import Encoding
 from model.errors import UsageError
@@ -106,9 +106,8 @@ def spacer_proof(
     action kept acts on it only, so the sliced system, and hence the proof, is the same for
     every number of shards."""
     env = spec.environment(environment)
-    checker = bmc.Checker(spec, environment, prop, shards, policy, contracts=env.any_call, timeout=timeout)
-    enc = checker.enc
-    focus = checker.focus
+    enc = cone.sliced_encoding(spec, environment, prop, shards, policy, contracts=env.any_call)
+    focus = cone.focus_of(prop)
     answer, text = _horn(enc, prop, focus, timeout)
     local = (
         focus is not None
