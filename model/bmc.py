@@ -124,7 +124,8 @@ class Checker:
         for key in self.nonnegative:
             self.solver.add(state.state[key] >= 0)
 
-    def _deepen(self) -> None:
+    def deepen(self) -> None:
+        """Unroll one more step: the transition from the last state to a new one."""
         depth = len(self.states)
         cur = self.states[-1]
         nxt = self.enc.step_vars(depth)
@@ -161,7 +162,7 @@ class Checker:
         status, reached = Status.HOLDS_TO_DEPTH, max_depth
         for depth in range(max_depth + 1):
             if depth > 0:
-                self._deepen()
+                self.deepen()
             bad = self._bad_at(depth)
             self.bad.append(bad)
             goal = z3.Bool(f"goal@{depth}", self.ctx)
@@ -197,7 +198,7 @@ class Checker:
                     note = f"{why}; holds up to depth {max(depth - 1, 0)}"
                     return self._result(Status.UNKNOWN, max(reached, 0), traces + found_here, start, note)
                 model = self.solver.model()
-                trace = self._extract(model, depth)
+                trace = self.extract(model, depth)
                 if self.focus is None:
                     self.solver.add(z3.Implies(goal, z3.Not(self._same_actions(model, depth))))
                 else:
@@ -261,8 +262,9 @@ class Checker:
             ]
         )
 
-    def _extract(self, model: z3.ModelRef, depth: int) -> Trace:
-        """Read the actions off the model and replay them on the executable model."""
+    def extract(self, model: z3.ModelRef, depth: int) -> Trace:
+        """Read the actions off the model and replay them on the executable model (raising
+        `EncodingMismatch` where the two disagree)."""
         policy = self.policy or {
             name: model.eval(var, model_completion=True).as_long() for name, var in self.enc.policy_vars.items()
         }
@@ -556,7 +558,7 @@ def policy_region(
     checker = Checker(spec, environment, prop, shards, None, contracts=env.any_call, timeout=timeout)
     bad = [checker._bad_at(0)]
     for depth in range(1, max_depth + 1):
-        checker._deepen()
+        checker.deepen()
         bad.append(checker._bad_at(depth))
     flag = z3.Bool("some_violation", checker.ctx)
     checker.solver.add(z3.Implies(flag, z3.Or(bad)))

@@ -96,7 +96,7 @@ def z3_lasso(
     depth = 0
     for k in range(0, max_depth + 1):
         if k > 0:
-            checker._deepen()
+            checker.deepen()
         depth = k
         if timeout and time.monotonic() - start > timeout:
             break
@@ -138,7 +138,7 @@ def z3_lasso(
             assumptions=assumptions,
         )
     model, k, loop = found
-    trace = replace(checker._extract(model, k), loop_start=loop)
+    trace = replace(checker.extract(model, k), loop_start=loop)
     if (
         trace.steps[k].after["shards"][FOCUS][spec.state_field]
         != trace.steps[loop].after["shards"][FOCUS][spec.state_field]

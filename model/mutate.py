@@ -176,6 +176,27 @@ def _remember_guards(spec_file: SpecFile) -> None:
         _GUARDS[(spec_file.path, name)] = guard if isinstance(guard, str) else None
 
 
+def spec_mutants(spec_file: SpecFile, variant: str) -> list[Mutant]:
+    """Every single-point mutant of one variant of a spec file (`enumerate_mutants`, with the
+    guards as the file writes them)."""
+    _remember_guards(spec_file)
+    return enumerate_mutants(spec_file.variant(variant))
+
+
+def evaluate_mutant(
+    spec_file: SpecFile,
+    variant: str,
+    mutant: Mutant,
+    shards: int,
+    depth: int,
+    tests: list[Any],
+    checks: list[tuple[str, str, str]],
+) -> Outcome:
+    """One mutant judged as `run_mutation` judges each: killed by one of the property
+    `checks` (environment, property, why), else by one of the generated `tests`, else it survived."""
+    return _evaluate((spec_file.source.text, spec_file.path, variant, mutant, shards, depth, tests, checks))
+
+
 def _siblings(tree: ast.Module, node: ast.stmt) -> list[ast.stmt]:
     """The statement list `node` belongs to."""
     for parent in ast.walk(tree):

@@ -155,7 +155,7 @@ def _k_induction(
     _type_ranges(solver, enc, checker.states[0].state)
     good_prefix: list[Any] = []
     for k in range(1, max_k + 1):
-        checker._deepen()
+        checker.deepen()
         _type_ranges(solver, enc, checker.states[k].state)
         # the property (and lemmas) held up to step k-1 ...
         state_k1 = checker.states[k - 1].state

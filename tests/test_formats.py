@@ -34,11 +34,6 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 @pytest.fixture(scope="module")
-def spec_file() -> SpecFile:
-    return load_spec()
-
-
-@pytest.fixture(scope="module")
 def results(spec_file: SpecFile) -> list[bmc.Result]:
     found = run_checks(CheckRequest(spec_file, environment="controller", shards=SHARDS, max_depth=DEPTH, max_traces=1))
     assert all(r.matches is not False for r in found), "the bundled spec's expectations hold at this bound"
