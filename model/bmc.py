@@ -456,7 +456,7 @@ def _prove_in_child(
     policy: dict[str, int],
     timeout: float | None,
 ) -> None:
-    from model.prove import spacer_proof
+    from model.spacer import spacer_proof
 
     try:
         answer, text, every_size = spacer_proof(spec, environment, prop, shards, policy, timeout)
@@ -527,7 +527,7 @@ def check_property(
     if policy is None and result.status != Status.UNKNOWN:
         result.region = policy_region(spec, environment, prop, shards, max_depth, timeout)
     if prove and result.status == Status.HOLDS_TO_DEPTH:
-        from model.prove import spacer_proof
+        from model.spacer import spacer_proof
 
         answer, invariant, every_size = spacer_proof(spec, environment, prop, shards, policy, timeout)
         if answer == z3.sat:
