@@ -1,4 +1,7 @@
-"""The `ledgercheck` command line.
+"""The `ledgercheck` command line: the commands layer. Every command's options are declared
+here (the options several commands share once, as parent parsers), and each command is
+dispatched to a plain function below it (`HANDLERS`); nothing below imports this module.
+`replay` and `check` print from here; the checks themselves are `model.runs`'s.
 
 Exit codes (a public contract, documented in the README): 0 every verdict matches the
 spec's expectations (or the command did its job); 1 a verdict differs from its expectation,
