@@ -96,17 +96,17 @@ def plain_bfs(
             path.reverse()
             traces.append(replay(spec, env, shards, policy, path))
         result = Result(
-            spec.variant,
-            prop.name,
-            environment,
-            shards,
-            dict(policy),
-            status,
-            depth,
-            traces,
-            prop.expect.get(spec.variant),
-            time.monotonic() - start,
-            f"plain BFS: {len(parent)} states",
+            variant=spec.variant,
+            property=prop.name,
+            environment=environment,
+            shards=shards,
+            policy=dict(policy),
+            status=status,
+            depth=depth,
+            traces=traces,
+            expected=prop.expect.get(spec.variant),
+            seconds=time.monotonic() - start,
+            note=f"plain BFS: {len(parent)} states",
         )
         return BfsOutcome(result, len(parent))
 

@@ -78,7 +78,7 @@ def first_violation(spec: Any, env: str, shards: int, depth: int, solver_kind: s
     bad: list[Any] = []
     for d in range(depth + 1):
         if d > 0:
-            checker._deepen()
+            checker.deepen()
         if d == 0:
             checker._bound(checker.states[0])  # the first state's bounds went to the replaced solver
         now = checker._bad_at(d)

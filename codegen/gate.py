@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from model.errors import EXIT_MISMATCH, EXIT_OK, EXIT_UNKNOWN
-from model.result import Result
-from model.runs import run_checks
+from model.result import Result, Status
+from model.runs import CheckRequest, run_checks
 from model.spec import SpecFile
 
 VerdictKey = tuple[str, str, str]  # (variant, property, environment)
@@ -47,7 +47,7 @@ class Verdicts:
         """The variants with a counterexample to `prop` in some environment, in order."""
         names: list[str] = []
         for (variant, name, _), result in self.results.items():
-            if name == prop and result.status == "violated" and variant not in names:
+            if name == prop and result.status == Status.VIOLATED and variant not in names:
                 names.append(variant)
         return names
 
@@ -67,10 +67,11 @@ def establish(spec_file: SpecFile, max_depth: int, max_traces: int, progress: An
     if key in _ESTABLISHED:
         return _ESTABLISHED[key]
     # No lax search: traces outside the callers' contracts decide no verdict and make no test.
-    found = run_checks(
-        spec_file, None, None, None, None, base.default_policy(), max_depth, max_traces, None, progress, lax=False
+    request = CheckRequest(
+        spec_file, policy=base.default_policy(), max_depth=max_depth, max_traces=max_traces, lax=False
     )
-    verdicts = Verdicts({(r.variant, r.property, r.environment): r for r in found if r.status != "not_applicable"})
+    found = run_checks(request, progress)
+    verdicts = Verdicts({(r.variant, r.property, r.environment): r for r in found if r.status != Status.NOT_APPLICABLE})
     if not verdicts.unknown:  # an undecided verdict may depend on the budget: never reused
         while len(_ESTABLISHED) >= _REMEMBERED:
             del _ESTABLISHED[next(iter(_ESTABLISHED))]
@@ -88,7 +89,7 @@ _ESTABLISHED: dict[tuple[str, tuple[str, ...], int, int], Verdicts] = {}
 def describe(result: Result) -> str:
     """One line per verdict that stops `gen`: where, what was found, what the spec says."""
     where = f"{result.variant} / {result.property} ({result.environment}, {result.shards} shards)"
-    if result.status == "violated":
+    if result.status == Status.VIOLATED:
         shortest = min((t.depth for t in result.traces), default=result.depth)
         found = f"violated (shortest trace: {shortest} steps)"
     elif result.verdict == "holds":

@@ -14,7 +14,6 @@ meaning they were generated from (`codegen.meaning`).
 
 from __future__ import annotations
 
-import argparse
 import difflib
 import fcntl
 import hashlib
@@ -561,24 +560,24 @@ def generate(
     return out_dir, render_files(spec_file, out_dir, planned)
 
 
-def cmd_gen(ns: argparse.Namespace) -> int:
+def cmd_gen(*, spec: str | None, out: str | None, check: bool, progress: bool | None = None) -> int:
     """Gate, plan, render; then compare (`--check`) or write, saying what changed and why."""
-    command = "ledgercheck gen --check" if ns.check else "ledgercheck gen"
-    spec_file = load_spec(ns.spec)
-    progress = progress_for(getattr(ns, "progress", None))
+    command = "ledgercheck gen --check" if check else "ledgercheck gen"
+    spec_file = load_spec(spec)
+    reporter = progress_for(progress)
     try:
-        verdicts = gate.establish(spec_file, DEFAULT_DEPTH, DEFAULT_TRACES, progress)
+        verdicts = gate.establish(spec_file, DEFAULT_DEPTH, DEFAULT_TRACES, reporter)
     finally:
-        if progress is not None:
-            progress.close()
+        if reporter is not None:
+            reporter.close()
     if verdicts.exit_code != EXIT_OK:
-        print("\n".join(gate.report(verdicts, command, writing=not ns.check)))
+        print("\n".join(gate.report(verdicts, command, writing=not check)))
         return verdicts.exit_code
-    out_dir = Path(ns.out) if ns.out else default_out_dir(spec_file.path)
+    out_dir = Path(out) if out else default_out_dir(spec_file.path)
     files = render_files(spec_file, out_dir, plan_tests(spec_file, verdicts=verdicts))
     count = sum(text.count("\ndef test_") for text in files.values())
     changes = compare(existing_generated(out_dir), files, spec_file, verdicts)
-    if ns.check:
+    if check:
         diff = drift(out_dir, files)
         if diff:
             behaviour = [c for c in changes if c.behaviour]

@@ -19,9 +19,9 @@ from typing import Any
 
 import z3
 
-from model import budget, ir
+from model import budget, cone, ir
 from model.encoding import NONE_CODE, Encoding, StepVars
-from model.result import FOCUS, EncodingMismatch, Result, view_of
+from model.result import FOCUS, EncodingMismatch, Result, Status, view_of
 from model.result import trace_key as _trace_key
 from model.spec import Property, Spec
 from model.trace import Simulation, Step, Trace, base_url
@@ -53,13 +53,13 @@ class Checker:
         self.prop = prop
         self.shards = shards
         self.policy = dict(policy) if policy is not None else None
-        self.focus = None if prop.fleet else FOCUS
+        self.focus = cone.focus_of(prop)
         self.contracts = contracts
         self.timeout = timeout
         self.progress = progress
-        self.view_fields = tuple(view or prop.view or spec.observed_fields)
+        self.view_fields = cone.view_fields(spec, prop, view)
         self.enc = Encoding(spec, self.env, shards, self.policy, contracts=contracts)
-        self.sliced = self.enc.restrict_to(self._roots(), self._observes) if slicing else 0
+        self.sliced = cone.slice_encoding(self.enc, prop, self.view_fields) if slicing else 0
         ctx = self.enc.ctx
         self.ctx = ctx
         self.solver = z3.SolverFor("QF_LIA", ctx=ctx) if self.policy is not None else z3.Solver(ctx=ctx)
@@ -103,28 +103,6 @@ class Checker:
         self.uses = self._shard_uses() if symmetry_breaking and not por and self.focus is not None else None
         self.used_by: list[list[Any]] = []
 
-    def _observes(self, inst: Any) -> bool:
-        """An action a step property looks at, even when it changes nothing the property reads:
-        the call itself is what the property is about."""
-        if self.prop.kind != "step":
-            return False
-        return any(c.event in self.prop.on and (self.focus is None or c.shard == self.focus) for c in inst.calls)
-
-    def _roots(self) -> list[Any]:
-        """What the property, its lemmas and the trace view read (for the cone of influence)."""
-        enc, prop, focus = self.enc, self.prop, self.focus
-        roots = (
-            [enc.invariant_violation(prop, focus, enc.template)]
-            if prop.kind == "invariant"
-            else [enc.step_violation(prop, focus)]
-        )
-        if focus is not None:
-            roots += [enc.template[(focus, name)] for name in self.view_fields]
-            roots.append(enc.focus_events(focus))
-            for lemma in prop.lemmas:
-                roots.append(enc.machine.invariant(None, lemma, focus, enc.template))
-        return roots
-
     def _shard_uses(self) -> list[Any] | None:
         """Over the template, per shard: the step names it as a shard argument."""
         uses = []
@@ -146,7 +124,8 @@ class Checker:
         for key in self.nonnegative:
             self.solver.add(state.state[key] >= 0)
 
-    def _deepen(self) -> None:
+    def deepen(self) -> None:
+        """Unroll one more step: the transition from the last state to a new one."""
         depth = len(self.states)
         cur = self.states[-1]
         nxt = self.enc.step_vars(depth)
@@ -180,10 +159,10 @@ class Checker:
         start = time.monotonic()
         traces: list[Trace] = []
         views: set[tuple[Any, ...]] = set()
-        status, reached = "holds_to_depth", max_depth
+        status, reached = Status.HOLDS_TO_DEPTH, max_depth
         for depth in range(max_depth + 1):
             if depth > 0:
-                self._deepen()
+                self.deepen()
             bad = self._bad_at(depth)
             self.bad.append(bad)
             goal = z3.Bool(f"goal@{depth}", self.ctx)
@@ -200,16 +179,16 @@ class Checker:
                 spent = budget.limit_solver(self.solver, self.timeout)
                 if spent is not None:
                     note = f"the {spent} ran out at depth {depth}; holds up to depth {max(depth - 1, 0)}"
-                    return self._result("unknown", max(depth - 1, 0), traces + found_here, start, note)
+                    return self._result(Status.UNKNOWN, max(depth - 1, 0), traces + found_here, start, note)
                 try:
                     answer = self.solver.check(goal)
                 except z3.Z3Exception as exc:  # e.g. the memory cap
                     note = f"the solver stopped at depth {depth}: {exc}; holds up to depth {max(depth - 1, 0)}"
-                    return self._result("unknown", max(depth - 1, 0), traces + found_here, start, note)
+                    return self._result(Status.UNKNOWN, max(depth - 1, 0), traces + found_here, start, note)
                 if answer == z3.unsat:
                     break
                 if answer == z3.unknown:
-                    status, reached = "unknown", depth - 1
+                    status, reached = Status.UNKNOWN, depth - 1
                     spent = budget.active().exhausted()
                     why = (
                         f"the {spent} ran out at depth {depth}"
@@ -217,9 +196,9 @@ class Checker:
                         else (f"the solver gave up at depth {depth} ({self.solver.reason_unknown()})")
                     )
                     note = f"{why}; holds up to depth {max(depth - 1, 0)}"
-                    return self._result("unknown", max(reached, 0), traces + found_here, start, note)
+                    return self._result(Status.UNKNOWN, max(reached, 0), traces + found_here, start, note)
                 model = self.solver.model()
-                trace = self._extract(model, depth)
+                trace = self.extract(model, depth)
                 if self.focus is None:
                     self.solver.add(z3.Implies(goal, z3.Not(self._same_actions(model, depth))))
                 else:
@@ -239,24 +218,24 @@ class Checker:
             if traces and len(traces) >= max_traces:
                 break
             if stop is not None and not traces and depth < max_depth and stop():
-                return self._result("proved", depth, traces, start)
+                return self._result(Status.PROVED, depth, traces, start)
         if traces:
-            status, reached = "violated", traces[0].depth
+            status, reached = Status.VIOLATED, traces[0].depth
         return self._result(status, reached, traces, start)
 
-    def _result(self, status: str, depth: int, traces: list[Trace], start: float, note: str = "") -> Result:
+    def _result(self, status: Status, depth: int, traces: list[Trace], start: float, note: str = "") -> Result:
         return Result(
-            self.spec.variant,
-            self.prop.name,
-            self.env.name,
-            self.shards,
-            self.policy,
-            status,
-            depth,
-            traces,
-            self.prop.expect.get(self.spec.variant),
-            time.monotonic() - start,
-            note,
+            variant=self.spec.variant,
+            property=self.prop.name,
+            environment=self.env.name,
+            shards=self.shards,
+            policy=self.policy,
+            status=status,
+            depth=depth,
+            traces=traces,
+            expected=self.prop.expect.get(self.spec.variant),
+            seconds=time.monotonic() - start,
+            note=note,
         )
 
     def _same_actions(self, model: z3.ModelRef, depth: int) -> Any:
@@ -283,8 +262,9 @@ class Checker:
             ]
         )
 
-    def _extract(self, model: z3.ModelRef, depth: int) -> Trace:
-        """Read the actions off the model and replay them on the executable model."""
+    def extract(self, model: z3.ModelRef, depth: int) -> Trace:
+        """Read the actions off the model and replay them on the executable model (raising
+        `EncodingMismatch` where the two disagree)."""
         policy = self.policy or {
             name: model.eval(var, model_completion=True).as_long() for name, var in self.enc.policy_vars.items()
         }
@@ -476,7 +456,7 @@ def _prove_in_child(
     policy: dict[str, int],
     timeout: float | None,
 ) -> None:
-    from model.prove import spacer_proof
+    from model.spacer import spacer_proof
 
     try:
         answer, text, every_size = spacer_proof(spec, environment, prop, shards, policy, timeout)
@@ -517,17 +497,7 @@ def check_property(
         return check_eventually(spec, environment, prop, shards, policy, max_depth, timeout, prove)
     env = spec.environment(environment)
     if not prop.applies_to(environment):
-        return Result(
-            spec.variant,
-            prop.name,
-            environment,
-            shards,
-            policy,
-            "not_applicable",
-            0,
-            expected=None,
-            note=f"the property is only about {', '.join(prop.environments or ())}",
-        )
+        return Result.not_applicable(spec, prop, environment, shards, policy)
     checker = Checker(
         spec,
         environment,
@@ -546,7 +516,7 @@ def check_property(
     finally:
         if race is not None:
             race.close()
-    if race is not None and race.invariant is not None and result.status == "proved":
+    if race is not None and race.invariant is not None and result.status == Status.PROVED:
         scope = "every fleet size" if race.every_size else f"{shards} shards"
         result.engine, result.invariant = "spacer", race.invariant
         result.note = (
@@ -554,18 +524,18 @@ def check_property(
             f"had shown it up to depth {result.depth}"
         )
         result.depth = max_depth
-    if policy is None and result.status != "unknown":
+    if policy is None and result.status != Status.UNKNOWN:
         result.region = policy_region(spec, environment, prop, shards, max_depth, timeout)
-    if prove and result.status == "holds_to_depth":
-        from model.prove import spacer_proof
+    if prove and result.status == Status.HOLDS_TO_DEPTH:
+        from model.spacer import spacer_proof
 
         answer, invariant, every_size = spacer_proof(spec, environment, prop, shards, policy, timeout)
         if answer == z3.sat:
-            result.status, result.engine, result.invariant = "proved", "spacer", invariant
+            result.status, result.engine, result.invariant = Status.PROVED, "spacer", invariant
             scope = "every fleet size" if every_size else f"{shards} shards"
             result.note = f"proved by spacer for {scope} (an inductive invariant exists)"
         result.region_depth = max_depth
-    if env.any_call and lax and result.status != "unknown":
+    if env.any_call and lax and result.status != Status.UNKNOWN:
         lax_checker = Checker(spec, environment, prop, shards, policy, contracts=False, timeout=timeout, view=view)
 
         def needs_lax_call(chk: Checker, depth: int) -> Any:
@@ -588,7 +558,7 @@ def policy_region(
     checker = Checker(spec, environment, prop, shards, None, contracts=env.any_call, timeout=timeout)
     bad = [checker._bad_at(0)]
     for depth in range(1, max_depth + 1):
-        checker._deepen()
+        checker.deepen()
         bad.append(checker._bad_at(depth))
     flag = z3.Bool("some_violation", checker.ctx)
     checker.solver.add(z3.Implies(flag, z3.Or(bad)))

@@ -17,7 +17,6 @@ and nothing failed; 2 bad input.
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
@@ -28,17 +27,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from model import budget
 from model.console import progress_for
 from model.errors import EXIT_MISMATCH, EXIT_OK, EXIT_UNKNOWN
-from model.runs import attention, mismatch_line, outcome
+from model.runs import DEFAULT_DEPTH, DEFAULT_TRACES, attention, mismatch_line, outcome
 from model.spec import SpecFile, load_spec
 
 if TYPE_CHECKING:
     from codegen.gate import Verdicts
 
-DEFAULT_DEPTH = 12
-DEFAULT_TRACES = 3
 PASSED, FAILED, UNDECIDED, SKIPPED = "passed", "FAILED", "UNDECIDED", "skipped"
 
 
@@ -94,51 +90,21 @@ class Subprocess:
         return code, text, seconds
 
 
-def register(subparsers: Any) -> None:
-
-    parser = subparsers.add_parser(
-        "ci",
-        help="everything a ledger change must pass: verdicts, drift, generated tests, conformance",
-        description="The one command a ledger repository's CI runs: every property in every environment it "
-        "applies to, for every variant; `gen --check`; the generated tests against the executable model, and "
-        "with --impl against that implementation, with its conformance. A summary naming each failure comes "
-        "first. Exit 0 only when every verdict matches the spec's expectation and nothing drifted or failed.",
-        epilog="examples:\n"
-        "  ledgercheck ci\n"
-        "  ledgercheck ci --impl path/to/fleet_health.py:GenerationFleetHealth\n"
-        "  ledgercheck ci spec/fleet_health.toml --out generated_tests",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("spec", nargs="?", default=None, help="spec file (default: the bundled spec)")
-    parser.add_argument(
-        "--impl", default=None, metavar="TARGET", help="also test this implementation: module:Class or file.py:Class"
-    )
-    parser.add_argument("--out", default=None, help="the generated tests' directory (default: generated_tests/)")
-    parser.add_argument(
-        "--conform-depth", type=int, default=None, metavar="D", help="conformance enumeration depth (conform's default)"
-    )
-    budget.add_options(parser)
-    parser.add_argument(
-        "--progress",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="progress on stderr (default: a status line when stderr is a terminal)",
-    )
-    parser.set_defaults(run=run)
-
-
-def run(ns: argparse.Namespace) -> int:
-    spec_file = load_spec(ns.spec)
+def ci_command(
+    *, spec: str | None, impl: str | None, out: str | None, conform_depth: int | None, progress: bool | None
+) -> int:
+    """`ledgercheck ci`: every step, the summary first; exit 0 only when all passed."""
+    spec_file = load_spec(spec)
     from codegen.render import default_out_dir
 
-    out_dir = Path(ns.out) if ns.out else default_out_dir(spec_file.path)
+    out_dir = Path(out) if out else default_out_dir(spec_file.path)
     steps: list[Step] = []
     started = time.monotonic()
-    progress = progress_for(ns.progress)
-    say = progress if progress is not None else (lambda message: None)
+    reporter = progress_for(progress)
+    say = reporter if reporter is not None else (lambda message: None)
     try:
-        children = _start_children(ns, spec_file, out_dir)
-        verdict_step, verdicts = _verdicts(spec_file, progress)
+        children = _start_children(impl, conform_depth, spec_file, out_dir)
+        verdict_step, verdicts = _verdicts(spec_file, reporter)
         steps.append(verdict_step)
         say("ci: is generated_tests/ what the spec produces now?")
         steps.append(_drift(spec_file, out_dir, verdicts))
@@ -147,11 +113,11 @@ def run(ns: argparse.Namespace) -> int:
             say(f"ci: waiting for {name}")
             steps.append(_finish_child(name, child))
     finally:
-        if progress is not None:
-            progress.close()
+        if reporter is not None:
+            reporter.close()
     for name in ("tests vs model", "tests vs implementation", "conformance"):
         if name not in started_names:
-            why = "no --impl given" if ns.impl is None and name != "tests vs model" else f"no {out_dir.name}/ directory"
+            why = "no --impl given" if impl is None and name != "tests vs model" else f"no {out_dir.name}/ directory"
             steps.append(Step(name, SKIPPED, why))
     order = ["verdicts", "generated tests up to date", "tests vs model", "tests vs implementation", "conformance"]
     steps.sort(key=lambda s: order.index(s.name))
@@ -160,10 +126,12 @@ def run(ns: argparse.Namespace) -> int:
     return code
 
 
-def _start_children(ns: argparse.Namespace, spec_file: SpecFile, out_dir: Path) -> list[tuple[str, Subprocess]]:
+def _start_children(
+    target: str | None, conform_depth: int | None, spec_file: SpecFile, out_dir: Path
+) -> list[tuple[str, Subprocess]]:
     """The generated tests (against the model; against --impl) and conformance, started now."""
     children: list[tuple[str, Subprocess]] = []
-    impl = _absolute_target(ns.impl) if ns.impl is not None else None
+    impl = _absolute_target(target) if target is not None else None
     if out_dir.is_dir():
         pytest = [sys.executable, "-m", "pytest", "-q", "-rfE", "-p", "no:cacheprovider", "--no-header", str(out_dir)]
         children.append(("tests vs model", Subprocess.start(pytest, out_dir.parent)))
@@ -173,8 +141,8 @@ def _start_children(ns: argparse.Namespace, spec_file: SpecFile, out_dir: Path) 
             )
     if impl is not None:
         conform = [sys.executable, "-m", "model.cli", "conform", "--impl", impl, str(Path(spec_file.path).resolve())]
-        if ns.conform_depth is not None:
-            conform += ["--depth", str(ns.conform_depth)]
+        if conform_depth is not None:
+            conform += ["--depth", str(conform_depth)]
         children.append(("conformance", Subprocess.start(conform, Path.cwd())))
     return children
 
@@ -210,8 +178,8 @@ def _verdicts(spec_file: SpecFile, progress: Any) -> tuple[Step, Verdicts]:
     step.failures += [f"UNKNOWN   {mismatch_line(r)}" for r in unknown]
     step.status = FAILED if mismatches else UNDECIDED if unknown else PASSED
     if flagged:
-        from model.cli import verdict_line
         from model.figure import trace_figure
+        from model.text import verdict_line
 
         lines: list[str] = []
         for result in flagged:
@@ -332,4 +300,4 @@ def _print(spec_file: SpecFile, steps: list[Step], code: int, seconds: float) ->
             print(s.detail.rstrip())
 
 
-__all__ = ["register", "run"]
+__all__ = ["ci_command"]

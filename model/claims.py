@@ -10,15 +10,14 @@ when the README's table is stale. The text holds no timings, so it is stable.
 
 from __future__ import annotations
 
-import argparse
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
 
-from model import bmc, budget
+from model import bmc
 from model.errors import EXIT_MISMATCH, EXIT_OK, UsageError
 from model.prove import prove_property
+from model.result import Status
 from model.spec import SpecFile, load_spec
 
 BEGIN = "<!-- claims:begin -->"
@@ -27,14 +26,14 @@ ENVIRONMENT = "controller"
 
 
 def _evidence(result: bmc.Result) -> str:
-    if result.status == "proved":
+    if result.status == Status.PROVED:
         how = "Spacer (inductive invariant)" if result.engine == "spacer" else f"k-induction, k={result.depth}"
         return f"proved: {how}"
-    if result.status == "violated" and result.traces:
+    if result.status == Status.VIOLATED and result.traces:
         trace = result.traces[0]
         actions = " → ".join(s.action or "" for s in trace.steps[1:])
         return f"{trace.depth}-step trace: {actions}"
-    if result.status == "not_applicable":
+    if result.status == Status.NOT_APPLICABLE:
         return "n/a"
     return result.status
 
@@ -54,10 +53,10 @@ def claims_table(spec_file: SpecFile, shards: int | None = None, mismatches: lis
             spec = spec_file.variant(variant)
             prop = spec.properties[name]
             result = prove_property(spec, ENVIRONMENT, prop, shards or spec.default_shards, spec.default_policy())
-            if mismatches is not None and result.matches is not True and result.status != "not_applicable":
-                found = "undecided" if result.status == "unknown" else result.verdict
+            if mismatches is not None and result.matches is not True and result.status != Status.NOT_APPLICABLE:
+                found = "undecided" if result.status == Status.UNKNOWN else result.verdict
                 mismatches.append(f"{variant} / {name} ({ENVIRONMENT}): {found}, the spec expects {result.expected}")
-            verdicts.append(result.verdict if result.status != "proved" else "holds (proved)")
+            verdicts.append(result.verdict if result.status != Status.PROVED else "holds (proved)")
             evidence.append(f"{variant}: {_evidence(result)}")
         text = base.properties[name].claim_text or base.properties[name].doc
         lines.append(f"| {number} | {text} | `{name}` | " + " | ".join(verdicts) + " | " + "<br>".join(evidence) + " |")
@@ -76,39 +75,29 @@ def splice(readme: str, table: str, begin: str = BEGIN, end: str = END) -> str:
     return f"{head}{begin}\n{table}{end}{tail}"
 
 
-def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "claims",
-        help="regenerate (or check) the README table of the seed's claims from proofs",
-        epilog="examples:\n  ledgercheck claims                     # print the table\n"
-        "  ledgercheck claims --write README.md   # update the README\n"
-        "  ledgercheck claims --check README.md   # exit 1 when it is stale",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("spec", nargs="?", default=None)
-    parser.add_argument("--write", metavar="README", default=None)
-    parser.add_argument("--check", metavar="README", default=None)
-    parser.add_argument("--shards", type=int, default=None)
-    budget.add_options(parser)
-    parser.set_defaults(run=run)
-
-
-def run(ns: argparse.Namespace) -> int:
+def claims_command(*, spec: str | None, shards: int | None, write: str | None, check: str | None) -> int:
+    """`ledgercheck claims`: the table printed, written (`write`) or compared (`check`)."""
     mismatches: list[str] = []
-    table = claims_table(load_spec(ns.spec), ns.shards, mismatches)
-    return write_section(ns, table, "claims", BEGIN, END, mismatches)
+    table = claims_table(load_spec(spec), shards, mismatches)
+    return write_section(write, check, table, "claims", BEGIN, END, mismatches)
 
 
 def write_section(
-    ns: argparse.Namespace, table: str, what: str, begin: str, end: str, mismatches: list[str] | None = None
+    write: str | None,
+    check: str | None,
+    table: str,
+    what: str,
+    begin: str,
+    end: str,
+    mismatches: list[str] | None = None,
 ) -> int:
     """Print the table, or write it between its markers (`--write`, atomically), or exit 1
     when the file's copy is stale (`--check`). With `mismatches` (verdicts that differ from
     the spec's expectations) nothing is written or passed: a regression is not a stale table."""
-    target = ns.write or ns.check
+    target = write or check
     if mismatches and target is not None:
         # A claim whose verdict changed is a regression (or a wrong expectation), not a stale table.
-        print(f"{target}: not {'written' if ns.write else 'checked'}: verdicts differ from the spec's expectations:")
+        print(f"{target}: not {'written' if write else 'checked'}: verdicts differ from the spec's expectations:")
         for line in mismatches:
             print(f"  MISMATCH  {line}")
         print("Fix the spec (or its `expect`) first; `ledgercheck ci` names every mismatch.")
@@ -122,7 +111,7 @@ def write_section(
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
     updated = splice(current, table, begin, end)
-    if ns.check:
+    if check:
         if updated != current:
             print(
                 f"{path}: the {what} table is stale (every verdict is as the spec expects: only the evidence "

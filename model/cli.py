@@ -1,4 +1,7 @@
-"""The `ledgercheck` command line.
+"""The `ledgercheck` command line: the commands layer. Every command's options are declared
+here (the options several commands share once, as parent parsers), and each command is
+dispatched to a plain function below it (`HANDLERS`); nothing below imports this module.
+`replay` and `check` print from here; the checks themselves are `model.runs`'s.
 
 Exit codes (a public contract, documented in the README): 0 every verdict matches the
 spec's expectations (or the command did its job); 1 a verdict differs from its expectation,
@@ -9,33 +12,31 @@ decide in time, or an internal inconsistency was detected (never reported as a p
 from __future__ import annotations
 
 import argparse
+import importlib
+import inspect
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from model import budget
+from model import budget, executor
 from model.console import progress_for
 from model.errors import EXIT_OK, EXIT_UNKNOWN, LedgercheckError, UsageError
 from model.figure import LEGEND, colour_enabled, trace_figure
 from model.formats import CHECK_FORMATS, REPLAY_FORMATS, markdown_replay, render_check
 from model.result import Result
 from model.runs import (
-    attention,
+    DEFAULT_DEPTH,
+    DEFAULT_TRACES,
+    CheckRequest,
     exit_code,
-    mismatch_line,
-    multi_environment,
-    outcome,
-    reading_order,
     result_json,
     run_checks,
 )
 from model.spec import DEFAULT_SPEC, Spec, SpecFile, load_spec
+from model.text import print_results, verdict_line
 from model.trace import Simulation, Trace, parse_action_call
-
-DEFAULT_DEPTH = 12
-DEFAULT_TRACES = 3
 
 EXAMPLES = {
     "replay": "examples:\n  ledgercheck replay                      # the seed's trace, both variants\n"
@@ -50,7 +51,35 @@ EXAMPLES = {
     "  ledgercheck check --format itf > traces.itf.json        # traces for Apalache/Quint tooling",
     "gen": "examples:\n  ledgercheck gen                         # regenerate generated_tests/\n"
     "  ledgercheck gen --check                 # exit 1 with a diff when they drifted",
+    "prove": "examples:\n"
+    "  ledgercheck prove                                   # every property, both variants, controller, 4 shards\n"
+    "  ledgercheck prove --variant fixed --property no_condemnation_by_inherited_streak\n"
+    "  ledgercheck prove --environment ledger --engine kind --max-k 6",
+    "diff": "examples:\n"
+    "  ledgercheck diff as_written fixed                        # two variants of the bundled spec\n"
+    "  ledgercheck diff old/fleet_health.toml spec/fleet_health.toml:fixed",
+    "mutate": "examples:\n"
+    "  ledgercheck mutate                       # every mutant of the bundled spec's `fixed`\n"
+    "  ledgercheck mutate --max-mutants 20 --seed 1 --jobs 2\n"
+    "  ledgercheck mutate --executor ray --jobs 2   # on Ray (RAY_ADDRESS, or a local instance)",
+    "report": "examples:\n"
+    "  ledgercheck report --html report.html            # every variant and property, controller, 4 shards\n"
+    "  ledgercheck report --html report.html --variant as_written --max-traces 1\n"
+    "  ledgercheck report spec/examples/breaker.toml --environment ledger --html breaker.html",
+    "claims": "examples:\n  ledgercheck claims                     # print the table\n"
+    "  ledgercheck claims --write README.md   # update the README\n"
+    "  ledgercheck claims --check README.md   # exit 1 when it is stale",
+    "findings": "examples:\n  ledgercheck findings                     # print the table\n"
+    "  ledgercheck findings --write README.md   # update the README\n"
+    "  ledgercheck findings --check README.md   # exit 1 when it is stale",
+    "ci": "examples:\n"
+    "  ledgercheck ci\n"
+    "  ledgercheck ci --impl path/to/fleet_health.py:GenerationFleetHealth\n"
+    "  ledgercheck ci spec/fleet_health.toml --out generated_tests",
 }
+
+PROGRESS_HELP = "progress on stderr (default: a status line when stderr is a terminal)"
+PROVE_ENGINES = ("auto", "spacer", "kind", "explicit")
 
 
 def _policy_arg(text: str) -> tuple[str, int]:
@@ -63,9 +92,113 @@ def _policy_arg(text: str) -> tuple[str, int]:
         raise argparse.ArgumentTypeError(f"policy value must be an integer: {text!r}") from None
 
 
+# --- the options several commands share, each declared once ------------------------------
+# Each returns a fresh parent parser (argparse shares a parent's actions with its children, so
+# one parent per set of defaults keeps one command's defaults from leaking into another's).
+
+
+def _parent() -> argparse.ArgumentParser:
+    return argparse.ArgumentParser(add_help=False)
+
+
+def spec_option(what: str = "spec file") -> argparse.ArgumentParser:
+    parent = _parent()
+    parent.add_argument("spec", nargs="?", default=None, help=f"{what} (default: {DEFAULT_SPEC.name} bundled)")
+    return parent
+
+
+def selection_options(verb: str = "check", variants: str = "variant(s)") -> argparse.ArgumentParser:
+    """--variant, --property, --environment: which results a run covers."""
+    parent = _parent()
+    parent.add_argument(
+        "--variant", action="append", default=None, help=f"{variants} to {verb}, repeatable (default: all)"
+    )
+    parent.add_argument(
+        "--property", action="append", default=None, help=f"property to {verb}, repeatable (default: all)"
+    )
+    parent.add_argument(
+        "--environment",
+        default=None,
+        help=f"{verb} in this environment only (default: every environment each property applies to)",
+    )
+    return parent
+
+
+def fleet_options(shards: int | None = None, policy: bool = True) -> argparse.ArgumentParser:
+    """--shards, and --policy: the fleet and the policy constants a run uses."""
+    parent = _parent()
+    parent.add_argument(
+        "--shards",
+        type=int,
+        default=shards,
+        help=f"fleet size (default: {shards if shards is not None else 'the spec' + chr(39) + 's'})",
+    )
+    if policy:
+        parent.add_argument(
+            "--policy",
+            action="append",
+            type=_policy_arg,
+            default=[],
+            metavar="NAME=VALUE",
+            help="override a policy constant (repeatable)",
+        )
+    return parent
+
+
+def depth_options(depth: int = DEFAULT_DEPTH, traces: bool = True) -> argparse.ArgumentParser:
+    """--max-depth (and --max-traces): how deep a bounded search goes, how much it keeps."""
+    parent = _parent()
+    parent.add_argument("--max-depth", type=int, default=depth, help=f"search depth, in steps (default {depth})")
+    if traces:
+        parent.add_argument(
+            "--max-traces",
+            type=int,
+            default=DEFAULT_TRACES,
+            help=f"distinct traces kept per result (default {DEFAULT_TRACES})",
+        )
+    return parent
+
+
+def solver_options(symbolic: str | None = None) -> argparse.ArgumentParser:
+    """--timeout (per solver call), and --symbolic-policy where the command has it."""
+    parent = _parent()
+    parent.add_argument("--timeout", type=float, default=None, help="seconds per solver call")
+    if symbolic is not None:
+        parent.add_argument("--symbolic-policy", action="store_true", help=symbolic)
+    return parent
+
+
+def budget_options(memory: bool = True) -> argparse.ArgumentParser:
+    """--time-budget (and --memory): the budgets `main` runs every command under."""
+    parent = _parent()
+    budget.add_options(parent, memory=memory)
+    return parent
+
+
+def progress_option(help_text: str = PROGRESS_HELP) -> argparse.ArgumentParser:
+    parent = _parent()
+    parent.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None, help=help_text)
+    return parent
+
+
+def format_option(choices: Sequence[str], help_text: str = "output format (default: text)") -> argparse.ArgumentParser:
+    parent = _parent()
+    parent.add_argument("--format", choices=choices, default="text", help=help_text)
+    return parent
+
+
+def table_options() -> argparse.ArgumentParser:
+    """--write/--check FILE: the README tables `claims` and `findings` regenerate."""
+    parent = _parent()
+    parent.add_argument("--write", metavar="README", default=None, help="write the table into this file")
+    parent.add_argument("--check", metavar="README", default=None, help="exit 1 when this file's table is stale")
+    return parent
+
+
 def build_parser(args: Sequence[str] | None = None) -> argparse.ArgumentParser:
-    """The parser; given the arguments, only the command module they name is imported (a
-    check that never runs the solver never loads it)."""
+    """The parser of every command. Building it imports no engine: a command's module loads
+    when the command runs (a check that never runs the solver never loads it). `args` is
+    accepted for callers written against the older lazy parser and is not needed."""
     parser = argparse.ArgumentParser(
         prog="ledgercheck",
         description="Model-check a ledger spec with Z3 and turn every counterexample into a pytest case.",
@@ -77,27 +210,23 @@ def build_parser(args: Sequence[str] | None = None) -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command")
 
-    def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("spec", nargs="?", default=None, help=f"spec file (default: {DEFAULT_SPEC.name} bundled)")
-        p.add_argument(
-            "--policy",
-            action="append",
-            type=_policy_arg,
-            default=[],
-            metavar="NAME=VALUE",
-            help="override a policy constant (repeatable)",
+    def command(name: str, help_text: str, *parents: argparse.ArgumentParser, **extra: Any) -> Any:
+        return sub.add_parser(
+            name,
+            help=help_text,
+            parents=list(parents),
+            epilog=EXAMPLES.get(name),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+            **extra,
         )
-        p.add_argument("--shards", type=int, default=None, help="fleet size (default: the spec's)")
 
-    replay = sub.add_parser(
+    replay = command(
         "replay",
-        help="drive the executable model through events and print each state",
-        epilog=EXAMPLES["replay"],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "drive the executable model through events and print each state",
+        fleet_options(),
+        format_option(REPLAY_FORMATS),
     )
     replay.add_argument("spec_or_event", nargs="*", metavar="[SPEC] EVENTS", help="a spec file, then calls")
-    replay.add_argument("--policy", action="append", type=_policy_arg, default=[], metavar="NAME=VALUE")
-    replay.add_argument("--shards", type=int, default=None)
     replay.add_argument("--variant", action="append", default=None, help="variant(s) to replay (default: all)")
     replay.add_argument(
         "--environment",
@@ -107,46 +236,24 @@ def build_parser(args: Sequence[str] | None = None) -> argparse.ArgumentParser:
     replay.add_argument("--scenario", default=None, help="replay a scenario written in the spec (default: seed)")
     replay.add_argument("--file", default=None, help="read events from a file, one per line")
     replay.add_argument("--shard", type=int, default=None, help="shard to show in the table")
-    replay.add_argument("--format", choices=REPLAY_FORMATS, default="text")
 
-    check = sub.add_parser(
+    check = command(
         "check",
-        help="bounded model checking of the spec's properties",
-        epilog=EXAMPLES["check"],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    common(check)
-    check.add_argument("--variant", action="append", default=None)
-    check.add_argument("--property", action="append", default=None)
-    check.add_argument(
-        "--environment",
-        default=None,
-        help="check in this environment only (default: every environment each property applies to)",
-    )
-    check.add_argument("--max-depth", type=int, default=DEFAULT_DEPTH)
-    check.add_argument("--max-traces", type=int, default=DEFAULT_TRACES)
-    check.add_argument("--timeout", type=float, default=None, help="seconds per solver call")
-    check.add_argument(
-        "--memory", type=int, default=None, metavar="MIB", help="memory budget and solver cap, in MiB (default 4096)"
-    )
-    budget.add_options(check, memory=False)
-    check.add_argument(
-        "--format",
-        choices=CHECK_FORMATS,
-        default="text",
-        help="text (default), json, markdown (for a PR review), itf (Apalache/Quint traces), junit (CI)",
-    )
-    check.add_argument(
-        "--progress",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="depth-by-depth progress on stderr (default: a status line when stderr is a terminal)",
-    )
-    check.add_argument(
-        "--symbolic-policy",
-        action="store_true",
-        help="keep policy constants symbolic (within their declared ranges) and report for which values "
-        "each property fails",
+        "bounded model checking of the spec's properties",
+        spec_option(),
+        selection_options("check"),
+        fleet_options(),
+        depth_options(),
+        solver_options(
+            "keep policy constants symbolic (within their declared ranges) and report for which values "
+            "each property fails"
+        ),
+        budget_options(),
+        progress_option("depth-by-depth progress on stderr (default: a status line when stderr is a terminal)"),
+        format_option(
+            CHECK_FORMATS,
+            "text (default), json, markdown (for a PR review), itf (Apalache/Quint traces), junit (CI)",
+        ),
     )
     check.add_argument(
         "--view",
@@ -172,62 +279,144 @@ def build_parser(args: Sequence[str] | None = None) -> argparse.ArgumentParser:
         help="where no violation is found, try an unbounded proof (Spacer) and report 'proved'",
     )
 
-    gen = sub.add_parser(
+    gen = command(
         "gen",
-        help="generate pytest cases from every counterexample",
-        epilog=EXAMPLES["gen"],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "generate pytest cases from every counterexample",
+        spec_option(),
+        progress_option(),
+        budget_options(),
     )
-    gen.add_argument("spec", nargs="?", default=None)
     gen.add_argument("--out", default=None, help="output directory (default: generated_tests/)")
     gen.add_argument("--check", action="store_true", help="change nothing; exit 1 with a diff on drift")
-    gen.add_argument(
-        "--progress",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="progress on stderr (default: a status line when stderr is a terminal)",
+
+    prove = command(
+        "prove",
+        "unbounded proofs (Spacer / k-induction), refutations with the shortest trace",
+        spec_option(),
+        selection_options("prove"),
+        fleet_options(),
+        solver_options("prove for every policy in the declared ranges"),
+        format_option(("text", "json")),
+        progress_option("progress on stderr, a line per phase (default: a status line when stderr is a terminal)"),
+        budget_options(),
     )
-    budget.add_options(gen)
-    for module in _command_modules(args):
-        module.register(sub)
+    prove.add_argument(
+        "--engine",
+        choices=PROVE_ENGINES,
+        default="auto",
+        help="auto (default: explicit where one shard decides, else Spacer then k-induction), spacer, kind "
+        "(k-induction) or explicit",
+    )
+    prove.add_argument("--max-k", type=int, default=8, help="deepest k for k-induction (default 8)")
+
+    diff = command(
+        "diff",
+        "the shortest trace on which two specs (or variants) disagree, and the verdicts that changed",
+        fleet_options(policy=False),
+        depth_options(traces=False),
+        format_option(("text", "json")),
+        budget_options(),
+    )
+    diff.add_argument("a", help="variant name, spec file, or spec.toml:variant")
+    diff.add_argument("b", help="variant name, spec file, or spec.toml:variant")
+    diff.add_argument("--spec", default=None, help="the spec whose variants bare names refer to")
+    diff.add_argument(
+        "--environment",
+        default=None,
+        help="the environment both run in (default: the spec's default_environment, else controller)",
+    )
+
+    mutate = command(
+        "mutate",
+        "mutation testing of the spec: how many single-point mutants do the properties and tests kill?",
+        spec_option(),
+        fleet_options(shards=2, policy=False),
+        depth_options(10, traces=False),
+        format_option(("text", "json"), "text (default) or json (adds a `baseline` object)"),
+        progress_option("a line per mutant on stderr (default: when stderr is a terminal)"),
+        budget_options(),
+    )
+    executor.add_options(mutate, "--workers")
+    mutate.add_argument("--max-mutants", type=int, default=None, help="check a deterministic sample of this size")
+    mutate.add_argument("--seed", type=int, default=0, help="seed of the sample (default 0)")
+
+    command(
+        "claims",
+        "regenerate (or check) the README table of the seed's claims from proofs",
+        spec_option(),
+        table_options(),
+        fleet_options(policy=False),
+        budget_options(),
+    )
+    command(
+        "findings",
+        "regenerate (or check) the README table of what the properties find, from proofs",
+        spec_option(),
+        table_options(),
+        fleet_options(policy=False),
+    )
+
+    report = command(
+        "report",
+        "check the spec and write one self-contained HTML page: verdicts, traces, state diagram",
+        spec_option(),
+        selection_options("check"),
+        fleet_options(),
+        depth_options(),
+        solver_options(),
+        progress_option("depth-by-depth progress on stderr (default: a status line when stderr is a terminal)"),
+        budget_options(),
+        description="Run the checks of `ledgercheck check` and write the results as one HTML page that\n"
+        "needs nothing else (inline CSS, inline SVG, no script, no network). Exit codes as for check.",
+    )
+    report.add_argument("--html", required=True, metavar="FILE", help="where to write the page (replaced atomically)")
+
+    ci = command(
+        "ci",
+        "everything a ledger change must pass: verdicts, drift, generated tests, conformance",
+        spec_option(),
+        budget_options(),
+        progress_option(),
+        description="The one command a ledger repository's CI runs: every property in every environment it "
+        "applies to, for every variant; `gen --check`; the generated tests against the executable model, and "
+        "with --impl against that implementation, with its conformance. A summary naming each failure comes "
+        "first. Exit 0 only when every verdict matches the spec's expectation and nothing drifted or failed.",
+    )
+    ci.add_argument(
+        "--impl", default=None, metavar="TARGET", help="also test this implementation: module:Class or file.py:Class"
+    )
+    ci.add_argument("--out", default=None, help="the generated tests' directory (default: generated_tests/)")
+    ci.add_argument(
+        "--conform-depth", type=int, default=None, metavar="D", help="conformance enumeration depth (conform's default)"
+    )
+
+    # `conform` still declares its own parser (the conformance package is being assembled);
+    # it is the one command registered from outside this module.
+    from model import conform
+
+    conform.register(sub)
     return parser
 
 
-# Commands that live in modules of their own: each has `register(subparsers)`, which adds its
-# parser with `set_defaults(run=...)`, and the `run(namespace) -> exit code` it names.
-COMMAND_MODULES: tuple[str, ...] = (
-    "model.prove",
-    "model.diff",
-    "model.mutate",
-    "model.claims",
-    "model.findings",
-    "model.conform",
-    "model.report",
-    "model.ci",
-)
-
-
-def _command_modules(args: Sequence[str] | None = None) -> list[Any]:
-    """The command modules to register: all of them, unless `args` name a command (the first
-    argument that is not an option), in which case that command's module or none."""
-    import importlib
-
-    names = list(COMMAND_MODULES)
-    command = next((a for a in args or () if not a.startswith("-")), None)
-    if command in ("replay", "check", "gen"):
-        names = []
-    elif command is not None and f"model.{command}" in COMMAND_MODULES:
-        names = [f"model.{command}"]
-    return [importlib.import_module(name) for name in names]
+def parse(parser: argparse.ArgumentParser, args: Sequence[str]) -> argparse.Namespace:
+    """A command's options are accepted anywhere after it, before or after its positional
+    arguments (`replay SPEC --variant V EVENTS...`, `check SPEC --shards 2`)."""
+    subparsers = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+    choices: dict[str, argparse.ArgumentParser] = subparsers.choices if subparsers is not None else {}
+    if args and args[0] in choices:
+        ns = choices[args[0]].parse_intermixed_args(list(args[1:]))
+        ns.command = args[0]
+        return ns
+    return parser.parse_args(list(args))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(args or ["check"])
+    parser = build_parser()
     first_run = not args
     if first_run:
         args = ["check"]
-    ns = parser.parse_args(args)
+    ns = parse(parser, args)
     try:
         with budget.using(budget.from_options(ns)) as limits:
             code = _dispatch(parser, ns, first_run)
@@ -249,8 +438,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _dispatch(parser: argparse.ArgumentParser, ns: argparse.Namespace, first_run: bool) -> int:
     """Run the command `ns` names (under the budget `main` made active)."""
-    if ns.command == "replay":
-        return cmd_replay(ns)
     if ns.command == "check":
         code = cmd_check(ns)
         if first_run:
@@ -260,14 +447,37 @@ def _dispatch(parser: argparse.ArgumentParser, ns: argparse.Namespace, first_run
                 "'ledgercheck check --help' lists the options."
             )
         return code
-    if ns.command == "gen":
-        from codegen.render import cmd_gen
-
-        return cmd_gen(ns)
-    if getattr(ns, "run", None) is not None:
+    if ns.command == "replay":
+        return cmd_replay(ns)
+    if ns.command == "conform":
         return int(ns.run(ns))
-    parser.print_help()
-    return EXIT_OK
+    where = HANDLERS.get(ns.command or "")
+    if where is None:
+        parser.print_help()
+        return EXIT_OK
+    module, _, name = where.partition(":")
+    function: Callable[..., int] = getattr(importlib.import_module(module), name)
+    return int(function(**_options_for(function, ns)))
+
+
+def _options_for(function: Callable[..., int], ns: argparse.Namespace) -> dict[str, Any]:
+    """The parsed options a command's function takes, by name (its parameters are named after them)."""
+    return {name: getattr(ns, name) for name in inspect.signature(function).parameters}
+
+
+# Where each command's function is (all but `replay` and `check`, which live here, and
+# `conform`): imported only when the command runs. A new command: its parser in
+# `build_parser`, its line here, its function (parameters named after its options) below.
+HANDLERS: dict[str, str] = {
+    "gen": "codegen.render:cmd_gen",
+    "prove": "model.prove:prove_command",
+    "diff": "model.diff:diff_command",
+    "mutate": "model.mutate:mutate_command",
+    "claims": "model.claims:claims_command",
+    "findings": "model.findings:findings_command",
+    "report": "model.report:report_command",
+    "ci": "model.ci:ci_command",
+}
 
 
 def _load(path: str | None) -> SpecFile:
@@ -280,7 +490,19 @@ def _variants(spec_file: SpecFile, names: list[str] | None) -> list[Spec]:
 
 # `run_checks`, `exit_code` and `result_json` live in `model.runs`; they are re-exported here
 # for callers written against the CLI module.
-__all__ = ["build_parser", "cmd_check", "cmd_replay", "exit_code", "main", "result_json", "run_checks"]
+__all__ = [
+    "HANDLERS",
+    "build_parser",
+    "cmd_check",
+    "cmd_replay",
+    "exit_code",
+    "main",
+    "parse",
+    "print_results",
+    "result_json",
+    "run_checks",
+    "verdict_line",
+]
 
 
 # --- replay ------------------------------------------------------------------------------
@@ -362,37 +584,30 @@ def cmd_replay(ns: argparse.Namespace) -> int:
 
 
 def cmd_check(ns: argparse.Namespace) -> int:
-    if ns.max_depth < 0 or ns.max_traces < 1:
-        raise UsageError("--max-depth must be >= 0 and --max-traces >= 1")
-    if ns.shards is not None and not 1 <= ns.shards <= 64:
-        raise UsageError("--shards must be in [1, 64]")
     spec_file = _load(ns.spec)
-    progress = progress_for(ns.progress)
     if ns.symbolic_policy and ns.policy:
         raise UsageError("--symbolic-policy and --policy cannot be combined")
     view = tuple(f.strip() for f in ns.view.split(",") if f.strip()) if ns.view else None
-    if ns.memory is not None and ns.memory < 16:
-        raise UsageError("--memory is in MiB and must be at least 16")
+    request = CheckRequest(
+        spec_file,
+        variants=tuple(ns.variant) if ns.variant else None,
+        properties=tuple(ns.property) if ns.property else None,
+        environment=ns.environment,
+        shards=ns.shards,
+        policy=None if ns.symbolic_policy else dict(ns.policy),
+        max_depth=ns.max_depth,
+        max_traces=ns.max_traces,
+        timeout=ns.timeout,
+        view=view,
+        prove=ns.prove,
+        memory=ns.memory,
+        engine=ns.engine,
+    )
+    progress = progress_for(ns.progress)
     results: list[Result] = []
     interrupted = False
     try:
-        run_checks(
-            spec_file,
-            ns.variant,
-            ns.property,
-            ns.environment,
-            ns.shards,
-            None if ns.symbolic_policy else dict(ns.policy),
-            ns.max_depth,
-            ns.max_traces,
-            ns.timeout,
-            progress,
-            view,
-            prove=ns.prove,
-            into=results,
-            memory=ns.memory,
-            engine=ns.engine,
-        )
+        run_checks(request, progress, into=results)
     except KeyboardInterrupt:
         interrupted = True
     finally:
@@ -410,120 +625,6 @@ def cmd_check(ns: argparse.Namespace) -> int:
         )
         return EXIT_UNKNOWN
     return exit_code(results)
-
-
-def verdict_line(result: Result, environment_column: bool = False, widths: tuple[int, int] = (11, 40)) -> str:
-    """One result on one line (more for policy regions and fairness assumptions): variant,
-    property, environment (when the run covered several), what was found, and whether the
-    spec expected it. `widths` are the variant and property columns' (the longest names)."""
-    if result.status == "violated" and result.traces and result.traces[0].loop_start is not None:
-        start = result.traces[0].loop_start
-        then = "no action is enabled (it stutters)" if start == result.depth else f"back to step {start} forever"
-        what = f"VIOLATED by a lasso: {result.depth} steps, then {then}"
-    elif result.status == "violated":
-        what = f"VIOLATED at depth {result.depth} ({len(result.traces)} distinct trace(s))"
-    elif result.status == "holds_to_depth":
-        what = f"holds up to depth {result.depth}"
-    elif result.status == "proved":
-        what = f"PROVED ({result.note})"
-    elif result.status == "not_applicable":
-        what = "not checked here: " + result.note
-    else:
-        what = f"UNKNOWN ({result.note})"
-    expect = ""
-    if result.matches is True:
-        expect = "  [as expected]"
-    elif result.matches is False:
-        expect = f"  [MISMATCH: the spec expects {result.expected}]"
-    variant_width, property_width = max(widths[0], len(result.variant)), max(widths[1], len(result.property))
-    where = f"{result.environment:<11} " if environment_column else ""
-    line = f"{result.variant:<{variant_width}} {result.property:<{property_width}} {where}{what}{expect}"
-    pad = " " * (variant_width + 1 + property_width + 1 + (12 if environment_column else 0))
-    if result.assumptions:
-        line += f"\n{pad}{result.assumptions}"
-    if result.region is not None:
-        line += f"\n{pad}{result.region_text()}"
-    return line
-
-
-def not_applicable_line(results: list[Result]) -> str | None:
-    """The `not_applicable` rows folded into one line: which properties were not checked in
-    which environment (they are checked by a run that names their environment, or by default)."""
-    skipped = [r for r in results if r.status == "not_applicable"]
-    if not skipped:
-        return None
-    by_env: dict[str, list[str]] = {}
-    for result in skipped:
-        names = by_env.setdefault(result.environment, [])
-        if result.property not in names:
-            names.append(result.property)
-    parts = [
-        f"{len(names)} propert{'y' if len(names) == 1 else 'ies'} not for the {env} environment ({', '.join(names)})"
-        for env, names in by_env.items()
-    ]
-    return "not applicable: " + "; ".join(parts)
-
-
-def summary_lines(results: list[Result]) -> list[str]:
-    """The closing summary: the counts, then each mismatch and undecided result by name."""
-    failing = [r for r in results if r.matches is False]
-    unknown = [r for r in results if r.status == "unknown"]
-    skipped = sum(1 for r in results if r.status == "not_applicable")
-    checked = len(results) - skipped
-    head = f"{checked} result(s): {len(failing)} mismatch(es), {len(unknown)} unknown"
-    if skipped:
-        head += f", {skipped} not applicable"
-    lines = [head]
-    lines += [f"  MISMATCH  {mismatch_line(r)}" for r in attention(results) if outcome(r) == "mismatch"]
-    lines += [f"  UNKNOWN   {mismatch_line(r)}" for r in attention(results) if outcome(r) == "unknown"]
-    return lines
-
-
-def print_results(spec_file: SpecFile, results: list[Result], all_traces: bool = False) -> None:
-    """Verdict lines (mismatches first, not-applicable rows folded), then the traces (those of
-    mismatches first), then the summary naming every mismatch. A result that is as the spec
-    expects shows its shortest trace only, unless `all_traces` (the run named its properties)."""
-    colour = colour_enabled()
-    ordered = reading_order(results)
-    env_column = multi_environment(results)
-    widths = (max([11] + [len(r.variant) for r in results]), max([40] + [len(r.property) for r in results]))
-    for result in ordered:
-        if result.status != "not_applicable":
-            print(verdict_line(result, env_column, widths))
-    folded = not_applicable_line(ordered)
-    if folded:
-        print(folded)
-    for result in ordered:
-        if not result.traces and not result.lax_traces:
-            continue
-        spec = spec_file.variant(result.variant)
-        prop = spec.properties[result.property]
-        print()
-        heading = f"== {result.variant} / {result.property} ({result.environment}, {result.shards} shards)"
-        if result.matches is False:
-            heading += f"  MISMATCH: the spec expects {result.expected}"
-        print(heading)
-        print(f"   {prop.doc}")
-        full = all_traces or result.matches is not True
-        traces = result.traces if full else result.traces[:1]
-        lax = result.lax_traces if full else []
-        for number, trace in enumerate(traces, 1):
-            print(f"\n-- trace {number} of {len(result.traces)}, {trace.depth} steps: {prop.message}")
-            print(trace_figure(trace, spec, colour=colour))
-        for number, trace in enumerate(lax, 1):
-            print(f"\n-- outside the callers' contracts, trace {number}: relies on a lax guard")
-            print(trace_figure(trace, spec, colour=colour))
-        hidden = len(result.traces) - len(traces), len(result.lax_traces) - len(lax)
-        if any(hidden):
-            print(
-                f"\n   ({hidden[0]} more trace(s) and {hidden[1]} outside the callers' contracts, as expected: "
-                f"add --property {result.property} --environment {result.environment} to see them)"
-            )
-    if any(r.traces or r.lax_traces for r in results):
-        print()
-        print(LEGEND)
-    print()
-    print("\n".join(summary_lines(results)))
 
 
 if __name__ == "__main__":  # pragma: no cover

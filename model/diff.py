@@ -9,7 +9,6 @@ checked on both sides and the verdicts that changed are listed, each with its tr
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -18,7 +17,7 @@ from typing import Any
 
 import z3
 
-from model import bmc, budget
+from model import bmc
 from model.encoding import Encoding
 from model.errors import EXIT_OK, UsageError
 from model.figure import render_table, trace_rows
@@ -169,48 +168,26 @@ def verdict_changes(
     return changes
 
 
-EXAMPLE = """examples:
-  ledgercheck diff as_written fixed                        # two variants of the bundled spec
-  ledgercheck diff old/fleet_health.toml spec/fleet_health.toml:fixed"""
-
-
-def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "diff",
-        help="the shortest trace on which two specs (or variants) disagree, and the verdicts that changed",
-        epilog=EXAMPLE,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("a", help="variant name, spec file, or spec.toml:variant")
-    parser.add_argument("b", help="variant name, spec file, or spec.toml:variant")
-    parser.add_argument("--spec", default=None, help="the spec whose variants bare names refer to")
-    parser.add_argument(
-        "--environment", default=None, help="the environment (default: the spec's default_environment, else controller)"
-    )
-    parser.add_argument("--shards", type=int, default=None)
-    parser.add_argument("--max-depth", type=int, default=12)
-    parser.add_argument("--format", choices=("text", "json"), default="text")
-    budget.add_options(parser)
-    parser.set_defaults(run=run)
-
-
-def run(ns: argparse.Namespace) -> int:
-    a, b = resolve_side(ns.a, ns.spec), resolve_side(ns.b, ns.spec)
-    ns.environment = ns.environment or a.declared_default_environment or "controller"
-    shards = ns.shards or a.default_shards
-    policy = a.default_policy()
-    if a.default_policy() != b.default_policy():
+def diff_command(
+    *, a: str, b: str, spec: str | None, environment: str | None, shards: int | None, max_depth: int, format: str
+) -> int:
+    """`ledgercheck diff A B`: where two variants or specs first disagree, and what verdicts changed."""
+    left_spec, right_spec = resolve_side(a, spec), resolve_side(b, spec)
+    environment = environment or left_spec.declared_default_environment or "controller"
+    fleet = shards or left_spec.default_shards
+    policy = left_spec.default_policy()
+    if left_spec.default_policy() != right_spec.default_policy():
         raise UsageError("the two specs ship different policies; compare them with the same --policy")
-    diff = shortest_difference(a, b, ns.environment, shards, policy, ns.max_depth)
-    changes = verdict_changes(a, b, ns.environment, shards, policy, ns.max_depth)
-    if ns.format == "json":
+    diff = shortest_difference(left_spec, right_spec, environment, fleet, policy, max_depth)
+    changes = verdict_changes(left_spec, right_spec, environment, fleet, policy, max_depth)
+    if format == "json":
         print(
             json.dumps(
                 {
-                    "a": a.variant,
-                    "b": b.variant,
-                    "environment": ns.environment,
-                    "shards": shards,
+                    "a": left_spec.variant,
+                    "b": right_spec.variant,
+                    "environment": environment,
+                    "shards": fleet,
                     "difference": None
                     if diff is None
                     else {
@@ -238,18 +215,19 @@ def run(ns: argparse.Namespace) -> int:
         )
         return EXIT_OK
     if diff is None:
-        print(f"{a.variant} and {b.variant} agree on every observable field up to depth {ns.max_depth}")
+        print(f"{left_spec.variant} and {right_spec.variant} agree on every observable field up to depth {max_depth}")
     else:
         last = diff.left.steps[-1]
+        calls = ", ".join(c.event for c in last.calls) or "no call"
         print(
-            f"{a.variant} and {b.variant} first disagree after {diff.depth} steps, on shard {diff.shard}'s "
-            f"{diff.field}, at {last.action} ({', '.join(c.event for c in last.calls) or 'no call'}):"
+            f"{left_spec.variant} and {right_spec.variant} first disagree after {diff.depth} steps, "
+            f"on shard {diff.shard}'s {diff.field}, at {last.action} ({calls}):"
         )
-        print(side_by_side(diff, a, b))
+        print(side_by_side(diff, left_spec, right_spec))
         print("(cells read 'A / B' where the two differ)")
     print()
     if not changes:
         print("no property verdict changed")
     for name, left, right in changes:
-        print(f"{name}: {left.verdict} in {a.variant}, {right.verdict} in {b.variant}")
+        print(f"{name}: {left.verdict} in {left_spec.variant}, {right.verdict} in {right_spec.variant}")
     return EXIT_OK

@@ -22,13 +22,14 @@ from typing import Any
 import z3
 
 from model import ir
+from model.operators import Operators
 from model.semantics import CallRecord, Key, Machine
 from model.spec import Action, Environment, Property, Spec, VarDecl
 
 NONE_CODE = -1
 
 
-class Z3Backend:
+class Z3Backend(Operators):
     """Z3 terms for the shared executor."""
 
     def __init__(self, spec: Spec, ctx: z3.Context | None = None) -> None:
@@ -52,25 +53,6 @@ class Z3Backend:
             token = self.tokens.setdefault(str(value), 1_000_000 + len(self.tokens))
             return z3.IntVal(token, self.ctx)
         raise TypeError(f"no Z3 value for {vtype}")
-
-    def compare(self, op: str, left: Any, right: Any) -> Any:
-        if op == "==":
-            return left == right
-        if op == "!=":
-            return left != right
-        if op == "<":
-            return left < right
-        if op == "<=":
-            return left <= right
-        if op == ">":
-            return left > right
-        return left >= right
-
-    def arith(self, op: str, left: Any, right: Any) -> Any:
-        return left + right if op == "+" else left - right
-
-    def neg(self, operand: Any) -> Any:
-        return -operand
 
     def and_(self, operands: Sequence[Any]) -> Any:
         kept = []

@@ -64,7 +64,7 @@ from model.reduction import (
     relevant_actions,
     shards_independent,
 )
-from model.result import FOCUS, EncodingMismatch, Result, view_of
+from model.result import FOCUS, EncodingMismatch, Result, Status, view_of
 from model.result import trace_key as _trace_key
 from model.semantics import CallRecord, ConcreteBackend, Effects, Key, Machine
 from model.spec import Action, Environment, Event, Property, Spec
@@ -1148,16 +1148,7 @@ def explicit_check_all(
     checked = [k for k, p in enumerate(props) if p.applies_to(environment)]
     for k, prop in enumerate(props):
         if k not in checked:
-            results[k] = Result(
-                spec.variant,
-                prop.name,
-                environment,
-                shards,
-                dict(policy),
-                "not_applicable",
-                0,
-                note=f"the property is only about {', '.join(prop.environments or ())}",
-            )
+            results[k] = Result.not_applicable(spec, prop, environment, shards, dict(policy))
     if checked:
         views_wanted = max_traces > 1
 
@@ -1186,11 +1177,11 @@ def explicit_check_all(
         )
         for slot, k in enumerate(checked):
             prop = props[k]
-            note, traces, status, depth = f"explicit-state search: {counts}", [], "holds_to_depth", max_depth
+            note, traces, status, depth = f"explicit-state search: {counts}", [], Status.HOLDS_TO_DEPTH, max_depth
             found = search.depth[slot]
             path = search.paths[slot]
             if found is not None and path is not None:
-                status = "violated"
+                status = Status.VIOLATED
                 # The view of a fleet property is its actions with their shards: not symmetric.
                 alone = symmetry and not prop.fleet
                 single = ex  # its memo tables are warm
@@ -1211,7 +1202,7 @@ def explicit_check_all(
                 traces = traces[: max(1, max_traces)]
                 depth = traces[0].depth
             elif search.timed_out and search.reached < max_depth:
-                status, depth = "unknown", search.reached
+                status, depth = Status.UNKNOWN, search.reached
                 note = f"explicit-state search: {search.stopped_by} ran out after depth {search.reached}: {counts}"
             elif search.exhausted:
                 note += f"; every reachable state explored by depth {search.reached}: it holds at every depth"
@@ -1221,7 +1212,7 @@ def explicit_check_all(
                     # The int parameters' domain is an under-approximation: no proof.
                     note += " (of the int parameters' values searched only: no proof)"
                 elif prove:
-                    status = "proved"
+                    status = Status.PROVED
             elif prove:
                 depth = search.reached
                 note += (
@@ -1231,17 +1222,17 @@ def explicit_check_all(
                 if finite is not None and not finite.finite:
                     note += f"; {finite}"
             result = Result(
-                spec.variant,
-                prop.name,
-                environment,
-                shards,
-                dict(policy),
-                status,
-                depth,
-                traces,
-                prop.expect.get(spec.variant),
-                time.monotonic() - start,
-                note + caveat,
+                variant=spec.variant,
+                property=prop.name,
+                environment=environment,
+                shards=shards,
+                policy=dict(policy),
+                status=status,
+                depth=depth,
+                traces=traces,
+                expected=prop.expect.get(spec.variant),
+                seconds=time.monotonic() - start,
+                note=note + caveat,
             )
             result.engine = "explicit"
             results[k] = result

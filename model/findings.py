@@ -11,12 +11,10 @@ remove it (the fixes, each with how it was shown). It is the sibling of `ledgerc
 
 from __future__ import annotations
 
-import argparse
-from typing import Any
-
 from model import bmc
 from model.claims import ENVIRONMENT, write_section
 from model.prove import prove_property
+from model.result import Status
 from model.spec import SpecFile, load_spec
 
 BEGIN = "<!-- findings:begin -->"
@@ -25,13 +23,13 @@ END = "<!-- findings:end -->"
 
 def _how(result: bmc.Result) -> str:
     """How a holding verdict was established, in a few words."""
-    if result.status == "proved":
+    if result.status == Status.PROVED:
         if result.engine == "spacer":
             return "proved (Spacer)"
         if result.engine == "explicit":
             return "proved (exhaustion)"
         return f"proved (k-induction, k={result.depth})"
-    if result.status == "holds_to_depth":
+    if result.status == Status.HOLDS_TO_DEPTH:
         return f"holds to depth {result.depth}"
     return result.status
 
@@ -60,10 +58,10 @@ def findings_table(spec_file: SpecFile, shards: int | None = None, mismatches: l
             result = prove_property(
                 spec, ENVIRONMENT, spec.properties[name], shards or spec.default_shards, spec.default_policy()
             )
-            if mismatches is not None and result.matches is not True and result.status != "not_applicable":
-                found = "undecided" if result.status == "unknown" else result.verdict
+            if mismatches is not None and result.matches is not True and result.status != Status.NOT_APPLICABLE:
+                found = "undecided" if result.status == Status.UNKNOWN else result.verdict
                 mismatches.append(f"{variant} / {name} ({ENVIRONMENT}): {found}, the spec expects {result.expected}")
-            if result.status == "violated":
+            if result.status == Status.VIOLATED:
                 affected.append(f"`{variant}`")
                 if shortest is None or (result.traces and result.traces[0].depth < shortest.traces[0].depth):
                     shortest = result
@@ -88,23 +86,8 @@ def findings_table(spec_file: SpecFile, shards: int | None = None, mismatches: l
     return "\n".join(lines) + "\n\n" + note + "\n"
 
 
-def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "findings",
-        help="regenerate (or check) the README table of what the properties find, from proofs",
-        epilog="examples:\n  ledgercheck findings                     # print the table\n"
-        "  ledgercheck findings --write README.md   # update the README\n"
-        "  ledgercheck findings --check README.md   # exit 1 when it is stale",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("spec", nargs="?", default=None)
-    parser.add_argument("--write", metavar="README", default=None)
-    parser.add_argument("--check", metavar="README", default=None)
-    parser.add_argument("--shards", type=int, default=None)
-    parser.set_defaults(run=run)
-
-
-def run(ns: argparse.Namespace) -> int:
+def findings_command(*, spec: str | None, shards: int | None, write: str | None, check: str | None) -> int:
+    """`ledgercheck findings`: the table printed, written (`write`) or compared (`check`)."""
     mismatches: list[str] = []
-    table = findings_table(load_spec(ns.spec), ns.shards, mismatches)
-    return write_section(ns, table, "findings", BEGIN, END, mismatches)
+    table = findings_table(load_spec(spec), shards, mismatches)
+    return write_section(write, check, table, "findings", BEGIN, END, mismatches)

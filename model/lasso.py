@@ -28,7 +28,7 @@ import z3
 from model import ir
 from model.bmc import Checker
 from model.liveness import fairness_text
-from model.result import FOCUS, EncodingMismatch, Result
+from model.result import FOCUS, EncodingMismatch, Result, Status
 from model.spec import Property, Spec
 
 _TRUE = ir.Const(True, ir.BOOL)
@@ -96,7 +96,7 @@ def z3_lasso(
     depth = 0
     for k in range(0, max_depth + 1):
         if k > 0:
-            checker._deepen()
+            checker.deepen()
         depth = k
         if timeout and time.monotonic() - start > timeout:
             break
@@ -123,39 +123,39 @@ def z3_lasso(
     assumptions = fairness_text(env)
     if found is None:
         return Result(
-            spec.variant,
-            prop.name,
-            environment,
-            shards,
-            policy,
-            "holds_to_depth",
-            depth,
-            [],
-            prop.expect.get(spec.variant),
-            time.monotonic() - start,
-            f"no fair lasso up to depth {depth} (Z3 bounded lasso search)",
+            variant=spec.variant,
+            property=prop.name,
+            environment=environment,
+            shards=shards,
+            policy=policy,
+            status=Status.HOLDS_TO_DEPTH,
+            depth=depth,
+            traces=[],
+            expected=prop.expect.get(spec.variant),
+            seconds=time.monotonic() - start,
+            note=f"no fair lasso up to depth {depth} (Z3 bounded lasso search)",
             engine="bmc",
             assumptions=assumptions,
         )
     model, k, loop = found
-    trace = replace(checker._extract(model, k), loop_start=loop)
+    trace = replace(checker.extract(model, k), loop_start=loop)
     if (
         trace.steps[k].after["shards"][FOCUS][spec.state_field]
         != trace.steps[loop].after["shards"][FOCUS][spec.state_field]
     ):
         raise EncodingMismatch("internal error: the Z3 lasso does not close on the focus shard's state")
     return Result(
-        spec.variant,
-        prop.name,
-        environment,
-        shards,
-        policy,
-        "violated",
-        k,
-        [trace],
-        prop.expect.get(spec.variant),
-        time.monotonic() - start,
-        f"a lasso found by Z3 bounded search: {k} steps, back to step {loop}",
+        variant=spec.variant,
+        property=prop.name,
+        environment=environment,
+        shards=shards,
+        policy=policy,
+        status=Status.VIOLATED,
+        depth=k,
+        traces=[trace],
+        expected=prop.expect.get(spec.variant),
+        seconds=time.monotonic() - start,
+        note=f"a lasso found by Z3 bounded search: {k} steps, back to step {loop}",
         engine="bmc",
         assumptions=assumptions,
     )

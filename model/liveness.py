@@ -35,7 +35,7 @@ from typing import Any
 from model import ir
 from model.errors import UsageError
 from model.explicit import Explorer, Label
-from model.result import FOCUS, EncodingMismatch, Result
+from model.result import FOCUS, EncodingMismatch, Result, Status
 from model.spec import Environment, Property, Spec
 
 MAX_STATES = 100_000
@@ -63,14 +63,14 @@ def check_eventually(
     reduced graph is small, and finds lassos); where it stops at its bound, the Z3 lasso
     search, which reaches deeper for the same time."""
     explicit = check_liveness(spec, environment, prop, shards, policy, timeout, MAX_STATES if prove else CHECK_STATES)
-    if explicit.status != "holds_to_depth" or policy is None:
+    if explicit.status != Status.HOLDS_TO_DEPTH or policy is None:
         return explicit
     from model.lasso import z3_lasso
 
     depth = PROVE_LASSO_DEPTH if prove else min(max_depth, CHECK_LASSO_DEPTH)
     deeper = z3_lasso(spec, environment, prop, shards, policy, depth, timeout)
     deeper.seconds += explicit.seconds
-    if deeper.status == "holds_to_depth":
+    if deeper.status == Status.HOLDS_TO_DEPTH:
         if deeper.depth < explicit.depth:
             return explicit
         deeper.note += f"; the explicit search: {explicit.note}"
@@ -112,16 +112,7 @@ def check_liveness(
     start = time.monotonic()
     env = spec.environment(environment)
     if not prop.applies_to(environment):
-        return Result(
-            spec.variant,
-            prop.name,
-            environment,
-            shards,
-            policy,
-            "not_applicable",
-            0,
-            note=f"the property is only about {', '.join(prop.environments or ())}",
-        )
+        return Result.not_applicable(spec, prop, environment, shards, policy)
     if policy is None:
         raise UsageError(f"{prop.name}: a liveness property needs a concrete policy (not --symbolic-policy)")
     explorer = _explorer(spec, env, prop, shards, policy)
@@ -137,42 +128,42 @@ def check_liveness(
         loop = "no action is enabled there (the run stutters)" if loop_at == trace.depth else f"back to step {loop_at}"
         note = f"a lasso: {trace.depth} steps, then {loop}; explicit search of {states} states"
         return Result(
-            spec.variant,
-            prop.name,
-            environment,
-            shards,
-            policy,
-            "violated",
-            trace.depth,
-            [trace],
-            prop.expect.get(spec.variant),
-            time.monotonic() - start,
-            note,
+            variant=spec.variant,
+            property=prop.name,
+            environment=environment,
+            shards=shards,
+            policy=policy,
+            status=Status.VIOLATED,
+            depth=trace.depth,
+            traces=[trace],
+            expected=prop.expect.get(spec.variant),
+            seconds=time.monotonic() - start,
+            note=note,
             engine="explicit",
             assumptions=assumptions,
         )
     if graph.complete:
-        status, depth = "proved", max(graph.depth) if graph.depth else 0
+        status, depth = Status.PROVED, max(graph.depth) if graph.depth else 0
         note = (
             f"proved by exhaustion of the reduced finite state space ({states} states, {shards} shard(s)) "
             f"with SCC analysis: no reachable fair cycle avoids it"
         )
     else:
-        status = "holds_to_depth"
+        status = Status.HOLDS_TO_DEPTH
         depth = graph.depth[graph.expanded - 1] if graph.expanded else 0
         note = f"no fair lasso within depth {depth} ({states} states; the search stopped at its bound)"
     return Result(
-        spec.variant,
-        prop.name,
-        environment,
-        shards,
-        policy,
-        status,
-        depth,
-        [],
-        prop.expect.get(spec.variant),
-        time.monotonic() - start,
-        note,
+        variant=spec.variant,
+        property=prop.name,
+        environment=environment,
+        shards=shards,
+        policy=policy,
+        status=status,
+        depth=depth,
+        traces=[],
+        expected=prop.expect.get(spec.variant),
+        seconds=time.monotonic() - start,
+        note=note,
         engine="explicit",
         assumptions=assumptions,
     )

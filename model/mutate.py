@@ -24,7 +24,6 @@ generated test that fails): it is reported before the score.
 
 from __future__ import annotations
 
-import argparse
 import ast
 import copy
 import difflib
@@ -38,8 +37,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from model import bmc, budget, executor
+from model import bmc, budget
+from model import executor as executors
 from model.errors import EXIT_OK, LedgercheckError, UsageError
+from model.result import Status
 from model.spec import Spec, SpecFile, load_spec, load_spec_text
 
 OPS = {ast.GtE: ast.Gt, ast.Gt: ast.GtE, ast.LtE: ast.Lt, ast.Lt: ast.LtE}
@@ -175,6 +176,27 @@ def _remember_guards(spec_file: SpecFile) -> None:
         _GUARDS[(spec_file.path, name)] = guard if isinstance(guard, str) else None
 
 
+def spec_mutants(spec_file: SpecFile, variant: str) -> list[Mutant]:
+    """Every single-point mutant of one variant of a spec file (`enumerate_mutants`, with the
+    guards as the file writes them)."""
+    _remember_guards(spec_file)
+    return enumerate_mutants(spec_file.variant(variant))
+
+
+def evaluate_mutant(
+    spec_file: SpecFile,
+    variant: str,
+    mutant: Mutant,
+    shards: int,
+    depth: int,
+    tests: list[Any],
+    checks: list[tuple[str, str, str]],
+) -> Outcome:
+    """One mutant judged as `run_mutation` judges each: killed by one of the property
+    `checks` (environment, property, why), else by one of the generated `tests`, else it survived."""
+    return _evaluate((spec_file.source.text, spec_file.path, variant, mutant, shards, depth, tests, checks))
+
+
 def _siblings(tree: ast.Module, node: ast.stmt) -> list[ast.stmt]:
     """The statement list `node` belongs to."""
     for parent in ast.walk(tree):
@@ -238,7 +260,7 @@ def _first_violation(spec: Spec, checks: list[tuple[str, str, str]], shards: int
     policies = _policies(spec)
     for env, name, policy in checks:
         result = _check(spec, env, spec.properties[name], shards, policies[policy], depth, contracts=False)
-        if result.status == "violated":
+        if result.status == Status.VIOLATED:
             return f"{name} ({env}, {policy} policy): {result.traces[0].depth}-step trace"
     return None
 
@@ -349,14 +371,14 @@ def _baseline_job(args: tuple[Spec, tuple[str, str, str], int, int]) -> Baseline
 
 
 def run_baseline(
-    spec: Spec, tests: list[tuple[str, Any]], shards: int, depth: int, config: executor.ExecutorConfig | None = None
+    spec: Spec, tests: list[tuple[str, Any]], shards: int, depth: int, config: executors.ExecutorConfig | None = None
 ) -> Baseline:
     """Every property check and generated test on the unmutated reference variant `spec`;
     the checks are independent jobs, run on `config`'s executor (default: one after the other)."""
     from codegen.render import _outcome
 
     jobs = [(spec, check, shards, depth) for check in _checks(spec)]
-    checks = tuple(executor.run_jobs(_baseline_job, jobs, config or executor.ExecutorConfig(jobs=1)))
+    checks = tuple(executors.run_jobs(_baseline_job, jobs, config or executors.ExecutorConfig(jobs=1)))
     failing = []
     for prop_name, test in tests:
         failure = _outcome(test, spec, spec, prop_name)
@@ -389,7 +411,7 @@ def run_mutation(
     spec_file: SpecFile,
     shards: int,
     depth: int,
-    workers: int | executor.ExecutorConfig,
+    workers: int | executors.ExecutorConfig,
     max_mutants: int | None,
     seed: int,
     progress: Any = None,
@@ -405,7 +427,7 @@ def run_mutation(
         mutants = sorted(random.Random(seed).sample(mutants, max_mutants), key=lambda m: m.ident)
     planned = plan_tests(spec_file)
     all_tests = [(name, test) for name, (_, _, group) in planned.items() for test in group]
-    config = workers if isinstance(workers, executor.ExecutorConfig) else executor.ExecutorConfig(jobs=workers)
+    config = workers if isinstance(workers, executors.ExecutorConfig) else executors.ExecutorConfig(jobs=workers)
     baseline = run_baseline(spec, all_tests, shards, depth, config)
     failing = {(t.property, t.test) for t in baseline.failing_tests}
     tests = [(name, test) for name, test in all_tests if (name, f"test_{test.name}") not in failing]
@@ -419,7 +441,7 @@ def run_mutation(
     jobs = [(text, spec_file.path, variant, m, shards, depth, tests, checks) for m in mutants]
     outcomes: list[Outcome] = []
     start = time.monotonic()
-    results = executor.run_jobs(_evaluate, jobs, config)
+    results = executors.run_jobs(_evaluate, jobs, config)
     for number, outcome in enumerate(results, 1):
         outcomes.append(outcome)
         if progress:
@@ -435,31 +457,6 @@ def score_table(outcomes: list[Outcome]) -> dict[str, int]:
     for outcome in outcomes:
         counts[outcome.status] += 1
     return counts
-
-
-EXAMPLE = """examples:
-  ledgercheck mutate                       # every mutant of the bundled spec's `fixed`
-  ledgercheck mutate --max-mutants 20 --seed 1 --jobs 2
-  ledgercheck mutate --executor ray --jobs 2   # on Ray (RAY_ADDRESS, or a local instance)"""
-
-
-def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "mutate",
-        help="mutation testing of the spec: how many single-point mutants do the properties and tests kill?",
-        epilog=EXAMPLE,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("spec", nargs="?", default=None)
-    parser.add_argument("--shards", type=int, default=2)
-    parser.add_argument("--max-depth", type=int, default=10)
-    executor.add_options(parser, "--workers")
-    parser.add_argument("--max-mutants", type=int, default=None, help="check a deterministic sample of this size")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--format", choices=("text", "json"), default="text")
-    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None)
-    budget.add_options(parser)
-    parser.set_defaults(run=run)
 
 
 def baseline_lines(baseline: Baseline) -> list[str]:
@@ -501,18 +498,29 @@ def score_line(spec_name: str, baseline: Baseline, outcomes: list[Outcome]) -> s
     )
 
 
-def run(ns: argparse.Namespace) -> int:
-    if ns.shards < 1 or ns.max_depth < 1:
+def mutate_command(
+    *,
+    spec: str | None,
+    shards: int,
+    max_depth: int,
+    jobs: int | None,
+    executor: str,
+    max_mutants: int | None,
+    seed: int,
+    format: str,
+    progress: bool | None,
+) -> int:
+    """`ledgercheck mutate`: the baseline, the score and every survivor."""
+    if shards < 1 or max_depth < 1:
         raise UsageError("--shards and --max-depth must be positive")
-    spec_file = load_spec(ns.spec)
-    show = ns.progress if ns.progress is not None else sys.stderr.isatty()
-    progress = (lambda message: print(message, file=sys.stderr)) if show else None
-    baseline, mutants, outcomes = run_mutation(
-        spec_file, ns.shards, ns.max_depth, executor.from_namespace(ns), ns.max_mutants, ns.seed, progress
-    )
+    spec_file = load_spec(spec)
+    show = progress if progress is not None else sys.stderr.isatty()
+    say = (lambda message: print(message, file=sys.stderr)) if show else None
+    config = executors.ExecutorConfig(executor, jobs)
+    baseline, mutants, outcomes = run_mutation(spec_file, shards, max_depth, config, max_mutants, seed, say)
     counts = score_table(outcomes)
     by_id = {m.ident: m for m in mutants}
-    if ns.format == "json":
+    if format == "json":
         print(
             json.dumps(
                 {

@@ -18,7 +18,6 @@ Before either, a bounded search refutes what is false and returns its shortest t
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -28,12 +27,14 @@ from typing import Any
 
 import z3
 
-from model import bmc, budget, ir
+from model import bmc, budget
 from model.console import progress_for
 from model.encoding import Encoding
-from model.errors import EXIT_MISMATCH, EXIT_OK, EXIT_UNKNOWN, UsageError
+from model.errors import UsageError
 from model.figure import render_table, trace_figure
 from model.reduction import one_shard_decides
+from model.result import Result, Status
+from model.spacer import lemma_violation, spacer_proof
 from model.spec import Property, Spec, load_spec
 
 ENGINES = ("auto", "spacer", "kind", "explicit")
@@ -45,90 +46,6 @@ class Proof:
     engine: str
     detail: str
     seconds: float
-
-
-def _horn(enc: Encoding, prop: Property, focus: int | None, timeout: float | None) -> tuple[Any, str]:
-    """Ask Spacer for an inductive invariant; returns (z3 answer, invariant text or reason)."""
-    ctx = enc.ctx
-    cur = [enc.template[k] for k in enc.keys]
-    nxt = [enc.next_template[k] for k in enc.keys]
-    policy = list(enc.policy_vars.values()) if enc.symbolic_policy else []
-    params = [enc.act] + [enc.param_template(a, p.name) for a in enc.environment.actions for p in a.value_params]
-    sorts = [v.sort() for v in cur + policy]
-    inv = z3.Function("Inv", *sorts, z3.BoolSort(ctx))
-    solver = z3.SolverFor("HORN", ctx=ctx)
-    if timeout:
-        solver.set("timeout", max(1, int(timeout * 1000)))
-    false = z3.BoolVal(False, ctx)
-    solver.add(z3.ForAll(cur + policy, z3.Implies(enc.initial(enc.template), inv(*cur, *policy))))
-    step = z3.And(inv(*cur, *policy), enc.transition_template)
-    solver.add(z3.ForAll(cur + nxt + params + policy, z3.Implies(step, inv(*nxt, *policy))))
-    lemmas = _lemma_violation(enc, prop, focus, enc.template)
-    if prop.kind == "invariant":
-        bad = z3.Or(enc.invariant_violation(prop, focus, enc.template), lemmas)
-        solver.add(z3.ForAll(cur + policy, z3.Implies(z3.And(inv(*cur, *policy), bad), false)))
-    else:
-        solver.add(
-            z3.ForAll(
-                cur + nxt + params + policy,
-                z3.Implies(z3.And(step, enc.step_violation(prop, focus)), false),
-            )
-        )
-        if not z3.is_false(lemmas):
-            solver.add(z3.ForAll(cur + policy, z3.Implies(z3.And(inv(*cur, *policy), lemmas), false)))
-    spent = budget.limit_solver(solver, timeout)
-    if spent is not None:
-        return z3.unknown, f"the {spent} ran out"
-    answer = solver.check()
-    if answer != z3.sat:
-        spent = budget.active().exhausted() if answer == z3.unknown else None
-        return answer, (f"the {spent} ran out" if spent else solver.reason_unknown()) if answer == z3.unknown else ""
-    interp = solver.model()[inv]
-    body = interp.else_value() if isinstance(interp, z3.FuncInterp) else interp
-    named = [z3.Const(str(v).replace("@cur", ""), v.sort()) for v in cur] + policy
-    try:
-        text = str(z3.simplify(z3.substitute_vars(body, *named)))
-    except z3.Z3Exception:
-        text = str(body)
-    return answer, text
-
-
-def spacer_proof(
-    spec: Spec,
-    environment: str,
-    prop: Property,
-    shards: int,
-    policy: Mapping[str, int] | None,
-    timeout: float | None = None,
-) -> tuple[Any, str, bool]:
-    """Spacer on the property's cone of influence. Returns (answer, invariant or reason,
-    every_fleet_size): the last is true when the cone is the focus shard alone and every
-    action kept acts on it only, so the sliced system, and hence the proof, is the same for
-    every number of shards."""
-    env = spec.environment(environment)
-    checker = bmc.Checker(spec, environment, prop, shards, policy, contracts=env.any_call, timeout=timeout)
-    enc = checker.enc
-    focus = checker.focus
-    answer, text = _horn(enc, prop, focus, timeout)
-    local = (
-        focus is not None
-        and all(key[0] in (focus, None) for key in enc.keys)
-        and all(
-            set(inst.shards.values()) <= {focus} and not ir.fleet_wide([inst.action.when, inst.action.body])
-            for inst in enc.instances
-        )
-    )
-    return answer, text, local
-
-
-def _lemma_violation(enc: Encoding, prop: Property, focus: int | None, state: Mapping[Any, Any]) -> Any:
-    if not prop.lemmas:
-        return z3.BoolVal(False, enc.ctx)
-    shards = [focus] if focus is not None else list(range(enc.shards))
-    parts = [
-        enc.backend.not_(enc.machine.invariant(None, lemma, shard, state)) for lemma in prop.lemmas for shard in shards
-    ]
-    return enc.backend.or_(parts)
 
 
 def _k_induction(
@@ -156,11 +73,11 @@ def _k_induction(
     _type_ranges(solver, enc, checker.states[0].state)
     good_prefix: list[Any] = []
     for k in range(1, max_k + 1):
-        checker._deepen()
+        checker.deepen()
         _type_ranges(solver, enc, checker.states[k].state)
         # the property (and lemmas) held up to step k-1 ...
         state_k1 = checker.states[k - 1].state
-        good_prefix.append(z3.Not(_lemma_violation(enc, prop, focus, state_k1)))
+        good_prefix.append(z3.Not(lemma_violation(enc, prop, focus, state_k1)))
         if prop.kind == "invariant":
             good_prefix.append(z3.Not(enc.invariant_violation(prop, focus, state_k1)))
         elif k >= 2:
@@ -171,12 +88,12 @@ def _k_induction(
         if prop.kind == "invariant":
             bad = z3.Or(
                 enc.invariant_violation(prop, focus, checker.states[k].state),
-                _lemma_violation(enc, prop, focus, checker.states[k].state),
+                lemma_violation(enc, prop, focus, checker.states[k].state),
             )
         else:
             bad = z3.Or(
                 z3.substitute(checker.step_bad, *checker.pairs[k - 1]),
-                _lemma_violation(enc, prop, focus, checker.states[k].state),
+                lemma_violation(enc, prop, focus, checker.states[k].state),
             )
         spent = budget.limit_solver(solver, timeout)
         if spent is not None:
@@ -257,7 +174,7 @@ def prove_property(
     max_k: int = 8,
     refute_depth: int = REFUTE_DEPTH,
     progress: Callable[[str], None] | None = None,
-) -> bmc.Result:
+) -> Result:
     """Refute by bounded search, else prove with Spacer and/or k-induction. `auto` starts
     with the explicit engine where one shard decides the property: its exhaustive search
     is a proof where the reduced state space is finite, and is cut short (a bounded probe,
@@ -276,16 +193,7 @@ def prove_property(
 
         return check_eventually(spec, environment, prop, shards, policy, refute_depth, timeout, prove=True)
     if not prop.applies_to(environment):
-        return bmc.Result(
-            spec.variant,
-            prop.name,
-            environment,
-            shards,
-            policy,
-            "not_applicable",
-            0,
-            note=f"the property is only about {', '.join(prop.environments or ())}",
-        )
+        return Result.not_applicable(spec, prop, environment, shards, policy)
     if policy is not None and (
         engine == "explicit"
         or (
@@ -298,11 +206,11 @@ def prove_property(
         searched = explicit_check(
             spec, environment, prop, shards, policy, refute_depth, 1, timeout=timeout, prove=True, progress=progress
         )
-        if searched.status in ("proved", "violated") or engine == "explicit":
-            if searched.status == "violated":
+        if searched.status in (Status.PROVED, Status.VIOLATED) or engine == "explicit":
+            if searched.status == Status.VIOLATED:
                 searched.note = f"refuted by explicit-state search at depth {searched.depth}; {searched.note}"
-            elif searched.status == "holds_to_depth":
-                searched.status = "unknown"  # no proof, only a bounded search
+            elif searched.status == Status.HOLDS_TO_DEPTH:
+                searched.status = Status.UNKNOWN  # no proof, only a bounded search
                 searched.note = f"holds up to depth {searched.depth}; {searched.note}"
             searched.seconds = time.monotonic() - start
             return searched
@@ -311,11 +219,11 @@ def prove_property(
         notes_before = []
     phase(f"bounded search to depth {refute_depth}")
     bounded = bmc.check_property(spec, environment, prop, shards, policy, refute_depth, 1, timeout, lax=False)
-    if bounded.status == "violated":
+    if bounded.status == Status.VIOLATED:
         bounded.note = f"refuted by bounded search at depth {bounded.depth}"
         bounded.seconds = time.monotonic() - start
         return bounded
-    if bounded.status == "unknown" and budget.active().exhausted() is not None:
+    if bounded.status == Status.UNKNOWN and budget.active().exhausted() is not None:
         bounded.note = "; ".join([*notes_before, f"no proof: {bounded.note}"])
         bounded.seconds = time.monotonic() - start
         return bounded
@@ -331,7 +239,7 @@ def prove_property(
                 environment,
                 shards,
                 policy,
-                "proved",
+                Status.PROVED,
                 0,
                 start,
                 f"proved by spacer for {scope}; inductive invariant: {text}",
@@ -342,7 +250,7 @@ def prove_property(
             deeper = bmc.check_property(
                 spec, environment, prop, shards, policy, 4 * refute_depth, 1, timeout, lax=False
             )
-            if deeper.status == "violated":
+            if deeper.status == Status.VIOLATED:
                 deeper.note = f"spacer refuted it; bounded search found the trace at depth {deeper.depth}"
                 return deeper
             return _done(
@@ -351,7 +259,7 @@ def prove_property(
                 environment,
                 shards,
                 policy,
-                "violated",
+                Status.VIOLATED,
                 0,
                 start,
                 "spacer refuted it beyond the bounded search's depth",
@@ -369,7 +277,7 @@ def prove_property(
                 environment,
                 shards,
                 policy,
-                "proved",
+                Status.PROVED,
                 k,
                 start,
                 f"proved by k-induction with k={k}",
@@ -383,7 +291,7 @@ def prove_property(
         environment,
         shards,
         policy,
-        "unknown",
+        Status.UNKNOWN,
         refute_depth,
         start,
         f"holds up to depth {refute_depth}; no proof: " + "; ".join(notes),
@@ -398,21 +306,21 @@ def _done(
     environment: str,
     shards: int,
     policy: Mapping[str, int] | None,
-    status: str,
+    status: Status,
     depth: int,
     start: float,
     note: str,
     engine: str,
     invariant: str,
-) -> bmc.Result:
-    result = bmc.Result(
-        spec.variant,
-        prop.name,
-        environment,
-        shards,
-        policy,
-        status,
-        depth,
+) -> Result:
+    result = Result(
+        variant=spec.variant,
+        property=prop.name,
+        environment=environment,
+        shards=shards,
+        policy=policy,
+        status=status,
+        depth=depth,
         expected=prop.expect.get(spec.variant),
         note=note,
     )
@@ -425,71 +333,45 @@ def _done(
 # --- command line ------------------------------------------------------------------------
 
 
-EXAMPLE = """examples:
-  ledgercheck prove                                   # every property, both variants, controller, 4 shards
-  ledgercheck prove --variant fixed --property no_condemnation_by_inherited_streak
-  ledgercheck prove --environment ledger --engine kind --max-k 6"""
+def prove_command(
+    *,
+    spec: str | None,
+    variant: list[str] | None,
+    property: list[str] | None,
+    environment: str | None,
+    shards: int | None,
+    policy: list[tuple[str, int]],
+    symbolic_policy: bool,
+    engine: str,
+    max_k: int,
+    timeout: float | None,
+    format: str,
+    progress: bool | None,
+) -> int:
+    """`ledgercheck prove`: every (variant, property, environment) asked for, proved or refuted."""
+    from model.runs import environments_for, exit_code, result_json
 
-
-def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "prove",
-        help="unbounded proofs (Spacer / k-induction), refutations with the shortest trace",
-        epilog=EXAMPLE,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("spec", nargs="?", default=None)
-    parser.add_argument("--variant", action="append", default=None)
-    parser.add_argument("--property", action="append", default=None)
-    parser.add_argument(
-        "--environment",
-        default=None,
-        help="prove in this environment only (default: every environment each property applies to)",
-    )
-    parser.add_argument("--shards", type=int, default=None)
-    parser.add_argument("--engine", choices=ENGINES, default="auto")
-    parser.add_argument("--max-k", type=int, default=8, help="deepest k for k-induction")
-    parser.add_argument("--timeout", type=float, default=None, help="seconds per solver call")
-    parser.add_argument("--symbolic-policy", action="store_true", help="prove for every policy in the declared ranges")
-    parser.add_argument("--policy", action="append", default=[], metavar="NAME=VALUE")
-    parser.add_argument("--format", choices=("text", "json"), default="text")
-    parser.add_argument(
-        "--progress",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="progress on stderr, a line per phase (default: a status line when stderr is a terminal)",
-    )
-    budget.add_options(parser)
-    parser.set_defaults(run=run)
-
-
-def run(ns: argparse.Namespace) -> int:
-    from model.cli import _policy_arg
-    from model.runs import environments_for, result_json
-
-    spec_file = load_spec(ns.spec)
-    if ns.symbolic_policy and ns.policy:
+    spec_file = load_spec(spec)
+    if symbolic_policy and policy:
         raise UsageError("--symbolic-policy and --policy cannot be combined")
-    overrides = dict(_policy_arg(p) for p in ns.policy)
+    overrides = dict(policy)
     results = []
-    progress = progress_for(ns.progress)
+    reporter = progress_for(progress)
     try:
-        for name in ns.variant or spec_file.variants:
-            spec = spec_file.variant(name)
-            policy = None if ns.symbolic_policy else spec.resolve_policy(overrides)
-            shards = ns.shards or spec.default_shards
-            for prop_name in ns.property or list(spec.properties):
-                prop = spec.property(prop_name)
-                for environment in environments_for(spec, prop, ns.environment):
+        for name in variant or spec_file.variants:
+            one = spec_file.variant(name)
+            resolved = None if symbolic_policy else one.resolve_policy(overrides)
+            fleet = shards or one.default_shards
+            for prop_name in property or list(one.properties):
+                prop = one.property(prop_name)
+                for env_name in environments_for(one, prop, environment):
                     results.append(
-                        prove_property(
-                            spec, environment, prop, shards, policy, ns.timeout, ns.engine, ns.max_k, progress=progress
-                        )
+                        prove_property(one, env_name, prop, fleet, resolved, timeout, engine, max_k, progress=reporter)
                     )
     finally:
-        if progress is not None:
-            progress.close()
-    if ns.format == "json":
+        if reporter is not None:
+            reporter.close()
+    if format == "json":
         payload = []
         for result in results:
             data = result_json(result)
@@ -503,29 +385,25 @@ def run(ns: argparse.Namespace) -> int:
             print(_line(result))
         for result in results:
             if result.traces:
-                spec = spec_file.variant(result.variant)
+                shown = spec_file.variant(result.variant)
                 where = f"{result.variant} / {result.property} ({result.environment})"
                 kind = "a lasso" if result.traces[0].loop_start is not None else "shortest trace"
                 print(f"\n== {where}: {kind} ({result.traces[0].depth} steps)")
-                print(trace_figure(result.traces[0], spec))
-            elif result.status == "unknown" and "counterexample to induction" in result.note:
+                print(trace_figure(result.traces[0], shown))
+            elif result.status == Status.UNKNOWN and "counterexample to induction" in result.note:
                 print(f"\n== {result.variant} / {result.property}")
                 print(result.note.split("; no proof: ", 1)[-1])
-    if any(r.status == "unknown" for r in results):
-        return EXIT_UNKNOWN
-    if any(r.matches is False for r in results):
-        return EXIT_MISMATCH
-    return EXIT_OK
+    return exit_code(results)
 
 
-def _line(result: bmc.Result) -> str:
-    if result.status == "proved":
+def _line(result: Result) -> str:
+    if result.status == Status.PROVED:
         what = f"PROVED ({result.note.split(';')[0]}, {result.seconds:.1f}s)"
-    elif result.status == "violated":
+    elif result.status == Status.VIOLATED:
         what = f"VIOLATED ({result.note})"
-    elif result.status == "not_applicable":
+    elif result.status == Status.NOT_APPLICABLE:
         what = "not checked here: " + result.note
-    elif result.status == "holds_to_depth":  # a liveness search that stopped at its bound
+    elif result.status == Status.HOLDS_TO_DEPTH:  # a liveness search that stopped at its bound
         what = f"holds up to depth {result.depth} ({result.note})"
     else:
         what = f"UNKNOWN ({result.note.splitlines()[0][:160]})"

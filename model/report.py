@@ -10,16 +10,14 @@ page and a failed run leaves the previous page in place.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import html
 import os
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-from model import bmc, budget
+from model import bmc
 from model.console import progress_for
 from model.diagram import StateDiagram, minimal_policy, state_diagram, svg
 from model.errors import UsageError
@@ -33,93 +31,52 @@ from model.formats import (
     trace_groups,
     verdict_text,
 )
-from model.runs import reading_order
+from model.runs import CheckRequest, exit_code, reading_order, run_checks
 from model.spec import Spec, SpecFile, load_spec
 
-EXAMPLES = (
-    "examples:\n"
-    "  ledgercheck report --html report.html            # every variant and property, controller, 4 shards\n"
-    "  ledgercheck report --html report.html --variant as_written --max-traces 1\n"
-    "  ledgercheck report spec/examples/breaker.toml --environment ledger --html breaker.html"
-)
 
-
-def register(subparsers: Any) -> None:
-    from model.cli import DEFAULT_DEPTH, DEFAULT_TRACES, _policy_arg
-
-    report = subparsers.add_parser(
-        "report",
-        help="check the spec and write one self-contained HTML page: verdicts, traces, state diagram",
-        description="Run the checks of `ledgercheck check` and write the results as one HTML page that\n"
-        "needs nothing else (inline CSS, inline SVG, no script, no network). Exit codes as for check.",
-        epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    report.add_argument("spec", nargs="?", default=None, help="spec file (default: the bundled fleet_health.toml)")
-    report.add_argument("--html", required=True, metavar="FILE", help="where to write the page (replaced atomically)")
-    report.add_argument("--variant", action="append", default=None, help="variant(s) to check (default: all)")
-    report.add_argument("--property", action="append", default=None, help="property(ies) to check (default: all)")
-    report.add_argument(
-        "--environment",
-        default=None,
-        help="check in this environment only (default: every environment each property applies to)",
-    )
-    report.add_argument("--shards", type=int, default=None, help="fleet size (default: the spec's)")
-    report.add_argument("--max-depth", type=int, default=DEFAULT_DEPTH)
-    report.add_argument("--max-traces", type=int, default=DEFAULT_TRACES)
-    report.add_argument(
-        "--policy",
-        action="append",
-        type=_policy_arg,
-        default=[],
-        metavar="NAME=VALUE",
-        help="override a policy constant (repeatable)",
-    )
-    report.add_argument("--timeout", type=float, default=None, help="seconds per solver call")
-    report.add_argument(
-        "--progress",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="depth-by-depth progress on stderr (default: a status line when stderr is a terminal)",
-    )
-    budget.add_options(report)
-    report.set_defaults(run=run)
-
-
-def run(ns: argparse.Namespace) -> int:
-    from model.cli import exit_code, run_checks
-
-    if ns.max_depth < 0 or ns.max_traces < 1:
-        raise UsageError("--max-depth must be >= 0 and --max-traces >= 1")
-    if ns.shards is not None and not 1 <= ns.shards <= 64:
-        raise UsageError("--shards must be in [1, 64]")
-    target = Path(ns.html)
+def report_command(
+    *,
+    spec: str | None,
+    html: str,
+    variant: list[str] | None,
+    property: list[str] | None,
+    environment: str | None,
+    shards: int | None,
+    policy: list[tuple[str, int]],
+    max_depth: int,
+    max_traces: int,
+    timeout: float | None,
+    progress: bool | None,
+) -> int:
+    """`ledgercheck report`: the checks of `check`, written as one HTML page."""
+    target = Path(html)
     check_writable(target)
-    spec_file = load_spec(ns.spec)
-    progress = progress_for(ns.progress)
+    spec_file = load_spec(spec)
+    request = CheckRequest(
+        spec_file,
+        variants=tuple(variant) if variant else None,
+        properties=tuple(property) if property else None,
+        environment=environment,
+        shards=shards,
+        policy=dict(policy),
+        max_depth=max_depth,
+        max_traces=max_traces,
+        timeout=timeout,
+    )
+    reporter = progress_for(progress)
     try:
-        results = run_checks(
-            spec_file,
-            ns.variant,
-            ns.property,
-            ns.environment,
-            ns.shards,
-            dict(ns.policy),
-            ns.max_depth,
-            ns.max_traces,
-            ns.timeout,
-            progress,
-        )
+        results = run_checks(request, reporter)
     finally:
-        if progress is not None:
-            progress.close()
+        if reporter is not None:
+            reporter.close()
     settings = {
-        "environment": ns.environment or "every environment each property applies to",
-        "shards": str(ns.shards or spec_file.variant().default_shards),
-        "max depth": str(ns.max_depth),
-        "max traces": str(ns.max_traces),
+        "environment": environment or "every environment each property applies to",
+        "shards": str(shards or spec_file.variant().default_shards),
+        "max depth": str(max_depth),
+        "max traces": str(max_traces),
     }
-    page = render(spec_file, results, settings, policy=dict(ns.policy))
+    page = render(spec_file, results, settings, policy=dict(policy))
     write_atomic(target, page)
     print(f"wrote {target}: {summary_text(results)}")
     return exit_code(results)

@@ -10,7 +10,8 @@ from __future__ import annotations
 import builtins
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from enum import StrEnum
+from typing import Any, Literal
 
 from model.errors import LedgercheckError
 from model.spec import Spec
@@ -25,14 +26,34 @@ class EncodingMismatch(LedgercheckError):
     exit_code = 3
 
 
-@dataclass
+class Status(StrEnum):
+    """What a check established. A `StrEnum`: it compares equal to, prints as and serialises
+    to its value, so the JSON schema and every text format read exactly as the strings did."""
+
+    VIOLATED = "violated"
+    HOLDS_TO_DEPTH = "holds_to_depth"
+    """No violation up to the result's depth."""
+    PROVED = "proved"
+    UNKNOWN = "unknown"
+    NOT_APPLICABLE = "not_applicable"
+    """The property names other environments."""
+
+
+Verdict = Literal["holds", "violated", "unknown"]
+"""What the spec's expectations speak of."""
+
+EngineName = Literal["bmc", "spacer", "kind", "explicit"]
+"""What answered a result (its JSON `engine`)."""
+
+
+@dataclass(kw_only=True)
 class Result:
     variant: str
     property: str
     environment: str
     shards: int
     policy: Mapping[str, int] | None
-    status: str  # "violated" | "holds_to_depth" | "proved" | "unknown" | "not_applicable"
+    status: Status
     depth: int
     traces: list[Trace] = field(default_factory=list)
     expected: str | None = None
@@ -45,6 +66,25 @@ class Result:
     invariant: str = ""
     assumptions: str = ""
     """What a liveness verdict assumes (the environment's fairness), printed with it."""
+
+    def __post_init__(self) -> None:
+        self.status = Status(self.status)
+
+    @classmethod
+    def not_applicable(
+        cls, spec: Spec, prop: Any, environment: str, shards: int, policy: Mapping[str, int] | None
+    ) -> Result:
+        """The result of a property checked in an environment it is not about."""
+        return cls(
+            variant=spec.variant,
+            property=prop.name,
+            environment=environment,
+            shards=shards,
+            policy=policy,
+            status=Status.NOT_APPLICABLE,
+            depth=0,
+            note=f"the property is only about {', '.join(prop.environments or ())}",
+        )
 
     def region_text(self) -> str:
         """For a symbolic policy: which values of each constant admit a violation."""
@@ -64,11 +104,11 @@ class Result:
         return "violated for " + "; ".join(parts)
 
     @builtins.property
-    def verdict(self) -> str:
+    def verdict(self) -> Verdict:
         """'holds' or 'violated' (what the spec's expectations speak of), or 'unknown'."""
-        if self.status == "violated":
+        if self.status is Status.VIOLATED:
             return "violated"
-        if self.status in ("holds_to_depth", "proved"):
+        if self.status in (Status.HOLDS_TO_DEPTH, Status.PROVED):
             return "holds"
         return "unknown"
 
@@ -122,4 +162,4 @@ def _ranges(values: list[int]) -> str:
     return "{" + ", ".join(runs) + "}"
 
 
-__all__ = ["FOCUS", "EncodingMismatch", "Result", "trace_key", "view_of"]
+__all__ = ["FOCUS", "EncodingMismatch", "EngineName", "Result", "Status", "Verdict", "trace_key", "view_of"]

@@ -8,15 +8,19 @@ quietly check less than another. Engines never import this module's callers.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
 
 from model.errors import EXIT_MISMATCH, EXIT_OK, EXIT_UNKNOWN, UsageError
-from model.result import Result
+from model.result import Result, Status
 from model.spec import Property, Spec, SpecFile
 
+Outcome = Literal["match", "mismatch", "unknown", "skipped", "unexpected"]
+"""One word for a result against its expectation (`outcome`)."""
+
 # The order results are read in: what needs attention first.
-_READING_ORDER = {"mismatch": 0, "unknown": 1, "unexpected": 2, "match": 3, "skipped": 4}
+_READING_ORDER: dict[Outcome, int] = {"mismatch": 0, "unknown": 1, "unexpected": 2, "match": 3, "skipped": 4}
 
 
 def variants_of(spec_file: SpecFile, names: Sequence[str] | None) -> list[Spec]:
@@ -33,90 +37,104 @@ def environments_for(spec: Spec, prop: Property, environment: str | None) -> lis
     return [name for name in spec.environments if prop.applies_to(name)]
 
 
+DEFAULT_DEPTH = 12
+"""How deep `check`, `report`, `gen` and `ci` search by default."""
+DEFAULT_TRACES = 3
+"""How many distinct traces per result they keep by default."""
+
+EngineChoice = Literal["z3", "explicit", "auto"]
+"""`check --engine`: which engine answers a safety property (liveness has one, the lasso search)."""
+
+
+@dataclass(frozen=True)
+class CheckRequest:
+    """What to check, in one value: every command that checks builds one (the command line's
+    options, or a command's own fixed choices) and hands it to `run_checks`. `overlay` makes
+    a variation of it (`request.overlay(lax=False)`) without repeating the rest.
+
+    `variants`, `properties` None mean all of them; `environment` None every environment
+    each property applies to; `shards` None the spec's fleet; `policy` None keeps the policy
+    constants symbolic (else the overrides of the spec's defaults); `view` None the
+    property's own view. `lax` False skips the search for traces that need a call outside
+    the callers' contracts (reported beside a verdict, never part of it)."""
+
+    spec_file: SpecFile
+    variants: tuple[str, ...] | None = None
+    properties: tuple[str, ...] | None = None
+    environment: str | None = None
+    shards: int | None = None
+    policy: Mapping[str, int] | None = field(default_factory=dict)
+    max_depth: int = DEFAULT_DEPTH
+    max_traces: int = DEFAULT_TRACES
+    timeout: float | None = None
+    """Seconds per solver call (the command's budget bounds the whole run)."""
+    view: tuple[str, ...] | None = None
+    prove: bool = False
+    memory: int | None = None
+    """The solver's memory cap, in MiB."""
+    engine: EngineChoice = "z3"
+    lax: bool = True
+
+    def __post_init__(self) -> None:
+        if self.max_depth < 0 or self.max_traces < 1:
+            raise UsageError("--max-depth must be >= 0 and --max-traces >= 1")
+        if self.shards is not None and not 1 <= self.shards <= 64:
+            raise UsageError("--shards must be in [1, 64]")
+        if self.memory is not None and self.memory < 16:
+            raise UsageError("--memory is in MiB and must be at least 16")
+
+    def overlay(self, **changes: Any) -> CheckRequest:
+        """This request with `changes` made (the fields by name)."""
+        return replace(self, **changes)
+
+
 def run_checks(
-    spec_file: SpecFile,
-    variants: list[str] | None,
-    properties: list[str] | None,
-    environment: str | None,
-    shards: int | None,
-    policy: dict[str, int] | None,
-    max_depth: int,
-    max_traces: int,
-    timeout: float | None,
-    progress: Any = None,
-    view: tuple[str, ...] | None = None,
-    prove: bool = False,
-    into: list[Result] | None = None,
-    memory: int | None = None,
-    engine: str = "z3",
-    lax: bool = True,
+    request: CheckRequest, progress: Callable[[str], None] | None = None, into: list[Result] | None = None
 ) -> list[Result]:
-    """Check each (variant, property, environment); `environment` None means every environment
-    each property applies to, `policy` None keeps the policy symbolic. Results are appended to
-    `into` as they come, so an interrupted run still has what it established. `lax` False
-    skips the search for traces that need a call outside the callers' contracts (reported
-    beside a verdict, never part of it)."""
+    """Check each (variant, property, environment) the request covers, in the spec's order.
+    Results are appended to `into` as they come, so an interrupted run still has what it
+    established."""
     results = into if into is not None else []
-    for spec in variants_of(spec_file, variants):
-        resolved = spec.resolve_policy(policy) if policy is not None else None
-        if environment is not None:
-            spec.environment(environment)
-        if view is not None:
-            unknown = [f for f in view if f not in {d.name for d in spec.fields}]
+    spec_file = request.spec_file
+    for spec in variants_of(spec_file, request.variants):
+        resolved = spec.resolve_policy(dict(request.policy)) if request.policy is not None else None
+        if request.environment is not None:
+            spec.environment(request.environment)
+        if request.view is not None:
+            unknown = [f for f in request.view if f not in {d.name for d in spec.fields}]
             if unknown:
                 raise UsageError(f"--view: unknown field(s) {', '.join(unknown)}")
-        fleet = shards or spec.default_shards
-        if engine == "explicit" and resolved is None:
+        fleet = request.shards or spec.default_shards
+        if request.engine == "explicit" and resolved is None:
             raise UsageError("--engine explicit needs a concrete policy (not --symbolic-policy)")
-        for name in properties or list(spec.properties):
+        for name in request.properties or list(spec.properties):
             prop = spec.property(name)
-            for env_name in environments_for(spec, prop, environment):
+            for env_name in environments_for(spec, prop, request.environment):
                 if progress is not None:
                     progress(f"{spec.variant} / {name} ({env_name}): checking")
-                results.append(
-                    _check_one(
-                        spec,
-                        env_name,
-                        prop,
-                        fleet,
-                        resolved,
-                        max_depth,
-                        max_traces,
-                        timeout,
-                        progress,
-                        view,
-                        prove,
-                        memory,
-                        engine,
-                        lax,
-                    )
-                )
+                results.append(_check_one(request, spec, env_name, prop, fleet, resolved, progress))
     return results
 
 
 def _check_one(
+    request: CheckRequest,
     spec: Spec,
     environment: str,
     prop: Property,
     shards: int,
     policy: dict[str, int] | None,
-    max_depth: int,
-    max_traces: int,
-    timeout: float | None,
-    progress: Any,
-    view: tuple[str, ...] | None,
-    prove: bool,
-    memory: int | None,
-    engine: str,
-    lax: bool = True,
+    progress: Callable[[str], None] | None,
 ) -> Result:
+    """One (variant, property, environment): engine choice, then that engine's answer."""
     if prop.kind == "eventually":  # liveness has one engine: the fair-lasso search
         from model.liveness import check_eventually
 
-        return check_eventually(spec, environment, prop, shards, policy, max_depth, timeout, prove)
-    choice = "search" if engine == "explicit" else None
-    if engine == "auto":
-        choice = explicit_suits(spec, environment, prop, shards, policy, view, prove)
+        return check_eventually(
+            spec, environment, prop, shards, policy, request.max_depth, request.timeout, request.prove
+        )
+    choice: str | None = "search" if request.engine == "explicit" else None
+    if request.engine == "auto":
+        choice = explicit_suits(spec, environment, prop, shards, policy, request.view, request.prove)
     if choice is not None:
         from model.explicit import explicit_check
 
@@ -127,14 +145,14 @@ def _check_one(
             prop,
             shards,
             policy,
-            max_depth,
-            max_traces,
-            timeout=timeout,
-            prove=prove,
+            request.max_depth,
+            request.max_traces,
+            timeout=request.timeout,
+            prove=request.prove,
             progress=progress,
         )
         # A probe that neither proved nor refuted leaves the property to the Z3 engines.
-        if choice == "search" or found.status in ("proved", "violated", "not_applicable"):
+        if choice == "search" or found.status in (Status.PROVED, Status.VIOLATED, Status.NOT_APPLICABLE):
             return found
     from model import bmc  # Z3 loads only when the solver runs
 
@@ -144,15 +162,15 @@ def _check_one(
         prop,
         shards,
         policy,
-        max_depth,
-        max_traces,
-        timeout,
+        request.max_depth,
+        request.max_traces,
+        request.timeout,
         progress,
-        view=view,
-        prove=prove,
-        memory=memory,
-        race_proof=engine == "auto",
-        lax=lax,
+        view=request.view,
+        prove=request.prove,
+        memory=request.memory,
+        race_proof=request.engine == "auto",  # the proof race: Spacer in a second process
+        lax=request.lax,
     )
 
 
@@ -189,18 +207,18 @@ def explicit_suits(
 def exit_code(results: Iterable[Result]) -> int:
     """3 if anything is undecided (never a pass), else 1 on any mismatch, else 0."""
     listed = list(results)
-    if any(r.status == "unknown" for r in listed):
+    if any(r.status == Status.UNKNOWN for r in listed):
         return EXIT_UNKNOWN
     if any(r.matches is False for r in listed):
         return EXIT_MISMATCH
     return EXIT_OK
 
 
-def outcome(result: Result) -> str:
+def outcome(result: Result) -> Outcome:
     """One word for a result: 'match', 'mismatch', 'unknown', 'skipped' or 'unexpected' (no expectation)."""
-    if result.status == "not_applicable":
+    if result.status == Status.NOT_APPLICABLE:
         return "skipped"
-    if result.status == "unknown":
+    if result.status == Status.UNKNOWN:
         return "unknown"
     if result.matches is True:
         return "match"
@@ -221,7 +239,7 @@ def multi_environment(results: Iterable[Result]) -> bool:
 
 def shortest(result: Result) -> int | None:
     """The length of the shortest trace a violated result has (its depth), else None."""
-    if result.status != "violated":
+    if result.status != Status.VIOLATED:
         return None
     lengths = [t.depth for t in result.traces] or [result.depth]
     return min(lengths)
@@ -229,16 +247,16 @@ def shortest(result: Result) -> int | None:
 
 def mismatch_line(result: Result) -> str:
     """'as_written / p (controller): violated, the spec expects holds; shortest trace 8 steps'."""
-    found = "unknown" if result.status == "unknown" else result.verdict
+    found = "unknown" if result.status == Status.UNKNOWN else result.verdict
     line = f"{result.variant} / {result.property} ({result.environment}): {found}"
-    if result.status == "unknown":
+    if result.status == Status.UNKNOWN:
         line += f", the spec expects {result.expected}" + (f" ({result.note})" if result.note else "")
         return line
     line += f", the spec expects {result.expected}"
     length = shortest(result)
     if length is not None:
         line += f"; shortest trace {length} step{'s' if length != 1 else ''}"
-    elif result.status == "holds_to_depth":
+    elif result.status == Status.HOLDS_TO_DEPTH:
         line += f"; no violation up to depth {result.depth}"
     return line
 
@@ -279,6 +297,11 @@ def result_json(result: Result) -> dict[str, Any]:
 
 
 __all__ = [
+    "DEFAULT_DEPTH",
+    "DEFAULT_TRACES",
+    "CheckRequest",
+    "EngineChoice",
+    "Outcome",
     "attention",
     "environments_for",
     "exit_code",

@@ -16,6 +16,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from model import ir
 from model.errors import LedgercheckError
+from model.operators import Operators
 from model.spec import Action, Event, Spec, VarDecl
 
 V = TypeVar("V")
@@ -46,30 +47,11 @@ class ModelError(LedgercheckError):
     exit_code = 3
 
 
-class ConcreteBackend:
+class ConcreteBackend(Operators):
     """Plain Python values: bool, int, str, None, and enum members as their names."""
 
     def const(self, value: object, vtype: ir.Type) -> Any:
         return value
-
-    def compare(self, op: str, left: Any, right: Any) -> Any:
-        if op == "==":
-            return left == right
-        if op == "!=":
-            return left != right
-        if op == "<":
-            return left < right
-        if op == "<=":
-            return left <= right
-        if op == ">":
-            return left > right
-        return left >= right
-
-    def arith(self, op: str, left: Any, right: Any) -> Any:
-        return left + right if op == "+" else left - right
-
-    def neg(self, operand: Any) -> Any:
-        return -operand
 
     def and_(self, operands: Sequence[Any]) -> Any:
         return all(operands)

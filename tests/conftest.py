@@ -1,6 +1,9 @@
 """The tool's own tests run on the pinned ledger (see `ledger_fixture`): every command and
 `load_spec()` called without a spec reads it, in this process and in the subprocesses the
-tests start (they inherit the environment)."""
+tests start (they inherit the environment). The fixtures several test files share live here.
+
+Speed tiers: tests that run the whole tool end to end are marked `slow`; the fast lane is
+`pytest -m "not slow"` (see the README)."""
 
 from __future__ import annotations
 
@@ -9,6 +12,14 @@ import os
 import pytest
 from ledger_fixture import LEDGER_SPEC
 
+from model.spec import SpecFile, load_spec
+
 
 def pytest_configure(config: pytest.Config) -> None:
     os.environ["LEDGERCHECK_SPEC"] = str(LEDGER_SPEC)
+
+
+@pytest.fixture(scope="session")
+def spec_file() -> SpecFile:
+    """The pinned ledger, parsed once for the whole run (tests read it, never change it)."""
+    return load_spec()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from model import bmc
-from model.spec import load_spec
 
 HEADLINE = "no_condemnation_by_inherited_streak"
 SEED_PATH = (
@@ -18,11 +17,6 @@ SEED_PATH = (
     "report_refit",
     "report_failure",
 )
-
-
-@pytest.fixture(scope="module")
-def spec_file():
-    return load_spec()
 
 
 def focus_events(trace) -> tuple[str, ...]:
@@ -103,16 +97,16 @@ def test_policy_changes_the_shortest_trace(spec_file):
 
 
 def test_the_solver_and_the_interpreter_agree_on_every_found_trace(spec_file):
-    # _extract compares the Z3 model with the interpreter's replay at every step and raises on a mismatch.
+    # extract compares the Z3 model with the interpreter's replay at every step and raises on a mismatch.
     for variant in ("as_written", "fixed"):
         spec = spec_file.variant(variant)
         prop = spec.properties["suspicion_survives_abort"]
         checker = bmc.Checker(spec, "controller", prop, 3, spec.default_policy())
         checker.solver.add(checker.enc.initial(checker.states[0].state))
         for _ in range(6):
-            checker._deepen()
+            checker.deepen()
         assert checker.solver.check() == bmc.z3.sat
-        trace = checker._extract(checker.solver.model(), 6)
+        trace = checker.extract(checker.solver.model(), 6)
         assert trace.depth == 6
 
 

@@ -14,6 +14,7 @@ from model import budget, cli
 from model.errors import EXIT_UNKNOWN
 from model.explicit import explicit_check
 from model.reduction import finite_reduction
+from model.runs import CheckRequest, run_checks
 from model.spec import load_spec
 
 COUNTER_SPEC = '''
@@ -177,19 +178,15 @@ def test_a_budget_running_out_mid_search_keeps_what_was_established(counter_spec
     spec_file = load_spec()
     results: list = []
     with budget.using(_Tripping(1000)):  # the first search takes about 620 checks, both 1370
-        cli.run_checks(
+        request = CheckRequest(
             spec_file,
-            ["as_written"],
-            ["no_condemnation_by_inherited_streak", "retire_retires"],
-            "ledger",
-            None,
-            {},
-            12,
-            1,
-            None,
-            into=results,
+            variants=("as_written",),
+            properties=("no_condemnation_by_inherited_streak", "retire_retires"),
+            environment="ledger",
+            max_traces=1,
             engine="explicit",
         )
+        run_checks(request, into=results)
     first, second = results
     # The first property's violation (depth 8) was found before the budget ran out ...
     assert (first.status, first.depth, len(first.traces)) == ("violated", 8, 1)

@@ -55,10 +55,9 @@ def test_mutant_outcomes():
     from codegen.render import plan_tests
 
     spec_file = load_spec()
-    mutate._remember_guards(spec_file)
     reference = mutate.reference_variant(spec_file)
     assert reference == "refit_keeps_streak"  # the variant every property holds in
-    mutants = {m.ident: m for m in mutate.enumerate_mutants(spec_file.variant(reference))}
+    mutants = {m.ident: m for m in mutate.spec_mutants(spec_file, reference)}
 
     def find(prefix: str) -> mutate.Mutant:
         return next(m for ident, m in mutants.items() if ident.startswith(prefix))
@@ -72,8 +71,7 @@ def test_mutant_outcomes():
         ("ledger", "refit_starts_streaks_afresh", "shipped"),
     ]
     outcomes = [
-        mutate._evaluate((spec_file.source.text, spec_file.path, reference, m, 2, 8, tests, checks))
-        for m in (verdict, streak, harmless)
+        mutate.evaluate_mutant(spec_file, reference, m, 2, 8, tests, checks) for m in (verdict, streak, harmless)
     ]
     # Undoing the half of the fix that clears the verdict brings the bug back: a property catches it.
     assert outcomes[0].status == "killed_by_property"

@@ -197,3 +197,23 @@ def test_help_shows_examples(capsys):
     except SystemExit:
         pass
     assert "examples:" in capsys.readouterr().out
+
+
+def test_options_are_accepted_anywhere_after_the_command() -> None:
+    parser = cli.build_parser()
+    ns = cli.parse(parser, ["replay", "spec.toml", "--variant", "fixed", "report_failure(1)", "report_failure(2)"])
+    assert (ns.command, ns.variant, ns.spec_or_event) == (
+        "replay",
+        ["fixed"],
+        ["spec.toml", "report_failure(1)", "report_failure(2)"],
+    )
+    ns = cli.parse(parser, ["check", "spec.toml", "--shards", "2", "--policy", "unhealthy_threshold=1"])
+    assert (ns.spec, ns.shards, ns.policy) == ("spec.toml", 2, [("unhealthy_threshold", 1)])
+    ns = cli.parse(parser, ["diff", "--max-depth", "3", "as_written", "--environment", "ledger", "fixed"])
+    assert (ns.a, ns.b, ns.max_depth, ns.environment) == ("as_written", "fixed", 3, "ledger")
+
+
+def test_a_commands_defaults_do_not_leak_into_another() -> None:
+    parser = cli.build_parser()
+    assert (cli.parse(parser, ["mutate"]).shards, cli.parse(parser, ["mutate"]).max_depth) == (2, 10)
+    assert (cli.parse(parser, ["check"]).shards, cli.parse(parser, ["check"]).max_depth) == (None, 12)

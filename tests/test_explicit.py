@@ -19,17 +19,12 @@ from ledger_fixture import LEDGER_EXAMPLES
 
 from model import bmc
 from model.explicit import explicit_check, explicit_check_all, view_key
-from model.spec import load_spec, load_spec_text
+from model.spec import load_spec_text
 
 SHARDS = 2
 DEPTHS = {"controller": 10, "ledger": int(os.environ.get("LEDGERCHECK_EXPLICIT_LEDGER_DEPTH", "7"))}
 VIEWS = 64  # the Z3 engine tries at most 64 traces per depth
 CASES = [(variant, env) for variant in ("as_written", "fixed") for env in ("controller", "ledger")]
-
-
-@pytest.fixture(scope="module")
-def spec_file():
-    return load_spec()
 
 
 def views(result: bmc.Result, spec) -> set:

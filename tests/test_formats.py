@@ -19,13 +19,13 @@ import pytest
 from ledger_fixture import LEDGER_EXAMPLES, LEDGER_SPEC
 
 from model import bmc
-from model.cli import main, run_checks
+from model.cli import main
 from model.console import progress_for
 from model.diagram import state_diagram, svg
 from model.figure import ANSI_RESET, colour_enabled, trace_figure
 from model.formats import expectation_text, itf_check, junit_check, markdown_check, render_check
 from model.report import render, write_atomic
-from model.runs import reading_order
+from model.runs import CheckRequest, reading_order, run_checks
 from model.spec import SpecFile, load_spec, load_spec_text
 
 SHARDS = 2
@@ -34,13 +34,8 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 @pytest.fixture(scope="module")
-def spec_file() -> SpecFile:
-    return load_spec()
-
-
-@pytest.fixture(scope="module")
 def results(spec_file: SpecFile) -> list[bmc.Result]:
-    found = run_checks(spec_file, None, None, "controller", SHARDS, {}, DEPTH, 1, None)
+    found = run_checks(CheckRequest(spec_file, environment="controller", shards=SHARDS, max_depth=DEPTH, max_traces=1))
     assert all(r.matches is not False for r in found), "the bundled spec's expectations hold at this bound"
     return found
 
@@ -55,7 +50,15 @@ def mismatched() -> tuple[SpecFile, list[bmc.Result]]:
     assert right in tail.split("[properties.", 1)[0]
     wrong = head + sep + tail.replace(right, right.replace('as_written = "holds"', 'as_written = "violated"'), 1)
     spec_file = load_spec_text(wrong, "wrong_expectation.toml")
-    found = run_checks(spec_file, None, ["suspicion_survives_abort"], "controller", SHARDS, {}, 6, 1, None)
+    request = CheckRequest(
+        spec_file,
+        properties=("suspicion_survives_abort",),
+        environment="controller",
+        shards=SHARDS,
+        max_depth=6,
+        max_traces=1,
+    )
+    found = run_checks(request)
     return spec_file, found
 
 

@@ -22,7 +22,7 @@ from codegen.coverage import MODULE_PREFIX
 from codegen.gate import Verdicts, describe
 from codegen.meaning import changed_parts, meaning_of
 from codegen.render import MARKER
-from model.result import Result
+from model.result import Result, Status
 from model.spec import load_spec, load_spec_text
 from model.trace import Trace
 
@@ -206,7 +206,18 @@ def test_gen_refuses_a_regression_of_the_fix_and_writes_nothing(tmp_path: Path) 
 
 def result(variant: str, status: str, expected: str, traces: int = 0, note: str = "") -> Result:
     trace = Trace("s", variant, "ledger", 2, {}, (), 0)
-    return Result(variant, "p", "ledger", 2, {}, status, 5, [trace] * traces, expected=expected, note=note)
+    return Result(
+        variant=variant,
+        property="p",
+        environment="ledger",
+        shards=2,
+        policy={},
+        status=status,
+        depth=5,
+        traces=[trace] * traces,
+        expected=expected,
+        note=note,
+    )
 
 
 def test_verdicts_exit_codes_and_descriptions() -> None:
@@ -353,7 +364,14 @@ def test_change_report_names_tests_and_reasons() -> None:
     assert change.behaviour and "expected values or steps changed in 1 test(s)" in change.reason
     holds = {
         (v, "restart_budget_counts_genuine_failures", "ledger"): Result(
-            v, "restart_budget_counts_genuine_failures", "ledger", 4, {}, "holds_to_depth", 12, expected="holds"
+            variant=v,
+            property="restart_budget_counts_genuine_failures",
+            environment="ledger",
+            shards=4,
+            policy={},
+            status=Status.HOLDS_TO_DEPTH,
+            depth=12,
+            expected="holds",
         )
         for v in ("as_written", "fixed")
     }

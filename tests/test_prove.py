@@ -12,11 +12,6 @@ HEADLINE = "no_condemnation_by_inherited_streak"
 SPEC_TEXT = LEDGER_SPEC.read_text()
 
 
-@pytest.fixture(scope="module")
-def spec_file():
-    return load_spec()
-
-
 HOLDING = [
     (variant, name)
     for variant in ("fixed", "refit_keeps_streak")

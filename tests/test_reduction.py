@@ -15,11 +15,6 @@ from model.spec import load_spec, load_spec_text
 HEADLINE = "no_condemnation_by_inherited_streak"
 
 
-@pytest.fixture(scope="module")
-def spec_file():
-    return load_spec()
-
-
 def saturation(reduction):
     return {node[1]: cap for node, cap in reduction.saturation.items()}
 

@@ -1,0 +1,107 @@
+"""The Spacer proof: a property's cone of influence (`model.cone`) as three constrained Horn
+clauses over an unknown invariant `Inv(state)`: the initial states are in it, it is closed
+under the transition, and it contains no bad state (or no bad transition, for a step
+property). Satisfiable means an inductive invariant exists: proved, and the invariant is
+printed; Z3's Spacer (IC3/PDR) finds the strengthening itself.
+
+A module of its own so that the bounded checker (`model.bmc`, which races this proof beside
+its search or tries it after, with `--prove`) and `model.prove` (which tries it after a
+bounded refutation, before k-induction) both use it and neither imports the other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import z3
+
+from model import budget, cone, ir
+from model.encoding import Encoding
+from model.spec import Property, Spec
+
+
+def _horn(enc: Encoding, prop: Property, focus: int | None, timeout: float | None) -> tuple[Any, str]:
+    """Ask Spacer for an inductive invariant; returns (z3 answer, invariant text or reason)."""
+    ctx = enc.ctx
+    cur = [enc.template[k] for k in enc.keys]
+    nxt = [enc.next_template[k] for k in enc.keys]
+    policy = list(enc.policy_vars.values()) if enc.symbolic_policy else []
+    params = [enc.act] + [enc.param_template(a, p.name) for a in enc.environment.actions for p in a.value_params]
+    sorts = [v.sort() for v in cur + policy]
+    inv = z3.Function("Inv", *sorts, z3.BoolSort(ctx))
+    solver = z3.SolverFor("HORN", ctx=ctx)
+    if timeout:
+        solver.set("timeout", max(1, int(timeout * 1000)))
+    false = z3.BoolVal(False, ctx)
+    solver.add(z3.ForAll(cur + policy, z3.Implies(enc.initial(enc.template), inv(*cur, *policy))))
+    step = z3.And(inv(*cur, *policy), enc.transition_template)
+    solver.add(z3.ForAll(cur + nxt + params + policy, z3.Implies(step, inv(*nxt, *policy))))
+    lemmas = lemma_violation(enc, prop, focus, enc.template)
+    if prop.kind == "invariant":
+        bad = z3.Or(enc.invariant_violation(prop, focus, enc.template), lemmas)
+        solver.add(z3.ForAll(cur + policy, z3.Implies(z3.And(inv(*cur, *policy), bad), false)))
+    else:
+        solver.add(
+            z3.ForAll(
+                cur + nxt + params + policy,
+                z3.Implies(z3.And(step, enc.step_violation(prop, focus)), false),
+            )
+        )
+        if not z3.is_false(lemmas):
+            solver.add(z3.ForAll(cur + policy, z3.Implies(z3.And(inv(*cur, *policy), lemmas), false)))
+    spent = budget.limit_solver(solver, timeout)
+    if spent is not None:
+        return z3.unknown, f"the {spent} ran out"
+    answer = solver.check()
+    if answer != z3.sat:
+        spent = budget.active().exhausted() if answer == z3.unknown else None
+        return answer, (f"the {spent} ran out" if spent else solver.reason_unknown()) if answer == z3.unknown else ""
+    interp = solver.model()[inv]
+    body = interp.else_value() if isinstance(interp, z3.FuncInterp) else interp
+    named = [z3.Const(str(v).replace("@cur", ""), v.sort()) for v in cur] + policy
+    try:
+        text = str(z3.simplify(z3.substitute_vars(body, *named)))
+    except z3.Z3Exception:
+        text = str(body)
+    return answer, text
+
+
+def spacer_proof(
+    spec: Spec,
+    environment: str,
+    prop: Property,
+    shards: int,
+    policy: Mapping[str, int] | None,
+    timeout: float | None = None,
+) -> tuple[Any, str, bool]:
+    """Spacer on the property's cone of influence. Returns (answer, invariant or reason,
+    every_fleet_size): the last is true when the cone is the focus shard alone and every
+    action kept acts on it only, so the sliced system, and hence the proof, is the same for
+    every number of shards."""
+    env = spec.environment(environment)
+    enc = cone.sliced_encoding(spec, environment, prop, shards, policy, contracts=env.any_call)
+    focus = cone.focus_of(prop)
+    answer, text = _horn(enc, prop, focus, timeout)
+    local = (
+        focus is not None
+        and all(key[0] in (focus, None) for key in enc.keys)
+        and all(
+            set(inst.shards.values()) <= {focus} and not ir.fleet_wide([inst.action.when, inst.action.body])
+            for inst in enc.instances
+        )
+    )
+    return answer, text, local
+
+
+def lemma_violation(enc: Encoding, prop: Property, focus: int | None, state: Mapping[Any, Any]) -> Any:
+    if not prop.lemmas:
+        return z3.BoolVal(False, enc.ctx)
+    shards = [focus] if focus is not None else list(range(enc.shards))
+    parts = [
+        enc.backend.not_(enc.machine.invariant(None, lemma, shard, state)) for lemma in prop.lemmas for shard in shards
+    ]
+    return enc.backend.or_(parts)
+
+
+__all__ = ["lemma_violation", "spacer_proof"]
