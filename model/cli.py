@@ -390,12 +390,103 @@ def build_parser(args: Sequence[str] | None = None) -> argparse.ArgumentParser:
         "--conform-depth", type=int, default=None, metavar="D", help="conformance enumeration depth (conform's default)"
     )
 
-    # `conform` still declares its own parser (the conformance package is being assembled);
-    # it is the one command registered from outside this module.
-    from model import conform
-
-    conform.register(sub)
+    _conform_parser(sub)
     return parser
+
+
+def _conform_parser(subparsers: Any) -> None:
+    """`conform`: its options (the defaults are the conformance package's own)."""
+    from model.conformance.checker import ENUMERATION_SHARDS
+    from model.conformance.session import DEFAULT_DEPTH
+    from model.conformance.sources import COUNTEREXAMPLE_DEPTH, COUNTEREXAMPLE_TRACES, DEFAULT_RANDOM
+
+    parser = subparsers.add_parser(
+        "conform",
+        help="check an implementation against the executable model, call by call",
+        description="Drive an implementation of the ledger's API and the executable model of a spec variant "
+        "through the same calls (every sequence up to --depth, seeded random traces, every counterexample "
+        "of the checker) and compare everything the API shows after every call.",
+        epilog="examples:\n"
+        "  ledgercheck conform --impl nemo_rl.models.generation.fleet_health:GenerationFleetHealth\n"
+        "  ledgercheck conform --impl tests/impl/fleet_health_clean.py:GenerationFleetHealth --depth 6\n"
+        "  ledgercheck conform --impl path/to/fleet_health.py:GenerationFleetHealth --variant as_written "
+        "--no-counterexamples",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("spec", nargs="?", default=None, help="spec file (default: the bundled spec)")
+    parser.add_argument(
+        "--impl",
+        default=None,
+        metavar="TARGET",
+        help="module:Class or path/to/file.py:Class (default: the spec's [implementation] target)",
+    )
+    parser.add_argument(
+        "--variant", default=None, help="the variant to conform to (default: the first whose properties all hold)"
+    )
+    parser.add_argument(
+        "--depth",
+        type=int,
+        default=DEFAULT_DEPTH,
+        help=f"enumerate every call sequence up to D (default {DEFAULT_DEPTH})",
+    )
+    parser.add_argument(
+        "--shards",
+        type=int,
+        default=None,
+        help=f"fleet size (default: {ENUMERATION_SHARDS} for enumeration, the spec's for the other traces)",
+    )
+    parser.add_argument(
+        "--random",
+        type=int,
+        default=DEFAULT_RANDOM,
+        metavar="N",
+        help=f"random calls in all (default {DEFAULT_RANDOM})",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random traces (default 0)")
+    parser.add_argument(
+        "--policy",
+        action="append",
+        type=_policy_arg,
+        default=[],
+        metavar="NAME=VALUE",
+        help="override a policy constant",
+    )
+    parser.add_argument(
+        "--no-counterexamples", action="store_true", help="skip the checker's counterexamples (the slowest source)"
+    )
+    parser.add_argument(
+        "--cex-depth",
+        type=int,
+        default=COUNTEREXAMPLE_DEPTH,
+        metavar="K",
+        help=f"checker depth for counterexamples (default {COUNTEREXAMPLE_DEPTH})",
+    )
+    parser.add_argument(
+        "--cex-traces",
+        type=int,
+        default=COUNTEREXAMPLE_TRACES,
+        metavar="M",
+        help=f"distinct counterexamples per result (default {COUNTEREXAMPLE_TRACES})",
+    )
+    parser.add_argument(
+        "--jobs", type=int, default=None, help="processes for the checker (default: the CPUs, at most 4)"
+    )
+    parser.add_argument(
+        "--merge",
+        choices=("ledger", "full"),
+        default="ledger",
+        help="enumeration merges prefixes that reach the same model state: its ledger and non-metric fleet "
+        "values (ledger, the default: all the model's behaviour depends on), or every variable, history "
+        "and metrics included (full: many more states)",
+    )
+    parser.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="check afresh instead of reading the counterexamples cached by an earlier run "
+        "($LEDGERCHECK_CACHE, default ~/.cache/ledgercheck)",
+    )
+    parser.add_argument("--progress", action="store_true", help="progress on stderr")
+    budget.add_options(parser)
 
 
 def parse(parser: argparse.ArgumentParser, args: Sequence[str]) -> argparse.Namespace:
@@ -450,7 +541,9 @@ def _dispatch(parser: argparse.ArgumentParser, ns: argparse.Namespace, first_run
     if ns.command == "replay":
         return cmd_replay(ns)
     if ns.command == "conform":
-        return int(ns.run(ns))
+        from model.conformance.command import run
+
+        return run(ns)
     where = HANDLERS.get(ns.command or "")
     if where is None:
         parser.print_help()
