@@ -113,7 +113,7 @@ def figure_of(trace: Trace, spec: Spec, shard: int | None = None) -> Figure:
             mark = ""
             if index and value != values[index - 1]:
                 mark = CHANGED
-            elif _inherited(values, incarnation, index, fresh.get(field.name, value)):
+            elif not field.persistent and _inherited(values, incarnation, index, fresh.get(field.name, value)):
                 mark = INHERITED
             cells.append(Cell(cell(value), mark))
         rows.append(Row(field.name, tuple(cells), "field"))

@@ -53,6 +53,9 @@ class VarDecl:
     initial_from: str | None = None
     doc: str = ""
     metric: bool = False
+    persistent: bool = False
+    """Carried across process incarnations on purpose (a ledger field): trace figures do
+    not flag its held-over values with `!`."""
 
 
 @dataclass(frozen=True)
@@ -613,7 +616,7 @@ class _Builder:
             self._ident(name, keys)
             if not isinstance(body, dict):
                 raise self.fail(keys, f'{name!r} must be a table like {{ type = "int", initial = 0 }}')
-            self._check_keys(body, keys, ("type", "initial", "initial_from", "doc", "metric"))
+            self._check_keys(body, keys, ("type", "initial", "initial_from", "doc", "metric", "persistent"))
             vtype = self.type_of(self._str(body, "type", keys), (*keys, "type"))
             if vtype.kind == "any":
                 raise self.fail((*keys, "type"), "a state variable cannot have type 'any'")
@@ -631,8 +634,11 @@ class _Builder:
             metric = body.get("metric", False)
             if not isinstance(metric, bool):
                 raise self.fail((*keys, "metric"), "metric must be true or false")
+            persistent = body.get("persistent", False)
+            if not isinstance(persistent, bool) or (persistent and kind != "ledger"):
+                raise self.fail((*keys, "persistent"), "persistent is true or false, and only on a ledger field")
             doc = body.get("doc", "")
-            result.append(VarDecl(name, vtype, initial, kind, initial_from, str(doc), metric))
+            result.append(VarDecl(name, vtype, initial, kind, initial_from, str(doc), metric, persistent))
         return tuple(result)
 
     def _check_unique(self) -> None:
