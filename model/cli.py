@@ -22,18 +22,15 @@ from model.figure import LEGEND, colour_enabled, trace_figure
 from model.formats import CHECK_FORMATS, REPLAY_FORMATS, markdown_replay, render_check
 from model.result import Result
 from model.runs import (
-    attention,
     exit_code,
-    mismatch_line,
-    multi_environment,
-    outcome,
-    reading_order,
     result_json,
     run_checks,
 )
 from model.spec import DEFAULT_SPEC, Spec, SpecFile, load_spec
+from model.textout import print_results, verdict_line
 from model.trace import Simulation, Trace, parse_action_call
 
+ALL_FIELDS_HELP = "show every field in trace figures (default: the property's, then the changed ones)"
 DEFAULT_DEPTH = 12
 DEFAULT_TRACES = 3
 
@@ -106,6 +103,7 @@ def build_parser(args: Sequence[str] | None = None) -> argparse.ArgumentParser:
     replay.add_argument("--file", default=None, help="read events from a file, one per line")
     replay.add_argument("--shard", type=int, default=None, help="shard to show in the table")
     replay.add_argument("--format", choices=REPLAY_FORMATS, default="text")
+    replay.add_argument("--all-fields", action="store_true", help=ALL_FIELDS_HELP)
 
     check = sub.add_parser(
         "check",
@@ -134,6 +132,8 @@ def build_parser(args: Sequence[str] | None = None) -> argparse.ArgumentParser:
         default="text",
         help="text (default), json, markdown (for a PR review), itf (Apalache/Quint traces), junit (CI)",
     )
+    check.add_argument("--all-fields", action="store_true", help=ALL_FIELDS_HELP)
+    check.add_argument("-v", "--verbose", action="store_true", help="engine details on verdict lines, whole")
     check.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,
@@ -278,7 +278,17 @@ def _variants(spec_file: SpecFile, names: list[str] | None) -> list[Spec]:
 
 # `run_checks`, `exit_code` and `result_json` live in `model.runs`; they are re-exported here
 # for callers written against the CLI module.
-__all__ = ["build_parser", "cmd_check", "cmd_replay", "exit_code", "main", "result_json", "run_checks"]
+__all__ = [
+    "build_parser",
+    "cmd_check",
+    "cmd_replay",
+    "exit_code",
+    "main",
+    "print_results",
+    "result_json",
+    "run_checks",
+    "verdict_line",
+]
 
 
 # --- replay ------------------------------------------------------------------------------
@@ -399,129 +409,15 @@ def cmd_check(ns: argparse.Namespace) -> int:
     if ns.format == "json":
         print(json.dumps([result_json(r) for r in results], indent=2, default=str))
     elif ns.format == "text":
-        print_results(spec_file, results, all_traces=bool(ns.property))
+        print_results(spec_file, results, bool(ns.property), ns.all_fields, ns.verbose)
     else:
-        print(render_check(ns.format, spec_file, results))
+        print(render_check(ns.format, spec_file, results, all_fields=ns.all_fields))
     if interrupted:
         print(
             f"ledgercheck: interrupted after {len(results)} result(s); the rest were not established", file=sys.stderr
         )
         return EXIT_UNKNOWN
     return exit_code(results)
-
-
-def verdict_line(result: Result, environment_column: bool = False, widths: tuple[int, int] = (11, 40)) -> str:
-    """One result on one line (more for policy regions and fairness assumptions): variant,
-    property, environment (when the run covered several), what was found, and whether the
-    spec expected it. `widths` are the variant and property columns' (the longest names)."""
-    if result.status == "violated" and result.traces and result.traces[0].loop_start is not None:
-        start = result.traces[0].loop_start
-        then = "no action is enabled (it stutters)" if start == result.depth else f"back to step {start} forever"
-        what = f"VIOLATED by a lasso: {result.depth} steps, then {then}"
-    elif result.status == "violated":
-        what = f"VIOLATED at depth {result.depth} ({len(result.traces)} distinct trace(s))"
-    elif result.status == "holds_to_depth":
-        what = f"holds up to depth {result.depth}"
-    elif result.status == "proved":
-        what = f"PROVED ({result.note})"
-    elif result.status == "not_applicable":
-        what = "not checked here: " + result.note
-    else:
-        what = f"UNKNOWN ({result.note})"
-    expect = ""
-    if result.matches is True:
-        expect = "  [as expected]"
-    elif result.matches is False:
-        expect = f"  [MISMATCH: the spec expects {result.expected}]"
-    variant_width, property_width = max(widths[0], len(result.variant)), max(widths[1], len(result.property))
-    where = f"{result.environment:<11} " if environment_column else ""
-    line = f"{result.variant:<{variant_width}} {result.property:<{property_width}} {where}{what}{expect}"
-    pad = " " * (variant_width + 1 + property_width + 1 + (12 if environment_column else 0))
-    if result.assumptions:
-        line += f"\n{pad}{result.assumptions}"
-    if result.region is not None:
-        line += f"\n{pad}{result.region_text()}"
-    return line
-
-
-def not_applicable_line(results: list[Result]) -> str | None:
-    """The `not_applicable` rows folded into one line: which properties were not checked in
-    which environment (they are checked by a run that names their environment, or by default)."""
-    skipped = [r for r in results if r.status == "not_applicable"]
-    if not skipped:
-        return None
-    by_env: dict[str, list[str]] = {}
-    for result in skipped:
-        names = by_env.setdefault(result.environment, [])
-        if result.property not in names:
-            names.append(result.property)
-    parts = [
-        f"{len(names)} propert{'y' if len(names) == 1 else 'ies'} not for the {env} environment ({', '.join(names)})"
-        for env, names in by_env.items()
-    ]
-    return "not applicable: " + "; ".join(parts)
-
-
-def summary_lines(results: list[Result]) -> list[str]:
-    """The closing summary: the counts, then each mismatch and undecided result by name."""
-    failing = [r for r in results if r.matches is False]
-    unknown = [r for r in results if r.status == "unknown"]
-    skipped = sum(1 for r in results if r.status == "not_applicable")
-    checked = len(results) - skipped
-    head = f"{checked} result(s): {len(failing)} mismatch(es), {len(unknown)} unknown"
-    if skipped:
-        head += f", {skipped} not applicable"
-    lines = [head]
-    lines += [f"  MISMATCH  {mismatch_line(r)}" for r in attention(results) if outcome(r) == "mismatch"]
-    lines += [f"  UNKNOWN   {mismatch_line(r)}" for r in attention(results) if outcome(r) == "unknown"]
-    return lines
-
-
-def print_results(spec_file: SpecFile, results: list[Result], all_traces: bool = False) -> None:
-    """Verdict lines (mismatches first, not-applicable rows folded), then the traces (those of
-    mismatches first), then the summary naming every mismatch. A result that is as the spec
-    expects shows its shortest trace only, unless `all_traces` (the run named its properties)."""
-    colour = colour_enabled()
-    ordered = reading_order(results)
-    env_column = multi_environment(results)
-    widths = (max([11] + [len(r.variant) for r in results]), max([40] + [len(r.property) for r in results]))
-    for result in ordered:
-        if result.status != "not_applicable":
-            print(verdict_line(result, env_column, widths))
-    folded = not_applicable_line(ordered)
-    if folded:
-        print(folded)
-    for result in ordered:
-        if not result.traces and not result.lax_traces:
-            continue
-        spec = spec_file.variant(result.variant)
-        prop = spec.properties[result.property]
-        print()
-        heading = f"== {result.variant} / {result.property} ({result.environment}, {result.shards} shards)"
-        if result.matches is False:
-            heading += f"  MISMATCH: the spec expects {result.expected}"
-        print(heading)
-        print(f"   {prop.doc}")
-        full = all_traces or result.matches is not True
-        traces = result.traces if full else result.traces[:1]
-        lax = result.lax_traces if full else []
-        for number, trace in enumerate(traces, 1):
-            print(f"\n-- trace {number} of {len(result.traces)}, {trace.depth} steps: {prop.message}")
-            print(trace_figure(trace, spec, colour=colour))
-        for number, trace in enumerate(lax, 1):
-            print(f"\n-- outside the callers' contracts, trace {number}: relies on a lax guard")
-            print(trace_figure(trace, spec, colour=colour))
-        hidden = len(result.traces) - len(traces), len(result.lax_traces) - len(lax)
-        if any(hidden):
-            print(
-                f"\n   ({hidden[0]} more trace(s) and {hidden[1]} outside the callers' contracts, as expected: "
-                f"add --property {result.property} --environment {result.environment} to see them)"
-            )
-    if any(r.traces or r.lax_traces for r in results):
-        print()
-        print(LEGEND)
-    print()
-    print("\n".join(summary_lines(results)))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -6,9 +6,27 @@ Most tests replay the seed's scenario (the trace the seed found by hand) on the 
 
 from __future__ import annotations
 
+import re
+import xml.etree.ElementTree as ET
+
 import pytest
 
-from model.figure import INHERITED, figure_of
+from model.breaking import find_break
+from model.cli import main
+from model.figure import (
+    BEFORE_LABEL,
+    BREAKS_LABEL,
+    HISTORY,
+    INHERITED,
+    LEGEND,
+    MARKDOWN_LEGEND,
+    figure_of,
+    trace_figure,
+)
+from model.formats import junit_check, markdown_check
+from model.report import render
+from model.result import Result
+from model.runs import run_checks
 from model.spec import Spec, SpecFile, load_spec
 from model.trace import Trace, parse_action_call, replay
 
@@ -39,3 +57,88 @@ def test_a_persistent_field_is_not_flagged_as_held_over(spec_file: SpecFile) -> 
     trace = seed_trace(spec)
     assert INHERITED not in row_marks(spec, trace, "restart_attempts")
     assert INHERITED in row_marks(spec, trace, "consecutive_reported_failures")
+
+
+@pytest.fixture(scope="module")
+def headline_results(spec_file: SpecFile) -> list[Result]:
+    """The headline property on as_written, in the ledger environment: violated, as expected."""
+    found = run_checks(spec_file, ["as_written"], [HEADLINE], "ledger", 2, {}, 8, 1, None)
+    assert [r.status for r in found] == ["violated"]
+    return found
+
+
+def breaking_step(spec: Spec, trace: Trace) -> int:
+    where = find_break(trace, spec, spec.properties[HEADLINE])
+    assert where is not None
+    return where.step
+
+
+def test_the_seed_breaks_the_headline_at_its_last_step(spec_file: SpecFile) -> None:
+    spec = spec_file.variant("as_written")
+    trace = seed_trace(spec)
+    assert breaking_step(spec, trace) == trace.depth
+    assert (
+        find_break(seed_trace(spec_file.variant("fixed")), spec_file.variant("fixed"), spec.properties[HEADLINE])
+        is None
+    )
+
+
+def test_text_figure_marks_the_step_the_cells_and_the_message(spec_file: SpecFile) -> None:
+    spec = spec_file.variant("as_written")
+    prop = spec.properties[HEADLINE]
+    trace = seed_trace(spec)
+    text = trace_figure(trace, spec, prop=prop, width=120)
+    assert f"{BREAKS_LABEL}" in text and BEFORE_LABEL in text  # a step property: before and after
+    assert f">> step {trace.depth}, report_failure(1), breaks {HEADLINE} on shard 1:" in text
+    assert prop.message in text
+    assert "[DEAD*]" in text and "[SUSPECT*]" in text  # the state read before and after
+    assert BREAKS_LABEL not in trace_figure(trace, spec, width=120)  # no property, no marking
+
+
+def test_fields_the_property_reads_come_first_and_the_rest_is_folded(spec_file: SpecFile) -> None:
+    spec = spec_file.variant("as_written")
+    prop = spec.properties[HEADLINE]
+    figure = figure_of(seed_trace(spec), spec, prop=prop)
+    names = [r.name for r in figure.rows]
+    assert names[0] == "state" and figure.rows[0].read
+    ledger = [r for r in figure.rows if r.kind == "field"]
+    assert [r.read for r in ledger] == sorted((r.read for r in ledger), reverse=True)
+    history = [i for i, r in enumerate(figure.rows) if r.kind == "history"]
+    assert history == list(range(history[0], len(names)))  # grouped, last
+    assert all(names[i].startswith(HISTORY) for i in history)
+    assert "consecutive_probe_failures = 0" in figure.folded
+    every = figure_of(seed_trace(spec), spec, prop=prop, all_fields=True)
+    assert {f.name for f in spec.fields} <= {r.name for r in every.rows} and not every.folded
+
+
+def test_markdown_marks_the_breaking_step(spec_file: SpecFile, headline_results: list[Result]) -> None:
+    text = markdown_check(spec_file, headline_results)
+    assert BREAKS_LABEL.strip() in text and "\\[" in text
+    assert f"**step {headline_results[0].depth}" in text
+    assert text.index(MARKDOWN_LEGEND) < text.index("| shard")  # the legend before the first table
+
+
+def test_junit_marks_the_breaking_step(spec_file: SpecFile, headline_results: list[Result]) -> None:
+    out = ET.fromstring(junit_check(spec_file, headline_results)).find(".//system-out")
+    assert out is not None and out.text is not None
+    assert BREAKS_LABEL in out.text and f">> step {headline_results[0].depth}" in out.text
+    assert out.text.index(LEGEND) < out.text.index("shard 0")
+
+
+def test_html_marks_the_breaking_step(spec_file: SpecFile, headline_results: list[Result]) -> None:
+    page = render(spec_file, headline_results, {}, diagram_depth=2)
+    assert '<th scope="col" class="breaks">' in page
+    assert re.search(r'<td class="(changed )?read">DEAD', page)
+    prop = spec_file.variant("as_written").properties[HEADLINE]
+    assert re.search(rf'<p class="breaks"><strong>step \d+, [^<]*</strong>: {re.escape(prop.message)}', page)
+    assert page.index("Where each violated property breaks") < page.index('id="verdicts"')
+
+
+def test_first_screen_of_check_shows_the_breaking_step(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "120")
+    main(["check", "--variant", "as_written", "--property", HEADLINE, "--environment", "ledger", "--no-progress"])
+    screen = "\n".join(capsys.readouterr().out.splitlines()[:40])
+    prop = load_spec().variant("as_written").properties[HEADLINE]
+    assert re.search(rf"broken at step \d+: {re.escape(prop.message)}", screen), screen
