@@ -12,14 +12,12 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from model import budget
 from model.console import progress_for
 from model.errors import EXIT_OK, EXIT_UNKNOWN, LedgercheckError, UsageError
-from model.figure import LEGEND, colour_enabled, trace_figure
-from model.formats import CHECK_FORMATS, REPLAY_FORMATS, markdown_replay, render_check
+from model.formats import CHECK_FORMATS, REPLAY_FORMATS, render_check
 from model.result import Result
 from model.runs import (
     exit_code,
@@ -28,7 +26,6 @@ from model.runs import (
 )
 from model.spec import DEFAULT_SPEC, Spec, SpecFile, load_spec
 from model.textout import print_results, verdict_line
-from model.trace import Simulation, Trace, parse_action_call
 
 ALL_FIELDS_HELP = "show every field in trace figures (default: the property's, then the changed ones)"
 DEFAULT_DEPTH = 12
@@ -295,75 +292,9 @@ __all__ = [
 
 
 def cmd_replay(ns: argparse.Namespace) -> int:
-    words = list(ns.spec_or_event)
-    spec_path = None
-    if words and (words[0].endswith(".toml") or Path(words[0]).is_file()):
-        spec_path = words.pop(0)
-    spec_file = _load(spec_path)
-    events = words
-    if ns.file:
-        try:
-            lines = Path(ns.file).read_text(encoding="utf-8").splitlines()
-        except OSError as exc:
-            raise UsageError(f"cannot read {ns.file}: {exc.strerror}") from None
-        events += [line.strip() for line in lines if line.strip() and not line.strip().startswith("#")]
-    base = spec_file.variant()
-    scenario = None
-    if not events:
-        name = ns.scenario or ("seed" if "seed" in base.scenarios else None)
-        if name is None:
-            raise UsageError("no events given and the spec has no scenario to replay")
-        if name not in base.scenarios:
-            raise UsageError(f"unknown scenario {name!r}; the spec has {', '.join(base.scenarios) or 'none'}")
-        scenario = base.scenarios[name]
-        events = list(scenario.steps)
-    environment = ns.environment or (scenario.environment if scenario else "ledger")
-    shards = ns.shards or (scenario.shards if scenario and scenario.shards else base.default_shards)
-    output: list[dict[str, Any]] = []
-    sections: list[tuple[Spec, Trace, int]] = []
-    colour = colour_enabled()
-    for spec in _variants(spec_file, ns.variant):
-        env = spec.environment(environment)
-        policy = spec.resolve_policy(dict(ns.policy))
-        sim = Simulation(spec, env, shards, policy)
-        steps = [sim.initial_step()]
-        for text in events:
-            action, shard_args, values = parse_action_call(text, env)
-            step, _ = sim.apply(action, shard_args, values)
-            steps.append(step)
-        focus = (
-            ns.shard
-            if ns.shard is not None
-            else (
-                scenario.focus
-                if scenario and scenario.focus is not None
-                else next((s.shard for s in steps[1:] if s.shard is not None), 0)
-            )
-        )
-        trace = Trace(spec.name, spec.variant, env.name, shards, policy, tuple(steps), focus)
-        if ns.format == "json":
-            output.append(
-                {
-                    "variant": spec.variant,
-                    "environment": env.name,
-                    "shards": shards,
-                    "policy": policy,
-                    "steps": trace.to_json(),
-                }
-            )
-        elif ns.format == "markdown":
-            sections.append((spec, trace, focus))
-        else:
-            print(f"{spec.variant}: {spec.variant_doc}" if spec.variant_doc else spec.variant)
-            print(trace_figure(trace, spec, focus, colour=colour))
-            print()
-    if ns.format == "json":
-        print(json.dumps(output, indent=2, sort_keys=False, default=str))
-    elif ns.format == "markdown":
-        print(markdown_replay(sections))
-    else:
-        print(LEGEND)
-    return EXIT_OK
+    from model.replay import run
+
+    return run(ns)
 
 
 # --- check -------------------------------------------------------------------------------

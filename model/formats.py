@@ -22,7 +22,7 @@ from model import ir
 from model.figure import LEGEND, MARKDOWN_LEGEND, figure_of, markdown_table, md_code, md_text, trace_figure
 from model.result import Result
 from model.runs import attention, mismatch_line, multi_environment, outcome, reading_order
-from model.spec import Spec, SpecFile
+from model.spec import Property, Spec, SpecFile
 from model.trace import Trace
 
 CHECK_FORMATS = ("text", "json", "markdown", "itf", "junit")
@@ -143,13 +143,17 @@ def markdown_check(spec_file: SpecFile, results: Sequence[Result], all_fields: b
     return "\n".join(out)
 
 
-def markdown_replay(sections: Sequence[tuple[Spec, Trace, int]]) -> str:
-    """`replay --format markdown`: one table per variant (the verdicts: `model.replay`)."""
+def markdown_replay(sections: Sequence[tuple[Spec, Trace, int, Property | None, Sequence[str]]]) -> str:
+    """`replay --format markdown`: per variant, its setting, the verdict of every property on
+    the trace (`model.replay`), and the table with the first broken property's step marked."""
     out: list[str] = [MARKDOWN_LEGEND, ""]
-    for spec, trace, shard in sections:
+    for spec, trace, shard, prop, verdicts in sections:
         title = f"{md_code(spec.variant)}: {md_text(spec.variant_doc)}" if spec.variant_doc else md_code(spec.variant)
-        where = f"{trace.environment} environment, {trace.shard_count} shards, shard {shard}"
-        out += [f"### {title}", "", md_text(where), "", markdown_table(trace, spec, shard), ""]
+        policy = ", ".join(f"{k}={v}" for k, v in trace.policy.items())
+        where = f"{trace.environment} environment, {trace.shard_count} shards, shard {shard}; policy {policy}"
+        out += [f"### {title}", "", md_text(where), ""]
+        out += [f"- {md_text(line.strip())}" for line in verdicts]
+        out += ["", markdown_table(trace, spec, shard, prop=prop), ""]
     return "\n".join(out)
 
 

@@ -142,3 +142,21 @@ def test_first_screen_of_check_shows_the_breaking_step(
     screen = "\n".join(capsys.readouterr().out.splitlines()[:40])
     prop = load_spec().variant("as_written").properties[HEADLINE]
     assert re.search(rf"broken at step \d+: {re.escape(prop.message)}", screen), screen
+
+
+def test_replay_names_the_setting_every_verdict_and_marks_the_step(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "120")
+    assert main(["replay", "--variant", "as_written"]) == 0
+    out = capsys.readouterr().out
+    screen = "\n".join(out.splitlines()[:40])
+    prop = load_spec().variant("as_written").properties[HEADLINE]
+    assert "environment ledger, 4 shards, policy unhealthy_threshold=3" in screen
+    assert f"BROKEN {HEADLINE}: at step 8, report_failure(1): " in screen
+    assert prop.message.split()[0] in screen and "holds on every step: " in screen
+    assert out.index(LEGEND) < out.index("shard 1 ")
+    assert "report_failure(1) [breaks]" in out and ">> step 8, report_failure(1)" in out
+    assert main(["replay", "--variant", "as_written", "--format", "markdown"]) == 0
+    markdown = capsys.readouterr().out
+    assert "`report_failure(1) [breaks]`" in markdown and "- BROKEN no\\_condemnation" in markdown
