@@ -453,6 +453,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--symbolic-policy", action="store_true", help="prove for every policy in the declared ranges")
     parser.add_argument("--policy", action="append", default=[], metavar="NAME=VALUE")
     parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("-v", "--verbose", action="store_true", help="the engines' notes on verdict lines, whole")
     parser.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,
@@ -500,14 +501,14 @@ def run(ns: argparse.Namespace) -> int:
         print(json.dumps(payload, indent=2, default=str))
     else:
         for result in results:
-            print(_line(result))
+            print(_line(result, ns.verbose))
         for result in results:
             if result.traces:
                 spec = spec_file.variant(result.variant)
                 where = f"{result.variant} / {result.property} ({result.environment})"
                 kind = "a lasso" if result.traces[0].loop_start is not None else "shortest trace"
                 print(f"\n== {where}: {kind} ({result.traces[0].depth} steps)")
-                print(trace_figure(result.traces[0], spec))
+                print(trace_figure(result.traces[0], spec, prop=spec.properties[result.property]))
             elif result.status == "unknown" and "counterexample to induction" in result.note:
                 print(f"\n== {result.variant} / {result.property}")
                 print(result.note.split("; no proof: ", 1)[-1])
@@ -518,17 +519,22 @@ def run(ns: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _line(result: bmc.Result) -> str:
+def _line(result: bmc.Result, verbose: bool = False) -> str:
+    """A verdict line that fits a terminal: the engines' notes (how a proof went) only when
+    `verbose`; an undecided result's reason cut to its first clause."""
+    from model.textout import brief
+
+    note = f" ({result.note})" if verbose else ""
     if result.status == "proved":
-        what = f"PROVED ({result.note.split(';')[0]}, {result.seconds:.1f}s)"
+        what = f"PROVED in {result.seconds:.1f}s{note}"
     elif result.status == "violated":
-        what = f"VIOLATED ({result.note})"
+        what = f"VIOLATED at depth {result.depth}{note}"
     elif result.status == "not_applicable":
-        what = "not checked here: " + result.note
+        what = "not checked here" + note
     elif result.status == "holds_to_depth":  # a liveness search that stopped at its bound
-        what = f"holds up to depth {result.depth} ({result.note})"
+        what = f"holds up to depth {result.depth}{note}"
     else:
-        what = f"UNKNOWN ({result.note.splitlines()[0][:160]})"
+        what = f"UNKNOWN ({brief(result.note, verbose)})"
     expect = ""
     if result.matches is True:
         expect = "  [as expected]"

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from model.breaking import Break, find_break
-from model.errors import EXIT_OK, UsageError
+from model.errors import EXIT_OK, UsageError, did_you_mean
 from model.figure import LEGEND, colour_enabled, column_label, trace_figure
 from model.formats import markdown_replay
 from model.spec import Property, Spec, SpecFile, load_spec
@@ -79,7 +79,8 @@ def run(ns: argparse.Namespace) -> int:
         if name is None:
             raise UsageError("no events given and the spec has no scenario to replay")
         if name not in base.scenarios:
-            raise UsageError(f"unknown scenario {name!r}; the spec has {', '.join(base.scenarios) or 'none'}")
+            known = ", ".join(base.scenarios) or "none"
+            raise UsageError(f"unknown scenario {name!r}{did_you_mean(name, base.scenarios)}; the spec has {known}")
         scenario = base.scenarios[name]
         events = list(scenario.steps)
     environment = ns.environment or (scenario.environment if scenario else "ledger")

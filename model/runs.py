@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from model.errors import EXIT_MISMATCH, EXIT_OK, EXIT_UNKNOWN, UsageError
+from model.errors import EXIT_MISMATCH, EXIT_OK, EXIT_UNKNOWN, UsageError, did_you_mean
 from model.result import Result
 from model.spec import Property, Spec, SpecFile
 
@@ -64,7 +64,8 @@ def run_checks(
         if view is not None:
             unknown = [f for f in view if f not in {d.name for d in spec.fields}]
             if unknown:
-                raise UsageError(f"--view: unknown field(s) {', '.join(unknown)}")
+                fields = [d.name for d in spec.fields]
+                raise UsageError(f"--view: unknown field {unknown[0]!r}{did_you_mean(unknown[0], fields)}")
         fleet = shards or spec.default_shards
         if engine == "explicit" and resolved is None:
             raise UsageError("--engine explicit needs a concrete policy (not --symbolic-policy)")

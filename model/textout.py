@@ -28,19 +28,19 @@ from model.runs import attention, mismatch_line, multi_environment, outcome, rea
 from model.spec import SpecFile
 from model.trace import Trace
 
-NOTE_LIMIT = 60
+NOTE_LIMIT = 44
 """Characters of an engine's note shown on a verdict line without -v."""
 
 
 def brief(note: str, verbose: bool = False, limit: int = NOTE_LIMIT) -> str:
-    """An engine's note for a verdict line: whole with `verbose`, else its first clause, cut
-    at `limit` characters (the rest is behind -v)."""
-    if verbose:
+    """An engine's note for a verdict line: whole with `verbose`, else its first clause cut at
+    `limit` characters, `…` marking a cut (-v shows the rest)."""
+    if verbose or len(note) <= limit:
         return note
-    first = note.splitlines()[0].split("; ")[0] if note else ""
+    first = note.splitlines()[0].split("; ")[0]
     if len(first) > limit:
-        first = first[: limit - 1].rstrip() + "…"
-    return first + (" (-v: more)" if first != note else "")
+        first = first[: limit - 1].rstrip()
+    return first + "…"
 
 
 def what_text(result: Result, verbose: bool = False) -> str:

@@ -160,3 +160,31 @@ def test_replay_names_the_setting_every_verdict_and_marks_the_step(
     assert main(["replay", "--variant", "as_written", "--format", "markdown"]) == 0
     markdown = capsys.readouterr().out
     assert "`report_failure(1) [breaks]`" in markdown and "- BROKEN no\\_condemnation" in markdown
+
+
+def test_prove_verdict_lines_fit_a_terminal(capsys: pytest.CaptureFixture[str]) -> None:
+    names = ["full_streak_condemns", HEADLINE, "restart_always_ends"]
+    args = ["prove", "--environment", "ledger", "--variant", "as_written", "--no-progress"]
+    main([*args, *(a for n in names for a in ("--property", n))])
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("as_written ")]
+    assert len(lines) == 3 and all(len(line) <= 120 for line in lines), lines
+    main([*args, "--property", "full_streak_condemns", "-v"])
+    assert "explicit-state search" in capsys.readouterr().out  # the engine's details, on request
+
+
+@pytest.mark.parametrize(
+    ("args", "suggestion"),
+    [
+        (["check", "--property", "full_streak_condemn"], "full_streak_condemns"),
+        (["check", "--variant", "as_writen"], "as_written"),
+        (["check", "--environment", "ledgr"], "ledger"),
+        (["check", "--view", "statee", "--property", "retire_retires"], "state"),
+        (["replay", "report_failur(1)"], "report_failure"),
+        (["replay", "--scenario", "sed"], "seed"),
+    ],
+)
+def test_a_mistyped_name_gets_a_did_you_mean(
+    args: list[str], suggestion: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([*args, "--max-depth", "1"] if args[0] == "check" else args) == 2
+    assert f"(did you mean {suggestion!r}?)" in capsys.readouterr().err
