@@ -385,7 +385,7 @@ def markdown_table(
 # --- HTML ------------------------------------------------------------------------------------
 
 HTML_CLASS = {CHANGED: "changed", INHERITED: "inherited"}
-HTML_PANEL_WIDTH = 150
+HTML_PANEL_WIDTH = 170
 """Characters of monospace per HTML panel: at 13 px, a panel fits a 1400 px screen."""
 
 

@@ -188,3 +188,21 @@ def test_a_mistyped_name_gets_a_did_you_mean(
 ) -> None:
     assert main([*args, "--max-depth", "1"] if args[0] == "check" else args) == 2
     assert f"(did you mean {suggestion!r}?)" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_plain_run_fits_in_200_lines_and_names_every_verdict(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "120")
+    main([])
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert len(lines) < 200, len(lines)
+    spec_file = load_spec()
+    for name in spec_file.variants:
+        for prop in spec_file.variant(name).properties:
+            assert prop in out  # every property is named, held or broken
+    screen = "\n".join(lines[:60])
+    assert f"== as_written / {HEADLINE}" in out and BREAKS_LABEL in out
+    assert "VIOLATED" in screen
