@@ -35,7 +35,7 @@ BREAKS_LABEL = " [breaks]"
 BEFORE_LABEL = " [before]"
 LEGEND = (
     f"{CHANGED} changed by the step; {INHERITED} held over from an earlier process incarnation; "
-    f"{HISTORY} history (ghost) variable; {READ_OPEN}x{READ_CLOSE} read by the property at the step marked "
+    f"{HISTORY} history (ghost) variable;\n{READ_OPEN}x{READ_CLOSE} read by the property at the step marked "
     f"{BREAKS_LABEL.strip()} (and{BEFORE_LABEL}, for a step property)"
 )
 

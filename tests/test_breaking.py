@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
@@ -206,3 +207,15 @@ def test_plain_run_fits_in_200_lines_and_names_every_verdict(
     screen = "\n".join(lines[:60])
     assert f"== as_written / {HEADLINE}" in out and BREAKS_LABEL in out
     assert "VIOLATED" in screen
+
+
+def test_the_readme_figure_is_what_replay_prints(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README opens with `replay --variant as_written` on the bundled spec at 150 columns."""
+    root = Path(__file__).resolve().parent.parent
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    block = readme.split("## What it found", 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
+    monkeypatch.setenv("COLUMNS", "150")
+    assert main(["replay", str(root / "spec" / "fleet_health.toml"), "--variant", "as_written"]) == 0
+    assert block.strip() in capsys.readouterr().out
