@@ -221,7 +221,7 @@ def _verdicts(spec_file: SpecFile, progress: Any) -> tuple[Step, Verdicts]:
             lines.append(f"   {prop.doc}")
             for trace in result.traces[:1]:
                 lines.append(f"-- shortest trace, {trace.depth} steps: {prop.message}")
-                lines.append(trace_figure(trace, spec))
+                lines.append(trace_figure(trace, spec, prop=prop))
             lines.append("")
         step.detail = "\n".join(lines)
     return step, verdicts

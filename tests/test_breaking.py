@@ -14,6 +14,7 @@ import pytest
 
 from model.breaking import find_break
 from model.cli import main
+from model.errors import SpecError
 from model.figure import (
     BEFORE_LABEL,
     BREAKS_LABEL,
@@ -28,7 +29,7 @@ from model.formats import junit_check, markdown_check
 from model.report import render
 from model.result import Result
 from model.runs import run_checks
-from model.spec import Spec, SpecFile, load_spec
+from model.spec import Spec, SpecFile, load_spec, load_spec_text
 from model.trace import Trace, parse_action_call, replay
 
 HEADLINE = "no_condemnation_by_inherited_streak"
@@ -219,3 +220,15 @@ def test_the_readme_figure_is_what_replay_prints(
     monkeypatch.setenv("COLUMNS", "150")
     assert main(["replay", str(root / "spec" / "fleet_health.toml"), "--variant", "as_written"]) == 0
     assert block.strip() in capsys.readouterr().out
+
+
+def test_persistent_is_only_for_a_ledger_field() -> None:
+    text = (Path(__file__).resolve().parent / "fixtures" / "ledger" / "spec" / "fleet_health.toml").read_text(
+        encoding="utf-8"
+    )
+    head, sep, tail = text.partition("[history.fields]\n")
+    assert sep
+    name, _, rest = tail.partition(" = {")
+    wrong = head + sep + name + " = { persistent = true," + rest
+    with pytest.raises(SpecError, match="persistent"):
+        load_spec_text(wrong, "wrong.toml")
