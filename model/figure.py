@@ -3,13 +3,20 @@
 The seed explains its bug with exactly this picture; the checker, `replay` and the
 generated tests all print it. Changed cells are marked `*`; a ledger cell whose value
 was inherited from an earlier process incarnation (unchanged since before the last
-`incarnation` bump, and different from a fresh process's value) is marked `!`. History
-(ghost) rows are prefixed `~` and shown only when their value changes somewhere in the trace.
+`incarnation` bump, and different from a fresh process's value) is marked `!`, unless the
+field is declared `persistent`. History (ghost) rows are prefixed `~` and come last.
+
+Drawn for a property (`prop`), a figure marks the step that breaks it (`model.breaking`):
+its column `[breaks]` (and the step before `[before]`, for a step property), the cells the
+property reads there in brackets, and the property's message under the panel that holds it.
+Its rows are the fields the property reads, then the fields the trace changes; the rest are
+named in one folded line (`all_fields` keeps every row). Drawn without one (the generated
+tests' docstrings), it shows every ledger field and the history rows that change.
 
 One figure (`figure_of`), several renderings: aligned text split into panels that fit the
 terminal (`render_table`, optionally with ANSI colour), a Markdown table (`markdown_table`)
-and an HTML table (`html_table`). The text rendering without colour is what generated tests
-carry in their docstrings, so it changes only on purpose (`ledgercheck gen --check`).
+and HTML tables in panels (`html_table`). The text rendering without colour is what generated
+tests carry in their docstrings, so it changes only on purpose (`ledgercheck gen --check`).
 """
 
 from __future__ import annotations

@@ -232,3 +232,20 @@ def test_persistent_is_only_for_a_ledger_field() -> None:
     wrong = head + sep + name + " = { persistent = true," + rest
     with pytest.raises(SpecError, match="persistent"):
         load_spec_text(wrong, "wrong.toml")
+
+
+def test_junit_failure_message_names_the_breaking_step() -> None:
+    """A spec copy that wrongly expects the headline to hold in as_written: the <failure>
+    message says where the trace breaks it."""
+    text = (Path(__file__).resolve().parent / "fixtures" / "ledger" / "spec" / "fleet_health.toml").read_text(
+        encoding="utf-8"
+    )
+    right = 'expect = { as_written = "violated", fixed = "holds", refit_keeps_streak = "holds" }'
+    head, sep, tail = text.partition(f"[properties.{HEADLINE}]")
+    assert sep and right in tail.split("[properties.", 1)[0]
+    spec_file = load_spec_text(head + sep + tail.replace(right, right.replace('"violated"', '"holds"'), 1), "w.toml")
+    results = run_checks(spec_file, ["as_written"], [HEADLINE], "ledger", 2, {}, 8, 1, None)
+    failure = ET.fromstring(junit_check(spec_file, results)).find(".//failure")
+    assert failure is not None
+    message = failure.get("message", "")
+    assert f"breaks {HEADLINE}" in message and spec_file.variant().properties[HEADLINE].message in message
