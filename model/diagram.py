@@ -292,7 +292,12 @@ def svg(diagram: StateDiagram, title: str, ident: str = "sd") -> str:
         for number, (_, a, q, b) in enumerate(curves)
         for k in range(pieces)
     ]
-    owner = [-1]  # the arrow the label being placed belongs to (-1: none of the curves)
+    for number, target in enumerate(wild, len(curves)):  # the "from any state" arrows, straight
+        x, y = pos[target]
+        norm = math.hypot(x, y) or 1.0
+        ux, uy = x / norm, y / norm
+        segments.append((number, (x + ux * (node_r + 46), y + uy * (node_r + 46)), (x + ux * node_r, y + uy * node_r)))
+    owner = [-1]  # the arrow the label being placed belongs to (-1: none)
 
     def place(candidates: Sequence[tuple[float, float, float, float, float]], lines: Sequence[str]) -> _Box:
         """The best box centred at one of the candidates (x, y, penalty for going there, and the
@@ -369,8 +374,8 @@ def svg(diagram: StateDiagram, title: str, ident: str = "sd") -> str:
         box = place(around(a, q, b, edge.events), edge.events)
         placed.append(box)
         labels.append(label(box, edge.events, "edge-label"))
-    owner[0] = -1
-    for target, events in wild.items():
+    for number, (target, events) in enumerate(wild.items(), len(curves)):
+        owner[0] = number
         x, y = pos[target]
         norm = math.hypot(x, y) or 1.0
         ux, uy = x / norm, y / norm  # outwards, away from the circle's centre
