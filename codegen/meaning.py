@@ -27,7 +27,9 @@ from model.ir import Pass, Type
 from model.spec import Spec, SpecFile
 
 # Where something is written, and how: never part of the meaning.
-SOURCE_FIELDS = frozenset({"line", "text", "body_text", "when_text", "assert_text", "lemma_texts", "path", "sha256"})
+SOURCE_FIELDS = frozenset(
+    {"line", "text", "body_text", "when_text", "assert_text", "lemma_texts", "path", "sha256", "returns_text"}
+)
 # Words for people (docstrings and failure messages read them from the spec at run time).
 TEXT_FIELDS = frozenset({"doc", "message", "title", "variant_doc", "claim", "claim_text", "log"})
 # The fields of `Spec` that are cut into parts of their own, or are per variant.
@@ -40,6 +42,17 @@ IGNORED_FIELDS = frozenset({"scenarios"})
 # Sequences that are sets: an environment's actions are a nondeterministic choice, a step
 # property's events and a property's environments are lists of names.
 UNORDERED_FIELDS = frozenset({"actions", "on", "environments"})
+# Language features younger than the key: left out while at their default (no time, no
+# outcome, no declared default environment), so a spec that uses none of them keeps the
+# meaning, and its generated tests the key, they had before the features existed.
+OPTIONAL_FIELDS = {
+    "timer": False,
+    "duration": False,
+    "raises": (),
+    "returns": None,
+    "clock": None,
+    "declared_default_environment": None,
+}
 DIGEST_CHARS = 12
 
 
@@ -54,6 +67,8 @@ def canonical(value: Any) -> Any:
         data: dict[str, Any] = {"node": type(value).__name__}
         for item in fields(value):
             if item.name in SOURCE_FIELDS or item.name in TEXT_FIELDS:
+                continue
+            if item.name in OPTIONAL_FIELDS and getattr(value, item.name) == OPTIONAL_FIELDS[item.name]:
                 continue
             form = canonical(getattr(value, item.name))
             if item.name in UNORDERED_FIELDS and isinstance(form, list):
@@ -83,6 +98,8 @@ def variant_parts(spec: Spec) -> dict[str, Any]:
         if name in OWN_PARTS:
             parts[name] = canonical(getattr(spec, name))
         elif name not in PART_FIELDS | IGNORED_FIELDS | SOURCE_FIELDS | TEXT_FIELDS:
+            if name in OPTIONAL_FIELDS and getattr(spec, name) == OPTIONAL_FIELDS[name]:
+                continue
             header[name] = canonical(getattr(spec, name))
     parts["spec"] = header
     for kind, table in (

@@ -94,7 +94,9 @@ def build_parser(args: Sequence[str] | None = None) -> argparse.ArgumentParser:
     replay.add_argument("--shards", type=int, default=None)
     replay.add_argument("--variant", action="append", default=None, help="variant(s) to replay (default: all)")
     replay.add_argument(
-        "--environment", default=None, help="environment whose actions the events name (default: ledger)"
+        "--environment",
+        default=None,
+        help="environment whose actions the events name (default: the spec's default_environment, else ledger)",
     )
     replay.add_argument("--scenario", default=None, help="replay a scenario written in the spec (default: seed)")
     replay.add_argument("--file", default=None, help="read events from a file, one per line")

@@ -184,7 +184,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("a", help="variant name, spec file, or spec.toml:variant")
     parser.add_argument("b", help="variant name, spec file, or spec.toml:variant")
     parser.add_argument("--spec", default=None, help="the spec whose variants bare names refer to")
-    parser.add_argument("--environment", default="controller")
+    parser.add_argument(
+        "--environment", default=None, help="the environment (default: the spec's default_environment, else controller)"
+    )
     parser.add_argument("--shards", type=int, default=None)
     parser.add_argument("--max-depth", type=int, default=12)
     parser.add_argument("--format", choices=("text", "json"), default="text")
@@ -194,6 +196,7 @@ def register(subparsers: Any) -> None:
 
 def run(ns: argparse.Namespace) -> int:
     a, b = resolve_side(ns.a, ns.spec), resolve_side(ns.b, ns.spec)
+    ns.environment = ns.environment or a.declared_default_environment or "controller"
     shards = ns.shards or a.default_shards
     policy = a.default_policy()
     if a.default_policy() != b.default_policy():

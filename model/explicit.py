@@ -157,7 +157,7 @@ def view_key(trace: Trace, spec: Spec, focus: int | None, fields: tuple[str, ...
 
 def _spec_trees(spec: Spec) -> list[object]:
     """Every expression and block of the spec (all environments, all properties)."""
-    trees: list[object] = [[e.ignore_when, e.requires, e.body, e.history] for e in spec.events.values()]
+    trees: list[object] = [[e.ignore_when, e.requires, e.body, e.history, e.returns] for e in spec.events.values()]
     trees += [q.expr for q in spec.queries.values()]
     trees.append(spec.on_state_change)
     trees += [[a.when, a.body] for env in spec.environments.values() for a in env.actions]
@@ -498,7 +498,7 @@ class Explorer:
             self._reads([value for _, value in node.args], binding, self_shard, out)
             event = self.spec.events[node.event]
             out.update(shard * w + self.field_index[name] for name in self.snap_fields)
-            self._reads([event.ignore_when, event.requires, event.body, event.history], {}, shard, out)
+            self._reads([event.ignore_when, event.requires, event.body, event.history, event.returns], {}, shard, out)
         elif isinstance(node, ir.Assign):
             value = node.value
             if (

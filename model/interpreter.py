@@ -8,6 +8,7 @@ spec's event through the shared executor (`model.semantics`) with concrete value
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import enum
 import inspect
@@ -47,6 +48,23 @@ class Api:
     Policy: type
     Record: type
     Ledger: type
+    # The exceptions the spec's events raise, by name: a builtin (ValueError) is itself,
+    # any other name a new Exception subclass of that name.
+    errors: Mapping[str, type[Exception]] = dataclasses.field(default_factory=dict)
+
+
+def spec_errors(spec: Spec) -> dict[str, type[Exception]]:
+    """One exception class per error name the spec's events raise."""
+    errors: dict[str, type[Exception]] = {}
+    for event in spec.events.values():
+        for raised in event.raises:
+            if raised.error not in errors:
+                builtin = getattr(builtins, raised.error, None)
+                if isinstance(builtin, type) and issubclass(builtin, Exception):
+                    errors[raised.error] = builtin
+                else:
+                    errors[raised.error] = type(raised.error, (Exception,), {"__module__": __name__})
+    return errors
 
 
 def build_api(spec: Spec) -> Api:
@@ -64,6 +82,7 @@ def build_api(spec: Spec) -> Api:
         "_State": State,
         "_Policy": Policy,
         "_Record": Record,
+        "_errors": spec_errors(spec),
         "__doc__": f"Executable model of {spec.name} ({spec.variant}).",
     }
     for event in spec.events.values():
@@ -74,10 +93,10 @@ def build_api(spec: Spec) -> Api:
     for var in spec.globals:
         namespace[var.name] = property(_global_reader(var.name))
     Ledger = type(spec.api_class, (LedgerModel,), namespace)
-    return Api(spec, State, Policy, Record, Ledger)
+    return Api(spec, State, Policy, Record, Ledger, namespace["_errors"])
 
 
-def _event_method(event: Event) -> Callable[..., None]:
+def _event_method(event: Event) -> Callable[..., Any]:
     params = [
         inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
         inspect.Parameter(event.signature.shard_param, inspect.Parameter.POSITIONAL_OR_KEYWORD),
@@ -88,13 +107,13 @@ def _event_method(event: Event) -> Callable[..., None]:
         params.append(inspect.Parameter(p.name, kind, default=default))
     signature = inspect.Signature(params)
 
-    def method(self: LedgerModel, *args: Any, **kwargs: Any) -> None:
+    def method(self: LedgerModel, *args: Any, **kwargs: Any) -> Any:
         bound = signature.bind(self, *args, **kwargs)
         bound.apply_defaults()
         values = dict(bound.arguments)
         values.pop("self")
         shard = values.pop(event.signature.shard_param)
-        self._call(event, shard, values)
+        return self._call(event, shard, values)
 
     method.__name__ = event.name
     method.__qualname__ = event.name
@@ -126,6 +145,7 @@ class LedgerModel:
     _State: type[SpecEnum]
     _Policy: type
     _Record: type
+    _errors: Mapping[str, type[Exception]]
 
     def __init__(
         self,
@@ -145,6 +165,8 @@ class LedgerModel:
         self.policy = policy if policy is not None else self._Policy()
         self.shard_count = shard_count
         self._clock = clock
+        # The clock's reading that the timers are up to date with (spec's [clock] only).
+        self._time = clock() if clock is not None and spec.clock is not None else 0
         self._echo = echo
         self._machine: Machine[Any] = Machine(spec, ConcreteBackend(), self._policy_values, shard_count)
         self._store: dict[Key, Any] = initial_store(spec, shard_count, base_urls)
@@ -159,9 +181,11 @@ class LedgerModel:
 
     def state_of(self, shard: int) -> SpecEnum:
         index = self._index(shard)
+        self._sync_clock()
         return self._State[self._store[(index, self._spec.state_field)]]
 
     def snapshot(self) -> list[Any]:
+        self._sync_clock()
         return [self._record(i) for i in range(self.shard_count)]
 
     def _record(self, index: int) -> Any:
@@ -196,11 +220,42 @@ class LedgerModel:
 
     # -- writes --
 
-    def _call(self, event: Event, shard: Any, args: Mapping[str, Any]) -> None:
+    def _call(self, event: Event, shard: Any, args: Mapping[str, Any]) -> Any:
+        """Run one event; raise its error if one of its `raises` holds as it begins, else
+        return its `returns` value (None when it declares none)."""
         index = self._index(shard)
+        self._sync_clock()
+        from model.semantics import Frame
+
+        full = {p.name: args.get(p.name, p.default) for p in event.signature.params}
+        error = next((r for r in event.raises if self._machine.eval(r.when, Frame(index, {}, full), self._store)), None)
         effects: Effects[Any] = Effects()
         self._machine.call_event(event, index, args, self._store, True, effects)
         self._emit(effects)
+        if error is not None:
+            raise self._errors[error.error](f"{event.name}({index}): {error.text}")
+        result = effects.calls[-1].result if effects.calls else None
+        if event.returns is not None and is_state_type(self._spec, event.returns.type) and result is not None:
+            return self._State[result]
+        return result
+
+    # -- time --
+
+    def _sync_clock(self) -> None:
+        """Advance the timers by the whole units the injected clock moved since last read."""
+        if self._clock is None or self._spec.clock is None:
+            return
+        units = int(self._clock() - self._time)
+        if units > 0:
+            self._time += units
+            self._advance_time(units)
+
+    def _advance_time(self, units: int) -> None:
+        """Every timer moves on by `units` (what the spec's tick actions do, by any amount)."""
+        for key in self._store:
+            shard, name = key
+            if any(v.timer and v.name == name for v in (*self._spec.shard_vars, *self._spec.globals)):
+                self._store[key] = self._store[key] + units
 
     def _emit(self, effects: Effects[Any]) -> None:
         for shard, old, new, event in effects.logs:

@@ -73,6 +73,12 @@ class _Graph:
             ctx = {("call", event.name)} | self.reads(event.ignore_when, scope)
             self.block(event.body, frozenset(ctx), scope)
             self.block(event.history, frozenset(ctx), scope)
+            # A step property's `raised` and `result` (the call's outcome) read the event's
+            # raises conditions and its returns expression (over the record after the body).
+            raises = [r.when for r in event.raises]
+            self.add(("local", *scope, "raised"), self.reads(raises, scope) | {("call", event.name)})
+            if event.returns is not None:
+                self.add(("local", *scope, "result"), self.reads(event.returns, scope) | ctx)
         for action in env.actions:
             scope = ("action", action.name)
             ctx = self.reads(action.when, scope)
@@ -336,6 +342,7 @@ def _saturation(
         uses.where = f"event {event.name}"
         uses.expr(event.ignore_when)
         uses.expr(event.requires)
+        uses.expr(event.returns)
         graph_scopes += [(("event", event.name), event.body), (("event", event.name), event.history)]
     for action in env.actions:
         uses.where = f"action {action.name}"
@@ -518,7 +525,10 @@ def relevant_actions(spec: Spec, env: Environment, reduction: Reduction) -> froz
     out = set()
     for action in env.actions:
         calls = _called(action.body)
-        assigns = {("global", n.name) for n in ir.walk(action.body) if isinstance(n, ir.Assign) and n.kind == "global"}
+        # (an action assigns fields directly only as a clock tick advancing timers)
+        assigns = {
+            (n.kind, n.name) for n in ir.walk(action.body) if isinstance(n, ir.Assign) and n.kind in ("global", "field")
+        }
         if any(("call", name) in reduction.cone for name in calls) or assigns & reduction.cone:
             out.add(action.name)
     return frozenset(out)

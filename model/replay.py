@@ -83,7 +83,7 @@ def run(ns: argparse.Namespace) -> int:
             raise UsageError(f"unknown scenario {name!r}{did_you_mean(name, base.scenarios)}; the spec has {known}")
         scenario = base.scenarios[name]
         events = list(scenario.steps)
-    environment = ns.environment or (scenario.environment if scenario else "ledger")
+    environment = ns.environment or (scenario.environment if scenario else base.default_environment)
     shards = ns.shards or (scenario.shards if scenario and scenario.shards else base.default_shards)
     output: list[dict[str, Any]] = []
     sections: list[tuple[Spec, Trace, int, Property | None, list[str]]] = []

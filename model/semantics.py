@@ -120,6 +120,10 @@ class CallRecord(Generic[V]):
     contract_ok: V
     before: Mapping[str, V]
     after: Mapping[str, V]
+    # The call's outcome: whether it raised (one of the event's `raises`), and what it
+    # returned (its `returns` over the record after the call; None when it declares none).
+    raised: V | None = None
+    result: V | None = None
 
 
 @dataclass
@@ -333,6 +337,7 @@ class Machine(Generic[V]):
             self.eval(event.ignore_when, frame, store) if event.ignore_when is not None else b.const(False, ir.BOOL)
         )
         contract = self.eval(event.requires, frame, store) if event.requires is not None else self.true
+        raised = self.raised(event, frame, store)
 
         def run(s: dict[Key, V], f: Frame[V], p: V) -> None:
             self.exec_block(event.body, f, s, p, effects, event.name)
@@ -341,7 +346,16 @@ class Machine(Generic[V]):
 
         self.branch(ignored, lambda s, f, p: None, run, frame, store, pc)
         after = {name: store[(shard, name)] for name in self.shard_field_names}
-        effects.calls.append(CallRecord(event.name, shard, full_args, pc, ignored, contract, before, after))
+        result = self.eval(event.returns, Frame(shard, {}, full_args), store) if event.returns is not None else None
+        effects.calls.append(
+            CallRecord(event.name, shard, full_args, pc, ignored, contract, before, after, raised, result)
+        )
+
+    def raised(self, event: Event, frame: Frame[V], store: Mapping[Key, V]) -> V:
+        """Whether a call raises, as it begins: one of its `raises` conditions holds."""
+        if not event.raises:
+            return self.backend.const(False, ir.BOOL)
+        return self.backend.or_([self.eval(r.when, frame, store) for r in event.raises])
 
     def enabled(self, action: Action, shards: Mapping[str, int], values: Mapping[str, V], store: Mapping[Key, V]) -> V:
         frame = Frame(None, dict(shards), values)
@@ -363,7 +377,10 @@ class Machine(Generic[V]):
     ) -> V:
         """The condition under which one call breaks a step property."""
         b = self.backend
-        frame = Frame(record.shard, {}, record.args, {}, {"before": record.before, "after": record.after})
+        outcome = {"raised": record.raised if record.raised is not None else b.const(False, ir.BOOL)}
+        if record.result is not None:
+            outcome["result"] = record.result
+        frame = Frame(record.shard, {}, record.args, outcome, {"before": record.before, "after": record.after})
         holds = self.eval(prop_check, frame, store)
         parts = [record.pc, b.not_(holds)]
         if prop_when is not None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import re
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -174,12 +175,23 @@ class SpecSource:
     text: str
     data: dict[str, Any]
     lines: KeyLines
+    # The texts of the files this one extends (model.compose), by path: where their values are.
+    others: Mapping[str, str] = field(default_factory=dict)
 
     @functools.cached_property
     def raw_lines(self) -> tuple[str, ...]:
         """The text's lines as TOML numbers them (split at '\\n' only), split once: callers
         that map positions must not split the whole text again for every value."""
         return tuple(_lines(self.text))
+
+    def raw_lines_of(self, path: str) -> tuple[str, ...]:
+        """The lines of this file, or of a file it extends."""
+        return self.raw_lines if path == self.path or path not in self.others else tuple(_lines(self.others[path]))
+
+    @property
+    def digest_text(self) -> str:
+        """Everything the spec was read from: its text, then the texts of the files it extends."""
+        return "".join([self.text, *(f"\0{path}\0{text}" for path, text in self.others.items())])
 
     def where(self, *keys: str | int) -> Location:
         return self.lines.where(tuple(keys))

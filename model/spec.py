@@ -10,6 +10,7 @@ the file, the line and what is wrong.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import functools
 import hashlib
 import os
@@ -19,11 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from model import ir, lang
+from model import compose, ir, lang
+from model.binding import Binding, parse_binding
 from model.errors import Location, SpecError, UsageError, did_you_mean
 from model.ir import BOOL, INT, STR, Type
 from model.lang import Param, Scope, Signature
-from model.source import KeyPath, SpecSource, parse_source, read_source
+from model.source import KeyPath, SpecSource, parse_source
 
 DEFAULT_SPEC = Path(__file__).resolve().parent.parent / "spec" / "fleet_health.toml"
 VERDICTS = ("holds", "violated")
@@ -32,6 +34,23 @@ BASE_VARIANT = "base"
 # The key of a property's `expect` that gives the verdict of every variant it does not name.
 DEFAULT_EXPECTATION = "default"
 PROPERTY_KINDS = ("invariant", "step", "eventually")
+# What a [variants.X] table may hold: statement patches, the variant it starts from, table
+# overrides and removals (model.compose), and the variant whose expectations it shares.
+VARIANT_KEYS = ("doc", "patch", "from", "override", "remove", "expect_like")
+PATCH_KEYS = (
+    "event",
+    "action",
+    "block",
+    "after",
+    "before",
+    "replace",
+    "insert",
+    "remove",
+    "ignore_when",
+    "requires",
+    "when",
+    "doc",
+)
 MAX_SHARDS = 64
 
 
@@ -53,6 +72,8 @@ class VarDecl:
     initial_from: str | None = None
     doc: str = ""
     metric: bool = False
+    # A timer (`type = "timer"`): an int that every clock tick advances (time since it was set).
+    timer: bool = False
     persistent: bool = False
     """Carried across process incarnations on purpose (a ledger field): trace figures do
     not flag its held-over values with `!`."""
@@ -64,6 +85,7 @@ class PolicyDecl:
     default: int
     min: int
     max: int
+    duration: bool = False  # `type = "duration"`: a length of time, in the clock's units
 
 
 @dataclass(frozen=True)
@@ -75,7 +97,21 @@ class Query:
 
 
 @dataclass(frozen=True)
+class Raise:
+    """`raises = [{ when = "...", error = "Name" }]`: the call raises `error` when `when`
+    holds as it begins, and then changes nothing."""
+
+    when: ir.Expr
+    error: str
+    text: str
+    line: int
+
+
+@dataclass(frozen=True)
 class Event:
+    """One API call. `ignore_when` already includes the `raises` conditions (a call that
+    raises changes nothing, as an ignored one), so every engine skips the body alike."""
+
     name: str
     signature: Signature
     ignore_when: ir.Expr | None
@@ -85,6 +121,23 @@ class Event:
     examples: Mapping[str, str]
     body_text: str
     line: int
+    raises: tuple[Raise, ...] = ()
+    returns: ir.Expr | None = None  # evaluated on the record after the call
+    returns_text: str = ""
+
+
+@dataclass(frozen=True)
+class Clock:
+    """`[clock]`: time in whole units. Every environment gets one action per step, which
+    advances every timer by that many units; `drive` says how a test drives an
+    implementation's own clock: a constructor parameter taking a callable that returns the
+    time (`param`), or a function to patch (`patch`, e.g. "time.monotonic")."""
+
+    unit: str
+    steps: tuple[tuple[str, str], ...]  # (action name, step: an int literal or a policy name)
+    drive_param: str | None
+    drive_patch: str | None
+    doc: str = ""
 
 
 @dataclass(frozen=True)
@@ -202,6 +255,23 @@ class Spec:
     environments: Mapping[str, Environment]
     properties: Mapping[str, Property]
     scenarios: Mapping[str, Scenario] = field(default_factory=dict)
+    binding: Binding | None = None
+    """How a real class implements the spec (`[implementation]`; see `model.binding`)."""
+    # `[spec] default_environment`: where a command runs when it is given no --environment.
+    declared_default_environment: str | None = None
+    clock: Clock | None = None
+
+    @property
+    def timers(self) -> tuple[VarDecl, ...]:
+        return tuple(v for v in (*self.shard_vars, *self.globals) if v.timer)
+
+    @property
+    def default_environment(self) -> str:
+        """The environment a command uses when none is given: the one the spec declares, else
+        `ledger` (the any-call environment of the bundled spec), else the spec's first."""
+        if self.declared_default_environment:
+            return self.declared_default_environment
+        return "ledger" if "ledger" in self.environments else next(iter(self.environments))
 
     @property
     def observed_fields(self) -> tuple[str, ...]:
@@ -209,7 +279,7 @@ class Spec:
         A field that is only written (a version number, a metric) makes no trace distinct."""
         parts: list[object] = [q.expr for q in self.queries.values()]
         for event in self.events.values():
-            parts += [event.ignore_when, event.requires, event.body, event.history]
+            parts += [event.ignore_when, event.requires, event.body, event.history, event.returns]
         for env in self.environments.values():
             parts += [[a.when for a in env.actions], [a.body for a in env.actions]]
         parts += [[p.when, p.check] for p in self.properties.values()]
@@ -262,6 +332,11 @@ class SpecFile:
     compiled: Mapping[str, Spec] = field(default_factory=dict)
 
     @property
+    def binding(self) -> Binding | None:
+        """How a real class implements the spec (`[implementation]`; the same for every variant)."""
+        return next(iter(self.compiled.values())).binding
+
+    @property
     def variants(self) -> tuple[str, ...]:
         return tuple(self.compiled)
 
@@ -284,19 +359,23 @@ def default_spec() -> Path:
 
 def load_spec(path: str | Path | None = None) -> SpecFile:
     """Load, validate and compile a spec file (the `default_spec()` if None) and all of its variants."""
-    source = read_source(path or default_spec())
+    source = compose.read_composed(path or default_spec())
     return _load(source)
 
 
 def load_spec_text(text: str, name: str = "<spec>") -> SpecFile:
     """Like load_spec, for spec text already in memory (tests, generated specs)."""
-    return _load(parse_source(name, text))
+    return _load(compose.compose(parse_source(name, text)))
 
 
 def _load(source: SpecSource) -> SpecFile:
     compiled: dict[str, Spec] = {}
     for name in _variant_names(source):
-        compiled[name] = _Builder(source, name).build()
+        compiled[name] = _Builder(compose.variant_source(source, name), name).build()
+    first = next(iter(compiled.values()))
+    binding = parse_binding(source, first)
+    if binding is not None:
+        compiled = {name: dataclasses.replace(spec, binding=binding) for name, spec in compiled.items()}
     return SpecFile(source.path, source, compiled)
 
 
@@ -347,6 +426,8 @@ _KNOWN_TOP = (
     "properties",
     "variants",
     "scenarios",
+    "clock",
+    "implementation",
 )
 
 
@@ -397,7 +478,7 @@ class _Builder:
     def where(self, keys: KeyPath) -> lang.Where:
         """Map positions inside a string value (1-based line, 0-based col) to the file."""
         loc = self.source.lines.value_where(keys)
-        raw_lines = self.source.raw_lines
+        raw_lines = self.source.raw_lines_of(loc.path)
         start = raw_lines[loc.line - 1][loc.col - 1 :] if 0 < loc.line <= len(raw_lines) else ""
         multiline = start.startswith(('"""', "'''"))
         first_empty = multiline and start[3:].strip() == ""
@@ -432,8 +513,13 @@ class _Builder:
                 "state_field",
                 "default_shards",
                 "log",
+                "default_environment",
             ),
         )
+        vtable = _table(self.source, data, ("variants", self.variant), required=False)
+        for name, table in _table(self.source, data, ("variants",), required=False).items():
+            if isinstance(table, dict):  # every variant's, so no verdict gap is reported before a typo
+                self._check_keys(table, ("variants", name), VARIANT_KEYS)
         self.enums = self._enums()
         self.sets = self._sets()
         self.policy = self._policy()
@@ -457,21 +543,27 @@ class _Builder:
         if not 1 <= default_shards <= MAX_SHARDS:
             raise self.fail(("spec", "default_shards"), f"default_shards must be in [1, {MAX_SHARDS}]")
         self.state_field = state_field
+        self.clock = self._clock()
         self.queries = self._queries()
         self.on_state_change = self._on_state_change(state_type)
         self.events = self._events()
         environments = self._environments()
         properties = self._properties(environments)
+        default_environment = self._str(head, "default_environment", ("spec",), "")
+        if default_environment and default_environment not in environments:
+            raise self.fail(
+                ("spec", "default_environment"),
+                f"default_environment {default_environment!r} is not an environment of the spec"
+                f"{did_you_mean(default_environment, environments)}",
+            )
         enum_name = state_type.enum or ""
         variants = _variant_names(self.source)
         variant_doc = ""
-        vtable = _table(self.source, data, ("variants", self.variant), required=False)
         if vtable:
-            self._check_keys(vtable, ("variants", self.variant), ("doc", "patch"))
             variant_doc = self._str(vtable, "doc", ("variants", self.variant), "")
         return Spec(
             path=self.source.path,
-            sha256=hashlib.sha256(self.source.text.encode("utf-8")).hexdigest(),
+            sha256=hashlib.sha256(self.source.digest_text.encode("utf-8")).hexdigest(),
             name=self._str(head, "name", ("spec",)),
             title=self._str(head, "title", ("spec",), ""),
             variant=self.variant,
@@ -497,6 +589,8 @@ class _Builder:
             environments=environments,
             properties=properties,
             scenarios=self._scenarios(environments, default_shards),
+            declared_default_environment=default_environment or None,
+            clock=self.clock,
         )
 
     def _enums(self) -> dict[str, EnumDecl]:
@@ -566,13 +660,16 @@ class _Builder:
                 body = {"default": body}
             if not isinstance(body, dict):
                 raise self.fail(keys, f"policy {name!r} must be an integer or a table with 'default'")
-            self._check_keys(body, keys, ("default", "min", "max", "doc"))
+            self._check_keys(body, keys, ("default", "min", "max", "doc", "type"))
+            ptype = self._str(body, "type", keys, "int")
+            if ptype not in ("int", "duration"):
+                raise self.fail((*keys, "type"), f"a policy value is an 'int' or a 'duration', not {ptype!r}")
             default = self._int(body, "default", keys)
             low = self._int(body, "min", keys, 0)
             high = self._int(body, "max", keys, max(default, low, 16))
             if not low <= default <= high:
                 raise self.fail((*keys, "default"), f"policy {name}: default {default} is outside [{low}, {high}]")
-            policy[name] = PolicyDecl(name, default, low, high)
+            policy[name] = PolicyDecl(name, default, low, high, ptype == "duration")
         return policy
 
     def type_of(self, text: str, keys: KeyPath) -> Type:
@@ -583,6 +680,8 @@ class _Builder:
         base = base.strip()
         if base in ("bool", "int", "str", "any"):
             return Type(base, None, optional)
+        if base == "duration":  # a length of time in the clock's units: an int to both engines
+            return Type("int", None, optional)
         if base in self.enums:
             return Type("enum", base, optional)
         known = ["bool", "int", "str", "any", *self.enums]
@@ -617,7 +716,10 @@ class _Builder:
             if not isinstance(body, dict):
                 raise self.fail(keys, f'{name!r} must be a table like {{ type = "int", initial = 0 }}')
             self._check_keys(body, keys, ("type", "initial", "initial_from", "doc", "metric", "persistent"))
-            vtype = self.type_of(self._str(body, "type", keys), (*keys, "type"))
+            timer = body.get("type") == "timer"
+            vtype = INT if timer else self.type_of(self._str(body, "type", keys), (*keys, "type"))
+            if timer and (not isinstance(body.get("initial"), int) or body["initial"] < 0):
+                raise self.fail((*keys, "initial"), "a timer needs an initial value: a non-negative integer")
             if vtype.kind == "any":
                 raise self.fail((*keys, "type"), "a state variable cannot have type 'any'")
             initial_from = body.get("initial_from")
@@ -638,7 +740,7 @@ class _Builder:
             if not isinstance(persistent, bool) or (persistent and kind != "ledger"):
                 raise self.fail((*keys, "persistent"), "persistent is true or false, and only on a ledger field")
             doc = body.get("doc", "")
-            result.append(VarDecl(name, vtype, initial, kind, initial_from, str(doc), metric, persistent))
+            result.append(VarDecl(name, vtype, initial, kind, initial_from, str(doc), metric, timer, persistent))
         return tuple(result)
 
     def _check_unique(self) -> None:
@@ -751,25 +853,36 @@ class _Builder:
     # -- events --
 
     def _patches(self) -> dict[str, list[tuple[KeyPath, dict[str, Any]]]]:
-        """This variant's statement patches, grouped by event."""
-        table = _table(self.source, self.data, ("variants", self.variant), required=False)
+        """This variant's statement patches (after those of the variants it starts `from`),
+        grouped by event name, or by `environment.action` for a patch of an action."""
         patches: dict[str, list[tuple[KeyPath, dict[str, Any]]]] = {}
-        raw = table.get("patch", []) if isinstance(table, dict) else []
-        if not isinstance(raw, list):
-            raise self.fail(
-                ("variants", self.variant, "patch"), "patch must be an array of tables ([[variants.X.patch]])"
-            )
-        for index, patch in enumerate(raw):
-            keys: KeyPath = ("variants", self.variant, "patch", index)
-            if not isinstance(patch, dict):
-                raise self.fail(keys, "each patch must be a table")
-            self._check_keys(
-                patch,
-                keys,
-                ("event", "block", "after", "before", "replace", "insert", "remove", "ignore_when", "requires", "doc"),
-            )
-            event = self._str(patch, "event", keys)
-            patches.setdefault(event, []).append((keys, patch))
+        self.action_patches: dict[str, list[tuple[KeyPath, dict[str, Any]]]] = {}
+        for variant in compose.variant_chain(self.source, self.variant):
+            table = _table(self.source, self.data, ("variants", variant), required=False)
+            raw = table.get("patch", []) if isinstance(table, dict) else []
+            if not isinstance(raw, list):
+                raise self.fail(
+                    ("variants", variant, "patch"), "patch must be an array of tables ([[variants.X.patch]])"
+                )
+            for index, patch in enumerate(raw):
+                keys: KeyPath = ("variants", variant, "patch", index)
+                if not isinstance(patch, dict):
+                    raise self.fail(keys, "each patch must be a table")
+                self._check_keys(patch, keys, PATCH_KEYS)
+                if ("event" in patch) == ("action" in patch):
+                    raise self.fail(keys, "a patch names exactly one of 'event' or 'action' (environment.action)")
+                if "action" in patch:
+                    target = self._str(patch, "action", keys)
+                    if target.count(".") != 1:
+                        raise self.fail((*keys, "action"), f"action must read environment.action, not {target!r}")
+                    self.action_patches.setdefault(target, []).append((keys, patch))
+                    continue
+                if "when" in patch:
+                    raise self.fail(
+                        (*keys, "when"), "'when' patches an action's guard; an event's are ignore_when and requires"
+                    )
+                event = self._str(patch, "event", keys)
+                patches.setdefault(event, []).append((keys, patch))
         return patches
 
     def _events(self) -> dict[str, Event]:
@@ -787,7 +900,11 @@ class _Builder:
             self._ident(name, keys)
             if not isinstance(body, dict):
                 raise self.fail(keys, f"event {name!r} must be a table")
-            self._check_keys(body, keys, ("call", "ignore_when", "requires", "body", "history", "examples", "doc"))
+            self._check_keys(
+                body,
+                keys,
+                ("call", "ignore_when", "requires", "body", "history", "examples", "doc", "raises", "returns"),
+            )
             call = self._str(body, "call", keys)
             scope = self.scope((*keys, "call"), f"event {name}: call")
             signature = lang.parse_signature(call, scope, functools.partial(self._annotation_at, (*keys, "call")))
@@ -850,6 +967,20 @@ class _Builder:
             where=line_maps["history"],
         )
         compiled_history = lang.compile_block(texts["history"], history_scope)
+        raises = self._raises(name, body.get("raises"), args)
+        if raises:
+            conditions = tuple(r.when for r in raises) + ((ignore_when,) if ignore_when is not None else ())
+            ignore_when = conditions[0] if len(conditions) == 1 else ir.BoolOp("or", conditions)
+        returns_text = body.get("returns")
+        returns = None
+        if returns_text is not None:
+            if not isinstance(returns_text, str) or not returns_text.strip():
+                raise self.fail((*keys, "returns"), "returns must be an expression over the record after the call")
+            returns = lang.compile_expr(
+                returns_text, self.scope((*keys, "returns"), f"event {name}: returns", args=args)
+            )
+            if returns.type.kind in ("any", "shard"):
+                raise self.fail((*keys, "returns"), f"an event cannot return a value of type {returns.type}")
         examples = body.get("examples", {})
         if not isinstance(examples, dict) or not all(isinstance(v, str) for v in examples.values()):
             raise self.fail((*keys, "examples"), "examples must be a table of argument = 'python expression'")
@@ -869,7 +1000,32 @@ class _Builder:
             dict(examples),
             texts["body"],
             self.source.lines.line_of(keys),
+            raises,
+            returns,
+            (returns_text or "").strip(),
         )
+
+    def _raises(self, name: str, raw: Any, args: Mapping[str, Type]) -> tuple[Raise, ...]:
+        """`raises = [{ when = "cond", error = "ErrorName" }, ...]`, first match wins."""
+        keys: KeyPath = ("events", name, "raises")
+        if raw is None:
+            return ()
+        if not isinstance(raw, list) or not raw:
+            raise self.fail(keys, 'raises must be a list of tables: [{ when = "condition", error = "ErrorName" }]')
+        found = []
+        for item in raw:
+            if not isinstance(item, dict):
+                raise self.fail(keys, 'each raises entry is a table: { when = "condition", error = "ErrorName" }')
+            self._check_keys(item, keys, ("when", "error", "doc"))
+            error = self._str(item, "error", keys)
+            if not error.isidentifier() or not error[0].isupper():
+                raise self.fail(keys, f"error must name an exception class (CamelCase), not {error!r}")
+            text = self._str(item, "when", keys)
+            scope = self.scope(keys, f"event {name}: raises", args=args)
+            found.append(
+                Raise(lang.compile_expr(text, scope, BOOL), error, text.strip(), self.source.lines.line_of(keys))
+            )
+        return tuple(found)
 
     def _apply_patch(
         self, text: str, where: lang.Where, patch: dict[str, Any], keys: KeyPath
@@ -899,9 +1055,10 @@ class _Builder:
         matches = [n for n in ast.walk(tree) if isinstance(n, ast.stmt) and _stmt_head(n) == wanted]
         if len(matches) != 1:
             found = "no" if not matches else f"{len(matches)}"
+            what = f"event {patch['event']!r}" if "event" in patch else f"action {patch.get('action')!r}"
             raise self.fail(
                 (*keys, mode),
-                f"{found} statement(s) of event {patch['event']!r} read {wanted!r}; the anchor must match exactly one",
+                f"{found} statement(s) of {what} read {wanted!r}; the anchor must match exactly one",
             )
         node = matches[0]
         indent = " " * node.col_offset
@@ -931,6 +1088,101 @@ class _Builder:
             return origins[-1] if origins else self.source.where(*keys)
 
         return "\n".join(lines), locate
+
+    # -- time --
+
+    def _clock(self) -> Clock | None:
+        """`[clock]`: its unit, its steps (one tick action per step) and how an
+        implementation's clock is driven. Timers need one; a clock with no timer is allowed
+        (its ticks change nothing)."""
+        table = _table(self.source, self.data, ("clock",), required=False)
+        timers = [v for v in (*self.fields, *self.history, *self.globals) if v.timer]
+        if not table:
+            if timers:
+                where = ("history", "fields") if timers[0].kind == "history" else ("fields",)
+                if timers[0].kind == "global":
+                    where = ("globals",)
+                raise self.fail((*where, timers[0].name, "type"), "a timer needs a [clock] to advance it")
+            return None
+        keys: KeyPath = ("clock",)
+        self._check_keys(table, keys, ("doc", "unit", "steps", "action", "drive"))
+        action = self._str(table, "action", keys, "tick")
+        self._ident(action, (*keys, "action"))
+        raw_steps = table.get("steps", [1])
+        if not isinstance(raw_steps, list) or not raw_steps:
+            raise self.fail((*keys, "steps"), "steps must be a non-empty list of integers >= 1 or policy names")
+        steps: list[tuple[str, str]] = []
+        for step in raw_steps:
+            if isinstance(step, bool) or not isinstance(step, (int, str)):
+                raise self.fail((*keys, "steps"), f"a step is an integer >= 1 or a policy name, not {step!r}")
+            if isinstance(step, int) and not 1 <= step <= lang.MAX_INT:
+                raise self.fail((*keys, "steps"), f"a step must be at least 1, not {step}")
+            if isinstance(step, str):
+                if step not in self.policy:
+                    raise self.fail(
+                        (*keys, "steps"), f"step {step!r} is not a policy constant{did_you_mean(step, self.policy)}"
+                    )
+                if self.policy[step].min < 1:
+                    raise self.fail((*keys, "steps"), f"step {step!r} must have min >= 1: time only moves forward")
+            name = action if len(raw_steps) == 1 else f"{action}_{step}"
+            if any(name == taken for taken, _ in steps):
+                raise self.fail((*keys, "steps"), f"step {step!r} is listed twice")
+            steps.append((name, str(step)))
+        drive = table.get("drive", {"param": "clock"})
+        if not isinstance(drive, dict) or len(drive) != 1 or next(iter(drive)) not in ("param", "patch"):
+            raise self.fail(
+                (*keys, "drive"),
+                'drive must be { param = "clock" } (a constructor argument) or { patch = "time.monotonic" }',
+            )
+        how, target = next(iter(drive.items()))
+        if not isinstance(target, str) or not all(part.isidentifier() for part in target.split(".")):
+            raise self.fail((*keys, "drive", how), f"{how} must be a Python name, not {target!r}")
+        if how == "param" and "." in target:
+            raise self.fail((*keys, "drive", how), "a constructor parameter is a plain name")
+        return Clock(
+            self._str(table, "unit", keys, "s"),
+            tuple(steps),
+            target if how == "param" else None,
+            target if how == "patch" else None,
+            self._str(table, "doc", keys, ""),
+        )
+
+    def _clock_actions(self, env_vars: tuple[VarDecl, ...], taken: set[str]) -> tuple[Action, ...]:
+        """One action per clock step: every timer (per shard, fleet-wide and the
+        environment's own) advances by the step, as `t = t + step` (a counter update, which
+        the reduction saturates where the timer is only compared with constants)."""
+        if self.clock is None:
+            return ()
+        line = self.source.lines.line_of(("clock",))
+        actions = []
+        for name, step_text in self.clock.steps:
+            if name in taken:
+                raise self.fail(("clock", "action"), f"the clock's action {name!r} clashes with an action of that name")
+            step: ir.Expr = ir.PolicyRef(step_text) if step_text in self.policy else ir.Const(int(step_text), INT)
+            body: list[ir.Stmt] = []
+            shard_timers = [v for v in (*self.fields, *self.history) if v.timer]
+            if shard_timers:
+                updates = tuple(
+                    ir.Assign(
+                        "field",
+                        v.name,
+                        "s",
+                        ir.Arith("+", ir.FieldRef(v.name, "s", None, INT), step),
+                        line,
+                        f"s.{v.name} += {step_text}",
+                    )
+                    for v in shard_timers
+                )
+                body.append(ir.ForShards("s", updates, line, "for s in shards:"))
+            for var in (*self.globals, *env_vars):
+                if var.timer:
+                    value = ir.Arith("+", ir.GlobalRef(var.name, INT), step)
+                    body.append(ir.Assign("global", var.name, "", value, line, f"{var.name} += {step_text}"))
+            if not body:
+                body.append(ir.Pass(line))
+            doc = f"the clock advances {step_text} {self.clock.unit}"
+            actions.append(Action(name, doc, (), (), ir.Const(True, BOOL), tuple(body), line))
+        return tuple(actions)
 
     # -- environments --
 
@@ -962,12 +1214,19 @@ class _Builder:
                 actions = tuple(self._action(keys, env_vars, action, spec) for action, spec in actions_table.items())
                 if not actions:
                     raise self.fail(keys, f"environment {name!r} has no actions")
+            actions += self._clock_actions(env_vars, {a.name for a in actions})
             fairness = self._fairness(keys, body.get("fairness", []), actions)
             environments[name] = Environment(
                 name, self._str(body, "doc", keys, ""), env_vars, actions, any_call, fairness
             )
         if not environments:
             raise self.fail(("environments",), "the spec declares no environment")
+        for target, patches in self.action_patches.items():
+            known = [f"{e.name}.{a.name}" for e in environments.values() if not e.any_call for a in e.actions]
+            if target not in known:
+                raise self.fail(
+                    (*patches[0][0], "action"), f"patch of unknown action {target!r}{did_you_mean(target, known)}"
+                )
         return environments
 
     def _fairness(self, keys: KeyPath, raw: Any, actions: tuple[Action, ...]) -> tuple[Fairness, ...]:
@@ -1026,6 +1285,19 @@ class _Builder:
                     raise self.fail((*keys, "params"), "an action parameter cannot be of type 'any'")
                 else:
                     value_params.append(param)
+        when_text = self._str(body, "when", keys, "True")
+        body_text = self._str(body, "body", keys)
+        body_where = self.where((*keys, "body"))
+        when_keys: KeyPath = (*keys, "when")
+        for patch_keys, patch in self.action_patches.get(f"{env_keys[-1]}.{name}", []):
+            for key in ("block", "ignore_when", "requires"):
+                if key in patch:
+                    raise self.fail((*patch_keys, key), f"{key!r} patches an event; an action has a 'when' and a body")
+            if "when" in patch:
+                when_text = self._str(patch, "when", patch_keys)
+                when_keys = (*patch_keys, "when")
+            if any(k in patch for k in ("after", "before", "replace", "remove", "insert")):
+                body_text, body_where = self._apply_patch(body_text, body_where, patch, patch_keys)
         env_types = {g.name: g.type for g in self.globals} | {v.name: v.type for v in env_vars}
         common = dict(
             self_shard=False,
@@ -1035,12 +1307,16 @@ class _Builder:
             aggregates=True,
             events={n: e.signature for n, e in self.events.items()},
         )
-        when_scope = self.scope((*keys, "when"), f"action {name}: when", **common)
-        when = lang.compile_expr(self._str(body, "when", keys, "True"), when_scope, BOOL)
+        when_scope = self.scope(when_keys, f"action {name}: when", **common)
+        when = lang.compile_expr(when_text, when_scope, BOOL)
         body_scope = self.scope(
-            (*keys, "body"), f"action {name}: body", writable_globals=frozenset(v.name for v in env_vars), **common
+            (*keys, "body"),
+            f"action {name}: body",
+            writable_globals=frozenset(v.name for v in env_vars),
+            where=body_where,
+            **common,
         )
-        block = lang.compile_block(self._str(body, "body", keys), body_scope)
+        block = lang.compile_block(body_text, body_scope)
         return Action(
             name,
             self._str(body, "doc", keys, ""),
@@ -1165,6 +1441,7 @@ class _Builder:
                 overrides: dict[str, Any] = dict(
                     readable_kinds=all_fields, snapshots=frozenset({"before", "after"}), self_shard=False
                 )
+                overrides["locals"] = self._outcome_locals(on)
             elif fleet:
                 overrides = dict(readable_kinds=all_fields, self_shard=False, aggregates=True)
             else:
@@ -1226,6 +1503,17 @@ class _Builder:
         self._check_expectations(gaps, named, variants)
         return properties
 
+    def _outcome_locals(self, on: tuple[str, ...]) -> dict[str, Type]:
+        """What a step property may say of the call's outcome: `raised` (it raised one of its
+        `raises` errors), and `result` (its `returns` value) when every event in `on` returns
+        a value of one type."""
+        found: dict[str, Type] = {"raised": BOOL}
+        returns = [self.events[e].returns for e in on]
+        types = {r.type for r in returns if r is not None}
+        if len(types) == 1 and None not in returns:
+            found["result"] = types.pop()
+        return found
+
     def _expect(self, keys: KeyPath, raw: Any, variants: tuple[str, ...]) -> tuple[dict[str, str], tuple[str, ...]]:
         """A property's expected verdict for every variant: the ones its `expect` names, the
         rest from its `default`. Also returns the variants left with neither, for
@@ -1247,9 +1535,44 @@ class _Builder:
                     f"expected verdict of {variant!r} must be 'holds' or 'violated', not {verdict!r}{hint}",
                 )
         default = raw.get(DEFAULT_EXPECTATION)
-        expect = {v: raw.get(v, default) for v in variants}
+        likes = self._expect_likes(variants)
+
+        def verdict_of(variant: str) -> Any:
+            if variant in raw:
+                return raw[variant]
+            return verdict_of(likes[variant]) if variant in likes else default
+
+        expect = {v: verdict_of(v) for v in variants}
         missing = tuple(v for v, verdict in expect.items() if verdict is None)
         return {v: verdict for v, verdict in expect.items() if verdict is not None}, missing
+
+    @functools.cached_property
+    def _expect_like_table(self) -> dict[str, str]:
+        """`expect_like = "other"` of each variant: it expects what `other` expects wherever a
+        property's expect does not name it."""
+        declared = _table(self.source, self.data, ("variants",), required=False)
+        likes: dict[str, str] = {}
+        for name, body in declared.items():
+            if isinstance(body, dict) and "expect_like" in body:
+                other = body["expect_like"]
+                keys: KeyPath = ("variants", name, "expect_like")
+                if not isinstance(other, str) or other not in declared or other == name:
+                    raise self.fail(
+                        keys, f"expect_like names no other variant: {other!r}{did_you_mean(str(other), declared)}"
+                    )
+                likes[name] = other
+        for name in likes:
+            seen = [name]
+            while seen[-1] in likes:
+                seen.append(likes[seen[-1]])
+                if seen[-1] in seen[:-1]:
+                    raise self.fail(
+                        ("variants", name, "expect_like"), f"expect_like makes a cycle: {' -> '.join(seen)}"
+                    )
+        return likes
+
+    def _expect_likes(self, variants: tuple[str, ...]) -> dict[str, str]:
+        return {v: other for v, other in self._expect_like_table.items() if v in variants}
 
     def _check_expectations(
         self, gaps: Mapping[str, tuple[str, ...]], named: set[str], variants: tuple[str, ...]
@@ -1263,7 +1586,7 @@ class _Builder:
         declared = _table(self.source, self.data, ("variants",), required=False)
         for variant in variants:
             lacking = [name for name, missing in gaps.items() if variant in missing]
-            if lacking and variant in declared and variant not in named:
+            if lacking and variant in declared and variant not in named and variant not in self._expect_like_table:
                 raise SpecError(
                     self.source.lines.first_within(("variants", variant)),
                     f"variant {variant!r} has no expected verdict in any property: add "

@@ -47,6 +47,11 @@ from model.trace import Simulation, base_url
 SPEC_PATH = Path(__file__).resolve().parents[1] / "spec" / "fleet_health.toml"
 VARIANTS = ("as_written", "fixed")
 ENVIRONMENTS = ("ledger", "controller")
+# A spec with time (timers, clock ticks) and outcomes (raises, returns): the same walk, and
+# every call's outcome compared too.
+TIMED_PATH = Path(__file__).resolve().parents[1] / "spec" / "examples" / "timed_breaker.toml"
+RUNS = [(SPEC_PATH, v, e) for v in VARIANTS for e in ENVIRONMENTS]
+RUNS += [(TIMED_PATH, "base", e) for e in ("ledger", "callers")]
 SHARDS = 3
 STEPS_PER_RUN = 1000
 SOLVER_EVERY = 10
@@ -59,8 +64,8 @@ Choice = tuple[Action, dict[str, int], dict[str, Any]]
 
 
 @functools.cache
-def _spec_file() -> Any:
-    return load_spec(SPEC_PATH)
+def _spec_file(path: Path = SPEC_PATH) -> Any:
+    return load_spec(path)
 
 
 @dataclass
@@ -305,15 +310,36 @@ def _check_disabled(run: Run, where: str, at_state: Any, choice: Choice) -> bool
     return True
 
 
-@pytest.mark.parametrize("env", ENVIRONMENTS)
-@pytest.mark.parametrize("variant", VARIANTS)
-def test_z3_transition_agrees_with_interpreter(variant: str, env: str) -> None:
-    spec = _spec_file().variant(variant)
+def _check_outcomes(
+    run: Run, where: str, inst: Instance, values: Mapping[str, Any], coded: list[Any], calls: Any
+) -> int:
+    """The calls the encoding's instance makes in this state (path condition true), in order,
+    are the interpreter's, with the same outcome: raised or not, and the same result."""
+    pairs = run.state_pairs(coded) + run.choice_pairs(inst, values)
+    made = [c for c in inst.calls if z3.is_true(z3.simplify(z3.substitute(c.pc, *pairs)))]
+    assert [(c.event, c.shard) for c in made] == [(c.event, c.shard) for c in calls], f"{where}: other calls"
+    compared = 0
+    for symbolic, concrete in zip(made, calls, strict=True):
+        raised = z3.simplify(z3.substitute(symbolic.raised, *pairs))
+        assert _literal(raised) == concrete.raised, f"{where}: {concrete.event} raised {concrete.raised}, Z3 {raised}"
+        if concrete.result is not None:
+            event = run.spec.events[concrete.event]
+            assert event.returns is not None
+            result = z3.simplify(z3.substitute(symbolic.result, *pairs))
+            expected = run.code(concrete.result, event.returns.type, concrete.shard)
+            assert result.eq(expected), f"{where}: {concrete.event} returned {concrete.result!r}, Z3 {result}"
+        compared += 1
+    return compared
+
+
+@pytest.mark.parametrize(("path", "variant", "env"), RUNS, ids=[f"{p.stem}-{v}-{e}" for p, v, e in RUNS])
+def test_z3_transition_agrees_with_interpreter(path: Path, variant: str, env: str) -> None:
+    spec = _spec_file(path).variant(variant)
     environment = spec.environment(env)
     policy = spec.default_policy()
     run = Run(variant, env, spec, Encoding(spec, environment, SHARDS, policy))
     rng = random.Random(f"agreement/{variant}/{env}")
-    steps = solver_checks = disabled_seen = disabled_checks = traces = 0
+    steps = solver_checks = disabled_seen = disabled_checks = traces = outcomes = 0
     taken: set[str] = set()
     entered: set[Any] = set()
     while steps < STEPS_PER_RUN:
@@ -339,7 +365,8 @@ def test_z3_transition_agrees_with_interpreter(variant: str, env: str) -> None:
             where = f"{variant}/{env} step {steps} (trace {traces}) {_describe(action, shards, values)}"
             inst = run.by_choice.get((action.name, _binding(shards)))
             assert inst is not None, f"{where}: the interpreter enables it, the encoding has no instance for it"
-            sim.apply(action, shards, values)
+            _, effects = sim.apply(action, shards, values)
+            outcomes += _check_outcomes(run, where, inst, values, coded, effects.calls)
             use_solver = steps % SOLVER_EVERY == 0
             coded_after = run.coded(sim.store)
             _check_step(run, where, at_state, inst, values, before, sim.store, (coded, coded_after), rng, use_solver)
@@ -348,7 +375,9 @@ def test_z3_transition_agrees_with_interpreter(variant: str, env: str) -> None:
             solver_checks += use_solver
             taken.add(action.name)
             entered.update(sim.store[(i, spec.state_field)] for i in range(SHARDS))
+            entered.update(c.after[spec.state_field] for c in effects.calls)  # also between calls
     assert steps >= STEPS_PER_RUN
+    assert outcomes > 0
     assert solver_checks >= STEPS_PER_RUN // SOLVER_EVERY
     if disabled_seen:  # the ledger environment disables nothing
         assert disabled_checks > 0

@@ -47,7 +47,8 @@ NAME = "x.toml"
 LOCATED = re.compile(r"^x\.toml:\d+(:\d+)?: ")
 FLEET = LEDGER_SPEC.read_text(encoding="utf-8")
 BREAKER = (Path(__file__).resolve().parents[1] / "spec" / "examples" / "breaker.toml").read_text(encoding="utf-8")
-BASES = {"fleet": FLEET, "breaker": BREAKER}
+TIMED = (Path(__file__).resolve().parents[1] / "spec" / "examples" / "timed_breaker.toml").read_text(encoding="utf-8")
+BASES = {"fleet": FLEET, "breaker": BREAKER, "timed": TIMED}
 
 
 def budget(examples: int) -> Any:
@@ -574,6 +575,10 @@ def valid_specs(draw: Draw) -> str:
     fields = {f"f{n}": draw(st.sampled_from(["int", "bool"])) for n in range(1, draw(st.integers(1, 3)) + 1)}
     initial: dict[str, int | bool | str] = {"h": 0, "g": 0}
     ledger = {"state": "enum", **fields}
+    # Time: a timer every clock tick advances (by 1 or by 2 units), read and reset like an int.
+    timed = draw(st.booleans())
+    if timed:
+        ledger["t"] = "int"
     history = {"h": "int"} if draw(st.booleans()) else {}
     fleet_value = draw(st.booleans())
     out = [
@@ -598,6 +603,14 @@ def valid_specs(draw: Draw) -> str:
     for name, kind in fields.items():
         initial[name] = draw(st.integers(0, 2)) if kind == "int" else draw(st.booleans())
         out.append(f'{name} = {{ type = "{kind}", initial = {str(initial[name]).lower()} }}')
+    if timed:
+        initial["t"] = 0
+        out += [
+            't = { type = "timer", initial = 0 }',
+            "",
+            "[clock]",
+            f"steps = {draw(st.sampled_from(['[1]', '[1, 2]']))}",
+        ]
     if history:
         out += ["", "[history.fields]", 'h = { type = "int", initial = 0 }']
     if fleet_value:
@@ -614,6 +627,11 @@ def valid_specs(draw: Draw) -> str:
         if draw(st.integers(0, 3)) == 0:
             out.append("requires = " + _toml(grammar.expr("bool", 2)))
         out.append("body = " + _toml("\n".join(grammar.block(dict(ledger), 2))))
+        # Outcomes: an error raised under a condition (the call then changes nothing), a result.
+        if draw(st.integers(0, 2)) == 0:
+            out.append(f"raises = [{{ when = '{grammar.expr('bool', 1)}', error = 'E{n}' }}]")
+        if draw(st.booleans()):
+            out.append(f"returns = '{grammar.expr(draw(st.sampled_from(['int', 'bool', 'enum'])), 1)}'")
         if history and draw(st.booleans()):
             snapshots = {f"old.{k}": v for k, v in ledger.items()}
             past = Grammar(draw, members, names | history | snapshots)
@@ -709,8 +727,18 @@ def test_b_the_encoding_takes_the_interpreters_steps(text: str, rng: random.Rand
         pairs = state_pairs(sim.store) + [(enc.act, z3.IntVal(inst.index, ctx))]
         pairs += [(inst.params[p.name], z3.BoolVal(values[p.name], ctx)) for p in action.value_params]
         before = dict(sim.store)
-        sim.apply(action, binding, values)
+        _, effects = sim.apply(action, binding, values)
         where = f"step {step}: {action.name}{binding}{values}\n{text}"
+        made = [c for c in inst.calls if z3.is_true(z3.simplify(z3.substitute(c.pc, *pairs)))]
+        assert [c.event for c in made] == [c.event for c in effects.calls], f"other calls: {where}"
+        for symbolic, concrete in zip(made, effects.calls, strict=True):
+            raised = z3.simplify(z3.substitute(symbolic.raised, *pairs))
+            assert z3.is_true(raised) == concrete.raised, f"raised: Z3 {raised}, interpreter {concrete.raised}: {where}"
+            returns = spec.events[concrete.event].returns
+            if returns is not None:
+                got = z3.simplify(z3.substitute(symbolic.result, *pairs))
+                want = _coded(spec, ctx, concrete.result, returns.type.kind, returns.type.enum)
+                assert got.eq(z3.simplify(want)), f"result: Z3 {got}, interpreter {concrete.result!r}: {where}"
         assert z3.is_true(z3.simplify(z3.substitute(inst.enabled, *pairs))), f"Z3 disables it: {where}"
         assert z3.is_true(z3.simplify(z3.substitute(enc.enabled_term, *pairs))), f"Z3 disables it: {where}"
         for key in enc.keys:

@@ -1,0 +1,506 @@
+"""How a real Python class implements a spec: the `[implementation]` table, and the
+ledger-shaped API it gives any class.
+
+Conformance and the generated tests drive an implementation through one API: built as
+`Class(shard_count=, policy=, base_urls=)`, every event a method whose first argument is an
+instance index, state read through `snapshot()` and `state_of()`, a bad index raising
+`KeyError`. The ledger has that shape; a circuit breaker from PyPI does not. Rather than
+asking every user for an adapter class, a spec states in a few lines how its class is
+built, called and read, and `bound_class` derives the adapter from that statement:
+
+```toml
+[implementation]
+target = "circuitbreaker:CircuitBreaker"      # what `conform` and the tests use by default
+instances = "each"                             # one object per instance ("indexed": one object, index first)
+construct = { failure_threshold = "trip_after", recovery_timeout = "cooldown" }
+
+[implementation.fields]
+state = { read = "state", values = { CLOSED = "closed", OPEN = ["open", "half_open"] } }
+failures = "failure_count"
+open_for = { observe = false }                 # modelled, kept private by the library
+
+[implementation.events]
+call_succeeds = "decorate(returning(None))()"
+call_fails = { call = "decorate(raising(OSError))()", reraises = "OSError" }
+```
+
+Time comes from the spec's `[clock]`: its `drive` names the constructor parameter or the
+function to patch (`circuitbreaker.monotonic`), and the bound class hands the real class the
+clock that conformance and the generated tests move on every tick.
+
+Every expression is a *call path*: names, attribute access, calls with positional and
+keyword arguments, and constants; nothing else (no operators, no subscripts, no lambdas),
+checked when the spec loads and never compiled. A leading name is, in this order: an
+argument of the event, a policy constant, one of the helpers `returning(value)` (a function
+that returns `value`) and `raising(Error)` (a function that raises `Error`, a built-in
+exception), or else an attribute of the instance the call is made on.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import contextlib
+import importlib
+from collections.abc import Callable, Iterator, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any, Literal
+
+from model.errors import SpecError, did_you_mean
+from model.source import KeyPath, SpecSource
+
+if TYPE_CHECKING:  # the spec module builds bindings: a runtime import would be a cycle
+    from model.spec import Event, Spec
+
+Instances = Literal["indexed", "each"]
+
+_KEYS = ("target", "instances", "construct", "fields", "events")
+_HELPERS = ("returning", "raising")
+MAX_EXPRESSION = 500
+"""Characters of one call path: a binding is a few words, not a program."""
+
+
+@dataclass(frozen=True)
+class CallPath:
+    """One validated call-path expression, with the spec text it came from."""
+
+    text: str
+    tree: ast.expr = field(compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class FieldRead:
+    """How one spec field is read off an instance, and how its values map to the spec's."""
+
+    name: str
+    read: CallPath | None
+    """None: the implementation keeps this field to itself (`observe = false`); it is
+    modelled, and never compared."""
+    values: Mapping[str, tuple[Any, ...]]
+    """Spec member name -> the implementation's values that mean it ("OPEN" -> ("open",
+    "half_open") where the library tells apart what the spec does not)."""
+
+    @property
+    def observed(self) -> bool:
+        return self.read is not None
+
+
+@dataclass(frozen=True)
+class EventCall:
+    """How one spec event is performed on an instance: a call path, and the exceptions the
+    call is *performed with* (`reraises`: a wrapped function that fails, which the library
+    passes on by design). Those are the event's input, not its outcome: the bound call
+    catches them, and reports a call that should have passed one on and did not."""
+
+    name: str
+    call: CallPath
+    reraises: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Binding:
+    target: str | None
+    instances: Instances
+    construct: tuple[tuple[str, CallPath], ...]
+    fields: Mapping[str, FieldRead]
+    events: Mapping[str, EventCall]
+
+    def observes(self, field: str) -> bool:
+        """Whether conformance and the generated tests can read `field` off the implementation."""
+        read = self.fields.get(field)
+        return read is None or read.observed
+
+
+# --- loading ------------------------------------------------------------------------------
+
+
+def parse_binding(source: SpecSource, spec: Spec) -> Binding | None:
+    """The spec file's `[implementation]` table, validated against its first variant, or None."""
+    table = source.data.get("implementation")
+    if table is None:
+        return None
+    return _Parser(source, spec).binding(table)
+
+
+class _Parser:
+    def __init__(self, source: SpecSource, spec: Spec) -> None:
+        self.source = source
+        self.spec = spec
+
+    def fail(self, keys: KeyPath, message: str) -> SpecError:
+        return self.source.error(keys, message)
+
+    def table(self, value: Any, keys: KeyPath) -> Mapping[str, Any]:
+        if not isinstance(value, dict):
+            raise self.fail(keys, f"[{'.'.join(map(str, keys))}] must be a table")
+        return value
+
+    def string(self, value: Any, keys: KeyPath) -> str:
+        if not isinstance(value, str):
+            raise self.fail(keys, f"{keys[-1]!r} must be a string, not {type(value).__name__}")
+        return value
+
+    def known(self, table: Mapping[str, Any], keys: KeyPath, allowed: tuple[str, ...]) -> None:
+        for key in table:
+            if key not in allowed:
+                raise self.fail(
+                    (*keys, key),
+                    f"unknown key {key!r} in [{'.'.join(map(str, keys))}]{did_you_mean(key, allowed)}; "
+                    f"it may have {', '.join(allowed)}",
+                )
+
+    def binding(self, raw: Any) -> Binding:
+        top: KeyPath = ("implementation",)
+        table = self.table(raw, top)
+        self.known(table, top, _KEYS)
+        target = self.string(table["target"], (*top, "target")) if "target" in table else None
+        instances = table.get("instances", "indexed")
+        if instances not in ("indexed", "each"):
+            raise self.fail((*top, "instances"), f"instances must be 'indexed' or 'each', not {instances!r}")
+        construct = tuple(
+            (name, self.path(value, (*top, "construct", name)))
+            for name, value in self.table(table.get("construct", {}), (*top, "construct")).items()
+        )
+        fields = {
+            name: self.field(name, value, (*top, "fields", name))
+            for name, value in self.table(table.get("fields", {}), (*top, "fields")).items()
+        }
+        events = {
+            name: self.event(name, value, (*top, "events", name))
+            for name, value in self.table(table.get("events", {}), (*top, "events")).items()
+        }
+        return Binding(target, instances, construct, fields, events)
+
+    def field(self, name: str, raw: Any, keys: KeyPath) -> FieldRead:
+        known = {f.name: f for f in self.spec.fields}
+        if name not in known:
+            raise self.fail(keys, f"{name!r} is not a field of the spec{did_you_mean(name, known)}")
+        if isinstance(raw, str):
+            return FieldRead(name, self.path(raw, keys), {})
+        table = self.table(raw, keys)
+        self.known(table, keys, ("read", "values", "observe"))
+        observe = table.get("observe", True)
+        if not isinstance(observe, bool):
+            raise self.fail((*keys, "observe"), "observe must be true or false")
+        if not observe:
+            if len(table) != 1:
+                raise self.fail(keys, f"field {name!r} is not observed: it has no read or values")
+            return FieldRead(name, None, {})
+        if "read" not in table:
+            raise self.fail(keys, f'field {name!r} needs read = "attribute or call path" (or observe = false)')
+        raw_values = self.table(table.get("values", {}), (*keys, "values"))
+        values = {member: tuple(value) if isinstance(value, list) else (value,) for member, value in raw_values.items()}
+        enum = known[name].type.enum
+        if values and enum is None:
+            kind = known[name].type
+            raise self.fail((*keys, "values"), f"field {name!r} is a {kind}, not an enum: values map members")
+        members = self.spec.enums[enum].members if enum is not None else ()
+        for member in values:
+            if member not in members:
+                raise self.fail(
+                    (*keys, "values", member),
+                    f"{member!r} is not a member of {enum}{did_you_mean(member, members)}",
+                )
+        seen = [repr(v) for group in values.values() for v in group]
+        if len(set(seen)) != len(seen):
+            raise self.fail((*keys, "values"), "two members map to the same implementation value")
+        return FieldRead(name, self.path(table["read"], (*keys, "read")), values)
+
+    def event(self, name: str, raw: Any, keys: KeyPath) -> EventCall:
+        if name not in self.spec.events:
+            raise self.fail(keys, f"{name!r} is not an event of the spec{did_you_mean(name, self.spec.events)}")
+        if isinstance(raw, str):
+            return EventCall(name, self.path(raw, keys))
+        table = self.table(raw, keys)
+        self.known(table, keys, ("call", "reraises"))
+        if "call" not in table:
+            raise self.fail(keys, f'event {name!r} needs call = "call path"')
+        raw_errors = table.get("reraises", [])
+        errors = [raw_errors] if isinstance(raw_errors, str) else raw_errors
+        if not isinstance(errors, list) or not all(isinstance(e, str) and e.isidentifier() for e in errors):
+            raise self.fail((*keys, "reraises"), "reraises is an exception name or a list of them")
+        return EventCall(name, self.path(table["call"], (*keys, "call")), tuple(errors))
+
+    def path(self, raw: Any, keys: KeyPath) -> CallPath:
+        text = self.string(raw, keys)
+        if len(text) > MAX_EXPRESSION:
+            raise self.fail(keys, f"a call path of {len(text)} characters (at most {MAX_EXPRESSION})")
+        try:
+            tree = ast.parse(text.strip(), mode="eval").body
+        except SyntaxError as exc:
+            raise self.fail(keys, f"{text!r} is not a call path: {exc.msg}") from None
+        bad = _first_unsupported(tree)
+        if bad is not None:
+            raise self.fail(
+                keys,
+                f"{text!r}: {bad} is not allowed in a call path (names, attributes, calls and constants only)",
+            )
+        return CallPath(text, tree)
+
+
+def _first_unsupported(node: ast.expr) -> str | None:
+    """The first construct outside the call-path language, named, or None."""
+    if isinstance(node, ast.Name):
+        return None if not node.id.startswith("_") else f"the private name {node.id!r}"
+    if isinstance(node, ast.Constant):
+        return None if isinstance(node.value, (str, int, float, bool, type(None))) else "this constant"
+    if isinstance(node, ast.Attribute):
+        if node.attr.startswith("_"):
+            return f"the private attribute {node.attr!r}"
+        return _first_unsupported(node.value)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant):
+        return _first_unsupported(node.operand)
+    if isinstance(node, ast.Call):
+        parts: list[ast.expr] = [node.func, *node.args, *(k.value for k in node.keywords)]
+        if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
+            return "unpacking (* or **)"
+        for part in parts:
+            bad = _first_unsupported(part)
+            if bad is not None:
+                return bad
+        return None
+    return f"a {type(node).__name__}"
+
+
+# --- evaluating ---------------------------------------------------------------------------
+
+
+def returning(value: Any) -> Callable[..., Any]:
+    """A function that returns `value` whatever it is called with."""
+
+    def function(*args: Any, **kwargs: Any) -> Any:
+        return value
+
+    return function
+
+
+def raising(error: type[BaseException]) -> Callable[..., Any]:
+    """A function that raises `error` whatever it is called with."""
+
+    def function(*args: Any, **kwargs: Any) -> Any:
+        raise error("raised by the bound call")
+
+    return function
+
+
+def _exception(name: str) -> type[BaseException] | None:
+    value = getattr(builtins, name, None)
+    return value if isinstance(value, type) and issubclass(value, BaseException) else None
+
+
+def evaluate(path: CallPath, receiver: Any, names: Mapping[str, Any]) -> Any:
+    """Evaluate a call path against `receiver` (the instance) with `names` (arguments,
+    policy constants) in scope."""
+    return _eval(path.tree, receiver, names)
+
+
+def _eval(node: ast.expr, receiver: Any, names: Mapping[str, Any]) -> Any:
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.UnaryOp):
+        return -_eval(node.operand, receiver, names)
+    if isinstance(node, ast.Name):
+        if node.id in names:
+            return names[node.id]
+        if node.id == "returning":
+            return returning
+        if node.id == "raising":
+            return raising
+        error = _exception(node.id)
+        if error is not None and not hasattr(receiver, node.id):
+            return error
+        return getattr(receiver, node.id)
+    if isinstance(node, ast.Attribute):
+        return getattr(_eval(node.value, receiver, names), node.attr)
+    if isinstance(node, ast.Call):
+        function = _eval(node.func, receiver, names)
+        args = [_eval(a, receiver, names) for a in node.args]
+        kwargs = {str(k.arg): _eval(k.value, receiver, names) for k in node.keywords}
+        return function(*args, **kwargs)
+    raise TypeError(f"not a call path: {ast.dump(node)}")  # excluded when the spec loaded
+
+
+# --- the adapter --------------------------------------------------------------------------
+
+
+class BindingError(Exception):
+    """The bound class cannot be built or called as the binding says (reported, like any
+    construction failure, as an input error naming the binding)."""
+
+
+_READING: ContextVar[Callable[[], float] | None] = ContextVar("ledgercheck_bound_clock", default=None)
+
+
+class PatchedClock:
+    """What a patched time source becomes: the clock of the bound fleet being called or
+    read, else the original (so the patch can stay for the life of the process)."""
+
+    def __init__(self, original: Callable[[], float]) -> None:
+        self.original = original
+
+    def __call__(self) -> float:
+        clock = _READING.get()
+        return clock() if clock is not None else self.original()
+
+
+def _patch(target: str) -> None:
+    module_name, _, attribute = target.rpartition(".")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise BindingError(f"clock patch {target!r}: cannot import {module_name!r}: {exc}") from None
+    if not hasattr(module, attribute):
+        raise BindingError(f"clock patch {target!r}: {module_name} has no {attribute!r}")
+    current = getattr(module, attribute)
+    if not isinstance(current, PatchedClock):
+        setattr(module, attribute, PatchedClock(current))
+
+
+@contextlib.contextmanager
+def _reading(clock: Callable[[], float] | None) -> Iterator[None]:
+    token = _READING.set(clock)
+    try:
+        yield
+    finally:
+        _READING.reset(token)
+
+
+def _stopped() -> float:
+    return 0.0
+
+
+def _errors(names: tuple[str, ...], module: Any) -> tuple[type[BaseException], ...]:
+    """Exception classes by name: built-ins, else the implementation's module's own."""
+    found: list[type[BaseException]] = []
+    for name in names:
+        error = _exception(name) or getattr(module, name, None)
+        if not (isinstance(error, type) and issubclass(error, BaseException)):
+            raise BindingError(f"reraises {name!r}: neither a built-in exception nor one of {module.__name__}'s")
+        found.append(error)
+    return tuple(found)
+
+
+def bound_class(binding: Binding, spec: Spec, target: Callable[..., Any]) -> type:
+    """A class with the ledger's API whose instances drive `target` as `binding` says."""
+    fields = [f.name for f in spec.fields if binding.observes(f.name)]
+    reverse = {
+        name: {repr(v): member for member, group in read.values.items() for v in group}
+        for name, read in binding.fields.items()
+    }
+    event_params = {name: [p.name for p in event.signature.params] for name, event in spec.events.items()}
+    home = importlib.import_module(getattr(target, "__module__", "builtins"))
+    passed_on = {name: _errors(call.reraises, home) for name, call in binding.events.items()}
+    drive = spec.clock
+    if drive is not None and drive.drive_patch is not None:
+        _patch(drive.drive_patch)
+
+    class Bound:
+        """Built from the spec's [implementation] table (see `model.binding`)."""
+
+        def __init__(
+            self,
+            shard_count: int,
+            policy: Any,
+            base_urls: list[str] | None = None,
+            clock: Callable[[], float] | None = None,
+        ) -> None:
+            del base_urls  # the ledger's constructor argument: a bound class has no addresses
+            self._policy = {name: getattr(policy, name) for name in spec.policy} if policy is not None else {}
+            self._clock = clock or _stopped
+            count = shard_count if binding.instances == "each" else 1
+            self._objects = [self._build() for _ in range(count)]
+            self._count = shard_count
+
+        def _build(self) -> Any:
+            kwargs = {name: evaluate(path, None, self._policy) for name, path in binding.construct}
+            if drive is not None and drive.drive_param is not None:
+                kwargs[drive.drive_param] = self._clock
+            with _reading(self._clock):
+                return target(**kwargs)
+
+        def _object(self, index: Any) -> Any:
+            if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < self._count:
+                raise KeyError(index)
+            return self._objects[index if binding.instances == "each" else 0]
+
+        def _read(self, index: int, name: str) -> Any:
+            read = binding.fields.get(name)
+            obj = self._object(index)
+            if read is None:
+                return getattr(obj, name)
+            if read.read is None:
+                raise AttributeError(f"the binding does not observe {name!r}")
+            with _reading(self._clock):
+                value = evaluate(read.read, obj, {"index": index, **self._policy})
+            if read.values:
+                return reverse[name].get(repr(value), value)
+            return value
+
+        def snapshot(self) -> list[SimpleNamespace]:
+            return [SimpleNamespace(**{name: self._read(i, name) for name in fields}) for i in range(self._count)]
+
+        def state_of(self, index: int) -> Any:
+            return self._read(index, spec.state_field)
+
+        def __getattr__(self, name: str) -> Any:
+            if name.startswith("_") or name not in spec.events:
+                raise AttributeError(name)
+            return self._event(spec.events[name])
+
+        def _event(self, event: Event) -> Callable[..., Any]:
+            call = binding.events.get(event.name)
+            expected = passed_on.get(event.name, ())
+
+            def perform(index: Any, *args: Any, **kwargs: Any) -> Any:
+                obj = self._object(index)
+                if call is None:
+                    with _reading(self._clock):
+                        return getattr(obj, event.name)(*args, **kwargs)
+                given = dict(zip(event_params[event.name], args, strict=False))
+                names: dict[str, Any] = {**self._policy, **given, **kwargs}
+                if binding.instances == "indexed":
+                    names.setdefault("index", index)
+                with _reading(self._clock):
+                    try:
+                        result = evaluate(call.call, obj, names)
+                    except expected:
+                        return None
+                if expected:
+                    names_text = ", ".join(e.__name__ for e in expected)
+                    raise BindingError(f"{event.name}: the call returned instead of passing on {names_text}")
+                return result
+
+            perform.__name__ = event.name
+            return perform
+
+    Bound.__name__ = Bound.__qualname__ = f"Bound{getattr(target, '__name__', 'Implementation')}"
+    return Bound
+
+
+def resolve_target(text: str) -> Any:
+    """`module:Class` or `module.Class` imported (the binding's `target`)."""
+    module_name, sep, attribute = text.partition(":")
+    if not sep:
+        module_name, _, attribute = text.rpartition(".")
+    module = importlib.import_module(module_name)
+    value: Any = module
+    for part in attribute.split("."):
+        value = getattr(value, part)
+    return value
+
+
+__all__ = [
+    "Binding",
+    "BindingError",
+    "CallPath",
+    "EventCall",
+    "FieldRead",
+    "bound_class",
+    "evaluate",
+    "parse_binding",
+    "raising",
+    "resolve_target",
+    "returning",
+]

@@ -1,0 +1,154 @@
+"""Time (timers, duration policy values, the [clock] and its tick actions) and event
+outcomes (raises, returns): what the spec declares, what the executable model does with it,
+and every bad input refused as `file:line: what is wrong`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+from ledger_fixture import LEDGER_EXAMPLES
+
+from model import cli
+from model.errors import SpecError
+from model.interpreter import build_api
+from model.spec import load_spec, load_spec_text
+
+NAME = "timed_breaker.toml"
+TIMED = LEDGER_EXAMPLES / NAME
+TEXT = TIMED.read_text(encoding="utf-8")
+RAISES = 'raises = [{ when = "state == OPEN and opened_for < reset_timeout", error = "CircuitOpenError" }]'
+STEPS = 'steps = [1, "reset_timeout"]'
+TIMER = 'opened_for = { type = "timer", initial = 0, doc = "seconds since the breaker last opened" }'
+HALF_OPEN_ASSERT = 'assert = "not raised and result == HALF_OPEN"'
+
+
+def test_the_spec_declares_time_and_outcomes() -> None:
+    spec = load_spec(TIMED).variant()
+    assert spec.clock is not None and spec.clock.drive_param == "clock" and spec.clock.unit == "s"
+    assert spec.clock.steps == (("tick_1", "1"), ("tick_reset_timeout", "reset_timeout"))
+    assert [t.name for t in spec.timers] == ["opened_for"]
+    assert spec.policy["reset_timeout"].duration and not spec.policy["trip_after"].duration
+    allow = spec.events["allow"]
+    assert [(r.error, r.text) for r in allow.raises] == [
+        ("CircuitOpenError", "state == OPEN and opened_for < reset_timeout")
+    ]
+    assert allow.returns_text == "state"
+    for env in spec.environments.values():  # every environment can let time pass
+        assert {"tick_1", "tick_reset_timeout"} <= {a.name for a in env.actions}
+    assert spec.default_environment == "callers"
+
+
+def test_the_model_raises_returns_and_follows_the_injected_clock() -> None:
+    api = build_api(load_spec(TIMED).variant())
+    now = [100.0]
+    breakers = api.Ledger(shard_count=1, clock=lambda: now[0], echo=False)
+    assert breakers.allow(0) == api.State.CLOSED
+    for _ in range(3):
+        breakers.record_failure(0)
+    assert breakers.state_of(0) == api.State.OPEN
+    with pytest.raises(api.errors["CircuitOpenError"]):
+        breakers.allow(0)
+    now[0] += 3.9  # reset_timeout is 4 s: not yet
+    with pytest.raises(api.errors["CircuitOpenError"]):
+        breakers.allow(0)
+    assert breakers.state_of(0) == api.State.OPEN  # a refused call changes nothing
+    now[0] += 0.2
+    assert breakers.allow(0) == api.State.HALF_OPEN
+    breakers.record_failure(0)  # the trial failed: open again, the timeout starts over
+    now[0] += 3
+    with pytest.raises(api.errors["CircuitOpenError"]):
+        breakers.allow(0)
+
+
+def test_a_builtin_error_name_is_the_builtin() -> None:
+    api = build_api(load_spec_text(TEXT.replace("CircuitOpenError", "RuntimeError"), NAME).variant())
+    assert api.errors == {"RuntimeError": RuntimeError}
+
+
+@pytest.mark.slow
+def test_the_timed_breaker_checks(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["check", str(TIMED)]) == 0
+    out = capsys.readouterr().out
+    assert "open_no_longer_than_the_timeout" in out and "0 mismatch(es)" in out
+
+
+def test_an_off_by_one_in_the_timeout_is_found() -> None:
+    """The properties see time and outcomes: refusing one unit too long breaks one."""
+    from model import bmc
+
+    text = TEXT.replace('opened_for < reset_timeout", error', 'opened_for <= reset_timeout", error')
+    spec = load_spec_text(text, NAME).variant()
+    result = bmc.check_property(
+        spec, "ledger", spec.properties["half_opens_after_timeout"], 1, spec.default_policy(), 8, 1, lax=False
+    )
+    assert result.status == "violated"
+    actions = [step.action for step in result.traces[0].steps[1:]]
+    assert any(a.startswith("tick") for a in actions), actions
+
+
+@dataclass(frozen=True)
+class Bad:
+    old: str
+    new: str
+    at: str  # a marker in `new`: the error's line
+    says: tuple[str, ...]
+
+
+BAD = {
+    "timer-without-clock": Bad("[clock]", "[clocks_not_here]", "[clocks", ("unknown key 'clocks_not_here'",)),
+    "timer-negative": Bad(TIMER, 'opened_for = { type = "timer", initial = -1 }', "opened_for", ("a timer needs",)),
+    "clock-unknown-key": Bad('unit = "s"', 'units = "s"', "units", ("unknown key 'units'", "did you mean 'unit'")),
+    "clock-empty-steps": Bad(STEPS, "steps = []", "steps", ("steps must be a non-empty list",)),
+    "clock-zero-step": Bad(STEPS, "steps = [0]", "steps", ("a step must be at least 1",)),
+    "clock-unknown-policy": Bad(
+        STEPS, 'steps = ["reset_timout"]', "steps", ("not a policy constant", "did you mean 'reset_timeout'")
+    ),
+    "clock-step-may-be-zero": Bad(
+        "reset_timeout = { default = 4, min = 1,",
+        "reset_timeout = { default = 4, min = 0,",
+        STEPS,
+        ("step 'reset_timeout' must have min >= 1",),
+    ),
+    "clock-duplicate-step": Bad(STEPS, "steps = [1, 1]", "steps", ("listed twice",)),
+    "clock-bad-drive": Bad(
+        'drive = { param = "clock" }', 'drive = { inject = "clock" }', "drive", ("drive must be { param",)
+    ),
+    "clock-dotted-param": Bad(
+        'drive = { param = "clock" }', 'drive = { param = "time.clock" }', "drive", ("plain name",)
+    ),
+    "clock-action-clash": Bad(STEPS, 'steps = [1]\naction = "allow"', "action", ("clashes with an action",)),
+    "policy-bad-type": Bad('type = "duration", doc', 'type = "seconds", doc', "seconds", ("'int' or a 'duration'",)),
+    "raises-not-a-list": Bad(RAISES, 'raises = "state == OPEN"', "raises", ("raises must be a list",)),
+    "raises-lowercase-error": Bad(
+        RAISES, 'raises = [{ when = "state == OPEN", error = "open" }]', "raises", ("exception class",)
+    ),
+    "raises-unknown-key": Bad(
+        RAISES, 'raises = [{ if = "state == OPEN", error = "E" }]', "raises", ("unknown key 'if'",)
+    ),
+    "raises-bad-condition": Bad(
+        RAISES, 'raises = [{ when = "state == OPN", error = "E" }]', "raises", ("OPN", "did you mean 'OPEN'")
+    ),
+    "returns-empty": Bad('returns = "state"', 'returns = " "', "returns", ("returns must be an expression",)),
+    "returns-unknown-name": Bad('returns = "state"', 'returns = "stat"', "returns", ("stat",)),
+    "result-without-returns": Bad(
+        'after.state == OPEN"\nassert = "after.real_failures',
+        'after.state == OPEN"\nassert = "result or after.real_failures',
+        'assert = "result',
+        ("result",),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD.values()), ids=list(BAD))
+def test_bad_time_or_outcome_is_refused_with_location(case: Bad) -> None:
+    assert TEXT.count(case.old) == 1, case.old
+    text = TEXT.replace(case.old, case.new)
+    with pytest.raises(SpecError) as caught:
+        load_spec_text(text, NAME)
+    error = caught.value
+    offset = TEXT.index(case.old) + case.new.index(case.at) if case.at in case.new else text.index(case.at)
+    line = text.count("\n", 0, offset) + 1
+    assert error.where.line == line, f"{error} (expected line {line})"
+    for fragment in case.says:
+        assert fragment in error.message, error.message
