@@ -179,7 +179,7 @@ def _verdicts(spec_file: SpecFile, progress: Any) -> tuple[Step, Verdicts]:
     step.status = FAILED if mismatches else UNDECIDED if unknown else PASSED
     if flagged:
         from model.figure import trace_figure
-        from model.text import verdict_line
+        from model.textout import verdict_line
 
         lines: list[str] = []
         for result in flagged:
@@ -189,7 +189,7 @@ def _verdicts(spec_file: SpecFile, progress: Any) -> tuple[Step, Verdicts]:
             lines.append(f"   {prop.doc}")
             for trace in result.traces[:1]:
                 lines.append(f"-- shortest trace, {trace.depth} steps: {prop.message}")
-                lines.append(trace_figure(trace, spec))
+                lines.append(trace_figure(trace, spec, prop=prop))
             lines.append("")
         step.detail = "\n".join(lines)
     return step, verdicts

@@ -17,14 +17,12 @@ import inspect
 import json
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 from model import budget, executor
 from model.console import progress_for
 from model.errors import EXIT_OK, EXIT_UNKNOWN, LedgercheckError, UsageError
-from model.figure import LEGEND, colour_enabled, trace_figure
-from model.formats import CHECK_FORMATS, REPLAY_FORMATS, markdown_replay, render_check
+from model.formats import CHECK_FORMATS, REPLAY_FORMATS, render_check
 from model.result import Result
 from model.runs import (
     DEFAULT_DEPTH,
@@ -35,8 +33,9 @@ from model.runs import (
     run_checks,
 )
 from model.spec import DEFAULT_SPEC, Spec, SpecFile, load_spec
-from model.text import print_results, verdict_line
-from model.trace import Simulation, Trace, parse_action_call
+from model.textout import print_results, verdict_line
+
+ALL_FIELDS_HELP = "show every field in trace figures (default: the property's, then the changed ones)"
 
 EXAMPLES = {
     "replay": "examples:\n  ledgercheck replay                      # the seed's trace, both variants\n"
@@ -236,6 +235,7 @@ def build_parser(args: Sequence[str] | None = None) -> argparse.ArgumentParser:
     replay.add_argument("--scenario", default=None, help="replay a scenario written in the spec (default: seed)")
     replay.add_argument("--file", default=None, help="read events from a file, one per line")
     replay.add_argument("--shard", type=int, default=None, help="shard to show in the table")
+    replay.add_argument("--all-fields", action="store_true", help=ALL_FIELDS_HELP)
 
     check = command(
         "check",
@@ -278,6 +278,8 @@ def build_parser(args: Sequence[str] | None = None) -> argparse.ArgumentParser:
         action="store_true",
         help="where no violation is found, try an unbounded proof (Spacer) and report 'proved'",
     )
+    check.add_argument("--all-fields", action="store_true", help=ALL_FIELDS_HELP)
+    check.add_argument("-v", "--verbose", action="store_true", help="engine details on verdict lines, whole")
 
     gen = command(
         "gen",
@@ -308,6 +310,7 @@ def build_parser(args: Sequence[str] | None = None) -> argparse.ArgumentParser:
         "(k-induction) or explicit",
     )
     prove.add_argument("--max-k", type=int, default=8, help="deepest k for k-induction (default 8)")
+    prove.add_argument("-v", "--verbose", action="store_true", help="the engines' notes on verdict lines, whole")
 
     diff = command(
         "diff",
@@ -602,75 +605,9 @@ __all__ = [
 
 
 def cmd_replay(ns: argparse.Namespace) -> int:
-    words = list(ns.spec_or_event)
-    spec_path = None
-    if words and (words[0].endswith(".toml") or Path(words[0]).is_file()):
-        spec_path = words.pop(0)
-    spec_file = _load(spec_path)
-    events = words
-    if ns.file:
-        try:
-            lines = Path(ns.file).read_text(encoding="utf-8").splitlines()
-        except OSError as exc:
-            raise UsageError(f"cannot read {ns.file}: {exc.strerror}") from None
-        events += [line.strip() for line in lines if line.strip() and not line.strip().startswith("#")]
-    base = spec_file.variant()
-    scenario = None
-    if not events:
-        name = ns.scenario or ("seed" if "seed" in base.scenarios else None)
-        if name is None:
-            raise UsageError("no events given and the spec has no scenario to replay")
-        if name not in base.scenarios:
-            raise UsageError(f"unknown scenario {name!r}; the spec has {', '.join(base.scenarios) or 'none'}")
-        scenario = base.scenarios[name]
-        events = list(scenario.steps)
-    environment = ns.environment or (scenario.environment if scenario else base.default_environment)
-    shards = ns.shards or (scenario.shards if scenario and scenario.shards else base.default_shards)
-    output: list[dict[str, Any]] = []
-    sections: list[tuple[Spec, Trace, int]] = []
-    colour = colour_enabled()
-    for spec in _variants(spec_file, ns.variant):
-        env = spec.environment(environment)
-        policy = spec.resolve_policy(dict(ns.policy))
-        sim = Simulation(spec, env, shards, policy)
-        steps = [sim.initial_step()]
-        for text in events:
-            action, shard_args, values = parse_action_call(text, env)
-            step, _ = sim.apply(action, shard_args, values)
-            steps.append(step)
-        focus = (
-            ns.shard
-            if ns.shard is not None
-            else (
-                scenario.focus
-                if scenario and scenario.focus is not None
-                else next((s.shard for s in steps[1:] if s.shard is not None), 0)
-            )
-        )
-        trace = Trace(spec.name, spec.variant, env.name, shards, policy, tuple(steps), focus)
-        if ns.format == "json":
-            output.append(
-                {
-                    "variant": spec.variant,
-                    "environment": env.name,
-                    "shards": shards,
-                    "policy": policy,
-                    "steps": trace.to_json(),
-                }
-            )
-        elif ns.format == "markdown":
-            sections.append((spec, trace, focus))
-        else:
-            print(f"{spec.variant}: {spec.variant_doc}" if spec.variant_doc else spec.variant)
-            print(trace_figure(trace, spec, focus, colour=colour))
-            print()
-    if ns.format == "json":
-        print(json.dumps(output, indent=2, sort_keys=False, default=str))
-    elif ns.format == "markdown":
-        print(markdown_replay(sections))
-    else:
-        print(LEGEND)
-    return EXIT_OK
+    from model.replay import run
+
+    return run(ns)
 
 
 # --- check -------------------------------------------------------------------------------
@@ -709,9 +646,9 @@ def cmd_check(ns: argparse.Namespace) -> int:
     if ns.format == "json":
         print(json.dumps([result_json(r) for r in results], indent=2, default=str))
     elif ns.format == "text":
-        print_results(spec_file, results, all_traces=bool(ns.property))
+        print_results(spec_file, results, bool(ns.property), ns.all_fields, ns.verbose)
     else:
-        print(render_check(ns.format, spec_file, results))
+        print(render_check(ns.format, spec_file, results, all_fields=ns.all_fields))
     if interrupted:
         print(
             f"ledgercheck: interrupted after {len(results)} result(s); the rest were not established", file=sys.stderr

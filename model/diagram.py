@@ -225,14 +225,24 @@ class _Box:
         h = min(self.y1, other.y1) - max(self.y0, other.y0)
         return w * h if w > 0 and h > 0 else 0.0
 
-    def crosses(self, a: tuple[float, float], b: tuple[float, float]) -> bool:
-        """Whether the segment a-b passes through the box (sampled: good enough for labels)."""
-        for k in range(9):
-            t = k / 8
-            x, y = a[0] + (b[0] - a[0]) * t, a[1] + (b[1] - a[1]) * t
-            if self.x0 < x < self.x1 and self.y0 < y < self.y1:
-                return True
-        return False
+    def crosses(self, a: tuple[float, float], b: tuple[float, float], pad: float = 0.0) -> bool:
+        """Whether the segment a-b meets the box grown by `pad` (exact: Liang-Barsky clipping)."""
+        x0, y0, x1, y1 = self.x0 - pad, self.y0 - pad, self.x1 + pad, self.y1 + pad
+        dx, dy = b[0] - a[0], b[1] - a[1]
+        low, high = 0.0, 1.0
+        for p, q in ((-dx, a[0] - x0), (dx, x1 - a[0]), (-dy, a[1] - y0), (dy, y1 - a[1])):
+            if p == 0:
+                if q < 0:
+                    return False
+                continue
+            t = q / p
+            if p < 0:
+                low = max(low, t)
+            else:
+                high = min(high, t)
+            if low > high:
+                return False
+        return True
 
 
 def _bezier(p0: tuple[float, float], q: tuple[float, float], p2: tuple[float, float], t: float) -> tuple[float, float]:
@@ -276,7 +286,18 @@ def svg(diagram: StateDiagram, title: str, ident: str = "sd") -> str:
         start = _towards(x0, y0, q[0], q[1], node_r)
         end = _towards(x2, y2, q[0], q[1], node_r + 2)
         curves.append((edge, start, q, end))
-    segments = [(_bezier(a, q, b, k / 8), _bezier(a, q, b, (k + 1) / 8)) for _, a, q, b in curves for k in range(8)]
+    pieces = 32
+    segments = [
+        (number, _bezier(a, q, b, k / pieces), _bezier(a, q, b, (k + 1) / pieces))
+        for number, (_, a, q, b) in enumerate(curves)
+        for k in range(pieces)
+    ]
+    for number, target in enumerate(wild, len(curves)):  # the "from any state" arrows, straight
+        x, y = pos[target]
+        norm = math.hypot(x, y) or 1.0
+        ux, uy = x / norm, y / norm
+        segments.append((number, (x + ux * (node_r + 46), y + uy * (node_r + 46)), (x + ux * node_r, y + uy * node_r)))
+    owner = [-1]  # the arrow the label being placed belongs to (-1: none)
 
     def place(candidates: Sequence[tuple[float, float, float, float, float]], lines: Sequence[str]) -> _Box:
         """The best box centred at one of the candidates (x, y, penalty for going there, and the
@@ -288,8 +309,10 @@ def svg(diagram: StateDiagram, title: str, ident: str = "sd") -> str:
             box = _Box(x - width / 2, y - height / 2, x + width / 2, y + height / 2)
             cost = penalty
             cost += 40 * sum(box.overlap(n) for n in node_boxes) / 100
-            cost += 30 * sum(box.overlap(other) for other in placed) / 100
-            cost += 6 * sum(1 for a, b in segments if box.crosses(a, b))
+            # another label or another arrow under a label makes it unreadable: a hard cost
+            cost += 10_000 * sum(1 for other in placed if box.overlap(other) > 0)
+            cost += 10_000 * sum(1 for k, a, b in segments if k != owner[0] and box.crosses(a, b, 2.0))
+            cost += 6 * sum(1 for k, a, b in segments if k == owner[0] and box.crosses(a, b))
             if best is None or cost < best[0]:
                 best = (cost, box, (ax, ay))
         assert best is not None
@@ -308,14 +331,14 @@ def svg(diagram: StateDiagram, title: str, ident: str = "sd") -> str:
         width = max(len(line) for line in lines) * LABEL_CHAR + 6
         height = len(lines) * LINE + 2
         out = []
-        for t in (0.5, 0.4, 0.6, 0.3, 0.7):
+        for t in (0.5, 0.4, 0.6, 0.3, 0.7, 0.2, 0.8):
             x, y = _bezier(a, q, b, t)
             tx = 2 * (1 - t) * (q[0] - a[0]) + 2 * t * (b[0] - q[0])
             ty = 2 * (1 - t) * (q[1] - a[1]) + 2 * t * (b[1] - q[1])
             norm = math.hypot(tx, ty) or 1.0
             nx, ny = ty / norm, -tx / norm
             for side in (1.0, -1.0):
-                for step in (0.0, 10.0, 24.0, 40.0):
+                for step in (0.0, 10.0, 24.0, 40.0, 60.0, 90.0, 130.0, 180.0):
                     push = abs(nx) * width / 2 + abs(ny) * height / 2 + 4 + step
                     penalty = step * 0.6 + abs(t - 0.5) * 40 + (8 if side < 0 else 0)
                     out.append((x + side * nx * push, y + side * ny * push, penalty, x, y))
@@ -340,7 +363,8 @@ def svg(diagram: StateDiagram, title: str, ident: str = "sd") -> str:
             f'{y - diag - 2:.1f}" stroke="#495057" stroke-width="1.5" marker-end="url(#{ident}-arrow)"/>'
         )
         placed.append(_Box(x - diag - 50, y - diag - 28, x - diag, y - diag))
-    for edge, a, q, b in curves:
+    for number, (edge, a, q, b) in enumerate(curves):
+        owner[0] = number
         name = f"{edge.source} to {edge.target}: {', '.join(edge.events)}"
         body.append(
             f'<path class="edge" d="M {a[0]:.1f} {a[1]:.1f} Q {q[0]:.1f} {q[1]:.1f} {b[0]:.1f} {b[1]:.1f}" '
@@ -350,7 +374,8 @@ def svg(diagram: StateDiagram, title: str, ident: str = "sd") -> str:
         box = place(around(a, q, b, edge.events), edge.events)
         placed.append(box)
         labels.append(label(box, edge.events, "edge-label"))
-    for target, events in wild.items():
+    for number, (target, events) in enumerate(wild.items(), len(curves)):
+        owner[0] = number
         x, y = pos[target]
         norm = math.hypot(x, y) or 1.0
         ux, uy = x / norm, y / norm  # outwards, away from the circle's centre

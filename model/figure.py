@@ -3,13 +3,20 @@
 The seed explains its bug with exactly this picture; the checker, `replay` and the
 generated tests all print it. Changed cells are marked `*`; a ledger cell whose value
 was inherited from an earlier process incarnation (unchanged since before the last
-`incarnation` bump, and different from a fresh process's value) is marked `!`. History
-(ghost) rows are prefixed `~` and shown only when their value changes somewhere in the trace.
+`incarnation` bump, and different from a fresh process's value) is marked `!`, unless the
+field is declared `persistent`. History (ghost) rows are prefixed `~` and come last.
+
+Drawn for a property (`prop`), a figure marks the step that breaks it (`model.breaking`):
+its column `[breaks]` (and the step before `[before]`, for a step property), the cells the
+property reads there in brackets, and the property's message under the panel that holds it.
+Its rows are the fields the property reads, then the fields the trace changes; the rest are
+named in one folded line (`all_fields` keeps every row). Drawn without one (the generated
+tests' docstrings), it shows every ledger field and the history rows that change.
 
 One figure (`figure_of`), several renderings: aligned text split into panels that fit the
 terminal (`render_table`, optionally with ANSI colour), a Markdown table (`markdown_table`)
-and an HTML table (`html_table`). The text rendering without colour is what generated tests
-carry in their docstrings, so it changes only on purpose (`ledgercheck gen --check`).
+and HTML tables in panels (`html_table`). The text rendering without colour is what generated
+tests carry in their docstrings, so it changes only on purpose (`ledgercheck gen --check`).
 """
 
 from __future__ import annotations
@@ -18,36 +25,45 @@ import html
 import os
 import shutil
 import sys
-from collections.abc import Sequence
+import textwrap
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from model.spec import Spec
+from model.breaking import Break, find_break, property_reads
+from model.spec import Property, Spec
 from model.trace import Step, Trace
 
 CHANGED = "*"
 INHERITED = "!"
 HISTORY = "~"
+READ_OPEN, READ_CLOSE = "[", "]"
+BREAKS_LABEL = " [breaks]"
+BEFORE_LABEL = " [before]"
 LEGEND = (
     f"{CHANGED} changed by the step; {INHERITED} held over from an earlier process incarnation; "
-    f"{HISTORY} history (ghost) variable"
+    f"{HISTORY} history (ghost) variable;\n{READ_OPEN}x{READ_CLOSE} read by the property at the step marked "
+    f"{BREAKS_LABEL.strip()} (and{BEFORE_LABEL}, for a step property)"
 )
 
 # ANSI styles (SGR): changed cells bold yellow, inherited cells red.
-ANSI = {CHANGED: "\x1b[1;33m", INHERITED: "\x1b[31m"}
+ANSI = {CHANGED: "\x1b[1;33m", INHERITED: "\x1b[31m", READ_OPEN: "\x1b[7m"}
 ANSI_RESET = "\x1b[0m"
 
 
 @dataclass(frozen=True)
 class Cell:
-    """One value of the figure and its mark: "" (unchanged), CHANGED or INHERITED."""
+    """One value of the figure and its mark: "" (unchanged), CHANGED or INHERITED; `read`
+    when the property reads it at the breaking step (or, for a step property, the step before)."""
 
     value: str
     mark: str = ""
+    read: bool = False
 
     @property
     def text(self) -> str:
-        return self.value + self.mark
+        text = self.value + self.mark
+        return f"{READ_OPEN}{text}{READ_CLOSE}" if self.read else text
 
 
 @dataclass(frozen=True)
@@ -55,19 +71,42 @@ class Row:
     name: str
     cells: tuple[Cell, ...]
     kind: str  # "calls" | "field" | "history"
+    read: bool = False
+    """The property (or its `when`) reads this field."""
 
 
 @dataclass(frozen=True)
 class Figure:
-    """A trace seen from one shard: column labels and rows of marked cells."""
+    """A trace seen from one shard: column labels and rows of marked cells, the step that
+    breaks the property (when the figure is drawn for one) and the rows folded away."""
 
     shard: int
     columns: tuple[str, ...]
     rows: tuple[Row, ...]
+    breaking: Break | None = None
+    folded: tuple[str, ...] = ()
+    """Ledger fields neither read by the property nor changed, as `name = value`."""
+    folded_history: tuple[str, ...] = ()
+    """History variables the property does not read."""
 
     @property
     def header(self) -> list[str]:
         return [f"shard {self.shard}", *self.columns]
+
+    def break_line(self) -> str | None:
+        """The breaking step in one sentence (None: nothing breaks on this trace)."""
+        if self.breaking is None:
+            return None
+        return self.breaking.line(self.columns[self.breaking.step].split(" [")[0])
+
+    def folded_line(self) -> str | None:
+        """What the figure leaves out, and how to see it."""
+        parts = []
+        if self.folded:
+            parts.append("unchanged and not read by the property: " + ", ".join(self.folded))
+        if self.folded_history:
+            parts.append(f"history not read: {', '.join(HISTORY + n for n in self.folded_history)}")
+        return f"({'; '.join(parts)}; --all-fields shows every row)" if parts else None
 
 
 def cell(value: Any) -> str:
@@ -97,15 +136,26 @@ def focus_of(trace: Trace, shard: int | None = None) -> int:
     return trace.focus if trace.focus is not None else 0
 
 
-def figure_of(trace: Trace, spec: Spec, shard: int | None = None) -> Figure:
-    """The figure as data: every field of the shard (history rows only where they change)."""
+def figure_of(
+    trace: Trace, spec: Spec, shard: int | None = None, prop: Property | None = None, all_fields: bool = False
+) -> Figure:
+    """The figure as data. Without a property: every ledger field of the shard in the spec's
+    order, history rows where they change. For a property: the step that breaks it marked,
+    the fields it reads first (their cells at that step marked), then the fields the trace
+    changes, the rest folded (`all_fields` keeps every row); history rows after the ledger's."""
+    breaking = find_break(trace, spec, prop) if prop is not None else None
+    if breaking is not None and breaking.shard is not None and shard is None:
+        shard = breaking.shard
     shard = focus_of(trace, shard)
     steps = trace.steps
-    rows: list[Row] = []
+    marked = {breaking.step, breaking.before} - {None} if breaking is not None else set()
+    reads = property_reads(prop) if prop is not None else frozenset()
+    calls: list[Row] = []
     if trace.environment != "ledger" or any(len(s.calls) != 1 for s in steps[1:]):
-        rows.append(Row("calls on shard", tuple(Cell(focus_events(s, shard)) for s in steps), "calls"))
+        calls.append(Row("calls on shard", tuple(Cell(focus_events(s, shard)) for s in steps), "calls"))
     incarnation = [s.after["history"]["shards"][shard].get("incarnation") for s in steps]
     fresh = _fresh_values(spec)
+    fields: list[Row] = []
     for field in spec.fields:
         values = [s.after["shards"][shard][field.name] for s in steps]
         cells = []
@@ -113,19 +163,35 @@ def figure_of(trace: Trace, spec: Spec, shard: int | None = None) -> Figure:
             mark = ""
             if index and value != values[index - 1]:
                 mark = CHANGED
-            elif _inherited(values, incarnation, index, fresh.get(field.name, value)):
+            elif not field.persistent and _inherited(values, incarnation, index, fresh.get(field.name, value)):
                 mark = INHERITED
-            cells.append(Cell(cell(value), mark))
-        rows.append(Row(field.name, tuple(cells), "field"))
+            cells.append(Cell(cell(value), mark, field.name in reads and index in marked))
+        fields.append(Row(field.name, tuple(cells), "field", field.name in reads))
+    history: list[Row] = []
     for field in spec.history:
         values = [s.after["history"]["shards"][shard][field.name] for s in steps]
-        if len(set(map(repr, values))) > 1:
+        if all_fields or field.name in reads or len(set(map(repr, values))) > 1:
             cells = []
             for index, value in enumerate(values):
                 changed = index and value != values[index - 1]
-                cells.append(Cell(cell(value), CHANGED if changed else ""))
-            rows.append(Row(f"{HISTORY}{field.name}", tuple(cells), "history"))
-    return Figure(shard, loop_labels(trace), tuple(rows))
+                read = field.name in reads and index in marked
+                cells.append(Cell(cell(value), CHANGED if changed else "", read))
+            history.append(Row(f"{HISTORY}{field.name}", tuple(cells), "history", field.name in reads))
+    columns = list(loop_labels(trace))
+    if breaking is not None:
+        columns[breaking.step] += BREAKS_LABEL
+        if breaking.before is not None and breaking.before > 0:
+            columns[breaking.before] += BEFORE_LABEL
+    if prop is None or all_fields:
+        return Figure(shard, tuple(columns), (*calls, *fields, *history), breaking)
+    read_rows = [r for r in fields if r.read]
+    changed_rows = [r for r in fields if not r.read and any(c.mark for c in r.cells)]
+    rest = [r for r in fields if not r.read and not any(c.mark for c in r.cells)]
+    folded = tuple(f"{r.name} = {r.cells[0].value}" for r in rest)
+    shown_history = [r for r in history if r.read]
+    folded_history = tuple(r.name.removeprefix(HISTORY) for r in history if not r.read)
+    rows = (*calls, *read_rows, *changed_rows, *shown_history)
+    return Figure(shard, tuple(columns), rows, breaking, folded, folded_history)
 
 
 def loop_labels(trace: Trace) -> tuple[str, ...]:
@@ -183,33 +249,43 @@ def colour_enabled(stream: TextIO | None = None) -> bool:
         return False
 
 
+def panel_columns(widths: Sequence[int], width: int) -> list[list[int]]:
+    """Columns 1.. (column 0 holds the row names, repeated in every panel) grouped into
+    panels no wider than `width` characters (a panel holds at least one column)."""
+    panels: list[list[int]] = []
+    current: list[int] = []
+    used = widths[0]
+    for index in range(1, len(widths)):
+        need = widths[index] + 3
+        if current and used + need > width:
+            panels.append(current)
+            current, used = [], widths[0]
+        current.append(index)
+        used += need
+    if current:
+        panels.append(current)
+    return panels
+
+
 def render_table(
     header: list[str],
     rows: list[list[str]],
     width: int | None = None,
     marks: Sequence[Sequence[str]] | None = None,
     colour: bool = False,
+    notes: Mapping[int, str] | None = None,
 ) -> str:
     """Aligned text, split into panels of columns when wider than `width`.
 
     `marks` (parallel to `rows`, one mark per column after the row name) and `colour` style
-    the cells with ANSI codes; the layout, and the text without colour, stay the same."""
+    the cells with ANSI codes; the layout, and the text without colour, stay the same.
+    `notes` maps a column (1 is the first after the row names) to a line printed under the
+    panel that holds it."""
     width = width or shutil.get_terminal_size((120, 24)).columns
     columns = list(zip(header, *rows, strict=True))
     name_width = max(len(c) for c in columns[0])
     widths = [max(len(c) for c in col) for col in columns]
-    panels: list[list[int]] = []
-    current: list[int] = []
-    used = name_width
-    for index in range(1, len(columns)):
-        need = widths[index] + 3
-        if current and used + need > width:
-            panels.append(current)
-            current, used = [], name_width
-        current.append(index)
-        used += need
-    if current:
-        panels.append(current)
+    panels = panel_columns(widths, width)
     out: list[str] = []
     for number, panel in enumerate(panels):
         if number:
@@ -218,7 +294,7 @@ def render_table(
             line = columns[0][r].ljust(name_width)
             for index in panel:
                 text = columns[index][r]
-                style = ANSI.get(marks[r - 1][index - 1], "") if colour and marks and r else ""
+                style = "".join(ANSI.get(m, "") for m in marks[r - 1][index - 1]) if colour and marks and r else ""
                 if style:
                     line += " | " + style + text + ANSI_RESET + " " * (widths[index] - len(text))
                 else:
@@ -226,24 +302,44 @@ def render_table(
             out.append(line.rstrip())
             if r == 0:
                 out.append("-" * len(out[-1]))
+        for index, note in sorted((notes or {}).items()):
+            if index in panel:
+                head, sep, tail = note.partition(": ")
+                out += [f">> {head}{sep.rstrip()}", f"   {tail}"] if sep else [f">> {note}"]
     return "\n".join(out)
 
 
 def trace_figure(
-    trace: Trace, spec: Spec, shard: int | None = None, width: int | None = None, colour: bool = False
+    trace: Trace,
+    spec: Spec,
+    shard: int | None = None,
+    width: int | None = None,
+    colour: bool = False,
+    prop: Property | None = None,
+    all_fields: bool = False,
 ) -> str:
-    """The figure as aligned text; `colour` adds ANSI styles (callers decide: `colour_enabled`)."""
-    figure = figure_of(trace, spec, shard)
+    """The figure as aligned text; `colour` adds ANSI styles (callers decide: `colour_enabled`).
+    For a property, the breaking step's sentence (`>> step ...`) follows the panel that holds
+    it, and a last line names the folded rows."""
+    figure = figure_of(trace, spec, shard, prop, all_fields)
     rows = [[row.name, *(c.text for c in row.cells)] for row in figure.rows]
-    marks = [[c.mark for c in row.cells] for row in figure.rows]
-    return render_table(figure.header, rows, width, marks, colour)
+    marks = [[c.mark + (READ_OPEN if c.read else "") for c in row.cells] for row in figure.rows]
+    line = figure.break_line()
+    notes = {figure.breaking.step + 1: line} if figure.breaking is not None and line else None
+    text = render_table(figure.header, rows, width, marks, colour, notes)
+    folded = figure.folded_line()
+    if folded is None:
+        return text
+    columns = width or shutil.get_terminal_size((120, 24)).columns
+    return text + "\n" + textwrap.fill(folded, columns, break_on_hyphens=False)
 
 
 # --- Markdown --------------------------------------------------------------------------------
 
 MARKDOWN_LEGEND = (
     f"**bold**: changed by the step; `{INHERITED}`: held over from an earlier process incarnation; "
-    f"`{HISTORY}`: history (ghost) variable"
+    f"`{HISTORY}`: history (ghost) variable; \\[cell\\]: read by the property at the step marked "
+    f"`{BREAKS_LABEL.strip()}` (and `{BEFORE_LABEL.strip()}`, for a step property)"
 )
 
 
@@ -266,26 +362,38 @@ def md_text(text: str) -> str:
 def _md_cell(c: Cell) -> str:
     code = md_code(c.value)
     if c.mark == CHANGED:
-        return f"**{code}**"
-    if c.mark == INHERITED:
-        return f"{code} {INHERITED}"
-    return code
+        code = f"**{code}**"
+    elif c.mark == INHERITED:
+        code = f"{code} {INHERITED}"
+    return f"\\[{code}\\]" if c.read else code
 
 
-def markdown_table(trace: Trace, spec: Spec, shard: int | None = None) -> str:
-    """The figure as a GFM table: changed cells bold, inherited cells followed by `!`."""
-    figure = figure_of(trace, spec, shard)
+def markdown_table(
+    trace: Trace, spec: Spec, shard: int | None = None, prop: Property | None = None, all_fields: bool = False
+) -> str:
+    """The figure as a GFM table: changed cells bold, inherited cells followed by `!`; for a
+    property, the breaking step's column marked `[breaks]`, the cells it reads in brackets,
+    and a sentence under the table naming the step and the property's message."""
+    figure = figure_of(trace, spec, shard, prop, all_fields)
     header = [md_text(figure.header[0]), *(md_code(c) for c in figure.columns)]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in figure.rows:
         name = md_text(row.name) if row.kind == "calls" else md_code(row.name)
         lines.append("| " + " | ".join([name, *(_md_cell(c) for c in row.cells)]) + " |")
+    line, folded = figure.break_line(), figure.folded_line()
+    if line:
+        head, _, tail = line.partition(": ")
+        lines += ["", f"**{md_text(head)}**: {md_text(tail)}"]
+    if folded:
+        lines += ["", f"_{md_text(folded)}_"]
     return "\n".join(lines)
 
 
 # --- HTML ------------------------------------------------------------------------------------
 
 HTML_CLASS = {CHANGED: "changed", INHERITED: "inherited"}
+HTML_PANEL_WIDTH = 170
+"""Characters of monospace per HTML panel: at 13 px, a panel fits a 1400 px screen."""
 
 
 def html_text(value: str) -> str:
@@ -294,23 +402,58 @@ def html_text(value: str) -> str:
     return html.escape(value).replace("://", "&#58;//")
 
 
-def html_table(trace: Trace, spec: Spec, shard: int | None = None) -> str:
-    """The figure as an HTML table; cells carry class `changed` / `inherited` (and keep their mark)."""
-    figure = figure_of(trace, spec, shard)
+def html_table(
+    trace: Trace,
+    spec: Spec,
+    shard: int | None = None,
+    prop: Property | None = None,
+    all_fields: bool = False,
+    width: int = HTML_PANEL_WIDTH,
+) -> str:
+    """The figure as HTML tables, split into panels like the text figure (`width` characters
+    of monospace each), so that no column, the breaking step's included, is off-screen. Every
+    panel repeats the row names. Cells carry class `changed` / `inherited` (and keep their
+    mark), cells the property reads at the breaking step class `read`; the breaking step's
+    header cell has class `breaks`, and its sentence follows its panel (`p.breaks`)."""
+    figure = figure_of(trace, spec, shard, prop, all_fields)
     esc = html_text
-    out = ['<table class="figure">', "<thead><tr>"]
-    out.append(f'<th scope="col" class="rowname">{esc(figure.header[0])}</th>')
-    out += [f'<th scope="col"><code>{esc(c)}</code></th>' for c in figure.columns]
-    out.append("</tr></thead>")
-    out.append("<tbody>")
-    for row in figure.rows:
-        cells = [f'<tr class="{row.kind}"><th scope="row" class="rowname">{esc(row.name)}</th>']
-        for c in row.cells:
-            cls = HTML_CLASS.get(c.mark)
-            attr = f' class="{cls}"' if cls else ""
-            mark = f'<span class="mark">{esc(c.mark)}</span>' if c.mark else ""
-            cells.append(f"<td{attr}>{esc(c.value)}{mark}</td>")
-        cells.append("</tr>")
-        out.append("".join(cells))
-    out.append("</tbody></table>")
+    texts = [[figure.header[0], *(r.name for r in figure.rows)]]
+    texts += [[label, *(r.cells[i].text for r in figure.rows)] for i, label in enumerate(figure.columns)]
+    panels = panel_columns([max(len(t) for t in column) for column in texts], width)
+    line = figure.break_line()
+    out = ['<div class="panels">']
+    for panel in panels:
+        out += ['<table class="figure">', "<thead><tr>"]
+        out.append(f'<th scope="col" class="rowname">{esc(figure.header[0])}</th>')
+        for index in panel:
+            column = index - 1
+            label = figure.columns[column]
+            cls = ""
+            if figure.breaking is not None and column == figure.breaking.step:
+                cls = ' class="breaks"'
+            elif figure.breaking is not None and column == figure.breaking.before:
+                cls = ' class="before"'
+            out.append(f'<th scope="col"{cls}><code>{esc(label)}</code></th>')
+        out.append("</tr></thead>")
+        out.append("<tbody>")
+        for row in figure.rows:
+            name_cls = " read" if row.read else ""
+            cells = [f'<tr class="{row.kind}"><th scope="row" class="rowname{name_cls}">{esc(row.name)}</th>']
+            for index in panel:
+                c = row.cells[index - 1]
+                classes = [HTML_CLASS[c.mark]] if c.mark in HTML_CLASS else []
+                classes += ["read"] if c.read else []
+                attr = f' class="{" ".join(classes)}"' if classes else ""
+                mark = f'<span class="mark">{esc(c.mark)}</span>' if c.mark else ""
+                cells.append(f"<td{attr}>{esc(c.value)}{mark}</td>")
+            cells.append("</tr>")
+            out.append("".join(cells))
+        out.append("</tbody></table>")
+        if line and figure.breaking is not None and figure.breaking.step + 1 in panel:
+            head, _, tail = line.partition(": ")
+            out.append(f'<p class="breaks"><strong>{esc(head)}</strong>: {esc(tail)}</p>')
+    folded = figure.folded_line()
+    if folded:
+        out.append(f'<p class="folded">{esc(folded)}</p>')
+    out.append("</div>")
     return "\n".join(out)

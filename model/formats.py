@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from model import ir
-from model.figure import LEGEND, MARKDOWN_LEGEND, markdown_table, md_code, md_text, trace_figure
+from model.figure import LEGEND, MARKDOWN_LEGEND, figure_of, markdown_table, md_code, md_text, trace_figure
 from model.result import Result
 from model.runs import attention, mismatch_line, multi_environment, outcome, reading_order
-from model.spec import Spec, SpecFile
+from model.spec import Property, Spec, SpecFile
 from model.trace import Trace
 
 CHECK_FORMATS = ("text", "json", "markdown", "itf", "junit")
@@ -113,8 +113,9 @@ def markdown_verdict(result: Result, several_environments: bool = False) -> str:
     return line
 
 
-def markdown_check(spec_file: SpecFile, results: Sequence[Result]) -> str:
-    """Verdict lines, then every trace as a table under its (variant, property)."""
+def markdown_check(spec_file: SpecFile, results: Sequence[Result], all_fields: bool = False) -> str:
+    """Verdict lines, then the legend and every trace as a table under its (variant, property),
+    the breaking step marked."""
     base = spec_file.variant()
     settings = sorted({(r.environment, r.shards) for r in results})
     where = "; ".join(f"{env} environment, {shards} shards" for env, shards in settings)
@@ -126,6 +127,8 @@ def markdown_check(spec_file: SpecFile, results: Sequence[Result]) -> str:
     named = summary_names(results)
     if named:
         out += [""] + [f"- {md_text(line)}" for line in named]
+    if any(trace_groups(r) for r in results):
+        out += ["", MARKDOWN_LEGEND]
     for result in ordered:
         groups = trace_groups(result)
         if not groups:
@@ -136,20 +139,21 @@ def markdown_check(spec_file: SpecFile, results: Sequence[Result]) -> str:
         out += ["", f"#### {md_code(result.variant)} / {md_code(result.property)}{where}", "", md_text(prop.doc)]
         for heading, trace in groups:
             out += ["", f"**{md_text(heading)}**: {md_text(prop.message)}", ""]
-            out.append(markdown_table(trace, spec))
-    if any(trace_groups(r) for r in results):
-        out += ["", MARKDOWN_LEGEND]
+            out.append(markdown_table(trace, spec, prop=prop, all_fields=all_fields))
     return "\n".join(out)
 
 
-def markdown_replay(sections: Sequence[tuple[Spec, Trace, int]]) -> str:
-    """`replay --format markdown`: one table per variant."""
-    out: list[str] = []
-    for spec, trace, shard in sections:
+def markdown_replay(sections: Sequence[tuple[Spec, Trace, int, Property | None, Sequence[str]]]) -> str:
+    """`replay --format markdown`: per variant, its setting, the verdict of every property on
+    the trace (`model.replay`), and the table with the first broken property's step marked."""
+    out: list[str] = [MARKDOWN_LEGEND, ""]
+    for spec, trace, shard, prop, verdicts in sections:
         title = f"{md_code(spec.variant)}: {md_text(spec.variant_doc)}" if spec.variant_doc else md_code(spec.variant)
-        where = f"{trace.environment} environment, {trace.shard_count} shards, shard {shard}"
-        out += [f"### {title}", "", md_text(where), "", markdown_table(trace, spec, shard), ""]
-    out.append(MARKDOWN_LEGEND)
+        policy = ", ".join(f"{k}={v}" for k, v in trace.policy.items())
+        where = f"{trace.environment} environment, {trace.shard_count} shards, shard {shard}; policy {policy}"
+        out += [f"### {title}", "", md_text(where), ""]
+        out += [f"- {md_text(line.strip())}" for line in verdicts]
+        out += ["", markdown_table(trace, spec, shard, prop=prop), ""]
     return "\n".join(out)
 
 
@@ -297,7 +301,7 @@ def itf_check(spec_file: SpecFile, results: Sequence[Result]) -> str:
 # --- JUnit XML -----------------------------------------------------------------------------
 
 
-def junit_check(spec_file: SpecFile, results: Sequence[Result]) -> str:
+def junit_check(spec_file: SpecFile, results: Sequence[Result], all_fields: bool = False) -> str:
     """`check --format junit`: one <testcase> per (variant, property), classname = variant,
     name = property. A verdict that differs from the spec's expectation is a <failure>; an
     undecided one (`unknown`) an <error>; a property that does not apply here is <skipped>.
@@ -334,7 +338,10 @@ def junit_check(spec_file: SpecFile, results: Sequence[Result]) -> str:
             failure = ET.SubElement(
                 case,
                 "failure",
-                {"message": f"{verdict}; the spec expects {result.expected}", "type": "VerdictMismatch"},
+                {
+                    "message": f"{verdict}; the spec expects {result.expected}{_break_text(spec_file, result)}",
+                    "type": "VerdictMismatch",
+                },
             )
             failure.text = f"{mismatch_line(result)}\n{verdict} (expected: {result.expected})"
         elif kind == "unknown":
@@ -342,13 +349,22 @@ def junit_check(spec_file: SpecFile, results: Sequence[Result]) -> str:
             error.text = f"{result.variant} / {result.property}: {verdict}"
         elif kind == "skipped":
             ET.SubElement(case, "skipped", {"message": verdict})
-        ET.SubElement(case, "system-out").text = _junit_text(spec_file, result)
+        ET.SubElement(case, "system-out").text = _junit_text(spec_file, result, all_fields)
     ET.indent(root, space="  ")
     body = ET.tostring(root, encoding="unicode")
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + body
 
 
-def _junit_text(spec_file: SpecFile, result: Result) -> str:
+def _break_text(spec_file: SpecFile, result: Result) -> str:
+    """`; step N, ACTION, breaks PROPERTY: MESSAGE` for the result's first trace, else ""."""
+    if not result.traces:
+        return ""
+    spec = spec_file.variant(result.variant)
+    line = figure_of(result.traces[0], spec, prop=spec.properties[result.property]).break_line()
+    return f"; {line}" if line else ""
+
+
+def _junit_text(spec_file: SpecFile, result: Result, all_fields: bool = False) -> str:
     lines = [f"{result.variant} / {result.property}: {verdict_text(result)} [{expectation_text(result)}]"]
     if result.region is not None:
         lines.append(result.region_text())
@@ -356,21 +372,23 @@ def _junit_text(spec_file: SpecFile, result: Result) -> str:
     if groups:
         spec = spec_file.variant(result.variant)
         prop = spec.properties[result.property]
-        for heading, trace in groups:
-            lines += ["", f"-- {heading}: {prop.message}", trace_figure(trace, spec, width=FIXED_WIDTH)]
         lines += ["", LEGEND]
+        for heading, trace in groups:
+            figure = trace_figure(trace, spec, width=FIXED_WIDTH, prop=prop, all_fields=all_fields)
+            lines += ["", f"-- {heading}: {prop.message}", figure]
     return "\n".join(lines) + "\n"
 
 
 # --- dispatch ------------------------------------------------------------------------------
 
 
-def render_check(fmt: str, spec_file: SpecFile, results: Sequence[Result]) -> str:
-    """The output of `check --format FMT` for the formats this module writes."""
+def render_check(fmt: str, spec_file: SpecFile, results: Sequence[Result], all_fields: bool = False) -> str:
+    """The output of `check --format FMT` for the formats this module writes (`all_fields`:
+    every row of every figure, none folded)."""
     if fmt == "markdown":
-        return markdown_check(spec_file, results)
+        return markdown_check(spec_file, results, all_fields)
     if fmt == "itf":
         return itf_check(spec_file, results)
     if fmt == "junit":
-        return junit_check(spec_file, results)
+        return junit_check(spec_file, results, all_fields)
     raise ValueError(f"no writer for format {fmt!r}")

@@ -347,6 +347,7 @@ def prove_command(
     timeout: float | None,
     format: str,
     progress: bool | None,
+    verbose: bool = False,
 ) -> int:
     """`ledgercheck prove`: every (variant, property, environment) asked for, proved or refuted."""
     from model.runs import environments_for, exit_code, result_json
@@ -382,31 +383,36 @@ def prove_command(
         print(json.dumps(payload, indent=2, default=str))
     else:
         for result in results:
-            print(_line(result))
+            print(_line(result, verbose))
         for result in results:
             if result.traces:
                 shown = spec_file.variant(result.variant)
                 where = f"{result.variant} / {result.property} ({result.environment})"
                 kind = "a lasso" if result.traces[0].loop_start is not None else "shortest trace"
                 print(f"\n== {where}: {kind} ({result.traces[0].depth} steps)")
-                print(trace_figure(result.traces[0], shown))
+                print(trace_figure(result.traces[0], shown, prop=shown.properties[result.property]))
             elif result.status == Status.UNKNOWN and "counterexample to induction" in result.note:
                 print(f"\n== {result.variant} / {result.property}")
                 print(result.note.split("; no proof: ", 1)[-1])
     return exit_code(results)
 
 
-def _line(result: Result) -> str:
+def _line(result: Result, verbose: bool = False) -> str:
+    """A verdict line that fits a terminal: the engines' notes (how a proof went) only when
+    `verbose`; an undecided result's reason cut to its first clause."""
+    from model.textout import brief
+
+    note = f" ({result.note})" if verbose else ""
     if result.status == Status.PROVED:
-        what = f"PROVED ({result.note.split(';')[0]}, {result.seconds:.1f}s)"
+        what = f"PROVED in {result.seconds:.1f}s{note}"
     elif result.status == Status.VIOLATED:
-        what = f"VIOLATED ({result.note})"
+        what = f"VIOLATED at depth {result.depth}{note}"
     elif result.status == Status.NOT_APPLICABLE:
-        what = "not checked here: " + result.note
+        what = "not checked here" + note
     elif result.status == Status.HOLDS_TO_DEPTH:  # a liveness search that stopped at its bound
-        what = f"holds up to depth {result.depth} ({result.note})"
+        what = f"holds up to depth {result.depth}{note}"
     else:
-        what = f"UNKNOWN ({result.note.splitlines()[0][:160]})"
+        what = f"UNKNOWN ({brief(result.note, verbose)})"
     expect = ""
     if result.matches is True:
         expect = "  [as expected]"

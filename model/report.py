@@ -21,7 +21,7 @@ from model import bmc
 from model.console import progress_for
 from model.diagram import StateDiagram, minimal_policy, state_diagram, svg
 from model.errors import UsageError
-from model.figure import html_table
+from model.figure import figure_of, html_table
 from model.formats import (
     expectation_text,
     outcome,
@@ -167,8 +167,8 @@ table.verdicts th, table.verdicts td { border: 1px solid var(--line); padding: 4
 table.verdicts thead th { background: var(--head); }
 tr.match td.outcome { color: var(--ok); } tr.mismatch td.outcome { color: var(--bad); font-weight: 700; }
 tr.unknown td.outcome { color: var(--warn); font-weight: 700; } tr.skipped td { color: var(--muted); }
-.scroll { overflow-x: auto; max-width: 100%; border: 1px solid var(--line); border-radius: 4px; }
-table.figure { border-collapse: collapse; white-space: nowrap; }
+.panels table.figure { margin: 0 0 10px; }
+table.figure { border-collapse: collapse; white-space: nowrap; border: 1px solid var(--line); }
 table.figure th, table.figure td { border-bottom: 1px solid var(--line); border-right: 1px solid var(--line);
   padding: 2px 8px; text-align: left; }
 table.figure thead th { background: var(--head); position: sticky; top: 0; }
@@ -178,9 +178,18 @@ table.figure tr.calls td { color: var(--muted); font-style: italic; }
 table.figure td.changed { background: var(--changed-bg); color: var(--changed-fg); font-weight: 700; }
 table.figure td.inherited { background: var(--inherited-bg); color: var(--inherited-fg); font-weight: 700; }
 table.figure .mark { opacity: 0.7; margin-left: 1px; }
+table.figure thead th.breaks { background: var(--bad); color: #fff; }
+table.figure thead th.before { background: #ffd8a8; }
+table.figure td.read { outline: 3px solid var(--bad); outline-offset: -3px; }
+table.figure th.rowname.read { color: var(--bad); }
+p.breaks { margin: -4px 0 12px; padding: 4px 10px; border-left: 4px solid var(--bad); background: #fff5f5; }
+p.folded { color: var(--muted); font-size: 0.9em; margin: 0 0 12px; max-width: 1200px; }
+ul.breaks { margin: 8px 0; padding-left: 20px; } ul.breaks li { margin: 2px 0; }
 .legend span { display: inline-block; padding: 0 6px; margin-right: 10px; border-radius: 3px; }
 .legend .changed { background: var(--changed-bg); color: var(--changed-fg); font-weight: 700; }
 .legend .inherited { background: var(--inherited-bg); color: var(--inherited-fg); font-weight: 700; }
+.legend .read { outline: 3px solid var(--bad); outline-offset: -3px; }
+.legend .breaks { background: var(--bad); color: #fff; }
 figure.diagram { margin: 8px 0; } figure.diagram svg { max-width: 100%; height: auto; }
 figure.diagram figcaption { color: var(--muted); font-size: 0.9em; max-width: 900px; }
 details.lax summary { cursor: pointer; color: var(--muted); }
@@ -228,6 +237,7 @@ def render(
         "</dl>",
         f'<p class="summary {"pass" if ok else "fail"}">{esc(summary_text(results))}</p>',
         *[f'<p class="summary fail">{esc(line)}</p>' for line in summary_names(results)],
+        *_break_list(spec_file, results),
         "</header>",
         "<main>",
         '<section id="verdicts">',
@@ -246,6 +256,26 @@ def render(
         "</html>",
     ]
     return "\n".join(out) + "\n"
+
+
+def _break_list(spec_file: SpecFile, results: Sequence[bmc.Result]) -> list[str]:
+    """Where each violated property breaks (its first trace), mismatches first: the first
+    screen names the condemning steps, each linked to its trace."""
+    items: list[str] = []
+    seen: set[tuple[str, str]] = set()
+    for result in reading_order(results):
+        if not result.traces or (result.variant, result.property) in seen:
+            continue
+        seen.add((result.variant, result.property))
+        spec = spec_file.variant(result.variant)
+        line = figure_of(result.traces[0], spec, prop=spec.properties[result.property]).break_line()
+        if line:
+            target = esc(anchor(result.variant, result.property, result.environment))
+            items.append(
+                f'<li><a href="#{target}"><code>{esc(result.variant)}</code> ({esc(result.environment)})</a>: '
+                f"{esc(line)}</li>"
+            )
+    return ["<h2>Where each violated property breaks</h2>", '<ul class="breaks">', *items, "</ul>"] if items else []
 
 
 def _verdict_table(spec_file: SpecFile, results: Sequence[bmc.Result]) -> str:
@@ -328,7 +358,10 @@ def _diagram_section(
 LEGEND_HTML = (
     '<p class="legend"><span class="changed">value*</span>changed by the step '
     '<span class="inherited">value!</span>held over from an earlier process incarnation '
-    "<code>~name</code> history (ghost) variable</p>"
+    "<code>~name</code> history (ghost) variable "
+    '<span class="breaks">[breaks]</span>the step that breaks the property '
+    '<span class="read">value</span>a value the property reads there (and at the step marked '
+    "[before], for a step property)</p>"
 )
 
 
@@ -354,12 +387,7 @@ def _trace_sections(spec_file: SpecFile, results: Sequence[bmc.Result]) -> list[
             f"{esc(verdict_text(result))}</p>",
         ]
         for heading, trace in trace_groups(result):
-            out += [
-                f"<h4>{esc(heading)}: {esc(prop.message)}</h4>",
-                '<div class="scroll">',
-                html_table(trace, spec),
-                "</div>",
-            ]
+            out += [f"<h4>{esc(heading)}: {esc(prop.message)}</h4>", html_table(trace, spec, prop=prop)]
         out.append("</article>")
     out.append("</section>")
     return out

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from model.errors import EXIT_MISMATCH, EXIT_OK, EXIT_UNKNOWN, UsageError
+from model.errors import EXIT_MISMATCH, EXIT_OK, EXIT_UNKNOWN, UsageError, did_you_mean
 from model.result import Result, Status
 from model.spec import Property, Spec, SpecFile
 
@@ -103,7 +103,8 @@ def run_checks(
         if request.view is not None:
             unknown = [f for f in request.view if f not in {d.name for d in spec.fields}]
             if unknown:
-                raise UsageError(f"--view: unknown field(s) {', '.join(unknown)}")
+                fields = [d.name for d in spec.fields]
+                raise UsageError(f"--view: unknown field {unknown[0]!r}{did_you_mean(unknown[0], fields)}")
         fleet = request.shards or spec.default_shards
         if request.engine == "explicit" and resolved is None:
             raise UsageError("--engine explicit needs a concrete policy (not --symbolic-policy)")

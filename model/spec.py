@@ -74,6 +74,9 @@ class VarDecl:
     metric: bool = False
     # A timer (`type = "timer"`): an int that every clock tick advances (time since it was set).
     timer: bool = False
+    persistent: bool = False
+    """Carried across process incarnations on purpose (a ledger field): trace figures do
+    not flag its held-over values with `!`."""
 
 
 @dataclass(frozen=True)
@@ -715,7 +718,7 @@ class _Builder:
             self._ident(name, keys)
             if not isinstance(body, dict):
                 raise self.fail(keys, f'{name!r} must be a table like {{ type = "int", initial = 0 }}')
-            self._check_keys(body, keys, ("type", "initial", "initial_from", "doc", "metric"))
+            self._check_keys(body, keys, ("type", "initial", "initial_from", "doc", "metric", "persistent"))
             timer = body.get("type") == "timer"
             vtype = INT if timer else self.type_of(self._str(body, "type", keys), (*keys, "type"))
             if timer and (not isinstance(body.get("initial"), int) or body["initial"] < 0):
@@ -736,8 +739,11 @@ class _Builder:
             metric = body.get("metric", False)
             if not isinstance(metric, bool):
                 raise self.fail((*keys, "metric"), "metric must be true or false")
+            persistent = body.get("persistent", False)
+            if not isinstance(persistent, bool) or (persistent and kind != "ledger"):
+                raise self.fail((*keys, "persistent"), "persistent is true or false, and only on a ledger field")
             doc = body.get("doc", "")
-            result.append(VarDecl(name, vtype, initial, kind, initial_from, str(doc), metric, timer))
+            result.append(VarDecl(name, vtype, initial, kind, initial_from, str(doc), metric, timer, persistent))
         return tuple(result)
 
     def _check_unique(self) -> None:

@@ -303,7 +303,7 @@ def test_report_is_self_contained_and_complete(spec_file: SpecFile, results: lis
     # as_written and fixed have the same state diagram; refit_keeps_streak adds STALE -> SUSPECT
     # for a shard with a streak of its own, so its diagram is drawn apart
     assert page.count("<svg") == 2
-    assert page.count('<table class="figure">') == len(all_traces(results))
+    assert page.count('<div class="panels">') == len(all_traces(results))  # a figure: panels of tables
     assert 'class="changed"' in page and 'class="inherited"' in page
     assert page == render(spec_file, results, {"environment": "controller"}, diagram_depth=6)
 

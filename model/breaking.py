@@ -1,0 +1,80 @@
+"""Where a trace breaks a property: the step, the shard, the fields the property reads.
+
+A counterexample's last step is where the checker found the violation, but a replayed trace
+(`replay`, a scenario) may break a property earlier, or not at all. So the trace is run
+again on the executable model, and after every step the property is evaluated as the
+checkers do (an invariant on the shard after the step, a step property on each call it
+watches, with the called shard's values before and after). Every format marks the step
+this finds; a liveness property (`eventually`) breaks on a loop, not at a step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from model import ir
+from model.spec import Property, Spec
+from model.trace import Simulation, Trace
+
+
+@dataclass(frozen=True)
+class Break:
+    """The first step of a trace that breaks a property."""
+
+    prop: Property
+    step: int
+    """Index into `trace.steps` (0 is the initial state)."""
+    shard: int | None
+    """The shard whose state breaks it (None: the fleet)."""
+    reads: frozenset[str]
+    """Per-shard fields (ledger and history) the property and its `when` read."""
+
+    @property
+    def before(self) -> int | None:
+        """The step whose state a step property compares with (the one before), else None."""
+        return self.step - 1 if self.prop.kind == "step" else None
+
+    def line(self, label: str) -> str:
+        """One sentence naming the step, what it does and what the property says."""
+        where = f" on shard {self.shard}" if self.shard is not None else ""
+        return f"step {self.step}, {label}, breaks {self.prop.name}{where}: {self.prop.message}"
+
+
+def property_reads(prop: Property) -> frozenset[str]:
+    return frozenset(ir.field_reads([prop.when, prop.check]))
+
+
+def find_break(trace: Trace, spec: Spec, prop: Property) -> Break | None:
+    """The first step of `trace` at which `prop` is broken, or None (it holds on every step,
+    the property is a liveness property, or the trace cannot be run again here)."""
+    if prop.kind not in ("invariant", "step") or trace.environment not in spec.environments:
+        return None
+    env = spec.environment(trace.environment)
+    sim = Simulation(spec, env, trace.shard_count, trace.policy)
+    machine = sim.machine
+    shards: list[int | None] = [None] if prop.fleet else _shard_order(trace)
+    reads = property_reads(prop)
+    for index, step in enumerate(trace.steps[1:], 1):
+        if step.action is None:
+            return None
+        before: dict[Any, Any] = dict(sim.store)
+        try:
+            _, effects = sim.apply(env.action(step.action), step.shards, step.args)
+        except Exception:  # a trace of another spec version: nothing to mark
+            return None
+        if prop.kind == "invariant":
+            for shard in shards:
+                if not machine.invariant(prop.when, prop.check, shard, sim.store):
+                    return Break(prop, index, shard, reads)
+        else:
+            for call in effects.calls:
+                if call.event in prop.on and machine.step_violations(prop.when, prop.check, call, before):
+                    return Break(prop, index, call.shard, reads)
+    return None
+
+
+def _shard_order(trace: Trace) -> list[int | None]:
+    """Every shard, the trace's focus first (the one its figure shows)."""
+    focus = trace.focus if trace.focus is not None else 0
+    return [focus, *(s for s in range(trace.shard_count) if s != focus)]
