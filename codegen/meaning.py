@@ -38,8 +38,10 @@ PART_FIELDS = frozenset({"queries", "events", "environments", "properties", "var
 # size, variant names) is the part "spec".
 OWN_PARTS = ("enums", "sets", "policy", "fields", "globals", "history", "on_state_change")
 # Named traces to replay: no check and no generated test reads them. How a real class is
-# bound (`[implementation]`) is read when the tests run, not baked into them.
+# bound (`[implementation]`) is read when the tests run, not baked into them. (`DISPLAY_FIELDS`:
+# whether a field is carried across incarnations on purpose only changes how figures mark it.)
 IGNORED_FIELDS = frozenset({"scenarios", "binding"})
+DISPLAY_FIELDS = frozenset({"persistent"})
 # Sequences that are sets: an environment's actions are a nondeterministic choice, a step
 # property's events and a property's environments are lists of names.
 UNORDERED_FIELDS = frozenset({"actions", "on", "environments"})
@@ -67,7 +69,7 @@ def canonical(value: Any) -> Any:
     if is_dataclass(value) and not isinstance(value, type):
         data: dict[str, Any] = {"node": type(value).__name__}
         for item in fields(value):
-            if item.name in SOURCE_FIELDS or item.name in TEXT_FIELDS:
+            if item.name in SOURCE_FIELDS or item.name in TEXT_FIELDS or item.name in DISPLAY_FIELDS:
                 continue
             if item.name in OPTIONAL_FIELDS and getattr(value, item.name) == OPTIONAL_FIELDS[item.name]:
                 continue
