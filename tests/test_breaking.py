@@ -28,7 +28,7 @@ from model.figure import (
 from model.formats import junit_check, markdown_check
 from model.report import render
 from model.result import Result
-from model.runs import run_checks
+from model.runs import CheckRequest, run_checks
 from model.spec import Spec, SpecFile, load_spec, load_spec_text
 from model.trace import Trace, parse_action_call, replay
 
@@ -64,7 +64,7 @@ def test_a_persistent_field_is_not_flagged_as_held_over(spec_file: SpecFile) -> 
 @pytest.fixture(scope="module")
 def headline_results(spec_file: SpecFile) -> list[Result]:
     """The headline property on as_written, in the ledger environment: violated, as expected."""
-    found = run_checks(spec_file, ["as_written"], [HEADLINE], "ledger", 2, {}, 8, 1, None)
+    found = run_checks(CheckRequest(spec_file, ("as_written",), (HEADLINE,), "ledger", 2, {}, 8, 1))
     assert [r.status for r in found] == ["violated"]
     return found
 
@@ -244,7 +244,7 @@ def test_junit_failure_message_names_the_breaking_step() -> None:
     head, sep, tail = text.partition(f"[properties.{HEADLINE}]")
     assert sep and right in tail.split("[properties.", 1)[0]
     spec_file = load_spec_text(head + sep + tail.replace(right, right.replace('"violated"', '"holds"'), 1), "w.toml")
-    results = run_checks(spec_file, ["as_written"], [HEADLINE], "ledger", 2, {}, 8, 1, None)
+    results = run_checks(CheckRequest(spec_file, ("as_written",), (HEADLINE,), "ledger", 2, {}, 8, 1))
     failure = ET.fromstring(junit_check(spec_file, results)).find(".//failure")
     assert failure is not None
     message = failure.get("message", "")
