@@ -39,7 +39,6 @@ exception), or else an attribute of the instance the call is made on.
 from __future__ import annotations
 
 import ast
-import builtins
 import contextlib
 import importlib
 from collections.abc import Callable, Iterator, Mapping
@@ -48,7 +47,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Literal
 
-from model.errors import SpecError, did_you_mean
+from model.errors import SpecError, builtin_exception, did_you_mean
 from model.source import KeyPath, SpecSource
 
 if TYPE_CHECKING:  # the spec module builds bindings: a runtime import would be a cycle
@@ -285,11 +284,6 @@ def raising(error: type[BaseException]) -> Callable[..., Any]:
     return function
 
 
-def _exception(name: str) -> type[BaseException] | None:
-    value = getattr(builtins, name, None)
-    return value if isinstance(value, type) and issubclass(value, BaseException) else None
-
-
 def evaluate(path: CallPath, receiver: Any, names: Mapping[str, Any]) -> Any:
     """Evaluate a call path against `receiver` (the instance) with `names` (arguments,
     policy constants) in scope."""
@@ -308,7 +302,7 @@ def _eval(node: ast.expr, receiver: Any, names: Mapping[str, Any]) -> Any:
             return returning
         if node.id == "raising":
             return raising
-        error = _exception(node.id)
+        error = builtin_exception(node.id, BaseException)
         if error is not None and not hasattr(receiver, node.id):
             return error
         return getattr(receiver, node.id)
@@ -375,7 +369,7 @@ def _errors(names: tuple[str, ...], module: Any) -> tuple[type[BaseException], .
     """Exception classes by name: built-ins, else the implementation's module's own."""
     found: list[type[BaseException]] = []
     for name in names:
-        error = _exception(name) or getattr(module, name, None)
+        error = builtin_exception(name, BaseException) or getattr(module, name, None)
         if not (isinstance(error, type) and issubclass(error, BaseException)):
             raise BindingError(f"reraises {name!r}: neither a built-in exception nor one of {module.__name__}'s")
         found.append(error)

@@ -6,14 +6,18 @@ where known) and what is wrong; the command line prints it and exits 2, never a 
 
 from __future__ import annotations
 
+import builtins
 import difflib
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TypeVar
 
 EXIT_OK = 0
 EXIT_MISMATCH = 1
 EXIT_BAD_INPUT = 2
 EXIT_UNKNOWN = 3
+
+E = TypeVar("E", bound=BaseException)
 
 
 @dataclass(frozen=True)
@@ -55,3 +59,10 @@ def did_you_mean(name: str, candidates: Iterable[str]) -> str:
     """A ' (did you mean X?)' suffix when a close candidate exists, else ''."""
     close = difflib.get_close_matches(name, sorted(set(candidates)), n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def builtin_exception(name: str, base: type[E]) -> type[E] | None:
+    """The builtin exception class called `name` (`ValueError`) when there is one and it is a
+    subclass of `base`, else None: how a spec's error names and bound call paths name them."""
+    value = getattr(builtins, name, None)
+    return value if isinstance(value, type) and issubclass(value, base) else None

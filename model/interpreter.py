@@ -8,7 +8,6 @@ spec's event through the shared executor (`model.semantics`) with concrete value
 
 from __future__ import annotations
 
-import builtins
 import dataclasses
 import enum
 import inspect
@@ -18,6 +17,7 @@ from types import MappingProxyType
 from typing import Any
 
 from model import ir
+from model.errors import builtin_exception
 from model.semantics import ConcreteBackend, Effects, Key, Machine
 from model.spec import Event, Spec
 
@@ -60,11 +60,8 @@ def spec_errors(spec: Spec) -> dict[str, type[Exception]]:
     for event in spec.events.values():
         for raised in event.raises:
             if raised.error not in errors:
-                builtin = getattr(builtins, raised.error, None)
-                if isinstance(builtin, type) and issubclass(builtin, Exception):
-                    errors[raised.error] = builtin
-                else:
-                    errors[raised.error] = type(raised.error, (Exception,), {"__module__": __name__})
+                builtin = builtin_exception(raised.error, Exception)
+                errors[raised.error] = builtin or type(raised.error, (Exception,), {"__module__": __name__})
     return errors
 
 
