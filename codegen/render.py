@@ -36,13 +36,12 @@ from codegen.changes import compare
 from codegen.gate import Verdicts
 from codegen.meaning import meaning_of
 from codegen.runtime import LedgerCheck, normalise
-from model import bmc, budget
+from model import budget, engines
 from model.console import progress_for
 from model.errors import EXIT_BAD_INPUT, EXIT_MISMATCH, EXIT_OK, LedgercheckError
 from model.figure import trace_figure
 from model.interpreter import build_api
-from model.mutate import reference_variant
-from model.spec import Event, Spec, SpecFile, load_spec
+from model.spec import Event, Spec, SpecFile, load_spec, reference_variant
 from model.trace import Trace, base_url
 
 TEMPLATE_VERSION = "2"
@@ -295,14 +294,14 @@ def plan_tests(
                 if not spec.properties[prop_name].applies_to(env_name):
                     continue
                 known = verdicts.results.get((spec.variant, prop_name, env_name)) if verdicts else None
-                result = known or bmc.check_property(
+                result = known or engines.check_property(
                     spec,
                     env_name,
                     spec.properties[prop_name],
-                    spec.default_shards,
-                    spec.default_policy(),
-                    max_depth,
-                    max_traces,
+                    shards=spec.default_shards,
+                    policy=spec.default_policy(),
+                    max_depth=max_depth,
+                    max_traces=max_traces,
                     lax=False,
                     progress=progress,
                 )

@@ -21,6 +21,7 @@ import z3
 
 from model import budget, cone, ir
 from model.encoding import NONE_CODE, Encoding, StepVars
+from model.errors import UsageError
 from model.result import FOCUS, EncodingMismatch, Result, Status, view_of
 from model.result import trace_key as _trace_key
 from model.spec import Property, Spec
@@ -490,11 +491,12 @@ def check_property(
     `race_proof` runs an unbounded proof (Spacer) in a second process while the bounded
     search deepens: when the proof lands first, the search stops and the result is `proved`
     (no trace of any length breaks the property, so none up to `max_depth` does). On a
-    machine with two cores, a property that holds costs the faster of the two."""
-    if prop.kind == "eventually":  # liveness: a lasso search, not a bounded one
-        from model.liveness import check_eventually
+    machine with two cores, a property that holds costs the faster of the two.
 
-        return check_eventually(spec, environment, prop, shards, policy, max_depth, timeout, prove)
+    Safety properties only: `model.engines.check_property` routes an `eventually` one to the
+    fair-lasso search."""
+    if prop.kind == "eventually":  # liveness: a lasso search, not a bounded one
+        raise UsageError("liveness properties are checked by model.liveness (model.engines.check_property)")
     env = spec.environment(environment)
     if not prop.applies_to(environment):
         return Result.not_applicable(spec, prop, environment, shards, policy)

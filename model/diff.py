@@ -17,7 +17,7 @@ from typing import Any
 
 import z3
 
-from model import bmc
+from model import bmc, engines
 from model.encoding import Encoding
 from model.errors import EXIT_OK, UsageError
 from model.figure import render_table, trace_rows
@@ -158,11 +158,17 @@ def verdict_changes(
     a: Spec, b: Spec, environment: str, shards: int, policy: Mapping[str, int], max_depth: int
 ) -> list[tuple[str, bmc.Result, bmc.Result]]:
     changes = []
-    for name, prop in a.properties.items():
+
+    def verdict(side: Spec, name: str) -> bmc.Result:
+        prop = side.properties[name]
+        return engines.check_property(
+            side, environment, prop, shards=shards, policy=policy, max_depth=max_depth, max_traces=1, lax=False
+        )
+
+    for name in a.properties:
         if name not in b.properties:
             continue
-        left = bmc.check_property(a, environment, prop, shards, policy, max_depth, 1, lax=False)
-        right = bmc.check_property(b, environment, b.properties[name], shards, policy, max_depth, 1, lax=False)
+        left, right = verdict(a, name), verdict(b, name)
         if left.verdict != right.verdict:
             changes.append((name, left, right))
     return changes

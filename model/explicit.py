@@ -1139,7 +1139,7 @@ def explicit_check_all(
     start = time.monotonic()
     env = spec.environment(environment)
     if any(p.kind == "eventually" for p in props):
-        raise UsageError("liveness properties are checked one at a time (explicit_check, model.liveness)")
+        raise UsageError("liveness properties are checked by model.liveness (model.engines.check_property)")
     if policy is None:
         raise UsageError("the explicit engine needs a concrete policy (it enumerates states)")
     policy = spec.resolve_policy(policy)
@@ -1259,12 +1259,9 @@ def explicit_check(
 
     Verdicts mean what the Z3 engine's mean (`bmc.check_property(..., lax=False)`): in an
     `any_call` environment, about the traces within the callers' contracts. `policy` must be
-    concrete. Up to `max_traces` traces, distinct in their view, shortest first. A liveness
-    property (`eventually`) is searched for fair lassos instead (`model.liveness`)."""
-    if prop.kind == "eventually":
-        from model.liveness import check_eventually
-
-        return check_eventually(spec, environment, prop, shards, policy, max_depth, timeout, prove)
+    concrete. Up to `max_traces` traces, distinct in their view, shortest first. Safety
+    properties only: a liveness property (`eventually`) is searched for fair lassos by
+    `model.liveness`."""
     return explicit_check_all(
         spec,
         environment,

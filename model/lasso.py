@@ -27,7 +27,6 @@ import z3
 
 from model import ir
 from model.bmc import Checker
-from model.liveness import fairness_text
 from model.result import FOCUS, EncodingMismatch, Result, Status
 from model.spec import Property, Spec
 
@@ -120,7 +119,7 @@ def z3_lasso(
                 break
         if found:
             break
-    assumptions = fairness_text(env)
+    assumptions = env.fairness_text()
     if found is None:
         return Result(
             variant=spec.variant,

@@ -92,13 +92,6 @@ class _Graph:
     complete: bool
 
 
-def fairness_text(env: Environment) -> str:
-    """The fairness assumptions, as printed with every liveness verdict."""
-    if not env.fairness:
-        return f"no fairness assumed (environment {env.name} declares none)"
-    return "assuming " + "; ".join(f.text() for f in env.fairness)
-
-
 def check_liveness(
     spec: Spec,
     environment: str,
@@ -118,7 +111,7 @@ def check_liveness(
     explorer = _explorer(spec, env, prop, shards, policy)
     deadline = start + timeout if timeout else None
     graph = _explore(explorer, max_states, deadline)
-    assumptions = fairness_text(env)
+    assumptions = env.fairness_text()
     lasso = _fair_lasso(explorer, env, graph)
     states = len(graph.states)
     if lasso is not None:
@@ -392,4 +385,4 @@ def _path(
     raise EncodingMismatch("internal error: the liveness search lost a path inside its own graph")
 
 
-__all__ = ["CHECK_STATES", "MAX_STATES", "check_eventually", "check_liveness", "fairness_text"]
+__all__ = ["CHECK_STATES", "MAX_STATES", "check_eventually", "check_liveness"]

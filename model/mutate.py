@@ -41,7 +41,7 @@ from model import bmc, budget
 from model import executor as executors
 from model.errors import EXIT_OK, LedgercheckError, UsageError
 from model.result import Status
-from model.spec import Spec, SpecFile, load_spec, load_spec_text
+from model.spec import Spec, SpecFile, load_spec, load_spec_text, reference_variant
 
 OPS = {ast.GtE: ast.Gt, ast.Gt: ast.GtE, ast.LtE: ast.Lt, ast.Lt: ast.LtE}
 
@@ -72,14 +72,6 @@ class Outcome:
     ident: str
     status: str  # "killed_by_property" | "killed_by_tests" | "survived" | "invalid"
     detail: str
-
-
-def reference_variant(spec_file: SpecFile) -> str:
-    for name in spec_file.variants:
-        spec = spec_file.variant(name)
-        if all(p.expect.get(name) == "holds" for p in spec.properties.values()):
-            return name
-    return spec_file.variants[0]
 
 
 def _toml_string(text: str) -> str:

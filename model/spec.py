@@ -185,6 +185,12 @@ class Environment:
             f"environment {self.name!r} has no action {name!r}{did_you_mean(name, [a.name for a in self.actions])}"
         )
 
+    def fairness_text(self) -> str:
+        """The fairness assumptions, as printed with every liveness verdict."""
+        if not self.fairness:
+            return f"no fairness assumed (environment {self.name} declares none)"
+        return "assuming " + "; ".join(f.text() for f in self.fairness)
+
 
 @dataclass(frozen=True)
 class Property:
@@ -348,6 +354,16 @@ class SpecFile:
                 f"unknown variant {name!r}{did_you_mean(name, self.compiled)}; the spec has {', '.join(self.compiled)}"
             )
         return self.compiled[name]
+
+
+def reference_variant(spec_file: SpecFile) -> str:
+    """The variant every property holds in (the first variant if none does): what `gen` takes
+    the generated tests' expectations from and what `mutate` mutates."""
+    for name in spec_file.variants:
+        spec = spec_file.variant(name)
+        if all(p.expect.get(name) == "holds" for p in spec.properties.values()):
+            return name
+    return spec_file.variants[0]
 
 
 def default_spec() -> Path:
@@ -1673,5 +1689,6 @@ __all__ = [
     "VarDecl",
     "load_spec",
     "load_spec_text",
+    "reference_variant",
     "INT",
 ]

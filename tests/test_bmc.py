@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from model import bmc
+from model import bmc, engines
 
 HEADLINE = "no_condemnation_by_inherited_streak"
 SEED_PATH = (
@@ -79,7 +79,9 @@ def test_every_verdict_matches_its_expectation(spec_file, variant):
     spec = spec_file.variant(variant)
     for env in spec.environments:
         for name, prop in spec.properties.items():
-            result = bmc.check_property(spec, env, prop, 3, spec.default_policy(), 10, 1, lax=False)
+            result = engines.check_property(
+                spec, env, prop, shards=3, policy=spec.default_policy(), max_depth=10, max_traces=1, lax=False
+            )
             if result.status == "not_applicable":
                 continue
             assert result.matches is True, f"{variant}/{env}/{name}: {result.status} (expected {result.expected})"

@@ -140,11 +140,19 @@ CheckJob = tuple[str, str, str, str, str, int, tuple[tuple[str, int], ...], int,
 
 def _check_job(job: CheckJob, spec_file: SpecFile | None = None) -> list[Script]:
     """One (variant, property, environment) checked: its traces and lax traces as scripts."""
-    from model import bmc
+    from model import engines
 
     path, sha256, variant, environment, prop_name, shards, policy, depth, traces = job
     spec = (spec_file or _spec_file(path, sha256)).variant(variant)
-    result = bmc.check_property(spec, environment, spec.properties[prop_name], shards, dict(policy), depth, traces)
+    result = engines.check_property(
+        spec,
+        environment,
+        spec.properties[prop_name],
+        shards=shards,
+        policy=dict(policy),
+        max_depth=depth,
+        max_traces=traces,
+    )
     scripts = []
     for kind, found in (("counterexample", result.traces), ("lax counterexample", result.lax_traces)):
         for number, trace in enumerate(found, 1):

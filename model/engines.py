@@ -1,0 +1,53 @@
+"""One property checked by the engine its kind needs, for the callers that check properties
+one at a time outside `model.runs` (`diff`, `gen`, the conformance sources): a liveness
+property (`kind = "eventually"`) by the fair-lasso search (`model.liveness`), any other by
+the bounded search (`model.bmc`).
+
+Kept above both engines so that neither imports the other: the bounded checker knows only
+safety properties, and the lasso search builds on it (`model.lasso`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from model import bmc
+from model.liveness import check_eventually
+from model.result import Result
+from model.spec import Property, Spec
+
+
+def check_property(
+    spec: Spec,
+    environment: str,
+    prop: Property,
+    *,
+    shards: int,
+    policy: Mapping[str, int] | None,
+    max_depth: int,
+    max_traces: int,
+    timeout: float | None = None,
+    progress: Callable[[str], None] | None = None,
+    lax: bool = True,
+    prove: bool = False,
+) -> Result:
+    """`bmc.check_property` for a safety property; the liveness verdict for an `eventually`
+    one (which has no traces to count, no callers' contracts to lift and no progress)."""
+    if prop.kind == "eventually":
+        return check_eventually(spec, environment, prop, shards, policy, max_depth, timeout, prove)
+    return bmc.check_property(
+        spec,
+        environment,
+        prop,
+        shards,
+        policy,
+        max_depth,
+        max_traces,
+        timeout,
+        progress,
+        lax=lax,
+        prove=prove,
+    )
+
+
+__all__ = ["check_property"]
