@@ -33,7 +33,7 @@ from typing import Any
 from model import ir
 from model.interpreter import initial_store
 from model.semantics import ConcreteBackend, Effects, Frame, Key, Machine
-from model.spec import Event, Spec, SpecFile
+from model.spec import Event, PropertyKind, Spec, SpecFile
 from model.trace import base_url
 
 SHARDS = 1
@@ -366,7 +366,7 @@ def monitored_property(spec_file: SpecFile, spec: Spec) -> str:
     to hold in an environment that allows any call (the tests make any call)."""
     any_call = [name for name, env in spec.environments.items() if env.any_call]
     for prop in spec.properties.values():
-        if prop.expect.get(spec.variant) == "holds" and prop.kind != "eventually":
+        if prop.expect.get(spec.variant) == "holds" and prop.kind != PropertyKind.EVENTUALLY:
             if not any_call or any(prop.applies_to(env) for env in any_call):
                 return prop.name
     return next(iter(spec.properties))

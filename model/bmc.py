@@ -24,7 +24,7 @@ from model.encoding import NONE_CODE, Encoding, StepVars
 from model.errors import UsageError
 from model.result import FOCUS, EncodingMismatch, Result, Status, view_of
 from model.result import trace_key as _trace_key
-from model.spec import Property, Spec
+from model.spec import Property, PropertyKind, Spec
 from model.trace import Simulation, Step, Trace, base_url
 
 
@@ -82,7 +82,7 @@ class Checker:
             counters = nonnegative_counters(spec, self.env, self.policy)
             self.nonnegative = [key for key in self.enc.keys if node_of(key) in counters]
         self._bound(self.states[0])
-        self.step_bad = self.enc.step_violation(prop, self.focus) if prop.kind == "step" else None
+        self.step_bad = self.enc.step_violation(prop, self.focus) if prop.kind == PropertyKind.STEP else None
         self.focus_events = self.enc.focus_events(self.focus) if self.focus is not None else None
         self.focus_events_at: list[Any] = []
         self.blockers: list[ViewBlocker] = []
@@ -146,7 +146,7 @@ class Checker:
                 self.solver.add(z3.Or(before < 0, after < 0, before <= after))
 
     def _bad_at(self, depth: int) -> Any:
-        if self.prop.kind == "invariant":
+        if self.prop.kind == PropertyKind.INVARIANT:
             return self.enc.invariant_violation(self.prop, self.focus, self.states[depth].state)
         if depth == 0:
             return z3.BoolVal(False, self.ctx)
@@ -495,7 +495,7 @@ def check_property(
 
     Safety properties only: `model.engines.check_property` routes an `eventually` one to the
     fair-lasso search."""
-    if prop.kind == "eventually":  # liveness: a lasso search, not a bounded one
+    if prop.kind == PropertyKind.EVENTUALLY:  # liveness: a lasso search, not a bounded one
         raise UsageError("liveness properties are checked by model.liveness (model.engines.check_property)")
     env = spec.environment(environment)
     if not prop.applies_to(environment):

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from model import ir
-from model.spec import Property, Spec
+from model.spec import Property, PropertyKind, Spec
 from model.trace import Simulation, Trace
 
 
@@ -33,7 +33,7 @@ class Break:
     @property
     def before(self) -> int | None:
         """The step whose state a step property compares with (the one before), else None."""
-        return self.step - 1 if self.prop.kind == "step" else None
+        return self.step - 1 if self.prop.kind == PropertyKind.STEP else None
 
     def line(self, label: str) -> str:
         """One sentence naming the step, what it does and what the property says."""
@@ -48,7 +48,7 @@ def property_reads(prop: Property) -> frozenset[str]:
 def find_break(trace: Trace, spec: Spec, prop: Property) -> Break | None:
     """The first step of `trace` at which `prop` is broken, or None (it holds on every step,
     the property is a liveness property, or the trace cannot be run again here)."""
-    if prop.kind not in ("invariant", "step") or trace.environment not in spec.environments:
+    if prop.kind not in (PropertyKind.INVARIANT, PropertyKind.STEP) or trace.environment not in spec.environments:
         return None
     env = spec.environment(trace.environment)
     sim = Simulation(spec, env, trace.shard_count, trace.policy)
@@ -63,7 +63,7 @@ def find_break(trace: Trace, spec: Spec, prop: Property) -> Break | None:
             _, effects = sim.apply(env.action(step.action), step.shards, step.args)
         except Exception:  # a trace of another spec version: nothing to mark
             return None
-        if prop.kind == "invariant":
+        if prop.kind == PropertyKind.INVARIANT:
             for shard in shards:
                 if not machine.invariant(prop.when, prop.check, shard, sim.store):
                     return Break(prop, index, shard, reads)

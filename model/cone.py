@@ -14,7 +14,7 @@ from typing import Any
 
 from model.encoding import Encoding
 from model.result import FOCUS
-from model.spec import Property, Spec
+from model.spec import Property, PropertyKind, Spec
 
 
 def focus_of(prop: Property) -> int | None:
@@ -26,7 +26,7 @@ def roots(enc: Encoding, prop: Property, focus: int | None, view_fields: tuple[s
     """What the property, its lemmas and the trace view read: the terms the cone grows from."""
     found = (
         [enc.invariant_violation(prop, focus, enc.template)]
-        if prop.kind == "invariant"
+        if prop.kind == PropertyKind.INVARIANT
         else [enc.step_violation(prop, focus)]
     )
     if focus is not None:
@@ -42,7 +42,7 @@ def observes(prop: Property, focus: int | None) -> Callable[[Any], bool]:
     itself is what the property is about. (An invariant observes no action.)"""
 
     def observed(inst: Any) -> bool:
-        if prop.kind != "step":
+        if prop.kind != PropertyKind.STEP:
             return False
         return any(c.event in prop.on and (focus is None or c.shard == focus) for c in inst.calls)
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from model import bmc
 from model.liveness import check_eventually
 from model.result import Result
-from model.spec import Property, Spec
+from model.spec import Property, PropertyKind, Spec
 
 
 def check_property(
@@ -33,7 +33,7 @@ def check_property(
 ) -> Result:
     """`bmc.check_property` for a safety property; the liveness verdict for an `eventually`
     one (which has no traces to count, no callers' contracts to lift and no progress)."""
-    if prop.kind == "eventually":
+    if prop.kind == PropertyKind.EVENTUALLY:
         return check_eventually(spec, environment, prop, shards, policy, max_depth, timeout, prove)
     return bmc.check_property(
         spec,

@@ -67,7 +67,7 @@ from model.reduction import (
 from model.result import FOCUS, EncodingMismatch, Result, Status, view_of
 from model.result import trace_key as _trace_key
 from model.semantics import CallRecord, ConcreteBackend, Effects, Key, Machine
-from model.spec import Action, Environment, Event, Property, Spec
+from model.spec import Action, Environment, Event, Property, PropertyKind, Spec
 from model.trace import Simulation, Step, Trace, base_url
 
 INT_DOMAIN = (0, 1, 2)
@@ -342,8 +342,8 @@ class Explorer:
                 if p.type.kind == "int" and (a.name, p.name) not in self.free_params
             }
         )
-        self.step_props = [k for k, p in enumerate(self.props) if p.kind == "step"]
-        self.inv_props = [k for k, p in enumerate(self.props) if p.kind == "invariant"]
+        self.step_props = [k for k, p in enumerate(self.props) if p.kind == PropertyKind.STEP]
+        self.inv_props = [k for k, p in enumerate(self.props) if p.kind == PropertyKind.INVARIANT]
         self.counters = frozenset((None, g) for g in counter_globals(spec))
         # Fields a step property reads of the called shard (`before.x`, `after.x`): part of
         # what a call depends on, as far as the property can tell.
@@ -795,7 +795,7 @@ class Explorer:
         prop = self.props[k]
         focus = None if prop.fleet else FOCUS
         trace, sim, last, pre = self.path_trace(labels, focus)
-        if prop.kind == "invariant":
+        if prop.kind == PropertyKind.INVARIANT:
             broken = self._invariant_broken(prop, sim.store)
         else:
             broken = last is not None and any(
@@ -1138,7 +1138,7 @@ def explicit_check_all(
     search of the state space (per property: the same verdict, depth and traces)."""
     start = time.monotonic()
     env = spec.environment(environment)
-    if any(p.kind == "eventually" for p in props):
+    if any(p.kind == PropertyKind.EVENTUALLY for p in props):
         raise UsageError("liveness properties are checked by model.liveness (model.engines.check_property)")
     if policy is None:
         raise UsageError("the explicit engine needs a concrete policy (it enumerates states)")

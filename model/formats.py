@@ -20,7 +20,7 @@ from typing import Any
 
 from model import ir
 from model.figure import LEGEND, MARKDOWN_LEGEND, figure_of, markdown_table, md_code, md_text, trace_figure
-from model.result import Result
+from model.result import Result, Status
 from model.runs import attention, mismatch_line, multi_environment, outcome, reading_order
 from model.spec import Property, Spec, SpecFile
 from model.trace import Trace
@@ -37,13 +37,13 @@ FIXED_WIDTH = 120  # text figures inside machine formats do not depend on the te
 
 def verdict_text(result: Result) -> str:
     """What was found, without the expectation: 'VIOLATED at depth 8 (1 distinct trace(s))'."""
-    if result.status == "violated":
+    if result.status == Status.VIOLATED:
         return f"VIOLATED at depth {result.depth} ({len(result.traces)} distinct trace(s))"
-    if result.status == "holds_to_depth":
+    if result.status == Status.HOLDS_TO_DEPTH:
         return f"holds up to depth {result.depth}"
-    if result.status == "proved":
+    if result.status == Status.PROVED:
         return f"PROVED ({result.note})" if result.note else "PROVED"
-    if result.status == "not_applicable":
+    if result.status == Status.NOT_APPLICABLE:
         return "not checked here: " + result.note
     return f"UNKNOWN ({result.note})"
 
@@ -53,7 +53,7 @@ def expectation_text(result: Result) -> str:
         return "as expected"
     if result.matches is False:
         return f"MISMATCH: the spec expects {result.expected}"
-    if result.status == "not_applicable":
+    if result.status == Status.NOT_APPLICABLE:
         return "not applicable"
     if result.expected is None:
         return "no expectation in the spec"
@@ -62,7 +62,7 @@ def expectation_text(result: Result) -> str:
 
 def summary_text(results: Sequence[Result]) -> str:
     failing = sum(1 for r in results if r.matches is False)
-    unknown = sum(1 for r in results if r.status == "unknown")
+    unknown = sum(1 for r in results if r.status == Status.UNKNOWN)
     return f"{len(results)} result(s): {failing} mismatch(es), {unknown} unknown"
 
 

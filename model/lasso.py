@@ -28,7 +28,7 @@ import z3
 from model import ir
 from model.bmc import Checker
 from model.result import FOCUS, EncodingMismatch, Result, Status
-from model.spec import Property, Spec
+from model.spec import Property, PropertyKind, Spec
 
 _TRUE = ir.Const(True, ir.BOOL)
 
@@ -47,7 +47,7 @@ def z3_lasso(
     both = ir.BoolOp("and", (prop.when or _TRUE, prop.check))
     # An invariant over P and Q: its violation term makes both part of the cone; the view
     # is the state field alone, so fields nothing here reads (versions) stay out of it.
-    probe = replace(prop, kind="invariant", when=None, check=both)
+    probe = replace(prop, kind=PropertyKind.INVARIANT, when=None, check=both)
     checker = Checker(
         spec, environment, probe, shards, policy, contracts=env.any_call, view=(spec.state_field,), slicing=False
     )

@@ -36,7 +36,7 @@ from model import ir
 from model.errors import UsageError
 from model.explicit import Explorer, Label
 from model.result import FOCUS, EncodingMismatch, Result, Status
-from model.spec import Environment, Property, Spec
+from model.spec import Environment, Property, PropertyKind, Spec
 
 MAX_STATES = 100_000
 """States `prove` lets the explicit search build before it stops at a bound."""
@@ -166,8 +166,8 @@ def _explorer(spec: Spec, env: Environment, prop: Property, shards: int, policy:
     """An explorer whose two invariants are P (index 0) and Q (index 1) of the focus shard.
     Its cone holds what P and Q read and everything that can change it; a fair action outside
     the cone still decides which cycles are fair, so then the reduction is not used."""
-    p_prop = replace(prop, kind="invariant", when=None, check=prop.when or _TRUE)
-    q_prop = replace(prop, kind="invariant", when=None)
+    p_prop = replace(prop, kind=PropertyKind.INVARIANT, when=None, check=prop.when or _TRUE)
+    q_prop = replace(prop, kind=PropertyKind.INVARIANT, when=None)
     props = [p_prop, q_prop]
     explorer = Explorer(spec, env, props, shards, policy, symmetry=False, contracts=env.any_call)
     present = {action.name for action, _ in explorer.instances}

@@ -35,13 +35,13 @@ import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from model import bmc, budget
 from model import executor as executors
 from model.errors import EXIT_OK, LedgercheckError, UsageError
 from model.result import Status
-from model.spec import Spec, SpecFile, load_spec, load_spec_text, reference_variant
+from model.spec import PropertyKind, Spec, SpecFile, load_spec, load_spec_text, reference_variant
 
 OPS = {ast.GtE: ast.Gt, ast.Gt: ast.GtE, ast.LtE: ast.Lt, ast.Lt: ast.LtE}
 
@@ -67,10 +67,14 @@ class Mutant:
         return "\n".join(lines)
 
 
+MutantStatus = Literal["killed_by_property", "killed_by_tests", "survived", "invalid"]
+"""What became of a mutant (its JSON `status`)."""
+
+
 @dataclass(frozen=True)
 class Outcome:
     ident: str
-    status: str  # "killed_by_property" | "killed_by_tests" | "survived" | "invalid"
+    status: MutantStatus
     detail: str
 
 
@@ -239,7 +243,7 @@ def _checks(spec: Spec) -> list[tuple[str, str, str]]:
 def _check(spec: Spec, env: str, prop: Any, shards: int, policy: dict[str, int], depth: int, contracts: bool) -> Any:
     """One check: a liveness property by its fair-lasso search (no callers' contracts apply
     to it), any other by the bounded search, within the contracts or not."""
-    if prop.kind == "eventually":
+    if prop.kind == PropertyKind.EVENTUALLY:
         from model.liveness import check_eventually
 
         return check_eventually(spec, env, prop, shards, policy, depth)
@@ -257,7 +261,7 @@ def _first_violation(spec: Spec, checks: list[tuple[str, str, str]], shards: int
     return None
 
 
-HOLDS = ("holds_to_depth", "proved")
+HOLDS = (Status.HOLDS_TO_DEPTH, Status.PROVED)
 
 
 @dataclass(frozen=True)
@@ -343,7 +347,7 @@ def _baseline_check(spec: Spec, check: tuple[str, str, str], shards: int, depth:
     contract_verdict = verdict
     if contracts:
         contract_verdict = _check(spec, env, prop, shards, policies[policy], depth, contracts=True).status
-    if "unknown" in (verdict, contract_verdict):
+    if Status.UNKNOWN in (verdict, contract_verdict):
         return BaselineCheck(env, name, policy, verdict, contract_verdict, expected, False, False, "unknown")
     if expected == "violated":
         # Within the contracts the violation may need more depth or shards than this run
@@ -444,8 +448,8 @@ def run_mutation(
     return baseline, mutants, outcomes
 
 
-def score_table(outcomes: list[Outcome]) -> dict[str, int]:
-    counts = {"killed_by_property": 0, "killed_by_tests": 0, "survived": 0, "invalid": 0}
+def score_table(outcomes: list[Outcome]) -> dict[MutantStatus, int]:
+    counts: dict[MutantStatus, int] = {"killed_by_property": 0, "killed_by_tests": 0, "survived": 0, "invalid": 0}
     for outcome in outcomes:
         counts[outcome.status] += 1
     return counts

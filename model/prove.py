@@ -35,7 +35,7 @@ from model.figure import render_table, trace_figure
 from model.reduction import one_shard_decides
 from model.result import Result, Status
 from model.spacer import lemma_violation, spacer_proof
-from model.spec import Property, Spec, load_spec
+from model.spec import Property, PropertyKind, Spec, load_spec
 
 ENGINES = ("auto", "spacer", "kind", "explicit")
 REFUTE_DEPTH = 12
@@ -56,8 +56,8 @@ def _k_induction(
     policy: Mapping[str, int] | None,
     max_k: int,
     timeout: float | None,
-) -> tuple[str, int, str]:
-    """Returns ("proved", k, "") or ("unknown", k, CTI table) or ("unknown", k, reason)."""
+) -> tuple[Status, int, str]:
+    """Returns (PROVED, k, "") or (UNKNOWN, k, CTI table) or (UNKNOWN, k, reason)."""
     env = spec.environment(environment)
     focus = None if prop.fleet else bmc.FOCUS
     checker = bmc.Checker(spec, environment, prop, shards, policy, contracts=env.any_call, timeout=timeout)
@@ -78,14 +78,14 @@ def _k_induction(
         # the property (and lemmas) held up to step k-1 ...
         state_k1 = checker.states[k - 1].state
         good_prefix.append(z3.Not(lemma_violation(enc, prop, focus, state_k1)))
-        if prop.kind == "invariant":
+        if prop.kind == PropertyKind.INVARIANT:
             good_prefix.append(z3.Not(enc.invariant_violation(prop, focus, state_k1)))
         elif k >= 2:
             good_prefix.append(z3.Not(z3.substitute(checker.step_bad, *checker.pairs[k - 2])))
         for earlier in range(k):
             solver.add(_distinct(checker.states[earlier].state, checker.states[k].state))
         # ... and breaks at step k?
-        if prop.kind == "invariant":
+        if prop.kind == PropertyKind.INVARIANT:
             bad = z3.Or(
                 enc.invariant_violation(prop, focus, checker.states[k].state),
                 lemma_violation(enc, prop, focus, checker.states[k].state),
@@ -97,17 +97,17 @@ def _k_induction(
             )
         spent = budget.limit_solver(solver, timeout)
         if spent is not None:
-            return "unknown", k, f"k-induction: the {spent} ran out at k={k}"
+            return Status.UNKNOWN, k, f"k-induction: the {spent} ran out at k={k}"
         answer = solver.check(*good_prefix, bad)
         if answer == z3.unsat:
-            return "proved", k, ""
+            return Status.PROVED, k, ""
         if answer == z3.unknown:
             spent = budget.active().exhausted()
             if spent is not None:
-                return "unknown", k, f"k-induction: the {spent} ran out at k={k}"
-            return "unknown", k, f"the solver gave up at k={k} ({solver.reason_unknown()})"
+                return Status.UNKNOWN, k, f"k-induction: the {spent} ran out at k={k}"
+            return Status.UNKNOWN, k, f"the solver gave up at k={k} ({solver.reason_unknown()})"
         cti = solver.model()
-    return "unknown", max_k, _cti_table(spec, enc, checker, cti, max_k, focus)
+    return Status.UNKNOWN, max_k, _cti_table(spec, enc, checker, cti, max_k, focus)
 
 
 def _type_ranges(solver: z3.Solver, enc: Encoding, state: Mapping[Any, Any]) -> None:
@@ -188,7 +188,7 @@ def prove_property(
             progress(f"{spec.variant} / {prop.name}: {what}, {time.monotonic() - start:.1f}s")
 
     spec.environment(environment)
-    if prop.kind == "eventually":
+    if prop.kind == PropertyKind.EVENTUALLY:
         from model.liveness import check_eventually
 
         return check_eventually(spec, environment, prop, shards, policy, refute_depth, timeout, prove=True)
@@ -270,7 +270,7 @@ def prove_property(
     if engine in ("auto", "kind") and budget.active().exhausted() is None:
         phase(f"k-induction up to k={max_k}")
         status, k, detail = _k_induction(spec, environment, prop, shards, policy, max_k, timeout)
-        if status == "proved":
+        if status == Status.PROVED:
             return _done(
                 spec,
                 prop,

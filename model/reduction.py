@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from model import ir
-from model.spec import Environment, Property, Spec
+from model.spec import Environment, Property, PropertyKind, Spec
 
 Node = tuple[str, ...]
 """A name in the dependency graph: ("field", f), ("global", g) (fleet value or environment
@@ -167,10 +167,10 @@ def _property_roots(graph: _Graph, prop: Property) -> set[Node]:
     """What deciding one violation of `prop` reads (a step property reads the called
     shard's fields around the call, and the call's arguments)."""
     roots: set[Node] = set()
-    scopes = [("event", name) for name in prop.on] if prop.kind == "step" else [("property", prop.name)]
+    scopes = [("event", name) for name in prop.on] if prop.kind == PropertyKind.STEP else [("property", prop.name)]
     for scope in scopes:
         roots |= graph.reads([prop.when, prop.check], scope)
-    if prop.kind == "step":
+    if prop.kind == PropertyKind.STEP:
         roots |= {("call", name) for name in prop.on}
     return roots
 

@@ -20,7 +20,7 @@ from model.breaking import Break, find_break
 from model.errors import EXIT_OK, UsageError, did_you_mean
 from model.figure import LEGEND, colour_enabled, column_label, trace_figure
 from model.formats import markdown_replay
-from model.spec import Property, Spec, SpecFile, load_spec
+from model.spec import Property, PropertyKind, Spec, SpecFile, load_spec
 from model.trace import Simulation, Trace, parse_action_call
 
 
@@ -39,8 +39,8 @@ def verdict_lines(trace: Trace, spec: Spec, width: int = 120) -> list[str]:
             label = column_label(trace.steps[where.step])
             text = f"BROKEN {prop.name}: at step {where.step}, {label}: {prop.message}"
             lines.append(textwrap.fill(text, width, initial_indent="  ", subsequent_indent="      "))
-    holds = [p.name for p, where in judged if where is None and p.kind != "eventually"]
-    unjudged = [p.name for p, where in judged if p.kind == "eventually"]
+    holds = [p.name for p, where in judged if where is None and p.kind != PropertyKind.EVENTUALLY]
+    unjudged = [p.name for p, where in judged if p.kind == PropertyKind.EVENTUALLY]
     if holds:
         text = f"holds on every step: {', '.join(holds)}"
         lines.append(textwrap.fill(text, width, initial_indent="  ", subsequent_indent="      "))

@@ -31,6 +31,7 @@ from model.formats import (
     trace_groups,
     verdict_text,
 )
+from model.result import Status
 from model.runs import CheckRequest, exit_code, reading_order, run_checks
 from model.spec import Spec, SpecFile, load_spec
 
@@ -211,7 +212,7 @@ def render(
     base = spec_file.variant()
     title = f"ledgercheck report: {base.title or base.name}"
     failing = [r for r in results if r.matches is False]
-    unknown = [r for r in results if r.status == "unknown"]
+    unknown = [r for r in results if r.status == Status.UNKNOWN]
     ok = not failing and not unknown
     out = [
         "<!DOCTYPE html>",

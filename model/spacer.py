@@ -18,7 +18,7 @@ import z3
 
 from model import budget, cone, ir
 from model.encoding import Encoding
-from model.spec import Property, Spec
+from model.spec import Property, PropertyKind, Spec
 
 
 def _horn(enc: Encoding, prop: Property, focus: int | None, timeout: float | None) -> tuple[Any, str]:
@@ -38,7 +38,7 @@ def _horn(enc: Encoding, prop: Property, focus: int | None, timeout: float | Non
     step = z3.And(inv(*cur, *policy), enc.transition_template)
     solver.add(z3.ForAll(cur + nxt + params + policy, z3.Implies(step, inv(*nxt, *policy))))
     lemmas = lemma_violation(enc, prop, focus, enc.template)
-    if prop.kind == "invariant":
+    if prop.kind == PropertyKind.INVARIANT:
         bad = z3.Or(enc.invariant_violation(prop, focus, enc.template), lemmas)
         solver.add(z3.ForAll(cur + policy, z3.Implies(z3.And(inv(*cur, *policy), bad), false)))
     else:

@@ -17,6 +17,7 @@ import os
 import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,21 @@ VERDICTS = ("holds", "violated")
 BASE_VARIANT = "base"
 # The key of a property's `expect` that gives the verdict of every variant it does not name.
 DEFAULT_EXPECTATION = "default"
-PROPERTY_KINDS = ("invariant", "step", "eventually")
+
+
+class PropertyKind(StrEnum):
+    """What a property constrains (its `kind`). A `StrEnum`, as `model.result.Status` is: it
+    compares equal to, prints as and serialises to its value."""
+
+    INVARIANT = "invariant"
+    """Every reachable state (of the focus shard, or of the fleet)."""
+    STEP = "step"
+    """Every call of the events named in `on`: the states before and after it."""
+    EVENTUALLY = "eventually"
+    """Liveness: whenever `when` holds, `assert` holds then or later (fair lassos refute it)."""
+
+
+PROPERTY_KINDS = tuple(kind.value for kind in PropertyKind)
 # What a [variants.X] table may hold: statement patches, the variant it starts from, table
 # overrides and removals (model.compose), and the variant whose expectations it shares.
 VARIANT_KEYS = ("doc", "patch", "from", "override", "remove", "expect_like")
@@ -197,7 +212,7 @@ class Property:
     name: str
     claim: int | None
     doc: str
-    kind: str  # "invariant" | "step"
+    kind: PropertyKind
     on: tuple[str, ...]
     when: ir.Expr | None
     check: ir.Expr
@@ -1420,18 +1435,19 @@ class _Builder:
                     "claim_text",
                 ),
             )
-            kind = self._str(body, "kind", keys, "invariant")
-            if kind not in PROPERTY_KINDS:
+            kind_text = self._str(body, "kind", keys, PropertyKind.INVARIANT.value)
+            if kind_text not in PROPERTY_KINDS:
                 raise self.fail(
                     (*keys, "kind"),
-                    f"kind must be one of {', '.join(PROPERTY_KINDS)}{did_you_mean(kind, PROPERTY_KINDS)}",
+                    f"kind must be one of {', '.join(PROPERTY_KINDS)}{did_you_mean(kind_text, PROPERTY_KINDS)}",
                 )
+            kind = PropertyKind(kind_text)
             scope_kind = self._str(body, "scope", keys, "shard")
             if scope_kind not in ("shard", "fleet"):
                 raise self.fail((*keys, "scope"), "scope must be 'shard' or 'fleet'")
             fleet = scope_kind == "fleet"
             on: tuple[str, ...] = ()
-            if kind == "step":
+            if kind == PropertyKind.STEP:
                 raw_on = body.get("on")
                 if not isinstance(raw_on, list) or not raw_on or not all(isinstance(e, str) for e in raw_on):
                     raise self.fail((*keys, "on"), "a step property needs 'on', a list of event names")
@@ -1441,7 +1457,7 @@ class _Builder:
                 on = tuple(raw_on)
                 if fleet:
                     raise self.fail((*keys, "scope"), "step properties are about the shard an event is called on")
-            elif kind == "eventually" and fleet:
+            elif kind == PropertyKind.EVENTUALLY and fleet:
                 raise self.fail((*keys, "scope"), "an eventually property is about one shard (scope = 'shard')")
             elif "on" in body:
                 raise self.fail((*keys, "on"), "'on' is only for step properties")
@@ -1456,7 +1472,7 @@ class _Builder:
                             (*keys, "environments"), f"unknown environment {env!r}{did_you_mean(env, environments)}"
                         )
                 envs = tuple(env_names)
-            if kind == "step":
+            if kind == PropertyKind.STEP:
                 overrides: dict[str, Any] = dict(
                     readable_kinds=all_fields, snapshots=frozenset({"before", "after"}), self_shard=False
                 )
@@ -1683,6 +1699,7 @@ __all__ = [
     "Environment",
     "Event",
     "Property",
+    "PropertyKind",
     "Query",
     "Spec",
     "SpecFile",

@@ -23,7 +23,7 @@ import textwrap
 from collections.abc import Sequence
 
 from model.figure import LEGEND, colour_enabled, column_label, figure_of, trace_figure
-from model.result import Result
+from model.result import Result, Status
 from model.runs import attention, mismatch_line, multi_environment, outcome, reading_order
 from model.spec import SpecFile
 from model.trace import Trace
@@ -45,17 +45,17 @@ def brief(note: str, verbose: bool = False, limit: int = NOTE_LIMIT) -> str:
 
 def what_text(result: Result, verbose: bool = False) -> str:
     """What a result found, in a few words."""
-    if result.status == "violated" and result.traces and result.traces[0].loop_start is not None:
+    if result.status == Status.VIOLATED and result.traces and result.traces[0].loop_start is not None:
         start = result.traces[0].loop_start
         then = "no action is enabled (it stutters)" if start == result.depth else f"back to step {start} forever"
         return f"VIOLATED by a lasso: {result.depth} steps, then {then}"
-    if result.status == "violated":
+    if result.status == Status.VIOLATED:
         return f"VIOLATED at depth {result.depth} ({len(result.traces)} distinct trace(s))"
-    if result.status == "holds_to_depth":
+    if result.status == Status.HOLDS_TO_DEPTH:
         return f"holds up to depth {result.depth}"
-    if result.status == "proved":
+    if result.status == Status.PROVED:
         return f"PROVED ({brief(result.note, verbose)})"
-    if result.status == "not_applicable":
+    if result.status == Status.NOT_APPLICABLE:
         return "not checked here: " + result.note
     return f"UNKNOWN ({brief(result.note, verbose)})"
 
@@ -89,7 +89,7 @@ def verdict_line(
 def not_applicable_line(results: list[Result]) -> str | None:
     """The `not_applicable` rows folded into one line: which properties were not checked in
     which environment (they are checked by a run that names their environment, or by default)."""
-    skipped = [r for r in results if r.status == "not_applicable"]
+    skipped = [r for r in results if r.status == Status.NOT_APPLICABLE]
     if not skipped:
         return None
     by_env: dict[str, list[str]] = {}
@@ -107,8 +107,8 @@ def not_applicable_line(results: list[Result]) -> str | None:
 def summary_lines(results: list[Result]) -> list[str]:
     """The closing summary: the counts, then each mismatch and undecided result by name."""
     failing = [r for r in results if r.matches is False]
-    unknown = [r for r in results if r.status == "unknown"]
-    skipped = sum(1 for r in results if r.status == "not_applicable")
+    unknown = [r for r in results if r.status == Status.UNKNOWN]
+    skipped = sum(1 for r in results if r.status == Status.NOT_APPLICABLE)
     checked = len(results) - skipped
     head = f"{checked} result(s): {len(failing)} mismatch(es), {len(unknown)} unknown"
     if skipped:
@@ -125,7 +125,7 @@ def summary_lines(results: list[Result]) -> list[str]:
 def quiet(result: Result) -> bool:
     """A result that needs no line of its own: it holds, as the spec expects, with nothing to add."""
     return (
-        result.status in ("holds_to_depth", "proved")
+        result.status in (Status.HOLDS_TO_DEPTH, Status.PROVED)
         and result.matches is True
         and not result.assumptions
         and result.region is None
@@ -147,9 +147,9 @@ def group_lines(group: list[Result], widths: tuple[int, int], verbose: bool) -> 
         (r.status, r.matches, r.assumptions, r.region) == (first.status, first.matches, first.assumptions, first.region)
         for r in group
     )
-    if not same or first.status == "unknown":
+    if not same or first.status == Status.UNKNOWN:
         return [verdict_line(r, True, widths, verbose) for r in group]
-    if first.status == "violated" and first.traces and first.traces[0].loop_start is None:
+    if first.status == Status.VIOLATED and first.traces and first.traces[0].loop_start is None:
         what = "VIOLATED, depth " + " / ".join(f"{r.depth} {r.environment}" for r in group)
     else:
         what = f"{what_text(first, verbose)}, {' / '.join(r.environment for r in group)}"
@@ -168,7 +168,7 @@ def holds_paragraphs(results: Sequence[Result], width: int) -> list[str]:
         names = list(dict.fromkeys(r.property for r in results if r.variant == variant and quiet(r)))
         if not names:
             continue
-        depths = sorted({r.depth for r in results if r.variant == variant and quiet(r) and r.status != "proved"})
+        depths = sorted({r.depth for r in results if r.variant == variant and quiet(r) and r.status != Status.PROVED})
         bound = f"up to depth {'/'.join(map(str, depths))}" if depths else "proved"
         text = f"{variant}: {len(names)} hold {bound}, as expected: {', '.join(names)}"
         out.append(textwrap.fill(text, width, subsequent_indent="    ", break_on_hyphens=False))
@@ -202,14 +202,14 @@ def print_results(
     compact = not all_traces
     if compact:
         for group in grouped(ordered):
-            if not all(quiet(r) or r.status == "not_applicable" for r in group):
-                for line in group_lines([r for r in group if r.status != "not_applicable"], widths, verbose):
+            if not all(quiet(r) or r.status == Status.NOT_APPLICABLE for r in group):
+                for line in group_lines([r for r in group if r.status != Status.NOT_APPLICABLE], widths, verbose):
                     print(line)
         for paragraph in holds_paragraphs(ordered, width):
             print(paragraph)
     else:
         for result in ordered:
-            if result.status != "not_applicable":
+            if result.status != Status.NOT_APPLICABLE:
                 print(verdict_line(result, env_column, widths, verbose))
     folded = not_applicable_line(ordered)
     if folded:
