@@ -79,7 +79,9 @@ def worker(job: dict[str, Any]) -> dict[str, Any]:
     if engine == "z3":
         from model import bmc
 
-        result = bmc.check_property(spec, env, prop, shards, policy, depth, 1, lax=False)
+        result = bmc.check_property(
+            spec, env, prop, shards=shards, policy=policy, max_depth=depth, max_traces=1, lax=False
+        )
         out = {"status": result.status, "depth": result.depth, "note": result.note}
     elif engine == "explicit":
         from model.explicit import explicit_check

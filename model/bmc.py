@@ -472,6 +472,7 @@ def check_property(
     spec: Spec,
     environment: str,
     prop: Property,
+    *,
     shards: int,
     policy: Mapping[str, int] | None,
     max_depth: int,

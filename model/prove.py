@@ -218,7 +218,17 @@ def prove_property(
     else:
         notes_before = []
     phase(f"bounded search to depth {refute_depth}")
-    bounded = bmc.check_property(spec, environment, prop, shards, policy, refute_depth, 1, timeout, lax=False)
+    bounded = bmc.check_property(
+        spec,
+        environment,
+        prop,
+        shards=shards,
+        policy=policy,
+        max_depth=refute_depth,
+        max_traces=1,
+        timeout=timeout,
+        lax=False,
+    )
     if bounded.status == Status.VIOLATED:
         bounded.note = f"refuted by bounded search at depth {bounded.depth}"
         bounded.seconds = time.monotonic() - start
@@ -248,7 +258,15 @@ def prove_property(
             )
         if answer == z3.unsat:
             deeper = bmc.check_property(
-                spec, environment, prop, shards, policy, 4 * refute_depth, 1, timeout, lax=False
+                spec,
+                environment,
+                prop,
+                shards=shards,
+                policy=policy,
+                max_depth=4 * refute_depth,
+                max_traces=1,
+                timeout=timeout,
+                lax=False,
             )
             if deeper.status == Status.VIOLATED:
                 deeper.note = f"spacer refuted it; bounded search found the trace at depth {deeper.depth}"

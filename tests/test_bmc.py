@@ -25,7 +25,15 @@ def focus_events(trace) -> tuple[str, ...]:
 
 def check(spec_file, variant, prop, env="controller", depth=12, traces=3, shards=4):
     spec = spec_file.variant(variant)
-    return bmc.check_property(spec, env, spec.properties[prop], shards, spec.default_policy(), depth, traces)
+    return bmc.check_property(
+        spec,
+        env,
+        spec.properties[prop],
+        shards=shards,
+        policy=spec.default_policy(),
+        max_depth=depth,
+        max_traces=traces,
+    )
 
 
 def test_as_written_violates_headline_with_the_seed_path_among_the_shortest(spec_file):
@@ -91,10 +99,18 @@ def test_policy_changes_the_shortest_trace(spec_file):
     spec = spec_file.variant("as_written")
     prop = spec.properties[HEADLINE]
     policy = spec.resolve_policy({"unhealthy_threshold": 2})
-    result = bmc.check_property(spec, "controller", prop, 2, policy, 10, 1)
+    result = bmc.check_property(spec, "controller", prop, shards=2, policy=policy, max_depth=10, max_traces=1)
     assert result.status == "violated"
     assert result.depth == 7
-    result = bmc.check_property(spec, "controller", prop, 2, spec.resolve_policy({"unhealthy_threshold": 1}), 10, 1)
+    result = bmc.check_property(
+        spec,
+        "controller",
+        prop,
+        shards=2,
+        policy=spec.resolve_policy({"unhealthy_threshold": 1}),
+        max_depth=10,
+        max_traces=1,
+    )
     assert result.status == "holds_to_depth"
 
 
@@ -114,7 +130,9 @@ def test_the_solver_and_the_interpreter_agree_on_every_found_trace(spec_file):
 
 def test_symbolic_policy_region_of_the_headline(spec_file):
     spec = spec_file.variant("as_written")
-    result = bmc.check_property(spec, "controller", spec.properties[HEADLINE], 2, None, 10, 1)
+    result = bmc.check_property(
+        spec, "controller", spec.properties[HEADLINE], shards=2, policy=None, max_depth=10, max_traces=1
+    )
     assert result.status == "violated"
     region = result.region
     assert region is not None
@@ -151,12 +169,16 @@ def test_a_proof_racing_the_bounded_search_ends_it(spec_file):
     gets its shortest trace from the bounded search."""
     spec = spec_file.variant("fixed")
     prop = spec.properties[HEADLINE]
-    result = bmc.check_property(spec, "controller", prop, 3, spec.default_policy(), 20, 1, race_proof=True)
+    result = bmc.check_property(
+        spec, "controller", prop, shards=3, policy=spec.default_policy(), max_depth=20, max_traces=1, race_proof=True
+    )
     assert (result.status, result.engine, result.depth) == ("proved", "spacer", 20)
     assert result.invariant and "while the bounded search had shown it up to depth" in result.note
     assert result.matches is True
     broken = spec_file.variant("as_written")
-    result = bmc.check_property(broken, "controller", prop, 3, spec.default_policy(), 20, 1, race_proof=True)
+    result = bmc.check_property(
+        broken, "controller", prop, shards=3, policy=spec.default_policy(), max_depth=20, max_traces=1, race_proof=True
+    )
     assert (result.status, result.depth, result.engine) == ("violated", 8, "bmc")
 
 

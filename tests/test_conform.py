@@ -168,7 +168,9 @@ def test_counterexample_traces_replay_as_calls() -> None:
 
     spec = load_spec().variant("as_written")
     prop = spec.properties["restarted_engine_refits_healthy"]
-    result = bmc.check_property(spec, "controller", prop, 2, spec.resolve_policy({}), 6, 1, lax=False)
+    result = bmc.check_property(
+        spec, "controller", prop, shards=2, policy=spec.resolve_policy({}), max_depth=6, max_traces=1, lax=False
+    )
     script = conform.trace_script(result.traces[0], spec, "test")
     expected = [c.event for step in result.traces[0].steps[1:] for c in step.calls]
     assert [c.event for c in script.calls] == expected

@@ -39,7 +39,9 @@ def test_explicit_engine_agrees_with_z3(spec_file, variant, env):
     props = [p for p in spec.properties.values() if p.kind != "eventually"]  # liveness: test_liveness.py
     ours = explicit_check_all(spec, env, props, SHARDS, policy, depth, 1)
     for prop, mine in zip(props, ours, strict=True):
-        z3_result = bmc.check_property(spec, env, prop, SHARDS, policy, depth, 1, lax=False)
+        z3_result = bmc.check_property(
+            spec, env, prop, shards=SHARDS, policy=policy, max_depth=depth, max_traces=1, lax=False
+        )
         what = f"{variant}/{env}/{prop.name}"
         assert (mine.status, mine.depth) == (z3_result.status, z3_result.depth), f"{what}: {mine.note}"
         if mine.status != "violated":
@@ -52,7 +54,9 @@ def test_explicit_engine_agrees_with_z3(spec_file, variant, env):
         # Every distinct view of the shortest counterexamples, from both engines.
         shortest = mine.depth
         listed = explicit_check(spec, env, prop, SHARDS, policy, shortest, VIEWS)
-        solved = bmc.check_property(spec, env, prop, SHARDS, policy, shortest, VIEWS, lax=False)
+        solved = bmc.check_property(
+            spec, env, prop, shards=SHARDS, policy=policy, max_depth=shortest, max_traces=VIEWS, lax=False
+        )
         assert listed.depth == solved.depth == shortest, what
         if len(solved.traces) < VIEWS:
             assert views(listed, spec) == views(solved, spec), what
@@ -128,12 +132,14 @@ def test_fleet_properties_and_enum_parameters(env):
     policy = spec.default_policy()
     for prop in spec.properties.values():
         mine = explicit_check(spec, env, prop, SHARDS, policy, 8, 1)
-        solved = bmc.check_property(spec, env, prop, SHARDS, policy, 8, 1, lax=False)
+        solved = bmc.check_property(spec, env, prop, shards=SHARDS, policy=policy, max_depth=8, max_traces=1, lax=False)
         assert (mine.status, mine.depth) == (solved.status, solved.depth), prop.name
         if prop.fleet:
             assert mine.status == "violated"
             listed = explicit_check(spec, env, prop, SHARDS, policy, mine.depth, VIEWS)
-            solved = bmc.check_property(spec, env, prop, SHARDS, policy, mine.depth, VIEWS, lax=False)
+            solved = bmc.check_property(
+                spec, env, prop, shards=SHARDS, policy=policy, max_depth=mine.depth, max_traces=VIEWS, lax=False
+            )
             assert len(solved.traces) < VIEWS
             assert views(listed, spec) == views(solved, spec), prop.name
 

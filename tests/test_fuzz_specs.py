@@ -799,7 +799,9 @@ def test_b_the_checker_agrees_with_brute_force(text: str) -> None:
     for shards in (1, 2):
         for prop in spec.properties.values():
             expected = brute_force_depth(spec, env, prop, shards, policy)
-            result = bmc.check_property(spec, "ledger", prop, shards, policy, MAX_DEPTH, 1, lax=False)
+            result = bmc.check_property(
+                spec, "ledger", prop, shards=shards, policy=policy, max_depth=MAX_DEPTH, max_traces=1, lax=False
+            )
             got = result.depth if result.status == "violated" else None
             event(f"{'fleet' if prop.fleet else 'shard'} property, {shards} shard(s): depth {expected}")
             assert result.status in ("violated", "holds_to_depth"), result.status

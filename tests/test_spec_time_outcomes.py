@@ -80,7 +80,14 @@ def test_an_off_by_one_in_the_timeout_is_found() -> None:
     text = TEXT.replace('opened_for < reset_timeout", error', 'opened_for <= reset_timeout", error')
     spec = load_spec_text(text, NAME).variant()
     result = bmc.check_property(
-        spec, "ledger", spec.properties["half_opens_after_timeout"], 1, spec.default_policy(), 8, 1, lax=False
+        spec,
+        "ledger",
+        spec.properties["half_opens_after_timeout"],
+        shards=1,
+        policy=spec.default_policy(),
+        max_depth=8,
+        max_traces=1,
+        lax=False,
     )
     assert result.status == "violated"
     actions = [step.action for step in result.traces[0].steps[1:]]
