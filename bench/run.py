@@ -91,7 +91,9 @@ def worker(job: dict[str, Any]) -> dict[str, Any]:
     elif engine == "spacer":
         from model.prove import prove_property
 
-        result = prove_property(spec, env, prop, shards, policy, timeout=job.get("timeout"), engine="spacer")
+        result = prove_property(
+            spec, env, prop, shards=shards, policy=policy, timeout=job.get("timeout"), engine="spacer"
+        )
         out = {"status": result.status, "depth": result.depth, "note": result.note}
     elif engine == "bfs":
         from bench.baselines import plain_bfs

@@ -52,7 +52,9 @@ def claims_table(spec_file: SpecFile, shards: int | None = None, mismatches: lis
         for variant in variants:
             spec = spec_file.variant(variant)
             prop = spec.properties[name]
-            result = prove_property(spec, ENVIRONMENT, prop, shards or spec.default_shards, spec.default_policy())
+            result = prove_property(
+                spec, ENVIRONMENT, prop, shards=shards or spec.default_shards, policy=spec.default_policy()
+            )
             if mismatches is not None and result.matches is not True and result.status != Status.NOT_APPLICABLE:
                 found = "undecided" if result.status == Status.UNKNOWN else result.verdict
                 mismatches.append(f"{variant} / {name} ({ENVIRONMENT}): {found}, the spec expects {result.expected}")

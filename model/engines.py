@@ -34,7 +34,9 @@ def check_property(
     """`bmc.check_property` for a safety property; the liveness verdict for an `eventually`
     one (which has no traces to count, no callers' contracts to lift and no progress)."""
     if prop.kind == PropertyKind.EVENTUALLY:
-        return check_eventually(spec, environment, prop, shards, policy, max_depth, timeout, prove)
+        return check_eventually(
+            spec, environment, prop, shards=shards, policy=policy, max_depth=max_depth, timeout=timeout, prove=prove
+        )
     return bmc.check_property(
         spec,
         environment,

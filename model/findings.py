@@ -56,7 +56,11 @@ def findings_table(spec_file: SpecFile, shards: int | None = None, mismatches: l
         for variant in variants:
             spec = spec_file.variant(variant)
             result = prove_property(
-                spec, ENVIRONMENT, spec.properties[name], shards or spec.default_shards, spec.default_policy()
+                spec,
+                ENVIRONMENT,
+                spec.properties[name],
+                shards=shards or spec.default_shards,
+                policy=spec.default_policy(),
             )
             if mismatches is not None and result.matches is not True and result.status != Status.NOT_APPLICABLE:
                 found = "undecided" if result.status == Status.UNKNOWN else result.verdict

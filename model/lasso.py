@@ -37,6 +37,7 @@ def z3_lasso(
     spec: Spec,
     environment: str,
     prop: Property,
+    *,
     shards: int,
     policy: Mapping[str, int],
     max_depth: int,

@@ -53,6 +53,7 @@ def check_eventually(
     spec: Spec,
     environment: str,
     prop: Property,
+    *,
     shards: int,
     policy: Mapping[str, int] | None,
     max_depth: int,
@@ -62,13 +63,21 @@ def check_eventually(
     """The liveness verdict: the explicit search first (it proves by exhaustion where the
     reduced graph is small, and finds lassos); where it stops at its bound, the Z3 lasso
     search, which reaches deeper for the same time."""
-    explicit = check_liveness(spec, environment, prop, shards, policy, timeout, MAX_STATES if prove else CHECK_STATES)
+    explicit = check_liveness(
+        spec,
+        environment,
+        prop,
+        shards=shards,
+        policy=policy,
+        timeout=timeout,
+        max_states=MAX_STATES if prove else CHECK_STATES,
+    )
     if explicit.status != Status.HOLDS_TO_DEPTH or policy is None:
         return explicit
     from model.lasso import z3_lasso
 
     depth = PROVE_LASSO_DEPTH if prove else min(max_depth, CHECK_LASSO_DEPTH)
-    deeper = z3_lasso(spec, environment, prop, shards, policy, depth, timeout)
+    deeper = z3_lasso(spec, environment, prop, shards=shards, policy=policy, max_depth=depth, timeout=timeout)
     deeper.seconds += explicit.seconds
     if deeper.status == Status.HOLDS_TO_DEPTH:
         if deeper.depth < explicit.depth:
@@ -96,6 +105,7 @@ def check_liveness(
     spec: Spec,
     environment: str,
     prop: Property,
+    *,
     shards: int,
     policy: Mapping[str, int] | None,
     timeout: float | None = None,

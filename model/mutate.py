@@ -246,7 +246,7 @@ def _check(spec: Spec, env: str, prop: Any, shards: int, policy: dict[str, int],
     if prop.kind == PropertyKind.EVENTUALLY:
         from model.liveness import check_eventually
 
-        return check_eventually(spec, env, prop, shards, policy, depth)
+        return check_eventually(spec, env, prop, shards=shards, policy=policy, max_depth=depth)
     return bmc.Checker(spec, env, prop, shards, policy, contracts=contracts).run(depth, 1)
 
 

@@ -167,6 +167,7 @@ def prove_property(
     spec: Spec,
     environment: str,
     prop: Property,
+    *,
     shards: int,
     policy: Mapping[str, int] | None,
     timeout: float | None = None,
@@ -191,7 +192,9 @@ def prove_property(
     if prop.kind == PropertyKind.EVENTUALLY:
         from model.liveness import check_eventually
 
-        return check_eventually(spec, environment, prop, shards, policy, refute_depth, timeout, prove=True)
+        return check_eventually(
+            spec, environment, prop, shards=shards, policy=policy, max_depth=refute_depth, timeout=timeout, prove=True
+        )
     if not prop.applies_to(environment):
         return Result.not_applicable(spec, prop, environment, shards, policy)
     if policy is not None and (
@@ -247,14 +250,14 @@ def prove_property(
                 spec,
                 prop,
                 environment,
-                shards,
-                policy,
-                Status.PROVED,
-                0,
-                start,
-                f"proved by spacer for {scope}; inductive invariant: {text}",
-                "spacer",
-                text,
+                shards=shards,
+                policy=policy,
+                status=Status.PROVED,
+                depth=0,
+                start=start,
+                note=f"proved by spacer for {scope}; inductive invariant: {text}",
+                engine="spacer",
+                invariant=text,
             )
         if answer == z3.unsat:
             deeper = bmc.check_property(
@@ -275,14 +278,14 @@ def prove_property(
                 spec,
                 prop,
                 environment,
-                shards,
-                policy,
-                Status.VIOLATED,
-                0,
-                start,
-                "spacer refuted it beyond the bounded search's depth",
-                "spacer",
-                "",
+                shards=shards,
+                policy=policy,
+                status=Status.VIOLATED,
+                depth=0,
+                start=start,
+                note="spacer refuted it beyond the bounded search's depth",
+                engine="spacer",
+                invariant="",
             )
         notes.append(f"spacer: unknown ({text})")
     if engine in ("auto", "kind") and budget.active().exhausted() is None:
@@ -293,28 +296,28 @@ def prove_property(
                 spec,
                 prop,
                 environment,
-                shards,
-                policy,
-                Status.PROVED,
-                k,
-                start,
-                f"proved by k-induction with k={k}",
-                "k-induction",
-                "",
+                shards=shards,
+                policy=policy,
+                status=Status.PROVED,
+                depth=k,
+                start=start,
+                note=f"proved by k-induction with k={k}",
+                engine="k-induction",
+                invariant="",
             )
         notes.append(detail)
     return _done(
         spec,
         prop,
         environment,
-        shards,
-        policy,
-        Status.UNKNOWN,
-        refute_depth,
-        start,
-        f"holds up to depth {refute_depth}; no proof: " + "; ".join(notes),
-        "",
-        "",
+        shards=shards,
+        policy=policy,
+        status=Status.UNKNOWN,
+        depth=refute_depth,
+        start=start,
+        note=f"holds up to depth {refute_depth}; no proof: " + "; ".join(notes),
+        engine="",
+        invariant="",
     )
 
 
@@ -322,6 +325,7 @@ def _done(
     spec: Spec,
     prop: Property,
     environment: str,
+    *,
     shards: int,
     policy: Mapping[str, int] | None,
     status: Status,
@@ -385,7 +389,17 @@ def prove_command(
                 prop = one.property(prop_name)
                 for env_name in environments_for(one, prop, environment):
                     results.append(
-                        prove_property(one, env_name, prop, fleet, resolved, timeout, engine, max_k, progress=reporter)
+                        prove_property(
+                            one,
+                            env_name,
+                            prop,
+                            shards=fleet,
+                            policy=resolved,
+                            timeout=timeout,
+                            engine=engine,
+                            max_k=max_k,
+                            progress=reporter,
+                        )
                     )
     finally:
         if reporter is not None:

@@ -131,7 +131,14 @@ def _check_one(
         from model.liveness import check_eventually
 
         return check_eventually(
-            spec, environment, prop, shards, policy, request.max_depth, request.timeout, request.prove
+            spec,
+            environment,
+            prop,
+            shards=shards,
+            policy=policy,
+            max_depth=request.max_depth,
+            timeout=request.timeout,
+            prove=request.prove,
         )
     choice: str | None = "search" if request.engine == "explicit" else None
     if request.engine == "auto":

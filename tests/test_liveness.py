@@ -43,7 +43,7 @@ def hanging_spec() -> SpecFile:
 def test_a_restart_that_can_hang_gives_a_fair_lasso_with_its_loop_marked(shards: int) -> None:
     spec = hanging_spec().variant("restart_hangs")
     prop = spec.property(PROPERTY)
-    result = check_liveness(spec, "controller", prop, shards, spec.default_policy(), max_states=20_000)
+    result = check_liveness(spec, "controller", prop, shards=shards, policy=spec.default_policy(), max_states=20_000)
     assert result.status == "violated" and result.matches is True, result.note
     assert "weak fairness of restart_loaded | restart_fails per shard" in result.assumptions
     trace = result.traces[0]
@@ -74,7 +74,9 @@ def test_without_fairness_even_fixed_has_a_lasso() -> None:
     text = load_spec().source.text
     text = re.sub(r"^fairness = .*\n", "", text, flags=re.MULTILINE)
     spec = load_spec_text(text, "fleet_health.toml").variant("fixed")
-    result = check_liveness(spec, "controller", spec.property(PROPERTY), 2, spec.default_policy(), max_states=20_000)
+    result = check_liveness(
+        spec, "controller", spec.property(PROPERTY), shards=2, policy=spec.default_policy(), max_states=20_000
+    )
     assert result.status == "violated"
     assert "no fairness assumed" in result.assumptions
     assert result.traces[0].loop_start is not None
@@ -83,7 +85,7 @@ def test_without_fairness_even_fixed_has_a_lasso() -> None:
 @pytest.mark.parametrize("variant", ["as_written", "fixed", "refit_keeps_streak"])
 def test_every_real_variant_is_proved_by_exhaustion_at_one_shard(variant: str) -> None:
     spec = load_spec().variant(variant)
-    result = check_liveness(spec, "controller", spec.property(PROPERTY), 1, spec.default_policy())
+    result = check_liveness(spec, "controller", spec.property(PROPERTY), shards=1, policy=spec.default_policy())
     assert result.status == "proved" and result.matches is True, result.note
     assert "exhaustion" in result.note and "SCC" in result.note
     assert "a background restart always ends" in result.assumptions
@@ -113,7 +115,7 @@ def test_the_z3_lasso_search_finds_the_hanging_restart_and_closes_its_loop() -> 
     from model.lasso import z3_lasso
 
     spec = hanging_spec().variant("restart_hangs")
-    result = z3_lasso(spec, "controller", spec.property(PROPERTY), 2, spec.default_policy(), 6)
+    result = z3_lasso(spec, "controller", spec.property(PROPERTY), shards=2, policy=spec.default_policy(), max_depth=6)
     assert result.status == "violated" and result.engine == "bmc"
     trace = result.traces[0]
     assert trace.loop_start is not None and trace.loop_start < trace.depth
@@ -126,9 +128,11 @@ def test_the_z3_lasso_search_needs_fairness_and_goes_deeper_than_the_explicit_bo
 
     text = re.sub(r"^fairness = .*\n", "", load_spec().source.text, flags=re.MULTILINE)
     unfair = load_spec_text(text, "fleet_health.toml").variant("fixed")
-    found = z3_lasso(unfair, "controller", unfair.property(PROPERTY), 2, unfair.default_policy(), 6)
+    found = z3_lasso(
+        unfair, "controller", unfair.property(PROPERTY), shards=2, policy=unfair.default_policy(), max_depth=6
+    )
     assert found.status == "violated" and found.traces[0].loop_start is not None
     spec = load_spec().variant("fixed")
-    result = z3_lasso(spec, "controller", spec.property(PROPERTY), 4, spec.default_policy(), 7)
+    result = z3_lasso(spec, "controller", spec.property(PROPERTY), shards=4, policy=spec.default_policy(), max_depth=7)
     assert (result.status, result.depth) == ("holds_to_depth", 7), result.note
     assert "a background restart always ends" in result.assumptions

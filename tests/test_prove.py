@@ -25,14 +25,16 @@ def test_every_property_a_fix_holds_is_proved_at_four_shards(spec_file, variant,
     spec = spec_file.variant(variant)
     prop = spec.properties[name]
     env = "controller" if prop.applies_to("controller") else "ledger"
-    result = prove.prove_property(spec, env, prop, 4, spec.default_policy(), refute_depth=6)
+    result = prove.prove_property(spec, env, prop, shards=4, policy=spec.default_policy(), refute_depth=6)
     assert result.status == "proved", result.note
     assert result.matches is True
     if env == "ledger":
         # One shard decides the ledger environment: its reduced state space is finite, and
         # exhausting it is the quickest proof. Spacer proves the same, with an invariant.
         assert result.engine == "explicit" and "every fleet size" in result.note
-        result = prove.prove_property(spec, env, prop, 4, spec.default_policy(), refute_depth=6, engine="spacer")
+        result = prove.prove_property(
+            spec, env, prop, shards=4, policy=spec.default_policy(), refute_depth=6, engine="spacer"
+        )
         assert result.status == "proved", result.note
         assert "every fleet size" in result.note
     assert result.engine == "spacer"
@@ -47,7 +49,7 @@ def test_as_written_is_refuted_with_its_shortest_trace(spec_file):
         "restart_budget_counts_genuine_failures": 9,
     }
     for name, depth in expected.items():
-        result = prove.prove_property(spec, "controller", spec.properties[name], 4, spec.default_policy())
+        result = prove.prove_property(spec, "controller", spec.properties[name], shards=4, policy=spec.default_policy())
         assert result.status == "violated"
         assert result.traces and result.traces[0].depth == depth
         assert result.matches is True
@@ -58,7 +60,7 @@ def test_k_induction_uses_the_spec_lemma(spec_file):
     prop = spec.properties["suspicion_survives_abort"]
     assert prop.lemmas, "the bundled spec strengthens this property with a lemma"
     result = prove.prove_property(
-        spec, "controller", prop, 3, spec.default_policy(), engine="kind", max_k=3, refute_depth=4
+        spec, "controller", prop, shards=3, policy=spec.default_policy(), engine="kind", max_k=3, refute_depth=4
     )
     assert result.status == "proved"
     assert result.engine == "k-induction"
@@ -72,8 +74,8 @@ def test_k_induction_without_the_lemma_prints_a_counterexample_to_induction():
         spec,
         "controller",
         spec.properties["suspicion_survives_abort"],
-        2,
-        spec.default_policy(),
+        shards=2,
+        policy=spec.default_policy(),
         engine="kind",
         max_k=2,
         refute_depth=4,
@@ -86,7 +88,7 @@ def test_k_induction_without_the_lemma_prints_a_counterexample_to_induction():
 def test_symbolic_policy_proof(spec_file):
     spec = spec_file.variant("fixed")
     result = prove.prove_property(
-        spec, "controller", spec.properties["no_repeat_spurious_condemnation"], 2, None, refute_depth=4
+        spec, "controller", spec.properties["no_repeat_spurious_condemnation"], shards=2, policy=None, refute_depth=4
     )
     assert result.status == "proved"
 
