@@ -86,7 +86,9 @@ def worker(job: dict[str, Any]) -> dict[str, Any]:
     elif engine == "explicit":
         from model.explicit import explicit_check
 
-        result = explicit_check(spec, env, prop, shards, policy, depth, 1, prove=task == "prove")
+        result = explicit_check(
+            spec, env, prop, shards=shards, policy=policy, max_depth=depth, max_traces=1, prove=task == "prove"
+        )
         out = {"status": result.status, "depth": result.depth, "note": result.note}
     elif engine == "spacer":
         from model.prove import prove_property

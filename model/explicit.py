@@ -972,6 +972,7 @@ def distances(edges: Edges, k: int, limit: int) -> dict[Any, int]:
 
 def distinct_views(
     ex: Explorer,
+    *,
     shortest: int,
     max_depth: int,
     max_traces: int,
@@ -1062,7 +1063,15 @@ def _views(
         graph.expand_below(depth, deadline)
         dist = distances(graph.edges, 0, depth)
         try:
-            more, searched = distinct_views(ex, depth, depth, max_traces - len(found), deadline, dist, views)
+            more, searched = distinct_views(
+                ex,
+                shortest=depth,
+                max_depth=depth,
+                max_traces=max_traces - len(found),
+                deadline=deadline,
+                dist=dist,
+                views=views,
+            )
         except _Timeout:
             if not found:
                 raise
@@ -1091,6 +1100,7 @@ def _explorer(
     spec: Spec,
     env: Environment,
     props: Sequence[Property],
+    *,
     shards: int,
     policy: Mapping[str, int],
     symmetry: bool,
@@ -1122,11 +1132,11 @@ def explicit_check_all(
     spec: Spec,
     environment: str,
     props: Sequence[Property],
+    *,
     shards: int,
     policy: Mapping[str, int] | None,
     max_depth: int,
     max_traces: int,
-    *,
     timeout: float | None = None,
     symmetry: bool = True,
     memo: bool = True,
@@ -1154,7 +1164,17 @@ def explicit_check_all(
 
         def explorer(chosen: Sequence[Property], symmetric: bool) -> Explorer:
             exact = _view_fields(spec, chosen[0]) if views_wanted and len(chosen) == 1 else ()
-            return _explorer(spec, env, chosen, shards, policy, symmetric, memo, reduce, exact)
+            return _explorer(
+                spec,
+                env,
+                chosen,
+                shards=shards,
+                policy=policy,
+                symmetry=symmetric,
+                memo=memo,
+                reduce=reduce,
+                exact_fields=exact,
+            )
 
         ex = explorer([props[k] for k in checked], symmetry)
         # With `prove`, the search goes on past max_depth until the reachable states are
@@ -1243,11 +1263,11 @@ def explicit_check(
     spec: Spec,
     environment: str,
     prop: Property,
+    *,
     shards: int,
     policy: Mapping[str, int] | None,
     max_depth: int,
     max_traces: int,
-    *,
     timeout: float | None = None,
     symmetry: bool = True,
     memo: bool = True,
@@ -1266,10 +1286,10 @@ def explicit_check(
         spec,
         environment,
         [prop],
-        shards,
-        policy,
-        max_depth,
-        max_traces,
+        shards=shards,
+        policy=policy,
+        max_depth=max_depth,
+        max_traces=max_traces,
         timeout=timeout,
         symmetry=symmetry,
         memo=memo,

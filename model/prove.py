@@ -207,7 +207,16 @@ def prove_property(
 
         phase("explicit-state search")
         searched = explicit_check(
-            spec, environment, prop, shards, policy, refute_depth, 1, timeout=timeout, prove=True, progress=progress
+            spec,
+            environment,
+            prop,
+            shards=shards,
+            policy=policy,
+            max_depth=refute_depth,
+            max_traces=1,
+            timeout=timeout,
+            prove=True,
+            progress=progress,
         )
         if searched.status in (Status.PROVED, Status.VIOLATED) or engine == "explicit":
             if searched.status == Status.VIOLATED:

@@ -127,7 +127,9 @@ def test_check_prove_auto_searches_a_finite_space_exhaustively(counter_spec, cap
 def test_the_explicit_engine_proves_nothing_in_an_infinite_space(counter_spec):
     spec = load_spec(str(counter_spec)).variant()
     prop = spec.properties["ticks_count_up"]
-    result = explicit_check(spec, "ledger", prop, 2, spec.resolve_policy({}), 6, 1, prove=True)
+    result = explicit_check(
+        spec, "ledger", prop, shards=2, policy=spec.resolve_policy({}), max_depth=6, max_traces=1, prove=True
+    )
     assert result.status == "holds_to_depth" and result.depth >= 6
     assert "no proof" in result.note and "field ticks" in result.note
 

@@ -37,7 +37,7 @@ def test_explicit_engine_agrees_with_z3(spec_file, variant, env):
     policy = spec.default_policy()
     depth = DEPTHS[env]
     props = [p for p in spec.properties.values() if p.kind != "eventually"]  # liveness: test_liveness.py
-    ours = explicit_check_all(spec, env, props, SHARDS, policy, depth, 1)
+    ours = explicit_check_all(spec, env, props, shards=SHARDS, policy=policy, max_depth=depth, max_traces=1)
     for prop, mine in zip(props, ours, strict=True):
         z3_result = bmc.check_property(
             spec, env, prop, shards=SHARDS, policy=policy, max_depth=depth, max_traces=1, lax=False
@@ -53,7 +53,7 @@ def test_explicit_engine_agrees_with_z3(spec_file, variant, env):
         assert trace.classification == "reachable" and trace.focus == 0
         # Every distinct view of the shortest counterexamples, from both engines.
         shortest = mine.depth
-        listed = explicit_check(spec, env, prop, SHARDS, policy, shortest, VIEWS)
+        listed = explicit_check(spec, env, prop, shards=SHARDS, policy=policy, max_depth=shortest, max_traces=VIEWS)
         solved = bmc.check_property(
             spec, env, prop, shards=SHARDS, policy=policy, max_depth=shortest, max_traces=VIEWS, lax=False
         )
@@ -70,8 +70,10 @@ def test_reductions_change_no_answer(spec_file, shards, reduction):
     spec = spec_file.variant("as_written")
     policy = spec.default_policy()
     prop = spec.properties["restarted_engine_refits_healthy"]
-    fast = explicit_check(spec, "controller", prop, shards, policy, 6, VIEWS)
-    plain = explicit_check(spec, "controller", prop, shards, policy, 6, VIEWS, **{reduction: False})
+    fast = explicit_check(spec, "controller", prop, shards=shards, policy=policy, max_depth=6, max_traces=VIEWS)
+    plain = explicit_check(
+        spec, "controller", prop, shards=shards, policy=policy, max_depth=6, max_traces=VIEWS, **{reduction: False}
+    )
     assert (fast.status, fast.depth) == (plain.status, plain.depth) == ("violated", 6)
     assert views(fast, spec) == views(plain, spec)
     if reduction == "symmetry":
@@ -131,12 +133,14 @@ def test_fleet_properties_and_enum_parameters(env):
     spec = load_spec_text(text).variant()
     policy = spec.default_policy()
     for prop in spec.properties.values():
-        mine = explicit_check(spec, env, prop, SHARDS, policy, 8, 1)
+        mine = explicit_check(spec, env, prop, shards=SHARDS, policy=policy, max_depth=8, max_traces=1)
         solved = bmc.check_property(spec, env, prop, shards=SHARDS, policy=policy, max_depth=8, max_traces=1, lax=False)
         assert (mine.status, mine.depth) == (solved.status, solved.depth), prop.name
         if prop.fleet:
             assert mine.status == "violated"
-            listed = explicit_check(spec, env, prop, SHARDS, policy, mine.depth, VIEWS)
+            listed = explicit_check(
+                spec, env, prop, shards=SHARDS, policy=policy, max_depth=mine.depth, max_traces=VIEWS
+            )
             solved = bmc.check_property(
                 spec, env, prop, shards=SHARDS, policy=policy, max_depth=mine.depth, max_traces=VIEWS, lax=False
             )
@@ -147,7 +151,9 @@ def test_fleet_properties_and_enum_parameters(env):
 def test_int_parameters_are_reported_as_an_under_approximation(spec_file):
     spec = spec_file.variant("fixed")
     prop = spec.properties["restarted_engine_refits_healthy"]
-    result = explicit_check(spec, "ledger", prop, 1, spec.default_policy(), 3, 1, reduce=False)
+    result = explicit_check(
+        spec, "ledger", prop, shards=1, policy=spec.default_policy(), max_depth=3, max_traces=1, reduce=False
+    )
     assert result.status == "holds_to_depth"
     assert "under-approximation" in result.note and "report_refit.weight_version" in result.note
 
@@ -157,7 +163,7 @@ def test_an_int_parameter_outside_the_cone_needs_one_value(spec_file):
     tries one value and claims no under-approximation."""
     spec = spec_file.variant("fixed")
     prop = spec.properties["restarted_engine_refits_healthy"]
-    result = explicit_check(spec, "ledger", prop, 1, spec.default_policy(), 3, 1)
+    result = explicit_check(spec, "ledger", prop, shards=1, policy=spec.default_policy(), max_depth=3, max_traces=1)
     assert result.status == "holds_to_depth"
     assert "under-approximation" not in result.note
     assert "weight_version" in result.note.split("outside the cone of influence:")[1].split(";")[0]
@@ -166,6 +172,9 @@ def test_an_int_parameter_outside_the_cone_needs_one_value(spec_file):
 def test_not_applicable_and_policy_required(spec_file):
     spec = spec_file.variant("fixed")
     prop = spec.properties["condemned_suspect_carries_verdict"]
-    assert explicit_check(spec, "ledger", prop, 2, spec.default_policy(), 3, 1).status == "not_applicable"
+    assert (
+        explicit_check(spec, "ledger", prop, shards=2, policy=spec.default_policy(), max_depth=3, max_traces=1).status
+        == "not_applicable"
+    )
     with pytest.raises(Exception, match="concrete policy"):
-        explicit_check(spec, "controller", prop, 2, None, 3, 1)
+        explicit_check(spec, "controller", prop, shards=2, policy=None, max_depth=3, max_traces=1)

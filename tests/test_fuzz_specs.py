@@ -813,7 +813,9 @@ def test_b_the_checker_agrees_with_brute_force(text: str) -> None:
                 assert result.traces[0].depth == expected
             # The explicit engine searches the reduced state space (cone of influence,
             # saturated counters, one shard where the property's shard evolves alone).
-            found = explicit_check(spec, "ledger", prop, shards, policy, MAX_DEPTH, 1)
+            found = explicit_check(
+                spec, "ledger", prop, shards=shards, policy=policy, max_depth=MAX_DEPTH, max_traces=1
+            )
             mine = found.depth if found.status == "violated" else None
             assert mine == expected, (
                 f"{prop.name} at {shards} shard(s): the reduced explicit search says {found.status} at depth "
@@ -830,8 +832,8 @@ def test_b_the_reduced_search_is_exact(text: str) -> None:
     spec = _load_valid(text)
     policy = spec.default_policy()
     for prop in spec.properties.values():
-        full = explicit_check(spec, "ledger", prop, 1, policy, DEEP, 1, reduce=False)
-        reduced = explicit_check(spec, "ledger", prop, 1, policy, DEEP, 1)
+        full = explicit_check(spec, "ledger", prop, shards=1, policy=policy, max_depth=DEEP, max_traces=1, reduce=False)
+        reduced = explicit_check(spec, "ledger", prop, shards=1, policy=policy, max_depth=DEEP, max_traces=1)
         exhausted = "it holds at every depth" in reduced.note
         event(f"reduced: {reduced.status}{', exhausted' if exhausted else ''}")
         event(f"saturated counters: {'counters saturated' in reduced.note}")

@@ -153,8 +153,8 @@ def test_a_variable_compared_only_with_constants_saturates():
 def test_one_shard_answers_for_sixteen(spec_file, variant):
     spec = spec_file.variant(variant)
     prop = spec.properties[HEADLINE]
-    one = explicit_check(spec, "ledger", prop, 1, spec.default_policy(), 12, 1)
-    many = explicit_check(spec, "ledger", prop, 16, spec.default_policy(), 12, 1)
+    one = explicit_check(spec, "ledger", prop, shards=1, policy=spec.default_policy(), max_depth=12, max_traces=1)
+    many = explicit_check(spec, "ledger", prop, shards=16, policy=spec.default_policy(), max_depth=12, max_traces=1)
     assert (one.status, one.depth) == (many.status, many.depth)
     assert "one shard searched" in many.note
     if many.traces:
@@ -164,11 +164,20 @@ def test_one_shard_answers_for_sixteen(spec_file, variant):
 def test_an_exhausted_reduced_search_is_a_proof_for_every_fleet_size(spec_file):
     spec = spec_file.variant("fixed")
     prop = spec.properties[HEADLINE]
-    result = explicit_check(spec, "ledger", prop, 8, spec.default_policy(), 20, 1, prove=True)
+    result = explicit_check(
+        spec, "ledger", prop, shards=8, policy=spec.default_policy(), max_depth=20, max_traces=1, prove=True
+    )
     assert result.status == "proved" and result.engine == "explicit"
     assert "every fleet size" in result.note
     broken = explicit_check(
-        spec_file.variant("as_written"), "ledger", prop, 8, spec.default_policy(), 20, 1, prove=True
+        spec_file.variant("as_written"),
+        "ledger",
+        prop,
+        shards=8,
+        policy=spec.default_policy(),
+        max_depth=20,
+        max_traces=1,
+        prove=True,
     )
     assert (broken.status, broken.depth) == ("violated", 8)
 
@@ -180,8 +189,12 @@ def test_the_full_and_reduced_searches_agree_on_the_real_spec(spec_file):
         for prop in spec.properties.values():
             if not prop.applies_to("ledger"):
                 continue
-            full = explicit_check(spec, "ledger", prop, 1, spec.default_policy(), 9, 1, reduce=False)
-            reduced = explicit_check(spec, "ledger", prop, 1, spec.default_policy(), 9, 1)
+            full = explicit_check(
+                spec, "ledger", prop, shards=1, policy=spec.default_policy(), max_depth=9, max_traces=1, reduce=False
+            )
+            reduced = explicit_check(
+                spec, "ledger", prop, shards=1, policy=spec.default_policy(), max_depth=9, max_traces=1
+            )
             assert (full.status, full.depth) == (reduced.status, reduced.depth), (variant, prop.name)
 
 
@@ -264,8 +277,10 @@ def test_a_dropped_text_field_beside_a_kept_one_keeps_symmetry_sound():
     reduction = reduce_for(spec, env, [prop], spec.default_policy())
     assert reduction.dropped(spec, env) == ("label",)
     assert not shards_independent(spec, env, [prop], reduction)
-    full = explicit_check(spec, "ledger", prop, 3, spec.default_policy(), 6, 1, reduce=False)
-    reduced = explicit_check(spec, "ledger", prop, 3, spec.default_policy(), 6, 1)
+    full = explicit_check(
+        spec, "ledger", prop, shards=3, policy=spec.default_policy(), max_depth=6, max_traces=1, reduce=False
+    )
+    reduced = explicit_check(spec, "ledger", prop, shards=3, policy=spec.default_policy(), max_depth=6, max_traces=1)
     assert (full.status, full.depth) == (reduced.status, reduced.depth) == ("violated", 2)
     assert int(reduced.note.split(" states")[0].split()[-1]) <= int(full.note.split(" states")[0].split()[-1])
 
