@@ -402,12 +402,14 @@ class _ProofRace:
         spec: Spec,
         environment: str,
         prop: Property,
+        *,
         shards: int,
         policy: Mapping[str, int],
         timeout: float | None,
         head_start: float = RACE_HEAD_START,
     ) -> None:
-        self.args = (spec, environment, prop, shards, dict(policy), timeout)
+        self.args = (spec, environment, prop)
+        self.bounds = {"shards": shards, "policy": dict(policy), "timeout": timeout}
         self.invariant: str | None = None
         self.every_size = False
         self.begun = time.monotonic()
@@ -420,7 +422,7 @@ class _ProofRace:
 
         context = multiprocessing.get_context("fork")
         self.conn, child_end = context.Pipe(duplex=False)
-        self.process = context.Process(target=_prove_in_child, args=(child_end, *self.args))
+        self.process = context.Process(target=_prove_in_child, args=(child_end, *self.args), kwargs=self.bounds)
         self.process.daemon = True
         self.process.start()
         child_end.close()
@@ -453,6 +455,7 @@ def _prove_in_child(
     spec: Spec,
     environment: str,
     prop: Property,
+    *,
     shards: int,
     policy: dict[str, int],
     timeout: float | None,
@@ -513,7 +516,11 @@ def check_property(
         view=view,
         memory=memory,
     )
-    race = _ProofRace(spec, environment, prop, shards, policy, timeout) if race_proof and policy is not None else None
+    race = (
+        _ProofRace(spec, environment, prop, shards=shards, policy=policy, timeout=timeout)
+        if race_proof and policy is not None
+        else None
+    )
     try:
         result = checker.run(max_depth, max_traces, stop=race.proved if race else None)
     finally:

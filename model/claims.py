@@ -81,13 +81,14 @@ def claims_command(*, spec: str | None, shards: int | None, write: str | None, c
     """`ledgercheck claims`: the table printed, written (`write`) or compared (`check`)."""
     mismatches: list[str] = []
     table = claims_table(load_spec(spec), shards, mismatches)
-    return write_section(write, check, table, "claims", BEGIN, END, mismatches)
+    return write_section(write, check, table, what="claims", begin=BEGIN, end=END, mismatches=mismatches)
 
 
 def write_section(
     write: str | None,
     check: str | None,
     table: str,
+    *,
     what: str,
     begin: str,
     end: str,

@@ -153,6 +153,7 @@ class Encoding:
         environment: Environment,
         shards: int,
         policy: Mapping[str, int] | None,
+        *,
         contracts: bool = False,
         ctx: z3.Context | None = None,
         prefix: str = "",

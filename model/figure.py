@@ -312,6 +312,7 @@ def render_table(
 def trace_figure(
     trace: Trace,
     spec: Spec,
+    *,
     shard: int | None = None,
     width: int | None = None,
     colour: bool = False,

@@ -94,4 +94,4 @@ def findings_command(*, spec: str | None, shards: int | None, write: str | None,
     """`ledgercheck findings`: the table printed, written (`write`) or compared (`check`)."""
     mismatches: list[str] = []
     table = findings_table(load_spec(spec), shards, mismatches)
-    return write_section(write, check, table, "findings", BEGIN, END, mismatches)
+    return write_section(write, check, table, what="findings", begin=BEGIN, end=END, mismatches=mismatches)

@@ -183,6 +183,7 @@ def evaluate_mutant(
     spec_file: SpecFile,
     variant: str,
     mutant: Mutant,
+    *,
     shards: int,
     depth: int,
     tests: list[Any],
@@ -240,7 +241,7 @@ def _checks(spec: Spec) -> list[tuple[str, str, str]]:
     ]
 
 
-def _check(spec: Spec, env: str, prop: Any, shards: int, policy: dict[str, int], depth: int, contracts: bool) -> Any:
+def _check(spec: Spec, env: str, prop: Any, *, shards: int, policy: dict[str, int], depth: int, contracts: bool) -> Any:
     """One check: a liveness property by its fair-lasso search (no callers' contracts apply
     to it), any other by the bounded search, within the contracts or not."""
     if prop.kind == PropertyKind.EVENTUALLY:
@@ -255,7 +256,9 @@ def _first_violation(spec: Spec, checks: list[tuple[str, str, str]], shards: int
     outside the callers' contracts: a mutant changes the ledger for every caller."""
     policies = _policies(spec)
     for env, name, policy in checks:
-        result = _check(spec, env, spec.properties[name], shards, policies[policy], depth, contracts=False)
+        result = _check(
+            spec, env, spec.properties[name], shards=shards, policy=policies[policy], depth=depth, contracts=False
+        )
         if result.status == Status.VIOLATED:
             return f"{name} ({env}, {policy} policy): {result.traces[0].depth}-step trace"
     return None
@@ -337,7 +340,7 @@ def _baseline_check(spec: Spec, check: tuple[str, str, str], shards: int, depth:
     prop = spec.properties[name]
     expected = prop.expect.get(spec.variant)
     policies = _policies(spec)
-    verdict = _check(spec, env, prop, shards, policies[policy], depth, contracts=False).status
+    verdict = _check(spec, env, prop, shards=shards, policy=policies[policy], depth=depth, contracts=False).status
     if verdict in HOLDS:
         # Usable even where the spec expects a violation: the expectation is about the shipped
         # policy at `check`'s depth, and a mutant that breaks a check the baseline passes
@@ -346,7 +349,9 @@ def _baseline_check(spec: Spec, check: tuple[str, str, str], shards: int, depth:
     contracts = spec.environment(env).any_call
     contract_verdict = verdict
     if contracts:
-        contract_verdict = _check(spec, env, prop, shards, policies[policy], depth, contracts=True).status
+        contract_verdict = _check(
+            spec, env, prop, shards=shards, policy=policies[policy], depth=depth, contracts=True
+        ).status
     if Status.UNKNOWN in (verdict, contract_verdict):
         return BaselineCheck(env, name, policy, verdict, contract_verdict, expected, False, False, "unknown")
     if expected == "violated":
@@ -405,6 +410,7 @@ def _evaluate(args: tuple[str, str, str, Mutant, int, int, list[Any], list[tuple
 
 def run_mutation(
     spec_file: SpecFile,
+    *,
     shards: int,
     depth: int,
     workers: int | executors.ExecutorConfig,
@@ -513,7 +519,9 @@ def mutate_command(
     show = progress if progress is not None else sys.stderr.isatty()
     say = (lambda message: print(message, file=sys.stderr)) if show else None
     config = executors.ExecutorConfig(executor, jobs)
-    baseline, mutants, outcomes = run_mutation(spec_file, shards, max_depth, config, max_mutants, seed, say)
+    baseline, mutants, outcomes = run_mutation(
+        spec_file, shards=shards, depth=max_depth, workers=config, max_mutants=max_mutants, seed=seed, progress=say
+    )
     counts = score_table(outcomes)
     by_id = {m.ident: m for m in mutants}
     if format == "json":

@@ -52,6 +52,7 @@ def _k_induction(
     spec: Spec,
     environment: str,
     prop: Property,
+    *,
     shards: int,
     policy: Mapping[str, int] | None,
     max_k: int,
@@ -299,7 +300,9 @@ def prove_property(
         notes.append(f"spacer: unknown ({text})")
     if engine in ("auto", "kind") and budget.active().exhausted() is None:
         phase(f"k-induction up to k={max_k}")
-        status, k, detail = _k_induction(spec, environment, prop, shards, policy, max_k, timeout)
+        status, k, detail = _k_induction(
+            spec, environment, prop, shards=shards, policy=policy, max_k=max_k, timeout=timeout
+        )
         if status == Status.PROVED:
             return _done(
                 spec,

@@ -124,7 +124,7 @@ def run(ns: argparse.Namespace) -> int:
             print(textwrap.fill(setting_line(trace), width, subsequent_indent="    "))
             print("\n".join(verdict_lines(trace, spec, width)))
             prop = first_broken(trace, spec)
-            print(trace_figure(trace, spec, focus, colour=colour, prop=prop, all_fields=all_fields))
+            print(trace_figure(trace, spec, shard=focus, colour=colour, prop=prop, all_fields=all_fields))
     if ns.format == "json":
         print(json.dumps(output, indent=2, sort_keys=False, default=str))
     elif ns.format == "markdown":

@@ -229,7 +229,7 @@ class Machine(Generic[V]):
                 shard = self._shard(stmt.shard, frame)
                 key = (shard, stmt.name)
                 if stmt.name == self.spec.state_field:
-                    self._state_change(shard, store[key], value, store, pc, effects, event)
+                    self._state_change(shard, store[key], value, store=store, pc=pc, effects=effects, event=event)
                 store[key] = value
         elif isinstance(stmt, ir.If):
             cond = self.eval(stmt.cond, frame, store)
@@ -284,7 +284,7 @@ class Machine(Generic[V]):
             frame.locals[name] = left if left is right else b.ite(cond, left, right)
 
     def _state_change(
-        self, shard: int, old: V, new: V, store: dict[Key, V], pc: V, effects: Effects[V], event: str
+        self, shard: int, old: V, new: V, *, store: dict[Key, V], pc: V, effects: Effects[V], event: str
     ) -> None:
         b = self.backend
         changed = b.compare("!=", old, new)

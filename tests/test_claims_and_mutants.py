@@ -71,7 +71,8 @@ def test_mutant_outcomes():
         ("ledger", "refit_starts_streaks_afresh", "shipped"),
     ]
     outcomes = [
-        mutate.evaluate_mutant(spec_file, reference, m, 2, 8, tests, checks) for m in (verdict, streak, harmless)
+        mutate.evaluate_mutant(spec_file, reference, m, shards=2, depth=8, tests=tests, checks=checks)
+        for m in (verdict, streak, harmless)
     ]
     # Undoing the half of the fix that clears the verdict brings the bug back: a property catches it.
     assert outcomes[0].status == "killed_by_property"
