@@ -14,10 +14,9 @@ import os
 import tempfile
 from pathlib import Path
 
-from model import bmc
 from model.errors import EXIT_MISMATCH, EXIT_OK, UsageError
 from model.prove import prove_property
-from model.result import Status
+from model.result import Result, Status
 from model.spec import SpecFile, load_spec
 
 BEGIN = "<!-- claims:begin -->"
@@ -25,7 +24,7 @@ END = "<!-- claims:end -->"
 ENVIRONMENT = "controller"
 
 
-def _evidence(result: bmc.Result) -> str:
+def _evidence(result: Result) -> str:
     if result.status == Status.PROVED:
         how = "Spacer (inductive invariant)" if result.engine == "spacer" else f"k-induction, k={result.depth}"
         return f"proved: {how}"

@@ -21,10 +21,9 @@ from model import bmc, engines
 from model.encoding import Encoding
 from model.errors import EXIT_OK, UsageError
 from model.figure import render_table, trace_rows
+from model.result import FOCUS, Result
 from model.spec import Spec, load_spec
 from model.trace import Simulation, Step, Trace
-
-FOCUS = bmc.FOCUS
 
 
 @dataclass
@@ -156,10 +155,10 @@ def side_by_side(diff: Difference, a: Spec, b: Spec) -> str:
 
 def verdict_changes(
     a: Spec, b: Spec, environment: str, shards: int, policy: Mapping[str, int], max_depth: int
-) -> list[tuple[str, bmc.Result, bmc.Result]]:
+) -> list[tuple[str, Result, Result]]:
     changes = []
 
-    def verdict(side: Spec, name: str) -> bmc.Result:
+    def verdict(side: Spec, name: str) -> Result:
         prop = side.properties[name]
         return engines.check_property(
             side, environment, prop, shards=shards, policy=policy, max_depth=max_depth, max_traces=1, lax=False

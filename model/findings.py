@@ -11,17 +11,16 @@ remove it (the fixes, each with how it was shown). It is the sibling of `ledgerc
 
 from __future__ import annotations
 
-from model import bmc
 from model.claims import ENVIRONMENT, write_section
 from model.prove import prove_property
-from model.result import Status
+from model.result import Result, Status
 from model.spec import SpecFile, load_spec
 
 BEGIN = "<!-- findings:begin -->"
 END = "<!-- findings:end -->"
 
 
-def _how(result: bmc.Result) -> str:
+def _how(result: Result) -> str:
     """How a holding verdict was established, in a few words."""
     if result.status == Status.PROVED:
         if result.engine == "spacer":
@@ -52,7 +51,7 @@ def findings_table(spec_file: SpecFile, shards: int | None = None, mismatches: l
     for name in names:
         affected: list[str] = []
         fixes: list[str] = []
-        shortest: bmc.Result | None = None
+        shortest: Result | None = None
         for variant in variants:
             spec = spec_file.variant(variant)
             result = prove_property(

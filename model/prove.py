@@ -33,7 +33,7 @@ from model.encoding import Encoding
 from model.errors import UsageError
 from model.figure import render_table, trace_figure
 from model.reduction import one_shard_decides
-from model.result import Result, Status
+from model.result import FOCUS, Result, Status
 from model.spacer import lemma_violation, spacer_proof
 from model.spec import Property, PropertyKind, Spec, load_spec
 
@@ -60,7 +60,7 @@ def _k_induction(
 ) -> tuple[Status, int, str]:
     """Returns (PROVED, k, "") or (UNKNOWN, k, CTI table) or (UNKNOWN, k, reason)."""
     env = spec.environment(environment)
-    focus = None if prop.fleet else bmc.FOCUS
+    focus = None if prop.fleet else FOCUS
     checker = bmc.Checker(spec, environment, prop, shards, policy, contracts=env.any_call, timeout=timeout)
     enc = checker.enc
     solver = checker.solver  # no initial-state constraint: the step case starts anywhere

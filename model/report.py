@@ -17,22 +17,20 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from model import bmc
 from model.console import progress_for
 from model.diagram import StateDiagram, minimal_policy, state_diagram, svg
 from model.errors import UsageError
 from model.figure import figure_of, html_table
 from model.formats import (
     expectation_text,
-    outcome,
     spec_label,
     summary_names,
     summary_text,
     trace_groups,
     verdict_text,
 )
-from model.result import Status
-from model.runs import CheckRequest, exit_code, reading_order, run_checks
+from model.result import Result, Status
+from model.runs import CheckRequest, exit_code, outcome, reading_order, run_checks
 from model.spec import Spec, SpecFile, load_spec
 
 
@@ -203,7 +201,7 @@ footer { margin-top: 48px; color: var(--muted); font-size: 0.85em; }
 
 def render(
     spec_file: SpecFile,
-    results: Sequence[bmc.Result],
+    results: Sequence[Result],
     settings: dict[str, str],
     policy: dict[str, int] | None = None,
     diagram_depth: int | None = None,
@@ -259,7 +257,7 @@ def render(
     return "\n".join(out) + "\n"
 
 
-def _break_list(spec_file: SpecFile, results: Sequence[bmc.Result]) -> list[str]:
+def _break_list(spec_file: SpecFile, results: Sequence[Result]) -> list[str]:
     """Where each violated property breaks (its first trace), mismatches first: the first
     screen names the condemning steps, each linked to its trace."""
     items: list[str] = []
@@ -279,7 +277,7 @@ def _break_list(spec_file: SpecFile, results: Sequence[bmc.Result]) -> list[str]
     return ["<h2>Where each violated property breaks</h2>", '<ul class="breaks">', *items, "</ul>"] if items else []
 
 
-def _verdict_table(spec_file: SpecFile, results: Sequence[bmc.Result]) -> str:
+def _verdict_table(spec_file: SpecFile, results: Sequence[Result]) -> str:
     rows = [
         '<table class="verdicts">',
         "<thead><tr><th>variant</th><th>property</th><th>environment</th><th>verdict</th><th>expected</th>"
@@ -309,7 +307,7 @@ def _verdict_table(spec_file: SpecFile, results: Sequence[bmc.Result]) -> str:
 
 
 def _diagram_section(
-    spec_file: SpecFile, results: Sequence[bmc.Result], policy: dict[str, int], depth: int | None
+    spec_file: SpecFile, results: Sequence[Result], policy: dict[str, int], depth: int | None
 ) -> list[str]:
     variants = [v for v in spec_file.variants if any(r.variant == v for r in results)] or [spec_file.variants[0]]
     groups: list[tuple[list[str], StateDiagram, Spec]] = []
@@ -366,7 +364,7 @@ LEGEND_HTML = (
 )
 
 
-def _trace_sections(spec_file: SpecFile, results: Sequence[bmc.Result]) -> list[str]:
+def _trace_sections(spec_file: SpecFile, results: Sequence[Result]) -> list[str]:
     with_traces = [r for r in results if trace_groups(r)]
     if not with_traces:
         return []
