@@ -276,10 +276,11 @@ class LedgerModel:
         units = int(self._clock() - self._time)
         if units > 0:
             self._time += units
-            self._advance_time(units)
+            self.advance_time(units)
 
-    def _advance_time(self, units: int) -> None:
-        """Every timer moves on by `units` (what the spec's tick actions do, by any amount)."""
+    def advance_time(self, units: int) -> None:
+        """Every timer moves on by `units` (what the spec's tick actions do, by any amount):
+        for tools that drive the model's state directly (conformance's enumeration)."""
         for key in self._store:
             shard, name = key
             if any(v.timer and v.name == name for v in (*self._spec.shard_vars, *self._spec.globals)):
