@@ -151,7 +151,7 @@ def ledger_factory(request: pytest.FixtureRequest) -> LedgerFactory:
     fails the test: the model the test was derived from is gone. Against `--ledger-impl`,
     the implementation's own verdict matters more than the spec's freshness: the test runs,
     and the staleness is a warning (and leads the failure message if the test fails)."""
-    from model.conformance.implementation import load_implementation, model_implementation
+    from model.conformance.implementation import ManualClock, load_implementation, model_implementation
     from model.conformance.monitor import LedgerCheck
     from model.errors import LedgercheckError
 
@@ -169,7 +169,7 @@ def ledger_factory(request: pytest.FixtureRequest) -> LedgerFactory:
     ) -> tuple[Any, LedgerCheck]:
         spec_path = (Path(str(request.node.path)).parent / spec_rel).resolve()
         impl_target = config.getoption("--ledger-impl")
-        problem = stale = None
+        problem = stale = clock = None
         if not spec_path.is_file():
             pytest.fail(f"cannot read the spec these tests were generated from ({spec_path})", pytrace=False)
         try:
@@ -190,14 +190,16 @@ def ledger_factory(request: pytest.FixtureRequest) -> LedgerFactory:
                     impl = load_implementation(impl_target, monitor_spec)
                 else:
                     impl = model_implementation(_spec_file(spec_path).variant(variant))
+                # a spec with a [clock]: the test's tick steps move the clock the implementation reads
+                clock = ManualClock() if monitor_spec.clock is not None else None
                 try:
-                    ledger = impl.build(shards, policy)
+                    ledger = impl.build(shards, policy, clock=clock)
                 except TypeError as exc:
-                    raise impl.cannot_build(exc) from exc
+                    raise impl.cannot_build(exc, clock=clock is not None) from exc
             except LedgercheckError as exc:
                 problem = f"ledgercheck: {exc}"
         if problem is not None:  # failed outside the except block: no exception chain in the report
             pytest.fail(f"{stale}\n{problem}" if stale else problem, pytrace=False)
-        return ledger, LedgerCheck(ledger, monitor_spec, prop, shards, policy, note=stale)
+        return ledger, LedgerCheck(ledger, monitor_spec, prop, shards, policy, note=stale, clock=clock)
 
     return make

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from model.figure import cell
+from model.interpreter import clock_steps
 from model.lang import Param
 from model.spec import Event, Spec
 
@@ -137,13 +138,7 @@ class Tick(LedgerCall):
 def clock_ticks(spec: Spec, policy: Mapping[str, int]) -> list[Tick]:
     """One tick per `[clock] steps` entry (a policy name resolved with `policy`), in spec
     order; none without a clock, or for a step named like an event."""
-    if spec.clock is None:
-        return []
-    return [
-        Tick(name, 0, (), int(policy[step]) if step in policy else int(step))
-        for name, step in spec.clock.steps
-        if name not in spec.events
-    ]
+    return [Tick(name, 0, (), units) for name, units in clock_steps(spec, policy).items()]
 
 
 @dataclass(frozen=True)

@@ -56,7 +56,7 @@ def random_scripts(
         total -= count
         rng = random.Random(f"ledgercheck-conform:{seed}:{number}")
         model: LedgerModel = model_class.build(shards, policy, echo=False)
-        calls = []
+        calls: list[LedgerCall] = []
         fresh = iter(range(10**9))
         for _ in range(count):
             if ticks and rng.random() < TICK_SHARE:
