@@ -152,7 +152,7 @@ def test_generated_tests_pass_on_the_library_and_catch_the_late_trial(tmp_path, 
     assert clean.returncode == 0, clean.stdout[-3000:]
     model = _run_generated(out)
     assert model.returncode == 0, model.stdout[-3000:]
-    late = _run_generated(out, "--ledger-impl", late_trial)
+    late = _run_generated(out, "--impl", late_trial)  # the neutral name of --ledger-impl
     assert late.returncode == 1, late.stdout[-3000:]
     assert "test_call_succeeds_raises1_not_open_for_cooldown" in late.stdout
     assert "CircuitBreakerError" in late.stdout
