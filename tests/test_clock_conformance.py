@@ -156,3 +156,39 @@ def test_generated_tests_pass_on_the_library_and_catch_the_late_trial(tmp_path, 
     assert late.returncode == 1, late.stdout[-3000:]
     assert "test_call_succeeds_raises1_not_open_for_cooldown" in late.stdout
     assert "CircuitBreakerError" in late.stdout
+
+
+def test_a_call_the_spec_says_raises_must_raise_that_error():
+    from model.conformance.monitor import LedgerCheck
+    from model.interpreter import build_api
+
+    spec = load_spec(EXAMPLE).variant()
+    api = build_api(spec)
+    policy = {"trip_after": 1, "cooldown": 2}
+    clock = ManualClock()
+    ledger = api.Ledger(shard_count=1, policy=api.Policy(**policy), clock=clock, echo=False)
+    check = LedgerCheck(ledger, spec, "refuses_until_the_timeout", 1, policy, clock=clock)
+    with check.call("call_fails", 0):
+        ledger.call_fails(0)
+    with pytest.raises(pytest.fail.Exception, match="raised CircuitBreakerError: .*, expected KeyError"):
+        with check.call_raising("KeyError", "call_succeeds", 0):
+            ledger.call_succeeds(0)
+    with check.call_raising("CircuitBreakerError", "call_succeeds", 0):
+        ledger.call_succeeds(0)
+    check.tick("tick", 2)
+    assert clock() == 2.0
+    with pytest.raises(pytest.fail.Exception, match="returned, expected it to raise CircuitBreakerError"):
+        with check.call_raising("CircuitBreakerError", "call_succeeds", 0):
+            ledger.call_succeeds(0)
+    check.finish()  # the monitor read `raised` and the unobserved timer: the property held
+
+
+def test_a_tick_needs_the_clock_the_implementation_was_built_with():
+    from model.conformance.monitor import LedgerCheck
+    from model.interpreter import build_api
+
+    spec = load_spec(EXAMPLE).variant()
+    api = build_api(spec)
+    check = LedgerCheck(api.Ledger(shard_count=1, echo=False), spec, "opens_only_at_threshold", 1, {})
+    with pytest.raises(pytest.fail.Exception, match="built without a clock"):
+        check.tick("tick", 1)
