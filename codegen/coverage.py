@@ -5,16 +5,22 @@ property looks at would get no test, and an implementation could get it wrong un
 every *branch* of every event of the reference variant (the one every property holds in)
 gets a test of its own: each outcome of the event's `ignore_when` guard and of its callers'
 contract `requires`, and each arm of every `if` of its body (an `elif` is an `if` in the
-`else` arm; an `if` without `else` still has an `else` branch: the call skips it).
+`else` arm; an `if` without `else` still has an `else` branch: the call skips it). Each
+`raises` condition, in order, is a decision too: it holds (the call raises), or it is false,
+and when it is a conjunction, each of its parts is false in turn with the ones before it
+holding (`state == OPEN and open_for < cooldown` is false on a closed breaker, and on an
+open one whose timeout has passed: two branches).
 
 `search` finds, for every branch, the shortest sequence of API calls after which the last
 call takes it: breadth first over the executable model's semantics (calls in spec order,
-arguments from small fixed domains, one shard, the spec's default policy), merging states
-whose ledger fields are equal. A branch the search does not reach is reported with what the
-search covered (every reachable state, or every call sequence up to `MAX_DEPTH` calls),
-never dropped. `build_tests` turns each trace into a test that asserts, after every call, the
-state and the changed fields (after the branch's own call: every field of the shard, and the
-log lines the call prints: `expect_log`).
+arguments from small fixed domains, one shard, the spec's default policy, and each tick of
+the spec's `[clock]` where it has one), merging states whose ledger fields are equal. A
+branch the search does not reach is reported with what the search covered (every reachable
+state, or every call sequence up to `MAX_DEPTH` calls), never dropped. `build_tests` turns
+each trace into a test that asserts, after every call, the state and the changed fields
+(after the branch's own call: every field of the shard, and the log lines the call prints:
+`expect_log`; a tick of the clock is a step of its own, and a call the spec says raises is
+made expecting its error).
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from model import ir
-from model.interpreter import initial_store
+from model.interpreter import advance_timers, clock_steps, initial_store
 from model.semantics import ConcreteBackend, Effects, Frame, Key, Machine
 from model.spec import Event, PropertyKind, Spec, SpecFile
 from model.trace import base_url
@@ -44,8 +50,10 @@ MODULE_PREFIX = "test_branches_of_"
 
 @dataclass(frozen=True)
 class Branch:
-    """One outcome of one decision of an event: `kind` is "ignore_when", "requires" or
-    "if" (the `ordinal`-th `if` of the body, in reading order); `taken` the outcome."""
+    """One outcome of one decision of an event: `kind` is "ignore_when", "requires",
+    "raises" (the `ordinal`-th entry of its `raises`) or "if" (the `ordinal`-th `if` of the
+    body, in reading order); `taken` the outcome. A false `raises` condition that is a
+    conjunction has one branch per part (`part`, from 1) that is the first false one."""
 
     event: str
     kind: str
@@ -54,6 +62,13 @@ class Branch:
     text: str
     line: int
     from_patch: bool = False
+    part: int = 0
+    error: str = ""  # of a `raises` branch: the error, and its whole condition
+    condition: str = ""
+
+    @property
+    def key(self) -> tuple[str, str, int, bool, int]:
+        return (self.event, self.kind, self.ordinal, self.taken, self.part)
 
     @property
     def slug(self) -> str:
@@ -63,12 +78,13 @@ class Branch:
             return "within_contract" if self.taken else "outside_contract"
         if self.kind == "body":
             return "runs"
-        words: list[str] = []
-        for word in re.findall(r"[a-z0-9]+", self.text.removeprefix("if ").rstrip(":").lower()):
-            if words and len("_".join([*words, word])) > 32:
-                break
-            words.append(word)
-        return f"if{self.ordinal}_{'_'.join(words)}_{'then' if self.taken else 'else'}"
+        if self.kind == "raises":
+            if self.taken:
+                return f"raises{self.ordinal}_{_words(self.error)}"
+            return f"raises{self.ordinal}_not" + (f"_{_words(self.text)}" if self.part else "")
+        return (
+            f"if{self.ordinal}_{_words(self.text.removeprefix('if ').rstrip(':'))}_{'then' if self.taken else 'else'}"
+        )
 
     @property
     def describe(self) -> str:
@@ -80,6 +96,11 @@ class Branch:
             return f"the callers' contract `requires = {self.text}` {outcome}"
         if self.kind == "body":
             return "the body runs (the event has no guard and no `if`)"
+        if self.kind == "raises":
+            if self.taken:
+                return f"`raises {self.error} when {self.text}` holds: the call raises it and changes nothing"
+            first = " (the parts before it hold)" if self.part > 1 else ""
+            return f"`{self.text}` is false{first}: no {self.error}"
         arm = "its body runs" if self.taken else "the `else` arm runs (or the `if` is skipped)"
         return f"`{self.text}` {'holds' if self.taken else 'is false'}: {arm}"
 
@@ -88,6 +109,8 @@ class Branch:
         above must not rewrite the generated tests)."""
         if self.kind in ("ignore_when", "requires"):
             return f"[events.{self.event}] {self.kind} = {self.text!r}{self.patched(variant)}"
+        if self.kind == "raises":
+            return f"[events.{self.event}] raises {self.error} when {self.condition!r}"
         if self.kind == "body":
             return f"[events.{self.event}] body"
         return f"[events.{self.event}] body: {self.text}{self.patched(variant)}"
@@ -99,7 +122,17 @@ class Branch:
         return f"{Path(spec_path).name}:{self.line}"
 
 
-Call = tuple[str, tuple[tuple[str, Any], ...]]  # (event, args) on shard 0
+Call = tuple[str, tuple[tuple[str, Any], ...]]  # (event, args) on shard 0, or (tick action, ())
+
+
+def _words(text: str) -> str:
+    """The first words of `text`, lower case, joined by `_`, in about 32 characters."""
+    words: list[str] = []
+    for word in re.findall(r"[a-z0-9]+", text.lower()):
+        if words and len("_".join([*words, word])) > 32:
+            break
+        words.append(word)
+    return "_".join(words)
 
 
 @dataclass(frozen=True)
@@ -201,13 +234,58 @@ def _if_lines(spec_file: SpecFile, variant: str, event: str) -> dict[str, list[t
     return found
 
 
+def own_guard(event: Event, guard: str) -> ir.Expr | None:
+    """The event's `ignore_when` as its spec writes it (the loaded event's includes its
+    `raises` conditions, or-ed before it), or its `requires`."""
+    expr: ir.Expr | None = getattr(event, guard)
+    if guard != "ignore_when" or not event.raises or expr is None:
+        return expr
+    conditions = tuple(r.when for r in event.raises)
+    if isinstance(expr, ir.BoolOp) and expr.op == "or" and expr.operands[: len(conditions)] == conditions:
+        if len(expr.operands) == len(conditions) + 1:
+            return expr.operands[-1]
+    return None
+
+
+def _parts(expr: ir.Expr) -> tuple[ir.Expr, ...]:
+    return expr.operands if isinstance(expr, ir.BoolOp) and expr.op == "and" else (expr,)
+
+
+def _raises_branches(event: Event) -> list[Branch]:
+    found: list[Branch] = []
+    for ordinal, entry in enumerate(event.raises, 1):
+        whole = _normal(entry.text)
+        found.append(Branch(event.name, "raises", ordinal, True, whole, entry.line, error=entry.error, condition=whole))
+        parts = _parts(entry.when)
+        texts = _conjuncts(entry.text) if len(parts) > 1 else [entry.text]
+        if len(texts) != len(parts):  # not split as the spec writes it: the whole condition
+            texts, parts = [entry.text], (entry.when,)
+        for number, text in enumerate(texts, 1 if len(parts) > 1 else 0):
+            part = Branch(
+                event.name, "raises", ordinal, False, _normal(text), entry.line, False, number, entry.error, whole
+            )
+            found.append(part)
+    return found
+
+
+def _conjuncts(text: str) -> list[str]:
+    try:
+        node = ast.parse(text.strip(), mode="eval").body
+    except SyntaxError:
+        return [text]
+    if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
+        return [ast.unparse(v) for v in node.values]
+    return [text]
+
+
 def branches(spec_file: SpecFile, spec: Spec) -> tuple[Branch, ...]:
     """Every branch of every event of `spec` (a variant of `spec_file`), in spec order."""
     found: list[Branch] = []
     for event in spec.events.values():
         first = len(found)
+        found += _raises_branches(event)
         for guard in ("ignore_when", "requires"):
-            if getattr(event, guard) is not None:
+            if own_guard(event, guard) is not None:
                 text, line, patched = _guard_source(spec_file, spec.variant, event.name, guard)
                 found += [Branch(event.name, guard, 0, outcome, text, line, patched) for outcome in (True, False)]
         lines = _if_lines(spec_file, spec.variant, event.name)
@@ -236,27 +314,38 @@ class TracingMachine(Machine[Any]):
         for event in spec.events.values():
             for ordinal, stmt in enumerate(_ifs(event.body), 1):
                 self.ifs[id(stmt)] = (event.name, ordinal)
-        self.taken: list[tuple[str, str, int, bool]] = []
+        self.taken: list[tuple[str, str, int, bool, int]] = []
+        self.error: str | None = None
 
     def _exec(
         self, stmt: ir.Stmt, frame: Frame[Any], store: dict[Key, Any], pc: Any, effects: Effects[Any], event: str
     ) -> None:
         if isinstance(stmt, ir.If) and id(stmt) in self.ifs:
             name, ordinal = self.ifs[id(stmt)]
-            self.taken.append((name, "if", ordinal, bool(self.eval(stmt.cond, frame, store))))
+            self.taken.append((name, "if", ordinal, bool(self.eval(stmt.cond, frame, store)), 0))
         super()._exec(stmt, frame, store, pc, effects, event)
 
     def run(self, event: Event, args: Mapping[str, Any], store: dict[Key, Any]) -> Effects[Any]:
-        """One API call on shard 0; `taken` holds its branches afterwards."""
+        """One API call on shard 0; `taken` holds its branches afterwards, `error` the
+        error it raises (None: it does not)."""
         self.taken = []
+        self.error = None
         full = {p.name: args.get(p.name, p.default) for p in event.signature.params}
         frame: Frame[Any] = Frame(0, {}, full)
+        for ordinal, entry in enumerate(event.raises, 1):
+            parts = _parts(entry.when)
+            false = next((n for n, part in enumerate(parts, 1) if not self.eval(part, frame, store)), None)
+            if false is None:
+                self.taken.append((event.name, "raises", ordinal, True, 0))
+                self.error = entry.error
+                break
+            self.taken.append((event.name, "raises", ordinal, False, false if len(parts) > 1 else 0))
         for guard in ("ignore_when", "requires"):
-            expr = getattr(event, guard)
-            if expr is not None:
-                self.taken.append((event.name, guard, 0, bool(self.eval(expr, frame, store))))
+            expr = own_guard(event, guard)
+            if expr is not None and not (guard == "ignore_when" and self.error):
+                self.taken.append((event.name, guard, 0, bool(self.eval(expr, frame, store)), 0))
         if not self.taken and not any(True for _ in _ifs(event.body)):
-            self.taken.append((event.name, "body", 0, True))
+            self.taken.append((event.name, "body", 0, True, 0))
         effects: Effects[Any] = Effects()
         self.call_event(event, 0, dict(args), store, True, effects)
         return effects
@@ -287,6 +376,16 @@ def _argument_values(event: Event) -> list[tuple[tuple[str, Any], ...]]:
     return combos
 
 
+def tick(spec: Spec, policy: Mapping[str, int], name: str, store: dict[Key, Any]) -> bool:
+    """If `name` is one of the clock's tick actions, advance the timers of `store` by its
+    step and say so."""
+    units = clock_steps(spec, policy).get(name)
+    if units is None:
+        return False
+    advance_timers(spec, store, units)
+    return True
+
+
 def start_store(spec: Spec) -> dict[Key, Any]:
     """The state the generated tests build the ledger in: `SHARDS` shards, the API's base URLs."""
     return initial_store(spec, SHARDS, [base_url(i) for i in range(SHARDS)])
@@ -299,10 +398,16 @@ def _key(spec: Spec, store: Mapping[Key, Any], globals_read: Sequence[str]) -> t
 def search(spec_file: SpecFile, spec: Spec) -> Coverage:
     """Breadth first over call sequences on one shard, the shortest trace per branch."""
     all_branches = branches(spec_file, spec)
-    index = {(b.event, b.kind, b.ordinal, b.taken): b for b in all_branches}
+    index = {b.key: b for b in all_branches}
     policy = spec.default_policy()
     machine = TracingMachine(spec, policy, SHARDS)
-    calls = [(event, args) for event in spec.events.values() for args in _argument_values(event)]
+    calls: list[tuple[Event | None, tuple[tuple[str, Any], ...]]] = [
+        (event, args) for event in spec.events.values() for args in _argument_values(event)
+    ]
+    ticks = clock_steps(spec, policy)
+    calls += [(None, ()) for _ in ticks]
+    names = [event.name if event is not None else "" for event, _ in calls]
+    names[len(names) - len(ticks) :] = list(ticks)
     decisions = [n for e in spec.events.values() for n in ir.walk([e.ignore_when, e.requires, e.body])]
     read = {n.name for n in decisions if isinstance(n, ir.GlobalRef)}
     globals_read = [g.name for g in spec.globals if g.name in read]
@@ -319,10 +424,14 @@ def search(spec_file: SpecFile, spec: Spec) -> Coverage:
         depth += 1
         following: deque[tuple[dict[Key, Any], tuple[Call, ...]]] = deque()
         for store, trace in frontier:
-            for event, args in calls:
+            for (event, args), name in zip(calls, names, strict=True):
                 after = dict(store)
-                machine.run(event, dict(args), after)
-                step = (*trace, (event.name, args))
+                step = (*trace, (name, args))
+                if event is None:
+                    tick(spec, policy, name, after)
+                    machine.taken = []
+                else:
+                    machine.run(event, dict(args), after)
                 for outcome in machine.taken:
                     branch = index.get(outcome)
                     if branch is not None and branch not in traces:
@@ -350,12 +459,15 @@ def search(spec_file: SpecFile, spec: Spec) -> Coverage:
 
 def covered_by(spec: Spec, traces: Sequence[Sequence[Call]], all_branches: Sequence[Branch]) -> set[Branch]:
     """The branches the calls of `traces` take on `spec`'s model (each trace from the start)."""
-    index = {(b.event, b.kind, b.ordinal, b.taken): b for b in all_branches}
-    machine = TracingMachine(spec, spec.default_policy(), SHARDS)
+    index = {b.key: b for b in all_branches}
+    policy = spec.default_policy()
+    machine = TracingMachine(spec, policy, SHARDS)
     hit: set[Branch] = set()
     for trace in traces:
         store = start_store(spec)
         for name, args in trace:
+            if tick(spec, policy, name, store):
+                continue
             machine.run(spec.events[name], dict(args), store)
             hit.update(index[o] for o in machine.taken if o in index)
     return hit

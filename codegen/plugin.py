@@ -1,13 +1,14 @@
 """The pytest plugin that generated tests run under (registered by the package).
 
-Options:
+Options (each also by its neutral name, without `ledger-`: `--impl`, `--variant`,
+`--conform`, `--conform-depth`, ...; the old names stay):
   --ledger-variant NAME      run against the executable model of another spec variant
   --ledger-impl TARGET       run against any implementation with the ledger's API:
                              `module:Class` or `path/to/file.py:Class`
   --ledger-conform TARGET    add conformance tests of an implementation against the model
                              (`ledgercheck conform` as one test per trace; model.conformance.items)
 The default is the executable model of the variant the test's expectations come from
-(`fixed` for the bundled spec).
+(`fixed` for the bundled spec). The fixture `ledger_factory` is also `impl_factory`.
 
 Every pytest run in an environment with ledgercheck installed loads this plugin, so it
 imports the model (and Z3) only when one of its options or fixtures is used: the imports
@@ -29,47 +30,74 @@ if TYPE_CHECKING:
     from model.spec import SpecFile
 
 LedgerFactory = Callable[..., tuple[Any, "LedgerCheck"]]
+ImplFactory = LedgerFactory
+
+
+def _neutral(option: str) -> str:
+    """`--ledger-impl` -> `--impl`: the option's name for any state machine."""
+    return "--" + option.removeprefix("--ledger-")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("ledgercheck", "ledgercheck generated tests")
-    group.addoption(
+
+    def add(name: str, **options: Any) -> None:
+        group.addoption(name, _neutral(name), **options)
+
+    add(
         "--ledger-variant",
         default=None,
         metavar="NAME",
         help="run generated tests against the executable model of this spec variant",
     )
-    group.addoption(
+    add(
         "--ledger-impl",
         default=None,
         metavar="TARGET",
         help="run generated tests against module:Class or path/to/file.py:Class",
     )
-    group.addoption(
+    add(
         "--ledger-conform",
         default=None,
         metavar="TARGET",
         help="add conformance tests of module:Class or path/to/file.py:Class against the model "
         "(the variant of --ledger-variant, default: the one whose properties all hold)",
     )
-    group.addoption("--ledger-conform-spec", default=None, metavar="PATH", help="spec file (default: bundled)")
-    group.addoption(
+    add(
+        "--ledger-conform-spec",
+        default=None,
+        metavar="PATH",
+        help="spec file (default: bundled)",
+    )
+    add(
         "--ledger-conform-depth",
         type=int,
         default=None,
         metavar="D",
         help="enumerate every call sequence up to D (default: that of `ledgercheck conform`; 0: none)",
     )
-    group.addoption("--ledger-conform-shards", type=int, default=None, metavar="N", help="fleet size")
-    group.addoption(
+    add(
+        "--ledger-conform-shards",
+        type=int,
+        default=None,
+        metavar="N",
+        help="fleet size",
+    )
+    add(
         "--ledger-conform-random",
         type=int,
         default=300,
         metavar="N",
         help="random calls in all (default 300)",
     )
-    group.addoption("--ledger-conform-seed", type=int, default=0, metavar="S", help="random seed (default 0)")
-    group.addoption(
+    add(
+        "--ledger-conform-seed",
+        type=int,
+        default=0,
+        metavar="S",
+        help="random seed (default 0)",
+    )
+    add(
         "--ledger-conform-counterexamples",
         action="store_true",
         help="also replay every counterexample of the checker (slow the first time; cached like `conform`)",
@@ -151,7 +179,7 @@ def ledger_factory(request: pytest.FixtureRequest) -> LedgerFactory:
     fails the test: the model the test was derived from is gone. Against `--ledger-impl`,
     the implementation's own verdict matters more than the spec's freshness: the test runs,
     and the staleness is a warning (and leads the failure message if the test fails)."""
-    from model.conformance.implementation import load_implementation, model_implementation
+    from model.conformance.implementation import ManualClock, load_implementation, model_implementation
     from model.conformance.monitor import LedgerCheck
     from model.errors import LedgercheckError
 
@@ -169,7 +197,7 @@ def ledger_factory(request: pytest.FixtureRequest) -> LedgerFactory:
     ) -> tuple[Any, LedgerCheck]:
         spec_path = (Path(str(request.node.path)).parent / spec_rel).resolve()
         impl_target = config.getoption("--ledger-impl")
-        problem = stale = None
+        problem = stale = clock = None
         if not spec_path.is_file():
             pytest.fail(f"cannot read the spec these tests were generated from ({spec_path})", pytrace=False)
         try:
@@ -190,14 +218,22 @@ def ledger_factory(request: pytest.FixtureRequest) -> LedgerFactory:
                     impl = load_implementation(impl_target, monitor_spec)
                 else:
                     impl = model_implementation(_spec_file(spec_path).variant(variant))
+                # a spec with a [clock]: the test's tick steps move the clock the implementation reads
+                clock = ManualClock() if monitor_spec.clock is not None else None
                 try:
-                    ledger = impl.build(shards, policy)
+                    ledger = impl.build(shards, policy, clock=clock)
                 except TypeError as exc:
-                    raise impl.cannot_build(exc) from exc
+                    raise impl.cannot_build(exc, clock=clock is not None) from exc
             except LedgercheckError as exc:
                 problem = f"ledgercheck: {exc}"
         if problem is not None:  # failed outside the except block: no exception chain in the report
             pytest.fail(f"{stale}\n{problem}" if stale else problem, pytrace=False)
-        return ledger, LedgerCheck(ledger, monitor_spec, prop, shards, policy, note=stale)
+        return ledger, LedgerCheck(ledger, monitor_spec, prop, shards, policy, note=stale, clock=clock)
 
     return make
+
+
+@pytest.fixture
+def impl_factory(ledger_factory: LedgerFactory) -> ImplFactory:
+    """`ledger_factory` by its neutral name (the old one stays)."""
+    return ledger_factory

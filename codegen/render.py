@@ -37,10 +37,11 @@ from codegen.gate import Verdicts
 from codegen.meaning import meaning_of
 from codegen.runtime import LedgerCheck, normalise
 from model import budget, engines
+from model.conformance.implementation import ManualClock
 from model.console import progress_for
 from model.errors import EXIT_BAD_INPUT, EXIT_MISMATCH, EXIT_OK, LedgercheckError
 from model.figure import trace_figure
-from model.interpreter import build_api
+from model.interpreter import advance_timers, build_api, clock_steps
 from model.spec import Event, Spec, SpecFile, load_spec, reference_variant
 from model.trace import Trace, base_url
 
@@ -90,6 +91,8 @@ class GeneratedCall:
     expect: tuple[tuple[int, tuple[tuple[str, Any], ...]], ...]
     args: tuple[tuple[str, Any], ...] = ()
     guarded: bool = False
+    raises: str | None = None  # the error class the call raises, by name
+    tick: int = 0  # not a call: the clock's tick action `event`, by this many units
 
 
 @dataclass(frozen=True)
@@ -131,33 +134,58 @@ def call_code(event: Event, shard: int, args: Mapping[str, Any]) -> str:
     return f"{event.name}({', '.join(parts)})"
 
 
+def observed_fields(spec: Spec) -> list[str]:
+    """The fields a generated test asserts: every one, but those the spec's `[implementation]`
+    binding does not observe."""
+    return [f.name for f in spec.fields if spec.binding is None or spec.binding.observes(f.name)]
+
+
 def _observable(spec: Spec, record: Any) -> dict[str, Any]:
-    return {field.name: normalise(getattr(record, field.name), spec) for field in spec.fields}
+    return {name: normalise(getattr(record, name), spec) for name in observed_fields(spec)}
+
+
+def _ticks(spec: Spec, trace: Trace) -> dict[str, int]:
+    return clock_steps(spec, trace.policy)
 
 
 def _replay_calls(
     spec: Spec, trace: Trace, skip_outside_contract: bool
-) -> tuple[list[list[dict[str, Any]]], list[bool]]:
-    """The observable fields of every shard after each call of the trace, on `spec`, and
-    per call whether the callers' contract allowed it there. With `skip_outside_contract`
-    a call the callers would not make in `spec`'s state is not made."""
+) -> tuple[list[list[dict[str, Any]]], list[bool], list[str | None]]:
+    """The observable fields of every shard after each call (and tick) of the trace, on
+    `spec`, per call whether the callers' contract allowed it there, and the error it
+    raised. With `skip_outside_contract` a call the callers would not make in `spec`'s state
+    is not made."""
     api = build_api(spec)
+    clock = ManualClock()
     ledger = api.Ledger(
         shard_count=trace.shard_count,
         policy=api.Policy(**trace.policy),
         base_urls=[base_url(i) for i in range(trace.shard_count)],
+        clock=clock,
         echo=False,
     )
+    ticks = _ticks(spec, trace)
     states = [[_observable(spec, r) for r in ledger.snapshot()]]
     allowed: list[bool] = []
+    raised: list[str | None] = []
     for step in trace.steps[1:]:
+        if step.action in ticks and not step.calls:
+            clock.advance(ticks[step.action])
+            allowed.append(True)
+            raised.append(None)
+            states.append([_observable(spec, r) for r in ledger.snapshot()])
         for call in step.calls:
             ok = ledger.contract_allows(call.event, call.shard, dict(call.args))
             allowed.append(ok)
+            error = None
             if ok or not skip_outside_contract:
-                getattr(ledger, call.event)(call.shard, **dict(call.args))
+                try:
+                    getattr(ledger, call.event)(call.shard, **dict(call.args))
+                except Exception as exc:  # one of the event's `raises`: the test expects it
+                    error = type(exc).__name__
+            raised.append(error)
             states.append([_observable(spec, r) for r in ledger.snapshot()])
-    return states, allowed
+    return states, allowed, raised
 
 
 def build_test(
@@ -168,12 +196,23 @@ def build_test(
     variant itself and the test is a strict xfail: it documents the violation, and turns
     red the day an implementation stops showing it."""
     prop = violating.properties[prop_name]
-    expected, allowed = _replay_calls(holding, trace, skip_outside_contract=not known_violation)
-    actual, _ = _replay_calls(violating, trace, skip_outside_contract=False)
+    expected, allowed, raised = _replay_calls(holding, trace, skip_outside_contract=not known_violation)
+    actual, _, _ = _replay_calls(violating, trace, skip_outside_contract=False)
+    observed = observed_fields(holding)
+    ticks = _ticks(holding, trace)
     steps: list[GeneratedStep] = []
     position = 0
     for number, step in enumerate(trace.steps[1:], 1):
         calls = []
+        if step.action in ticks and not step.calls:
+            position += 1
+            shard = 0
+            changed = [
+                (name, expected[position][shard][name])
+                for name in observed
+                if name == holding.state_field or expected[position][shard][name] != expected[position - 1][shard][name]
+            ]
+            calls.append(GeneratedCall(step.action, shard, "", (), ((shard, tuple(changed)),), tick=ticks[step.action]))
         for call in step.calls:
             position += 1
             event = holding.events[call.event]
@@ -181,8 +220,7 @@ def build_test(
             before_e, after_e = expected[position - 1][shard], expected[position][shard]
             before_a, after_a = actual[position - 1][shard], actual[position][shard]
             fields = [(holding.state_field, after_e[holding.state_field])]
-            for field in holding.fields:
-                name = field.name
+            for name in observed:
                 if name == holding.state_field:
                     continue
                 if after_e[name] != before_e[name] or after_a[name] != before_a[name] or after_a[name] != after_e[name]:
@@ -201,6 +239,7 @@ def build_test(
                     ((shard, tuple(fields)),),
                     tuple(call.args.items()),
                     guarded=not allowed[position - 1],
+                    raises=raised[position - 1],
                 )
             )
         label = step.action or "?"
@@ -241,22 +280,30 @@ def build_test(
 def _outcome(test: GeneratedTest, spec: Spec, monitor: Spec, prop: str) -> str | None:
     """Run a generated test in-process against a model; None if it passes, else why not."""
     api = build_api(spec)
+    clock = ManualClock()
     ledger = api.Ledger(
         shard_count=test.shards,
         policy=api.Policy(**test.policy),
         base_urls=[base_url(i) for i in range(test.shards)],
+        clock=clock,
         echo=False,
     )
-    check = LedgerCheck(ledger, monitor, prop, test.shards, test.policy)
+    check = LedgerCheck(ledger, monitor, prop, test.shards, test.policy, clock=clock)
     try:
         for step in test.steps:
             for call in step.calls:
                 args = dict(call.args)
                 monitored = {name: args[name] for name, _ in call.monitor_args}
-                if call.guarded and not check.callers_would_call(call.event, call.shard, **monitored):
+                if call.tick:
+                    check.tick(call.event, call.tick)
+                elif call.guarded and not check.callers_would_call(call.event, call.shard, **monitored):
                     continue
-                with check.call(call.event, call.shard, **monitored):
-                    getattr(ledger, call.event)(call.shard, **args)
+                elif call.raises:
+                    with check.call_raising(call.raises, call.event, call.shard, **monitored):
+                        getattr(ledger, call.event)(call.shard, **args)
+                else:
+                    with check.call(call.event, call.shard, **monitored):
+                        getattr(ledger, call.event)(call.shard, **args)
                 for shard, fields in call.expect:
                     check.expect(shard, **dict(fields))
         check.finish()
@@ -332,37 +379,48 @@ class CoverageTest:
     summary: str
     source: str
     steps: tuple[GeneratedStep, ...]
-    log: tuple[tuple[str, str], ...]
+    log: tuple[tuple[str, str], ...] | None
+    """The log lines of the branch's call (None: not asserted, for a class bound through
+    `[implementation]`, which logs as its library does)."""
 
 
 def build_coverage_test(spec: Spec, branch: coverage.Branch, trace: Sequence[coverage.Call]) -> CoverageTest:
     """A test of one branch: after every call the state and the fields it changed (as
     `build_test` asserts them), after the last one every field and the log lines."""
-    machine = coverage.TracingMachine(spec, spec.default_policy(), coverage.SHARDS)
+    policy = spec.default_policy()
+    machine = coverage.TracingMachine(spec, policy, coverage.SHARDS)
     store = coverage.start_store(spec)
+    ticks = clock_steps(spec, policy)
+    observed = observed_fields(spec)
     steps: list[GeneratedStep] = []
-    log: tuple[tuple[str, str], ...] = ()
+    log: tuple[tuple[str, str], ...] | None = ()
     for number, (name, arg_items) in enumerate(trace, 1):
+        before = {f: store[(0, f)] for f in observed}
+        if name in ticks:
+            advance_timers(spec, store, ticks[name])
+            after = {f: store[(0, f)] for f in observed}
+            fields = [(f, after[f]) for f in observed if f == spec.state_field or after[f] != before[f]]
+            call = GeneratedCall(name, 0, "", (), ((0, tuple(fields)),), tick=ticks[name])
+            unit = spec.clock.unit if spec.clock is not None else ""
+            steps.append(GeneratedStep(number, f"{name}: the clock advances {ticks[name]} {unit}", (call,)))
+            continue
         event = spec.events[name]
         args = dict(arg_items)
-        before = {f.name: store[(0, f.name)] for f in spec.fields}
         effects = machine.run(event, args, store)
-        after = {f.name: store[(0, f.name)] for f in spec.fields}
+        after = {f: store[(0, f)] for f in observed}
         last = number == len(trace)
         fields = [(spec.state_field, after[spec.state_field])]
-        fields += [
-            (f.name, after[f.name])
-            for f in spec.fields
-            if f.name != spec.state_field and (last or after[f.name] != before[f.name])
-        ]
+        fields += [(f, after[f]) for f in observed if f != spec.state_field and (last or after[f] != before[f])]
         params = event.signature.params
         monitor = tuple((p.name, pyrepr(args[p.name])) for p in params if p.type.kind != "any" and p.name in args)
         code = call_code(event, 0, args)
-        call = GeneratedCall(name, 0, code, monitor, ((0, tuple(fields)),), arg_items)
+        call = GeneratedCall(name, 0, code, monitor, ((0, tuple(fields)),), arg_items, raises=machine.error)
         label = f"{code}, the branch" if last else code
         steps.append(GeneratedStep(number, label, (call,)))
         if last:
             log = tuple((old, new) for _, old, new, _ in effects.logs)
+    if spec.binding is not None:
+        log = None
     summary = f"{branch.event}: {branch.describe}."
     source = branch.source(spec.variant)
     return CoverageTest(f"{branch.event}_{branch.slug}", summary, source, tuple(steps), log)

@@ -273,14 +273,12 @@ class LedgerModel:
         units = int(self._clock() - self._time)
         if units > 0:
             self._time += units
-            self._advance_time(units)
+            self.advance_time(units)
 
-    def _advance_time(self, units: int) -> None:
-        """Every timer moves on by `units` (what the spec's tick actions do, by any amount)."""
-        for key in self._store:
-            shard, name = key
-            if any(v.timer and v.name == name for v in (*self._spec.shard_vars, *self._spec.globals)):
-                self._store[key] = self._store[key] + units
+    def advance_time(self, units: int) -> None:
+        """Every timer moves on by `units` (what the spec's tick actions do, by any amount):
+        for tools that drive the model's state directly (conformance's enumeration)."""
+        advance_timers(self._spec, self._store, units)
 
     def _emit(self, effects: Effects[Any]) -> None:
         for shard, old, new, event in effects.logs:
@@ -288,6 +286,26 @@ class LedgerModel:
             self.log_lines.append(line)
             if self._echo:
                 print(line)
+
+
+def advance_timers(spec: Spec, store: dict[Key, Any], units: int) -> None:
+    """Every timer of `store` (per shard and fleet-wide) moves on by `units`, in place."""
+    timers = {v.name for v in (*spec.shard_vars, *spec.globals) if v.timer}
+    for key in store:
+        if key[1] in timers:
+            store[key] = store[key] + units
+
+
+def clock_steps(spec: Spec, policy: Mapping[str, int]) -> dict[str, int]:
+    """The spec's tick actions and how far each moves the clock (a step named by a policy
+    constant read from `policy`); none without a `[clock]`, or for a step named like an event."""
+    if spec.clock is None:
+        return {}
+    return {
+        name: int(policy[step]) if step in policy else int(step)
+        for name, step in spec.clock.steps
+        if name not in spec.events
+    }
 
 
 def _policy_values(spec: Spec, policy: Any) -> dict[str, int]:

@@ -26,8 +26,12 @@ The call sequences come from three sources, run in this order:
   variant and environment (the `ledger` environment's lax traces included), replayed call
   by call. Cached on disk (`$LEDGERCHECK_CACHE`), keyed by the spec and ledgercheck's code.
 
+Where the spec has a `[clock]`, its tick actions are steps of every source (`Tick`): one
+more choice of the enumeration, one step in four of a random trace, a counterexample's own
+ticks. The model and the implementation read one `ManualClock`, which a tick moves on.
+
 The implementation is built afresh for each trace (for each enumerated sequence, its prefix
-replayed). The first divergence is shrunk (delta debugging: calls removed while it still
+replayed; after a tick too). The first divergence is shrunk (delta debugging: calls removed while it still
 diverges, a trace within the contracts kept within them, then fewer shards), printed as a
 figure with a reproducer, and the command exits 1.
 
@@ -48,12 +52,13 @@ The modules, in the order data flows through them:
 This module re-exports the names the rest of ledgercheck and the tests use.
 """
 
-from model.conformance.calls import LedgerCall, Opaque, Script, invoke, materialise, opaque_value
+from model.conformance.calls import LedgerCall, Opaque, Script, Tick, invoke, materialise, opaque_value
 from model.conformance.checker import ENUMERATION_SHARDS, Conformance, Enumeration, enumeration_domain
 from model.conformance.divergence import Divergence, Recording
 from model.conformance.implementation import (
     Implementation,
     ImplementationError,
+    ManualClock,
     fixed_clock,
     load_implementation,
     load_target,
@@ -86,6 +91,7 @@ __all__ = [
     "Implementation",
     "ImplementationError",
     "LedgerCall",
+    "ManualClock",
     "Normaliser",
     "Observation",
     "Observer",
@@ -94,6 +100,7 @@ __all__ = [
     "Recording",
     "Script",
     "Summary",
+    "Tick",
     "check",
     "counterexample_scripts",
     "default_cache",

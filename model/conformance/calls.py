@@ -1,5 +1,6 @@
-"""The calls conformance makes: one ledger API call (`LedgerCall`), a sequence of them on a
-fleet (`Script`), and how a call's arguments become the Python objects the API receives."""
+"""The calls conformance makes: one ledger API call (`LedgerCall`), the clock moving on
+(`Tick`, one of the spec's `[clock]` tick actions), a sequence of them on a fleet (`Script`),
+and how a call's arguments become the Python objects the API receives."""
 
 from __future__ import annotations
 
@@ -7,12 +8,14 @@ import ast
 import builtins
 import copy
 import functools
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from model.figure import cell
+from model.interpreter import clock_steps
 from model.lang import Param
-from model.spec import Event
+from model.spec import Event, Spec
 
 
 @dataclass(frozen=True)
@@ -116,6 +119,26 @@ def invoke(ledger: Any, call: LedgerCall, event: Event) -> Any:
     positional, keywords = call.split(event)
     method = getattr(ledger, call.event)
     return method(*[materialise(v) for v in positional], **{k: materialise(v) for k, v in keywords.items()})
+
+
+@dataclass(frozen=True)
+class Tick(LedgerCall):
+    """The clock moving on by `units` (one of the spec's tick actions, `event` its name): no
+    call on the API; the model and the implementation read one clock, which it advances."""
+
+    units: int = 1
+
+    def label(self, event: Event | None = None) -> str:
+        return f"{self.event} +{self.units}"
+
+    def code(self, event: Event | None = None) -> str:
+        return f"advance({self.units})"
+
+
+def clock_ticks(spec: Spec, policy: Mapping[str, int]) -> list[Tick]:
+    """One tick per `[clock] steps` entry (a policy name resolved with `policy`), in spec
+    order; none without a clock, or for a step named like an event."""
+    return [Tick(name, 0, (), units) for name, units in clock_steps(spec, policy).items()]
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """Running the implementation and the model side by side: one script, every call sequence
 up to a depth (breadth-first, merging prefixes that reach the same state), and shrinking a
-divergence to a shortest one."""
+divergence to a shortest one. A spec with a `[clock]` adds its tick actions to the calls:
+the model and the implementation read one `ManualClock`, and a tick moves it on."""
 
 from __future__ import annotations
 
@@ -13,9 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from model import ir
-from model.conformance.calls import LedgerCall, Script, invoke, opaque_value
+from model.conformance.calls import LedgerCall, Script, Tick, clock_ticks, invoke, opaque_value
 from model.conformance.divergence import Divergence, Recording, figure, report
-from model.conformance.implementation import Implementation, ImplementationError, fixed_clock, model_implementation
+from model.conformance.implementation import Implementation, ImplementationError, ManualClock, model_implementation
 from model.conformance.observation import Difference, Observation, Observer, Outcome, compare, exception_text
 from model.interpreter import LedgerModel
 from model.lang import Param
@@ -48,6 +49,7 @@ class Conformance:
         self.calls_compared = 0
         self.traces = 0
         self.accepts_clock = impl.accepts_clock
+        self.ticks = clock_ticks(spec, {**spec.default_policy(), **self.policy})
         # The ledger's log line per state change is part of its API; a class bound through
         # `[implementation]` (a library of its own) is compared on what the binding reads.
         self.compare_logs = spec.binding is None
@@ -58,11 +60,13 @@ class Conformance:
 
     # -- building --
 
-    def new_impl(self, shards: int) -> Any:
-        return self.impl.build(shards, self.policy, clock=fixed_clock if self.accepts_clock else None, quiet=True)
+    def new_impl(self, shards: int, clock: ManualClock | None = None) -> Any:
+        """An implementation reading `clock` (a fresh one at 0 by default), if it takes one."""
+        reading = (clock or ManualClock()) if self.accepts_clock else None
+        return self.impl.build(shards, self.policy, clock=reading, quiet=True)
 
-    def new_model(self, shards: int) -> LedgerModel:
-        model: LedgerModel = self.model.build(shards, self.policy, echo=False)
+    def new_model(self, shards: int, clock: ManualClock | None = None) -> LedgerModel:
+        model: LedgerModel = self.model.build(shards, self.policy, clock=clock, echo=False)
         return model
 
     def _check_api(self) -> tuple[str, ...]:
@@ -151,9 +155,10 @@ class Conformance:
     def run(self, script: Script, recording: Recording | None = None) -> Divergence | None:
         """Replay a script on a fresh implementation and model; the first divergence, if any."""
         self.traces += 1
-        model = self.new_model(script.shards)
+        clock = ManualClock()
+        model = self.new_model(script.shards, clock)
         try:
-            ledger = self.new_impl(script.shards)
+            ledger = self.new_impl(script.shards, clock)
         except Exception as exc:
             return Divergence(script, -1, [Difference(("construct",), "built", exception_text(exc))])
         model_obs, impl_obs = self.observe(model, script.shards), self.observe(ledger, script.shards)
@@ -169,8 +174,13 @@ class Conformance:
             within = within and allowed is True
             if recording is not None:
                 recording.contract.append(allowed)
-            model_out = self._call_model(model, call)
-            impl_out, error = self._call_impl(ledger, call)
+            if isinstance(call, Tick):
+                clock.advance(call.units)
+                model_out = impl_out = Outcome(None, 0)
+                error = None
+            else:
+                model_out = self._call_model(model, call)
+                impl_out, error = self._call_impl(ledger, call)
             model_obs, impl_obs = self.observe(model, script.shards), self.observe(ledger, script.shards)
             self.calls_compared += 1
             if recording is not None:
@@ -202,7 +212,8 @@ class Conformance:
 
     def calls_at(self, shards: int) -> list[LedgerCall]:
         """Every call of one enumeration step: each event on each shard with each argument
-        combination of the small domains, then each event once on an unknown shard."""
+        combination of the small domains, then each event once on an unknown shard, then
+        each tick of the clock."""
         calls: list[LedgerCall] = []
         unknown: list[LedgerCall] = []
         for shard in range(shards):
@@ -213,7 +224,7 @@ class Conformance:
                 calls += [LedgerCall(event.name, shard, combo) for combo in combos]
                 if shard == 0:
                     unknown.append(LedgerCall(event.name, shards, combos[0]))
-        return calls + unknown
+        return calls + unknown + list(self.ticks)
 
     def enumerate(
         self,
@@ -260,8 +271,9 @@ class Conformance:
                 parent = model_observation()
                 # An implementation at this node's state, while it still shows the node's state:
                 # a call that changes nothing it shows leaves it for the next call (the same
-                # judgement as merging: what the implementation shows is its state).
-                ledger = None
+                # judgement as merging: what the implementation shows is its state). A tick
+                # moves its clock: it is built afresh after one.
+                ledger = ledger_clock = None
                 for call in choices:
                     model.restore(state)
                     model.log_lines.clear()
@@ -269,16 +281,26 @@ class Conformance:
                         continue
                     sequences += 1
                     self.traces += 1
-                    if ledger is None:
-                        ledger = self.new_impl(shards)
+                    if ledger is None or ledger_clock is None:
+                        ledger_clock = ManualClock()
+                        ledger = self.new_impl(shards, ledger_clock)
                         with contextlib.redirect_stdout(sink):
                             for earlier in prefix:
+                                if isinstance(earlier, Tick):
+                                    ledger_clock.advance(earlier.units)
+                                    continue
                                 with contextlib.suppress(Exception):
                                     invoke(ledger, earlier, self.events[earlier.event])
                         sink.seek(0)
                         sink.truncate()
-                    model_out = self._step_model(model, call, keys)
-                    impl_out, error = self._call_impl(ledger, call)
+                    if isinstance(call, Tick):
+                        model.advance_time(call.units)
+                        ledger_clock.advance(call.units)
+                        model_out = impl_out = Outcome(None, 0)
+                        error = None
+                    else:
+                        model_out = self._step_model(model, call, keys)
+                        impl_out, error = self._call_impl(ledger, call)
                     impl_obs = self.observe(ledger, shards)
                     self.calls_compared += 1
                     found = compare(model_observation(), impl_obs, model_out, impl_out, error)
@@ -287,7 +309,7 @@ class Conformance:
                         script = Script(f"enumeration ({shards} shards, depth {level})", shards, calls)
                         divergence = Divergence(script, len(calls) - 1, found, "enumeration", len(calls), contract)
                         return Enumeration(divergence, level - 1, sequences, len(seen), False, time.monotonic() - start)
-                    if impl_obs != parent:
+                    if impl_obs != parent or isinstance(call, Tick):
                         ledger = None
                     key = keys.merge(model.variables())
                     if key not in seen:
@@ -343,14 +365,17 @@ class Conformance:
 
     def _fewer_shards(self, divergence: Divergence) -> Divergence:
         script = divergence.script
-        used = sorted({c.shard for c in script.calls if 0 <= c.shard < script.shards})
-        unknown = any(not 0 <= c.shard < script.shards for c in script.calls)
+        made = [c for c in script.calls if not isinstance(c, Tick)]
+        used = sorted({c.shard for c in made if 0 <= c.shard < script.shards})
+        unknown = any(not 0 <= c.shard < script.shards for c in made)
         count = max(1, len(used))
         if count >= script.shards:
             return divergence
         rename = {old: new for new, old in enumerate(used)}
         calls = tuple(
-            LedgerCall(c.event, rename[c.shard] if c.shard in rename else (count if unknown else c.shard), c.args)
+            c
+            if isinstance(c, Tick)
+            else LedgerCall(c.event, rename[c.shard] if c.shard in rename else (count if unknown else c.shard), c.args)
             for c in script.calls
         )
         found = self.run(Script(script.source, count, calls))
@@ -405,6 +430,8 @@ class StateKeys:
 
 
 def contract_allows(model: LedgerModel, call: LedgerCall, shards: int) -> bool | None:
+    if isinstance(call, Tick):
+        return True  # time passes whatever the callers do
     if not 0 <= call.shard < shards:
         return None
     return bool(model.contract_allows(call.event, call.shard, dict(call.args)))

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from model.conformance.calls import LedgerCall, Script
+from model.conformance.calls import LedgerCall, Script, Tick
 from model.conformance.observation import MISSING, Difference, Key, Observation, Outcome, describe_key
 from model.figure import cell, render_table
 from model.trace import base_url
@@ -53,7 +53,7 @@ def figure(checker: Conformance, divergence: Divergence, width: int | None = Non
     last = steps - 1
     differing = {d.key for d in divergence.differences}
     shard = _focus_shard(divergence)
-    header = [f"shard {shard}", "start"] + [c.label(checker.events[c.event]) for c in script.calls]
+    header = [f"shard {shard}", "start"] + [c.label(checker.events.get(c.event)) for c in script.calls]
     rows: list[list[str]] = []
 
     def impl_value(key: Key) -> Any:
@@ -102,7 +102,7 @@ def report(checker: Conformance, divergence: Divergence, variant: str, width: in
     else:
         lines.append(
             f"{checker.label} diverges from the model of {variant!r} at call {divergence.index + 1} "
-            f"of {len(script.calls)}, {call.label(checker.events[call.event])}:"
+            f"of {len(script.calls)}, {call.label(checker.events.get(call.event))}:"
         )
     lines += [f"  {d}" for d in divergence.differences]
     found = divergence.found_by or script.source
@@ -123,12 +123,18 @@ def report(checker: Conformance, divergence: Divergence, variant: str, width: in
     policy_name = checker.impl.policy_class_name
     policy_args = ", ".join(f"{k}={v}" for k, v in checker.policy.items() if v != checker.spec.policy[k].default)
     urls = ", ".join(repr(base_url(i)) for i in range(script.shards))
-    clock = ", clock=lambda: 0.0" if checker.accepts_clock else ""
+    ticks = any(isinstance(c, Tick) for c in script.calls)
+    clock = (", clock=clock" if ticks else ", clock=lambda: 0.0") if checker.accepts_clock else ""
+    if ticks:
+        lines.append("  clock = ManualClock()  # from model.conformance")
     lines.append(
         f"  ledger = {checker.impl.ledger_class.__name__}(shard_count={script.shards}, "
         f"policy={policy_name}({policy_args}), base_urls=[{urls}]{clock})"
     )
-    lines += [f"  ledger.{c.code(checker.events[c.event])}" for c in script.calls]
+    lines += [
+        f"  clock.{c.code()}" if isinstance(c, Tick) else f"  ledger.{c.code(checker.events[c.event])}"
+        for c in script.calls
+    ]
     return "\n".join(lines)
 
 

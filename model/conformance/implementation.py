@@ -35,8 +35,25 @@ class ImplementationError(LedgercheckError):
 
 
 def fixed_clock() -> float:
-    """The clock conformance builds an implementation with when it takes one: time stands still."""
+    """A clock where time stands still (what an implementation was built with before ticks)."""
     return 0.0
+
+
+class ManualClock:
+    """The clock conformance and the generated tests hold: it reads 0 until a tick step
+    moves it on (`advance`), in the spec's `[clock]` unit. The model and the implementation
+    are handed the same one (the implementation through the binding's `drive`)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, units: int) -> None:
+        if units < 0:
+            raise ValueError(f"time only moves forward, not by {units}")
+        self.now += units
 
 
 @dataclass(frozen=True)
@@ -51,7 +68,7 @@ class Implementation:
 
     @property
     def accepts_clock(self) -> bool:
-        """Whether the class takes a `clock=` argument (conformance passes a clock stuck at 0)."""
+        """Whether the class takes a `clock=` argument (conformance passes a `ManualClock`)."""
         try:
             return "clock" in inspect.signature(self.ledger_class).parameters
         except (TypeError, ValueError):

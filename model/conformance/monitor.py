@@ -7,11 +7,17 @@ and the property itself, evaluated over the values the implementation really pro
 So the same test judges the executable model and any real implementation with the API; the
 implementation is loaded and built by `model.conformance.implementation`, and its values
 read through the same normaliser as `ledgercheck conform` reads them.
+
+A spec with a `[clock]` has tick steps: the check holds the clock the implementation was
+built with and moves it on (`tick`). A call the spec says raises is made in `call_raising`,
+which asserts the exception's class name. Fields the spec's `[implementation]` binding does
+not observe are read off a shadow executable model driven by the same calls and clock: the
+monitor needs them, the implementation keeps them to itself.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, NoReturn
 
@@ -31,8 +37,10 @@ class LedgerCheck:
         shards: int,
         policy: Mapping[str, int],
         note: str | None = None,
+        clock: Any = None,
     ) -> None:
         self.ledger = ledger
+        self.clock = clock  # a ManualClock where the spec has a [clock]: what `tick` moves
         self.note = note  # leads every failure message (a stale spec, under --ledger-impl)
         self.spec = spec
         self.prop = spec.properties[property_name]
@@ -43,6 +51,14 @@ class LedgerCheck:
         self.step = 0
         self.violation: str | None = None
         self.current = ""
+        binding = spec.binding
+        self.observed = [f.name for f in spec.fields if binding is None or binding.observes(f.name)]
+        self.shadow: Any = None
+        if len(self.observed) < len(spec.fields):
+            from model.interpreter import build_api
+
+            api = build_api(spec)
+            self.shadow = api.Ledger(shard_count=shards, policy=api.Policy(**policy), clock=clock, echo=False)
 
     def _fail(self, message: str) -> NoReturn:
         import pytest
@@ -55,10 +71,14 @@ class LedgerCheck:
             records = self.ledger.snapshot()
         except AttributeError:
             self._fail("the implementation has no snapshot() (needed to observe every step)")
+        shadow = self.shadow.snapshot() if self.shadow is not None else records
         store: dict[Key, Any] = {}
         for index in range(self.shards):
             record = records[index]
             for field in self.spec.fields:
+                if field.name not in self.observed:
+                    store[(index, field.name)] = self.normalise(getattr(shadow[index], field.name))
+                    continue
                 if not hasattr(record, field.name):
                     self._fail(f"the implementation's snapshot records have no field {field.name!r}")
                 store[(index, field.name)] = self.normalise(getattr(record, field.name))
@@ -79,17 +99,64 @@ class LedgerCheck:
     @contextmanager
     def call(self, event: str, shard: int, **args: Any) -> Iterator[None]:
         """Wrap one API call: snapshot, call, snapshot, monitor."""
+        before = self._begin(event, shard)
+        yield
+        self._end(event, shard, args, before, raised=False)
+
+    @contextmanager
+    def call_raising(self, error: str, event: str, shard: int, **args: Any) -> Iterator[None]:
+        """Wrap one API call the spec says raises `error` (a class name): it must, and it
+        changes nothing the monitor does not see."""
+        before = self._begin(event, shard)
+        try:
+            yield
+        except Exception as exc:
+            if type(exc).__name__ != error:
+                self._fail(f"{self.current} raised {type(exc).__name__}: {exc}, expected {error}")
+        else:
+            self._fail(f"{self.current} returned, expected it to raise {error}")
+        self._end(event, shard, args, before, raised=True)
+
+    def tick(self, action: str, units: int) -> None:
+        """One of the clock's tick actions: the clock the implementation reads moves on by
+        `units`, and with it every timer of the monitor's history."""
+        self.step += 1
+        self.current = f"step {self.step}: {action}"
+        if self.clock is None:
+            self._fail(f"{self.current}: the implementation was built without a clock to move")
+        self.clock.advance(units)
+        timers = {h.name for h in self.spec.history if h.timer}
+        self.history = {k: v + units if k[1] in timers else v for k, v in self.history.items()}
+        if self.prop.kind == "invariant":
+            self._invariant({**self.observe(), **self.history})
+
+    def _begin(self, event: str, shard: int) -> dict[Key, Any]:
         self.step += 1
         self.current = f"step {self.step}: {event}({shard})"
         if not callable(getattr(self.ledger, event, None)):
             self._fail(f"the implementation has no {event} (needed by {self.current})")
-        before = self.observe()
-        yield
-        after = self.observe()
-        self._monitor(event, shard, args, before, after)
+        return self.observe()
+
+    def _end(self, event: str, shard: int, args: Mapping[str, Any], before: dict[Key, Any], raised: bool) -> None:
+        if self.shadow is not None:
+            self._mirror(getattr(self.shadow, event), shard, args)
+        self._monitor(event, shard, args, before, self.observe(), raised)
+
+    @staticmethod
+    def _mirror(method: Callable[..., Any], shard: int, args: Mapping[str, Any]) -> None:
+        try:
+            method(shard, **args)
+        except Exception:  # the spec's own errors: the shadow changed nothing, as the spec says
+            pass
 
     def _monitor(
-        self, event_name: str, shard: int, args: Mapping[str, Any], before: dict[Key, Any], after: dict[Key, Any]
+        self,
+        event_name: str,
+        shard: int,
+        args: Mapping[str, Any],
+        before: dict[Key, Any],
+        after: dict[Key, Any],
+        raised: bool = False,
     ) -> None:
         event = self.spec.events[event_name]
         full_args = {p.name: args.get(p.name, p.default) for p in event.signature.params}
@@ -104,15 +171,18 @@ class LedgerCheck:
         self.history = {key: new_store[key] for key in self.history}
         new = {name: new_store[(shard, name)] for name in self.machine.shard_field_names}
         if self.prop.kind == "step" and event_name in self.prop.on:
-            frame = Frame(shard, {}, full_args, {}, {"before": old, "after": new})
+            frame = Frame(shard, {}, full_args, {"raised": raised}, {"before": old, "after": new})
             applies = self.prop.when is None or self.machine.eval(self.prop.when, frame, new_store)
             if applies and not self.machine.eval(self.prop.check, frame, new_store):
                 self._record(f"{self.current} broke it: {self.prop.assert_text}")
         elif self.prop.kind == "invariant":
-            for index in range(self.shards) if not self.prop.fleet else [None]:
-                if not self.machine.invariant(self.prop.when, self.prop.check, index, new_store):
-                    where = f"shard {index}" if index is not None else "the fleet"
-                    self._record(f"after {self.current}, {where} breaks: {self.prop.assert_text}")
+            self._invariant(new_store)
+
+    def _invariant(self, store: Mapping[Key, Any]) -> None:
+        for index in range(self.shards) if not self.prop.fleet else [None]:
+            if not self.machine.invariant(self.prop.when, self.prop.check, index, store):
+                where = f"shard {index}" if index is not None else "the fleet"
+                self._record(f"after {self.current}, {where} breaks: {self.prop.assert_text}")
 
     def _record(self, message: str) -> None:
         if self.violation is None:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from model import ir
-from model.conformance.calls import LedgerCall, Opaque, Script, invoke, opaque_value
+from model.conformance.calls import LedgerCall, Opaque, Script, Tick, clock_ticks, invoke, opaque_value
 from model.conformance.implementation import model_implementation
 from model.errors import UsageError
 from model.interpreter import LedgerModel
@@ -27,6 +27,7 @@ RANDOM_TRACE_CALLS = 50
 COUNTEREXAMPLE_DEPTH = 9
 COUNTEREXAMPLE_TRACES = 2
 RARE_WEIGHT = 0.15  # an unguarded event that sets the state (retire): rare in random traces
+TICK_SHARE = 0.25  # of the steps of a random trace, where the spec has a [clock]
 
 # --- random traces ------------------------------------------------------------------------
 
@@ -39,8 +40,10 @@ def random_scripts(
     spec: Spec, shards: int, policy: Mapping[str, int], total: int, seed: int, per_trace: int = RANDOM_TRACE_CALLS
 ) -> list[Script]:
     """Seeded random traces: `total` calls in traces of `per_trace`. Three calls in four are
-    ones the callers' contracts allow in the model's state; one in fifty names an unknown shard."""
+    ones the callers' contracts allow in the model's state; one in fifty names an unknown shard.
+    Where the spec has a `[clock]`, one step in four is a tick."""
     model_class = model_implementation(spec)
+    ticks = clock_ticks(spec, {**spec.default_policy(), **policy})
     events = list(spec.events.values())
     weights = [
         RARE_WEIGHT if e.ignore_when is None and e.requires is None and _sets_state(e, spec.state_field) else 1.0
@@ -53,9 +56,14 @@ def random_scripts(
         total -= count
         rng = random.Random(f"ledgercheck-conform:{seed}:{number}")
         model: LedgerModel = model_class.build(shards, policy, echo=False)
-        calls = []
+        calls: list[LedgerCall] = []
         fresh = iter(range(10**9))
         for _ in range(count):
+            if ticks and rng.random() < TICK_SHARE:
+                tick = rng.choice(ticks)
+                model.advance_time(tick.units)
+                calls.append(tick)
+                continue
             call = _random_call(rng, model, events, weights, shards, fresh)
             calls.append(call)
             with contextlib.suppress(Exception):  # KeyError, or an error the event declares: compared later
@@ -113,9 +121,12 @@ def _random_call(
 
 
 def trace_script(trace: Trace, spec: Spec, source: str) -> Script:
-    """A checker's trace as the ledger calls its steps made, in order."""
-    calls = []
+    """A checker's trace as the ledger calls its steps made, in order, and its ticks."""
+    calls: list[LedgerCall] = []
+    ticks = {tick.event: tick for tick in clock_ticks(spec, trace.policy)}
     for step in trace.steps[1:]:
+        if step.action in ticks and not step.calls:
+            calls.append(ticks[step.action])
         for call in step.calls:
             event = spec.events[call.event]
             args = []
@@ -259,12 +270,22 @@ def _decode(value: Any) -> Any:
     return Opaque(value["opaque"]) if isinstance(value, dict) else value
 
 
+def _encode_call(call: LedgerCall) -> list[Any]:
+    encoded = [call.event, call.shard, [[k, _encode(v)] for k, v in call.args]]
+    return [*encoded, call.units] if isinstance(call, Tick) else encoded
+
+
+def _decode_call(item: list[Any]) -> LedgerCall:
+    event, shard, args = item[0], int(item[1]), tuple((k, _decode(v)) for k, v in item[2])
+    return Tick(event, shard, args, int(item[3])) if len(item) == 4 else LedgerCall(event, shard, args)
+
+
 def _write_cache(path: Path, scripts: list[Script]) -> None:
     data = [
         {
             "source": s.source,
             "shards": s.shards,
-            "calls": [[c.event, c.shard, [[k, _encode(v)] for k, v in c.args]] for c in s.calls],
+            "calls": [_encode_call(c) for c in s.calls],
         }
         for s in scripts
     ]
@@ -284,7 +305,7 @@ def _read_cache(path: Path) -> list[Script] | None:
             Script(
                 item["source"],
                 int(item["shards"]),
-                tuple(LedgerCall(e, int(i), tuple((k, _decode(v)) for k, v in args)) for e, i, args in item["calls"]),
+                tuple(_decode_call(call) for call in item["calls"]),
             )
             for item in data
         ]
