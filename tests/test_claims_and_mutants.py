@@ -14,6 +14,7 @@ from model.spec import load_spec
 README = Path(__file__).resolve().parent.parent / "README.md"
 
 
+@pytest.mark.slow
 def test_readme_claims_table_is_up_to_date():
     current = README.read_text(encoding="utf-8")
     assert BEGIN in current and END in current
