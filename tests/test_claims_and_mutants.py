@@ -24,6 +24,7 @@ def test_readme_claims_table_is_up_to_date():
     assert splice(current, table) == current, "the evidence changed, the verdicts did not: `ledgercheck claims --check`"
 
 
+@pytest.mark.slow
 def test_readme_findings_table_is_up_to_date():
     current = README.read_text(encoding="utf-8")
     table = findings.findings_table(load_spec(BUNDLED_SPEC))
