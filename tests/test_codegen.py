@@ -32,12 +32,14 @@ def bundled():
     return generate(None, str(GENERATED))
 
 
+@pytest.mark.slow
 def test_committed_generated_tests_are_what_the_spec_produces(bundled):
     out_dir, files = bundled
     assert files, "the bundled spec has counterexamples, so there are generated tests"
     assert drift(out_dir, files) == [], "run `ledgercheck gen`: generated_tests/ is stale"
 
 
+@pytest.mark.slow
 def test_one_module_per_violated_property_with_a_header(bundled):
     """One module per property with a counterexample, and one per event of the reference
     variant for its coverage tests (tests/test_coverage_tests.py)."""
