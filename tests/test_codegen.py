@@ -93,6 +93,7 @@ def copy_project(tmp_path: Path) -> Path:
     return project
 
 
+@pytest.mark.slow
 def test_changing_one_update_line_is_drift(tmp_path):
     project = copy_project(tmp_path)
     spec = project / "spec" / "fleet_health.toml"
@@ -156,6 +157,7 @@ def test_gen_reports_an_unwritable_output(tmp_path):
         write_tests(target, {"test_x.py": MARKER + "\n"})
 
 
+@pytest.mark.slow
 def test_generated_tests_pass_on_fixed_and_all_fail_on_as_written():
     count = sum(p.read_text().count("\ndef test_") for p in GENERATED.glob("test_*.py"))
     passing = run("-m", "pytest", "-q", "-p", "no:cacheprovider", str(GENERATED))

@@ -45,6 +45,7 @@ def test_every_property_a_fix_holds_is_proved_at_four_shards(spec_file, variant,
     assert result.invariant
 
 
+@pytest.mark.slow
 def test_as_written_is_refuted_with_its_shortest_trace(spec_file):
     spec = spec_file.variant("as_written")
     expected = {
@@ -97,6 +98,7 @@ def test_symbolic_policy_proof(spec_file):
     assert result.status == "proved"
 
 
+@pytest.mark.slow
 def test_diff_of_the_two_variants_ends_at_mark_loaded_of_a_restarted_shard(spec_file):
     a, b = spec_file.variant("as_written"), spec_file.variant("fixed")
     found = diff.shortest_difference(a, b, "controller", 4, a.default_policy(), 10)
@@ -114,6 +116,7 @@ def test_diff_of_the_two_variants_ends_at_mark_loaded_of_a_restarted_shard(spec_
     assert found.left.steps[-2].after["shards"] == found.right.steps[-2].after["shards"]
 
 
+@pytest.mark.slow
 def test_diff_of_the_two_fixes_is_the_wedged_engine(spec_file):
     a, b = spec_file.variant("fixed"), spec_file.variant("refit_keeps_streak")
     changes = diff.verdict_changes(a, b, "controller", 3, a.default_policy(), 10)
@@ -127,6 +130,7 @@ def test_diff_of_a_variant_with_itself_finds_nothing(spec_file):
     assert diff.shortest_difference(a, a, "ledger", 2, a.default_policy(), 4) is None
 
 
+@pytest.mark.slow
 def test_diff_lists_the_changed_verdicts(spec_file):
     a, b = spec_file.variant("as_written"), spec_file.variant("fixed")
     changes = diff.verdict_changes(a, b, "controller", 3, a.default_policy(), 10)
