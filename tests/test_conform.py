@@ -60,6 +60,7 @@ def test_default_variant_is_the_one_whose_properties_hold() -> None:
     assert conform.default_variant(load_spec()) == "refit_keeps_streak"
 
 
+@pytest.mark.slow
 def test_clean_implementation_conforms_to_fixed(capsys: pytest.CaptureFixture[str]) -> None:
     code = main(
         [
