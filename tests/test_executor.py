@@ -86,6 +86,7 @@ def local_ray():
     ray.shutdown()
 
 
+@pytest.mark.slow
 def test_ray_with_two_workers_matches_serial(local_ray, capsys):
     config = executor.ExecutorConfig(kind="ray", jobs=2)
     results = list(executor.run_jobs(_slow_square, JOBS, config))

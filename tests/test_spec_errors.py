@@ -364,7 +364,8 @@ def test_loader_raises_only_spec_error_when_truncated(offset: int) -> None:
         _assert_only_spec_error(SPEC[:end], f"truncated at {end}")
 
 
-@pytest.mark.parametrize("word", ["state", "SERVING", "DEAD", "args", "0", "HEALTHY"])
+# The fast lane substitutes the rarest word (7 places); the full suite every one.
+@pytest.mark.parametrize("word", fast_slice(["state", "SERVING", "DEAD", "args", "0", "HEALTHY"], keep=[3]))
 def test_loader_raises_only_spec_error_for_token_substitutions(word: str) -> None:
     lines = SPEC.split("\n")
     pattern = re.compile(rf"\b{re.escape(word)}\b")
