@@ -181,6 +181,7 @@ def test_generated_tests_pass_on_fixed_and_all_fail_on_as_written():
         assert failing.stdout.count(prop.message) >= len(tests), f"{prop.name}: message missing from failures"
 
 
+@pytest.mark.slow
 def test_two_gen_runs_at_once_leave_one_consistent_output(tmp_path):
     out = tmp_path / "gen"
     command = [sys.executable, "-m", "model.cli", "gen", str(BREAKER), "--out", str(out)]
