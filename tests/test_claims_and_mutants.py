@@ -53,6 +53,7 @@ def test_mutants_cover_every_operator_and_are_valid_specs():
     assert all(m.diff().startswith("---") for m in mutants)
 
 
+@pytest.mark.slow
 def test_mutant_outcomes():
     from codegen.render import plan_tests
 
