@@ -2,7 +2,8 @@
 `load_spec()` called without a spec reads it, in this process and in the subprocesses the
 tests start (they inherit the environment). The fixtures several test files share live here.
 
-Speed tiers: tests that run the whole tool end to end are marked `slow`; the fast lane is
+Speed tiers: tests that run the whole tool end to end are marked `slow`, and so are all but a
+representative case of each large sweep (`tiers.fast_slice`); the fast lane is
 `pytest -m "not slow"` (see the README)."""
 
 from __future__ import annotations

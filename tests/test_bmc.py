@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from tiers import fast_slice
 
 from model import bmc, engines
+from model.spec import load_spec
 
 HEADLINE = "no_condemnation_by_inherited_streak"
 SEED_PATH = (
@@ -36,8 +38,15 @@ def check(spec_file, variant, prop, env="controller", depth=12, traces=3, shards
     )
 
 
-def test_as_written_violates_headline_with_the_seed_path_among_the_shortest(spec_file):
-    result = check(spec_file, "as_written", HEADLINE, traces=6)
+@pytest.fixture(scope="module")
+def headline_as_written(spec_file):
+    """The headline on as_written (controller, 4 shards, depth 12), six traces: one search
+    shared by the tests that read its verdict and its traces."""
+    return check(spec_file, "as_written", HEADLINE, traces=6)
+
+
+def test_as_written_violates_headline_with_the_seed_path_among_the_shortest(headline_as_written):
+    result = headline_as_written
     assert result.status == "violated"
     assert result.depth == 8
     shortest = [t for t in result.traces if t.depth == result.depth]
@@ -48,6 +57,7 @@ def test_as_written_violates_headline_with_the_seed_path_among_the_shortest(spec
     assert seed.steps[-1].after["history"]["shards"][seed.focus]["own_request_streak"] == 1
 
 
+@pytest.mark.slow
 def test_fixed_holds_headline_to_depth_20(spec_file):
     result = check(spec_file, "fixed", HEADLINE, depth=20, traces=1)
     assert result.status == "holds_to_depth"
@@ -55,9 +65,9 @@ def test_fixed_holds_headline_to_depth_20(spec_file):
     assert result.traces == []
 
 
-def test_traces_are_shortest_first_and_distinct_under_the_view(spec_file):
+def test_traces_are_shortest_first_and_distinct_under_the_view(spec_file, headline_as_written):
     spec = spec_file.variant("as_written")
-    result = check(spec_file, "as_written", HEADLINE, traces=5)
+    result = headline_as_written
     depths = [t.depth for t in result.traces]
     assert depths == sorted(depths)
     views = [bmc.view_of(t, spec, t.focus) for t in result.traces]
@@ -82,17 +92,43 @@ def test_ledger_environment_reports_lax_traces_apart(spec_file):
     assert any(not c.contract_ok for s in lax.steps[1:] for c in s.calls)
 
 
-@pytest.mark.parametrize("variant", ["as_written", "fixed"])
-def test_every_verdict_matches_its_expectation(spec_file, variant):
+def _variant_environment_property() -> list[tuple[str, str, str]]:
+    spec_file = load_spec()
+    return [
+        (variant, env, name)
+        for variant in ("as_written", "fixed")
+        for env in spec_file.variant(variant).environments
+        for name in spec_file.variant(variant).properties
+    ]
+
+
+def _controller_safety() -> list[tuple[str, str]]:
+    """The properties the reductions may reorder or permute: controller, per shard, safety."""
+    spec_file = load_spec()
+    return [
+        (variant, name)
+        for variant in ("as_written", "fixed")
+        for name, prop in spec_file.variant(variant).properties.items()
+        if prop.applies_to("controller") and not prop.fleet and prop.kind != "eventually"
+    ]
+
+
+# The fast lane keeps one case of each sweep: the headline on as_written.
+VERDICTS = _variant_environment_property()
+SAFETY = _controller_safety()
+
+
+@pytest.mark.parametrize(
+    ("variant", "env", "name"), fast_slice(VERDICTS, [VERDICTS.index(("as_written", "controller", HEADLINE))])
+)
+def test_every_verdict_matches_its_expectation(spec_file, variant, env, name):
     spec = spec_file.variant(variant)
-    for env in spec.environments:
-        for name, prop in spec.properties.items():
-            result = engines.check_property(
-                spec, env, prop, shards=3, policy=spec.default_policy(), max_depth=10, max_traces=1, lax=False
-            )
-            if result.status == "not_applicable":
-                continue
-            assert result.matches is True, f"{variant}/{env}/{name}: {result.status} (expected {result.expected})"
+    result = engines.check_property(
+        spec, env, spec.properties[name], shards=3, policy=spec.default_policy(), max_depth=10, max_traces=1, lax=False
+    )
+    if result.status == "not_applicable":
+        return
+    assert result.matches is True, f"{variant}/{env}/{name}: {result.status} (expected {result.expected})"
 
 
 def test_policy_changes_the_shortest_trace(spec_file):
@@ -128,6 +164,7 @@ def test_the_solver_and_the_interpreter_agree_on_every_found_trace(spec_file):
         assert trace.depth == 6
 
 
+@pytest.mark.slow
 def test_symbolic_policy_region_of_the_headline(spec_file):
     spec = spec_file.variant("as_written")
     result = bmc.check_property(
@@ -163,6 +200,7 @@ def test_slicing_keeps_a_call_a_step_property_watches_even_when_it_changes_nothi
     assert result.status == "violated" and result.depth == 1
 
 
+@pytest.mark.slow
 def test_a_proof_racing_the_bounded_search_ends_it(spec_file):
     """With race_proof, Spacer runs beside the bounded search; a property that holds is
     proved (for every depth) before the search reaches depth 20, and one that fails still
@@ -200,30 +238,26 @@ def test_the_commuting_steps_of_different_shards_are_the_ones_reordered(spec_fil
         assert bmc.Checker(spec, "controller", prop, 2, spec.default_policy(), por=True).local_shard is None
 
 
-@pytest.mark.parametrize("variant", ["as_written", "fixed"])
-def test_partial_order_reduction_changes_no_verdict_and_no_shortest_length(spec_file, variant):
+@pytest.mark.parametrize(("variant", "name"), fast_slice(SAFETY, [SAFETY.index(("as_written", HEADLINE))]))
+def test_partial_order_reduction_changes_no_verdict_and_no_shortest_length(spec_file, variant, name):
     spec = spec_file.variant(variant)
-    for prop in spec.properties.values():
-        if not prop.applies_to("controller") or prop.fleet or prop.kind == "eventually":
-            continue
-        answers = []
-        for por in (False, True):
-            checker = bmc.Checker(spec, "controller", prop, 3, spec.default_policy(), por=por)
-            result = checker.run(9, 1)
-            answers.append((result.status, result.depth))
-        assert answers[0] == answers[1], prop.name
+    prop = spec.properties[name]
+    answers = []
+    for por in (False, True):
+        checker = bmc.Checker(spec, "controller", prop, 3, spec.default_policy(), por=por)
+        result = checker.run(9, 1)
+        answers.append((result.status, result.depth))
+    assert answers[0] == answers[1], prop.name
 
 
-@pytest.mark.parametrize("variant", ["as_written", "fixed"])
-def test_symmetry_breaking_changes_no_verdict_and_no_shortest_length(spec_file, variant):
+@pytest.mark.parametrize(("variant", "name"), fast_slice(SAFETY, [SAFETY.index(("as_written", HEADLINE))]))
+def test_symmetry_breaking_changes_no_verdict_and_no_shortest_length(spec_file, variant, name):
     spec = spec_file.variant(variant)
-    for prop in spec.properties.values():
-        if not prop.applies_to("controller") or prop.fleet or prop.kind == "eventually":
-            continue
-        answers = []
-        for breaking in (False, True):
-            checker = bmc.Checker(spec, "controller", prop, 4, spec.default_policy(), symmetry_breaking=breaking)
-            assert (checker.uses is not None) is breaking
-            result = checker.run(9, 1)
-            answers.append((result.status, result.depth))
-        assert answers[0] == answers[1], prop.name
+    prop = spec.properties[name]
+    answers = []
+    for breaking in (False, True):
+        checker = bmc.Checker(spec, "controller", prop, 4, spec.default_policy(), symmetry_breaking=breaking)
+        assert (checker.uses is not None) is breaking
+        result = checker.run(9, 1)
+        answers.append((result.status, result.depth))
+    assert answers[0] == answers[1], prop.name

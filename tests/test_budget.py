@@ -109,6 +109,7 @@ def test_prove_never_ends_on_the_explicit_engine_in_an_infinite_space(counter_sp
     assert (code, result["status"]) in ((0, "proved"), (EXIT_UNKNOWN, "unknown"))
 
 
+@pytest.mark.slow
 def test_check_prove_auto_never_ends_on_the_explicit_engine_in_an_infinite_space(counter_spec, capsys):
     argv = ["check", str(counter_spec), "--environment", "ledger", "--property", "ticks_count_up", "--prove"]
     code = cli.main([*argv, "--engine", "auto", "--time-budget", "60", "--format", "json"])
@@ -208,6 +209,7 @@ def test_the_budget_gives_the_solver_the_smaller_timeout():
     assert budget.Budget(None, None).solver_timeout(None) is None
 
 
+@pytest.mark.slow
 def test_gen_that_runs_out_of_budget_writes_nothing(tmp_path, capsys):
     out = tmp_path / "generated"
     assert cli.main(["gen", "--out", str(out), "--time-budget", "0.001"]) == EXIT_UNKNOWN

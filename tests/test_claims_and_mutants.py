@@ -14,6 +14,7 @@ from model.spec import load_spec
 README = Path(__file__).resolve().parent.parent / "README.md"
 
 
+@pytest.mark.slow
 def test_readme_claims_table_is_up_to_date():
     current = README.read_text(encoding="utf-8")
     assert BEGIN in current and END in current
@@ -23,6 +24,7 @@ def test_readme_claims_table_is_up_to_date():
     assert splice(current, table) == current, "the evidence changed, the verdicts did not: `ledgercheck claims --check`"
 
 
+@pytest.mark.slow
 def test_readme_findings_table_is_up_to_date():
     current = README.read_text(encoding="utf-8")
     table = findings.findings_table(load_spec(BUNDLED_SPEC))
@@ -51,6 +53,7 @@ def test_mutants_cover_every_operator_and_are_valid_specs():
     assert all(m.diff().startswith("---") for m in mutants)
 
 
+@pytest.mark.slow
 def test_mutant_outcomes():
     from codegen.render import plan_tests
 

@@ -32,12 +32,14 @@ def bundled():
     return generate(None, str(GENERATED))
 
 
+@pytest.mark.slow
 def test_committed_generated_tests_are_what_the_spec_produces(bundled):
     out_dir, files = bundled
     assert files, "the bundled spec has counterexamples, so there are generated tests"
     assert drift(out_dir, files) == [], "run `ledgercheck gen`: generated_tests/ is stale"
 
 
+@pytest.mark.slow
 def test_one_module_per_violated_property_with_a_header(bundled):
     """One module per property with a counterexample, and one per event of the reference
     variant for its coverage tests (tests/test_coverage_tests.py)."""
@@ -91,6 +93,7 @@ def copy_project(tmp_path: Path) -> Path:
     return project
 
 
+@pytest.mark.slow
 def test_changing_one_update_line_is_drift(tmp_path):
     project = copy_project(tmp_path)
     spec = project / "spec" / "fleet_health.toml"
@@ -154,6 +157,7 @@ def test_gen_reports_an_unwritable_output(tmp_path):
         write_tests(target, {"test_x.py": MARKER + "\n"})
 
 
+@pytest.mark.slow
 def test_generated_tests_pass_on_fixed_and_all_fail_on_as_written():
     count = sum(p.read_text().count("\ndef test_") for p in GENERATED.glob("test_*.py"))
     passing = run("-m", "pytest", "-q", "-p", "no:cacheprovider", str(GENERATED))
@@ -177,6 +181,7 @@ def test_generated_tests_pass_on_fixed_and_all_fail_on_as_written():
         assert failing.stdout.count(prop.message) >= len(tests), f"{prop.name}: message missing from failures"
 
 
+@pytest.mark.slow
 def test_two_gen_runs_at_once_leave_one_consistent_output(tmp_path):
     out = tmp_path / "gen"
     command = [sys.executable, "-m", "model.cli", "gen", str(BREAKER), "--out", str(out)]

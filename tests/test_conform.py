@@ -60,6 +60,7 @@ def test_default_variant_is_the_one_whose_properties_hold() -> None:
     assert conform.default_variant(load_spec()) == "refit_keeps_streak"
 
 
+@pytest.mark.slow
 def test_clean_implementation_conforms_to_fixed(capsys: pytest.CaptureFixture[str]) -> None:
     code = main(
         [
@@ -110,6 +111,7 @@ def test_as_written_diverges_at_mark_loaded_of_a_restarted_shard(capsys: pytest.
     assert "diverges from the model of 'fixed'" in out and "mark_loaded(" in out, out
 
 
+@pytest.mark.slow
 def test_subtle_copy_is_caught_with_its_shortest_trace() -> None:
     _, divergence = shortest("fleet_health_subtle")
     calls = divergence.script.calls
@@ -209,6 +211,7 @@ def run_pytest(tmp_path: Path, stem: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_pytest_plugin_runs_conformance_traces(tmp_path: Path) -> None:
     passing = run_pytest(tmp_path, "fleet_health_clean")
     assert passing.returncode == 0, passing.stdout + passing.stderr

@@ -80,6 +80,7 @@ def test_branches_name_their_spec_line() -> None:
     assert "as variant refit_keeps_streak's patch has it" in patched[0].source("refit_keeps_streak")
 
 
+@pytest.mark.slow
 def test_an_unreachable_branch_is_reported_never_dropped() -> None:
     text = LEDGER_SPEC.read_text(encoding="utf-8")
     body = 'body = """\nconsecutive_reported_failures = 0\n"""\nhistory = """\nown_request_streak = 0\n'
@@ -123,6 +124,7 @@ for name, text in files.items():
 """
 
 
+@pytest.mark.slow
 def test_coverage_modules_are_byte_identical_across_runs() -> None:
     """Two processes with different hash seeds render the same bytes, and they are the
     committed ones (`gen` wrote those in a third)."""

@@ -61,6 +61,7 @@ def test_missing_ray_says_how_to_install_it(monkeypatch):
         list(executor.run_jobs(_slow_square, JOBS, executor.ExecutorConfig(kind="ray", jobs=2)))
 
 
+@pytest.mark.slow
 def test_mutate_output_is_byte_identical_between_one_and_two_jobs(capsys):
     outputs = []
     for jobs in ("1", "2"):
@@ -85,6 +86,7 @@ def local_ray():
     ray.shutdown()
 
 
+@pytest.mark.slow
 def test_ray_with_two_workers_matches_serial(local_ray, capsys):
     config = executor.ExecutorConfig(kind="ray", jobs=2)
     results = list(executor.run_jobs(_slow_square, JOBS, config))

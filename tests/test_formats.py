@@ -35,6 +35,7 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 @pytest.fixture(scope="module")
 def results(spec_file: SpecFile) -> list[bmc.Result]:
+    """Every property and variant under the controller (slow: the tests that take it are marked so)."""
     found = run_checks(CheckRequest(spec_file, environment="controller", shards=SHARDS, max_depth=DEPTH, max_traces=1))
     assert all(r.matches is not False for r in found), "the bundled spec's expectations hold at this bound"
     return found
@@ -69,6 +70,7 @@ def all_traces(results: list[bmc.Result]) -> list[Any]:
 # --- the text figure -----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_colour_is_layout_neutral(spec_file: SpecFile, results: list[bmc.Result]) -> None:
     trace = next(t for r in results for t in r.traces)
     spec = spec_file.variant(trace.variant)
@@ -79,6 +81,7 @@ def test_colour_is_layout_neutral(spec_file: SpecFile, results: list[bmc.Result]
     assert ANSI.sub("", coloured) == plain
 
 
+@pytest.mark.slow
 def test_inherited_cells_are_red(spec_file: SpecFile, results: list[bmc.Result]) -> None:
     trace = next(t for r in results if r.property == "restarted_engine_refits_healthy" for t in r.traces)
     coloured = trace_figure(trace, spec_file.variant(trace.variant), width=300, colour=True)
@@ -154,6 +157,7 @@ def test_check_is_silent_on_stderr_when_not_a_terminal(capsys: pytest.CaptureFix
 # --- Markdown ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_markdown_has_a_verdict_line_per_result_and_a_table_per_trace(
     spec_file: SpecFile, results: list[bmc.Result]
 ) -> None:
@@ -198,6 +202,7 @@ def raw_numbers(value: Any, path: str = "$") -> list[str]:
     return [p for k, v in value.items() if k != "#meta" for p in raw_numbers(v, f"{path}.{k}")]
 
 
+@pytest.mark.slow
 def test_itf_traces(spec_file: SpecFile, results: list[bmc.Result]) -> None:
     data = json.loads(itf_check(spec_file, results))
     traces = all_traces(results)
@@ -246,6 +251,7 @@ def test_itf_via_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
 # --- JUnit ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_junit_one_testcase_per_result(spec_file: SpecFile, results: list[bmc.Result]) -> None:
     root = ET.fromstring(junit_check(spec_file, results))
     cases = root.findall(".//testcase")
@@ -271,6 +277,7 @@ def test_junit_failures_exactly_at_mismatches(mismatched: tuple[SpecFile, list[b
     assert root.get("tests") == "3" and root.get("failures") == "1"
 
 
+@pytest.mark.slow
 def test_writers_are_deterministic(spec_file: SpecFile, results: list[bmc.Result]) -> None:
     for fmt in ("markdown", "itf", "junit"):
         assert render_check(fmt, spec_file, results) == render_check(fmt, spec_file, results)
@@ -288,6 +295,7 @@ EXTERNAL = [
 ]
 
 
+@pytest.mark.slow
 def test_report_is_self_contained_and_complete(spec_file: SpecFile, results: list[bmc.Result]) -> None:
     page = render(spec_file, results, {"environment": "controller"}, diagram_depth=6)
     for pattern in EXTERNAL:

@@ -181,6 +181,7 @@ def assert_clean_verdict(root: Path, tests: subprocess.CompletedProcess[str]) ->
 # --- the gate --------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_gen_refuses_a_regression_of_the_fix_and_writes_nothing(tmp_path: Path) -> None:
     root = project(tmp_path, edited(REGRESSION))
     before = snapshot(tmp_path)
@@ -255,6 +256,7 @@ def test_meaning_ignores_comments_formatting_and_docs() -> None:
     assert changed_parts(base.parts, policy.parts) == ["policy"]
 
 
+@pytest.mark.slow
 def test_comments_and_reformatting_keep_everything_green(tmp_path: Path) -> None:
     """Both edits at once (one `gen --check` run); each alone keeps the meaning (above)."""
     root = project(tmp_path, reformatted(comment_only()))
@@ -271,6 +273,7 @@ def test_comments_and_reformatting_keep_everything_green(tmp_path: Path) -> None
     assert "StaleSpecWarning" not in clean.stdout
 
 
+@pytest.mark.slow
 def test_a_doc_edit_is_text_only_drift_and_no_test_fails(tmp_path: Path) -> None:
     root = project(tmp_path, edited(DOC, MESSAGE))
     check = run("-m", "model.cli", "gen", str(root / "spec" / "fleet_health.toml"), "--check")
@@ -294,6 +297,7 @@ def behaviour_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return project(tmp_path_factory.mktemp("behaviour"), edited(BEHAVIOUR))
 
 
+@pytest.mark.slow
 def test_a_behaviour_edit_that_keeps_the_verdicts_is_behaviour_drift(behaviour_project: Path) -> None:
     check = run("-m", "model.cli", "gen", str(behaviour_project / "spec" / "fleet_health.toml"), "--check")
     assert check.returncode == 1, check.stdout + check.stderr
@@ -303,6 +307,7 @@ def test_a_behaviour_edit_that_keeps_the_verdicts_is_behaviour_drift(behaviour_p
     assert "---" in check.stdout and "+++" in check.stdout
 
 
+@pytest.mark.slow
 def test_stale_meaning_fails_against_the_model_naming_what_changed(behaviour_project: Path) -> None:
     tests = pytest_on(behaviour_project)
     count = count_tests(behaviour_project)
@@ -312,6 +317,7 @@ def test_stale_meaning_fails_against_the_model_naming_what_changed(behaviour_pro
     assert tests.stdout.count(stale) >= count, tests.stdout[-3000:]
 
 
+@pytest.mark.slow
 def test_stale_meaning_does_not_hide_the_implementations_verdict(behaviour_project: Path) -> None:
     count = count_tests(behaviour_project, counterexamples=True)
     clean = pytest_on(behaviour_project, "--ledger-impl", CLEAN, counterexamples=True)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from ledger_fixture import LEDGER_GENERATED
+from tiers import fast_slice
 
 from codegen.coverage import MODULE_PREFIX
 from model.spec import load_spec
@@ -104,7 +105,12 @@ def test_there_are_generated_tests() -> None:
         assert name in fixed.properties, f"generated module for unknown property {name!r}"
 
 
-@pytest.mark.parametrize(("target", "on_path"), [(CLEAN_PATH, False), (CLEAN_MODULE, True)], ids=["path", "module"])
+# The fast lane runs the clean implementation imported by module name, the as-written one by
+# path, and one bad target; the full suite every combination.
+@pytest.mark.parametrize(
+    ("target", "on_path"),
+    fast_slice([pytest.param(CLEAN_PATH, False, id="path"), pytest.param(CLEAN_MODULE, True, id="module")], keep=[1]),
+)
 def test_clean_implementation_passes_every_generated_test_of_what_fixed_holds(target: str, on_path: bool) -> None:
     """The clean implementation is `fixed`: it passes the tests of every property `fixed`
     is expected to hold, and fails exactly the tests of the ones it is expected to violate
@@ -124,7 +130,8 @@ def test_clean_implementation_passes_every_generated_test_of_what_fixed_holds(ta
 
 
 @pytest.mark.parametrize(
-    ("target", "on_path"), [(AS_WRITTEN_PATH, False), (AS_WRITTEN_MODULE, True)], ids=["path", "module"]
+    ("target", "on_path"),
+    fast_slice([pytest.param(AS_WRITTEN_PATH, False, id="path"), pytest.param(AS_WRITTEN_MODULE, True, id="module")]),
 )
 def test_as_written_implementation_fails_every_generated_test(target: str, on_path: bool) -> None:
     code, output = run_generated(target, on_path)
@@ -149,9 +156,10 @@ BAD_TARGETS = [
     ("no_such_module:X", "no_such_module"),
     ("tests/impl/fleet_health_clean.py:NoSuchClass", "NoSuchClass"),
 ]
+BAD_TARGET_CASES = [pytest.param(target, named, id=target) for target, named in BAD_TARGETS]
 
 
-@pytest.mark.parametrize(("target", "named"), BAD_TARGETS, ids=[t for t, _ in BAD_TARGETS])
+@pytest.mark.parametrize(("target", "named"), fast_slice(BAD_TARGET_CASES, keep=[2]))
 def test_bad_target_fails_with_a_clear_message(target: str, named: str) -> None:
     code, output = run_generated(target)
     assert code == 1, output
@@ -164,7 +172,7 @@ def test_bad_target_fails_with_a_clear_message(target: str, named: str) -> None:
         assert debris not in output, f"{debris!r} in the output of a bad target:\n{output}"
 
 
-@pytest.mark.parametrize(("target", "named"), BAD_TARGETS, ids=[t for t, _ in BAD_TARGETS])
+@pytest.mark.parametrize(("target", "named"), fast_slice(BAD_TARGET_CASES, keep=[2]))
 def test_bad_target_message_has_no_exception_chain(target: str, named: str) -> None:
     _, output = run_generated(target)
     assert "During handling of the above exception" not in output

@@ -11,6 +11,7 @@ import json
 import re
 
 import pytest
+from tiers import fast_slice
 
 from model import formats
 from model.cli import main, result_json
@@ -39,7 +40,7 @@ def hanging_spec() -> SpecFile:
     return load_spec_text(text, "fleet_health.toml")
 
 
-@pytest.mark.parametrize("shards", [1, 2])
+@pytest.mark.parametrize("shards", fast_slice([1, 2]))
 def test_a_restart_that_can_hang_gives_a_fair_lasso_with_its_loop_marked(shards: int) -> None:
     spec = hanging_spec().variant("restart_hangs")
     prop = spec.property(PROPERTY)
@@ -91,6 +92,7 @@ def test_every_real_variant_is_proved_by_exhaustion_at_one_shard(variant: str) -
     assert "a background restart always ends" in result.assumptions
 
 
+@pytest.mark.slow
 def test_real_variants_hold_to_a_stated_bound_at_four_shards(capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["check", "--property", PROPERTY, "--variant", "fixed", "--no-progress"])
     out = capsys.readouterr().out
@@ -123,6 +125,7 @@ def test_the_z3_lasso_search_finds_the_hanging_restart_and_closes_its_loop() -> 
     assert states[-1] == states[trace.loop_start] and states[-1][0] == "RESTARTING"
 
 
+@pytest.mark.slow
 def test_the_z3_lasso_search_needs_fairness_and_goes_deeper_than_the_explicit_bound() -> None:
     from model.lasso import z3_lasso
 

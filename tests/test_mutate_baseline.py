@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from codegen.render import plan_tests
 from model import cli
 from model.spec import load_spec
@@ -32,6 +34,7 @@ def _unclean_breaker(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_unclean_baseline_is_named_before_the_score_and_excluded_from_it(tmp_path, capsys):
     path = _unclean_breaker(tmp_path)
     code = cli.main(["mutate", str(path), *FAST, "--workers", "1", "--max-mutants", "8", "--seed", "0"])
@@ -76,6 +79,7 @@ def test_unclean_baseline_in_json(tmp_path, capsys):
     assert all(c["verdict"] == "violated" and not c["usable"] for c in baseline["excluded_checks"])
 
 
+@pytest.mark.slow
 def test_bundled_spec_has_a_clean_baseline(capsys):
     """Only checks a call outside the callers' contracts breaks are left out, as before the
     baseline was reported: those never could kill a mutant, so the score is unchanged."""

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import pytest
 from ledger_fixture import LEDGER_SPEC
+from tiers import fast_slice
 
 from model.errors import SpecError
 from model.spec import load_spec_text
@@ -343,20 +344,28 @@ def test_loader_raises_only_spec_error_for_every_bad_case() -> None:
         _assert_only_spec_error(text, name)
 
 
-def test_loader_raises_only_spec_error_when_any_line_is_deleted() -> None:
+# The sweeps over the whole spec below are split into SLICES interleaved slices (every
+# SLICES-th line or cut, from `offset`): the fast lane runs one slice, the full suite all.
+SLICES = 16
+
+
+@pytest.mark.parametrize("offset", fast_slice(range(SLICES)))
+def test_loader_raises_only_spec_error_when_any_line_is_deleted(offset: int) -> None:
     lines = SPEC.split("\n")
     for index, line in enumerate(lines):
-        if not line.strip() or line.lstrip().startswith("#"):
+        if index % SLICES != offset or not line.strip() or line.lstrip().startswith("#"):
             continue
         _assert_only_spec_error("\n".join(lines[:index] + lines[index + 1 :]), f"without line {index + 1}: {line!r}")
 
 
-def test_loader_raises_only_spec_error_when_truncated() -> None:
-    for end in range(0, len(SPEC), 53):
+@pytest.mark.parametrize("offset", fast_slice(range(SLICES)))
+def test_loader_raises_only_spec_error_when_truncated(offset: int) -> None:
+    for end in range(53 * offset, len(SPEC), 53 * SLICES):
         _assert_only_spec_error(SPEC[:end], f"truncated at {end}")
 
 
-@pytest.mark.parametrize("word", ["state", "SERVING", "DEAD", "args", "0", "HEALTHY"])
+# The fast lane substitutes the rarest word (7 places); the full suite every one.
+@pytest.mark.parametrize("word", fast_slice(["state", "SERVING", "DEAD", "args", "0", "HEALTHY"], keep=[3]))
 def test_loader_raises_only_spec_error_for_token_substitutions(word: str) -> None:
     lines = SPEC.split("\n")
     pattern = re.compile(rf"\b{re.escape(word)}\b")
