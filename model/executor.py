@@ -342,7 +342,9 @@ class _LocalPool(Generic[Shared, In, Out]):
             elif worker.job is not None:
                 index, _ = worker.job
                 worker.job = None
-                self.record(index, payload)
+                result, spent = payload
+                _note_spent(self.limits, spent)
+                self.record(index, result)
 
     def _retire(self, worker: _Worker[In], why: str) -> None:
         """Stop a worker (dead, or stopped by the budget); the job it was running is lost."""
@@ -399,7 +401,13 @@ def _worker_main(
         except Exception as exc:  # noqa: BLE001 - raised again in the command
             _send_error(conn, exc)
             return
-        conn.send(("done", result))
+        conn.send(("done", (result, own.spent)))
+
+
+def _note_spent(limits: budget.Budget, spent: str | None) -> None:
+    """A budget a worker found spent is the command's too (its exit code and message)."""
+    if spent is not None and limits.spent is None:
+        limits.spent = spent
 
 
 def _send_error(conn: Any, exc: Exception) -> None:
@@ -441,8 +449,8 @@ def _stop(process: Any, conn: Any, kill: bool) -> None:
 
 def _ray_task(function: Callable[[Any, Any, Progress | None], Any], shared: Any, job: Any, limits: _Limits) -> Any:
     """Runs on a Ray worker: one job under the command's budget."""
-    with budget.using(limits.budget()):
-        return function(shared, job, None)
+    with budget.using(limits.budget()) as own:
+        return function(shared, job, None), own.spent
 
 
 def _ray_all(
@@ -465,12 +473,15 @@ def _ray_all(
             for ref in ready:
                 index = pending.pop(ref)
                 try:
-                    record(index, ray.get(ref))
+                    result, spent = ray.get(ref)
                 except ray.exceptions.RayTaskError as exc:
                     cause = getattr(exc, "cause", None)
                     raise cause if isinstance(cause, Exception) else exc from None
                 except ray.exceptions.RayError as exc:  # the worker died, or Ray lost the task
                     record(index, lost(jobs[index], f"the Ray task checking it failed ({type(exc).__name__})"))
+                else:
+                    _note_spent(limits, spent)
+                    record(index, result)
             deadline = limits.deadline
             if deadline is not None and time.monotonic() >= deadline + GRACE:
                 spent = limits.exhausted() or "time budget"
