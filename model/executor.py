@@ -398,7 +398,7 @@ def _worker_main(
         try:
             with budget.using(own):
                 result = function(shared, job, forward if report else None)
-        except Exception as exc:  # noqa: BLE001 - raised again in the command
+        except BaseException as exc:  # noqa: BLE001 - raised again in the command (KeyboardInterrupt too)
             _send_error(conn, exc)
             return
         conn.send(("done", (result, own.spent)))
@@ -410,7 +410,7 @@ def _note_spent(limits: budget.Budget, spent: str | None) -> None:
         limits.spent = spent
 
 
-def _send_error(conn: Any, exc: Exception) -> None:
+def _send_error(conn: Any, exc: BaseException) -> None:
     try:
         conn.send(("error", exc))
     except Exception:  # noqa: BLE001 - an exception that does not pickle: its text
