@@ -71,6 +71,17 @@ def test_parallel_progress_names_each_finished_check(spec_file):
     assert sorted(line.rsplit(" [", 1)[1] for line in finished) == ["1/2]", "2/2]"]
 
 
+def test_check_report_and_ci_default_to_one_worker_per_core_and_others_to_one_process():
+    parser = cli.build_parser()
+    for command in (["check"], ["report", "--html", "x.html"], ["ci"]):
+        config = executor.for_command(cli.parse(parser, command))
+        assert (config.kind, config.local_workers) == ("local", executor.available_cores())
+        assert executor.for_command(cli.parse(parser, [*command, "--jobs", "1"])) == executor.SERIAL
+    assert executor.for_command(cli.parse(parser, ["gen"])) == executor.SERIAL
+    assert executor.for_command(cli.parse(parser, ["conform", "--jobs", "3"])) == executor.SERIAL
+    assert executor.for_command(cli.parse(parser, ["check", "--executor", "ray"])).kind == "ray"
+
+
 def test_jobs_one_runs_in_this_process(monkeypatch, spec_file):
     seen: list[int] = []
     original = runs._check_one
