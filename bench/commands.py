@@ -8,8 +8,11 @@ Groups (`--groups`, comma-separated; all by default):
   `as_written` (its shortest counterexample): `ledger` at N = 1, 4, 16, `controller` at 4, 8;
 * `depth20`: the same in `fixed` to depth 20 (none there);
 * `proof`:   `prove` of it in `fixed`;
-* `plain`:   `ledgercheck` (every property, environment and variant);
-* `ci`:      `ledgercheck ci` on the bundled spec;
+* `plain`:   `ledgercheck check` (every property, environment and variant; plain
+  `ledgercheck` is this and a hint) with its default workers (`--jobs` = the cores) and with
+  `--jobs 1` (one check after the other); the two outputs must be byte-identical;
+* `ci`:      `ledgercheck ci` on the bundled spec, default workers and `--jobs 1` (outputs
+  compared with the step times masked);
 * `mutate`:  `ledgercheck mutate` on a sample of mutants with `--jobs 1`, `--jobs 2` and
   `--executor ray --jobs 2` (skipped when Ray is not installed); the three outputs must be
   byte-identical (the table says whether they were).
@@ -31,11 +34,13 @@ import datetime
 import importlib.util
 import os
 import platform
+import re
 import shutil
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -106,9 +111,11 @@ def _rows(groups: list[str], mutants: int) -> list[Row]:
             Row("find", "ledger N=4, cache off", _check("ledger", 4, "as_written"), {"LEDGERCHECK_CACHE": "off"})
         )
     if "plain" in groups:
-        rows.append(Row("plain", "ledgercheck", list(LEDGERCHECK)))
+        rows.append(Row("plain", "check, default workers", [*LEDGERCHECK, "check"]))
+        rows.append(Row("plain", "check --jobs 1", [*LEDGERCHECK, "check", "--jobs", "1"]))
     if "ci" in groups:
-        rows.append(Row("ci", "ledgercheck ci", [*LEDGERCHECK, "ci"]))
+        rows.append(Row("ci", "ci, default workers", [*LEDGERCHECK, "ci"]))
+        rows.append(Row("ci", "ci --jobs 1", [*LEDGERCHECK, "ci", "--jobs", "1"]))
     if "mutate" in groups:
         sample = [*LEDGERCHECK, "mutate", "--max-mutants", str(mutants), "--seed", "0", *MUTATE_SIZE, "--no-progress"]
         rows += [
@@ -153,6 +160,15 @@ def ratios(rows: list[Row]) -> list[tuple[str, str]]:
                 _ratio(index, (group, "ledger N=4"), ("startup", "import + load_spec, cache warm")),
             )
         )
+    out.append(
+        (
+            "plain check: --jobs 1 / default workers",
+            _ratio(index, ("plain", "check --jobs 1"), ("plain", "check, default workers")),
+        )
+    )
+    out.append(("ci: --jobs 1 / default workers", _ratio(index, ("ci", "ci --jobs 1"), ("ci", "ci, default workers"))))
+    out += _same_output(rows, "plain", "plain check: output byte-identical across --jobs and runs")
+    out += _same_output(rows, "ci", "ci: output identical across --jobs and runs (step times masked)", _mask_times)
     out.append(("mutate: --jobs 1 / --jobs 2", _ratio(index, ("mutate", "--jobs 1"), ("mutate", "--jobs 2"))))
     out.append(
         (
@@ -160,11 +176,23 @@ def ratios(rows: list[Row]) -> list[tuple[str, str]]:
             _ratio(index, ("mutate", "--jobs 1"), ("mutate", "--executor ray --jobs 2")),
         )
     )
-    mutate = [r for r in rows if r.group == "mutate" and r.outputs]
-    if len(mutate) > 1:
-        same = all(o == mutate[0].outputs[0] for r in mutate for o in r.outputs)
-        out.append(("mutate: output byte-identical across executors and runs", "yes" if same else "NO"))
+    out += _same_output(rows, "mutate", "mutate: output byte-identical across executors and runs")
     return [(what, value) for what, value in out if value != "-"]
+
+
+def _same_output(
+    rows: list[Row], group: str, what: str, normal: Callable[[bytes], bytes] = lambda out: out
+) -> list[tuple[str, str]]:
+    """Whether every run of every row of `group` printed the same (as `normal` reads it)."""
+    outputs = [normal(o) for r in rows if r.group == group for o in r.outputs]
+    if len({id(r) for r in rows if r.group == group and r.outputs}) < 2:
+        return []
+    return [(what, "yes" if all(o == outputs[0] for o in outputs) else "NO")]
+
+
+def _mask_times(output: bytes) -> bytes:
+    """`ci`'s summary without its step times (they differ from run to run)."""
+    return re.sub(rb"\d+\.\d+ ?s", b"#.# s", output)
 
 
 def table(rows: list[Row]) -> str:
@@ -233,6 +261,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def _report(text: str, repeat: int, heavy: int, mutants: int, load_before: tuple[float, ...], elapsed: float) -> str:
     import z3
 
@@ -251,14 +286,15 @@ load average {load_before[0]:.1f} at the start and {os.getloadavg()[0]:.1f} at t
 is shared: other jobs ran alongside); {elapsed / 60:.1f} minutes in all.
 
 Whole process (interpreter start, imports, spec loading included), from the project's root.
-Medians of {repeat} run(s) for start-up, find, depth 20 and proof, {heavy} for `ledgercheck`,
+Medians of {repeat} run(s) for start-up, find, depth 20 and proof, {heavy} for `check`,
 `ci` and `mutate`; rounds interleaved, so a burst of load spreads over every row. The
 compiled-spec cache is warm (a private folder) except where a row says *cache off*. Property
 `{PROPERTY}`, shipped policy; *find*: `check --engine auto --max-traces 1` in `as_written`;
 *depth20*: the same in `fixed` with `--max-depth 20`; *proof*: `prove` in `fixed`; *mutate*: a
 sample of {mutants} mutants of the bundled spec (`--max-mutants {mutants} --seed 0 {" ".join(MUTATE_SIZE)}`: the
 baseline's 64 checks and 40 generated tests, then the mutants), its Ray run including the
-start of a local Ray instance. *CPU s*: user and system time of the process and of the children
+start of a local Ray instance. *default workers*: `--jobs` left out, so as many workers as the
+process may use cores ({_cores()} here). *CPU s*: user and system time of the process and of the children
 it waited for (the local pool's workers; not Ray's, which its own daemons start). *peak MiB*:
 the process's own peak RSS. *exit*: the exit codes seen.
 SPIN is not measured here: no SPIN model of the ledger is in bench/ (and `spin` is not

@@ -108,14 +108,15 @@ class Budget:
         deadline = self.deadline
         return None if deadline is None else max(0.0, deadline - time.monotonic())
 
-    def exhausted(self, memory: bool = True) -> str | None:
+    def exhausted(self, memory: bool = True, extra_mib: float = 0.0) -> str | None:
         """The budget that ran out ("time budget (600 s)", "memory budget (4096 MiB)"), or
-        None. `memory=False` checks the clock only (a cheap check for tight loops)."""
+        None. `memory=False` checks the clock only (a cheap check for tight loops);
+        `extra_mib` is memory the command holds outside this process (its workers)."""
         if self.spent is None:
             deadline = self.deadline
             if deadline is not None and time.monotonic() >= deadline:
                 self.spent = f"time budget ({_seconds(self.seconds)})"
-            elif memory and self.memory_mib is not None and resident_mib() >= self.memory_mib:
+            elif memory and self.memory_mib is not None and resident_mib() + extra_mib >= self.memory_mib:
                 self.spent = f"memory budget ({self.memory_mib} MiB)"
         return self.spent
 
@@ -135,13 +136,16 @@ def _seconds(value: float | None) -> str:
     return f"{value:g} s"
 
 
-def resident_mib() -> float:
-    """This process's resident memory now (Linux: /proc/self/statm), else its peak."""
+def resident_mib(pid: int | None = None) -> float:
+    """This process's (or process `pid`'s) resident memory now (Linux: /proc/PID/statm), else
+    this process's peak (another process's: 0, when the system does not tell)."""
     try:
-        with open("/proc/self/statm", encoding="ascii") as handle:
+        with open(f"/proc/{pid or 'self'}/statm", encoding="ascii") as handle:
             pages = int(handle.read().split()[1])
         return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
     except (OSError, ValueError, IndexError):
+        if pid is not None:
+            return 0.0
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         return peak / 2**20 if sys.platform == "darwin" else peak / 1024
 

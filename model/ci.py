@@ -9,10 +9,11 @@ can say no, and prints a summary that names each failure *before* anything else:
 3. the generated tests against the spec's executable model (pytest, in a subprocess);
 4. with `--impl TARGET`: the generated tests against that implementation, and `conform`.
 
-Steps 3 and 4 run in subprocesses started first, so they overlap with the in-process checking
-(two cores do two things). Exit codes: 0 every step passed; 1 something failed (a mismatch, drift,
-a failing test, a divergence), even if something else was undecided; 3 something was undecided
-and nothing failed; 2 bad input.
+Steps 3 and 4 run in subprocesses started first, so they overlap with step 1, whose checks run
+on the command's executor (`--jobs`, `--executor`: one worker per core by default, see
+`model.executor`); step 2 reuses step 1's verdicts, so it waits for them. Exit codes: 0 every
+step passed; 1 something failed (a mismatch, drift, a failing test, a divergence), even if
+something else was undecided; 3 something was undecided and nothing failed; 2 bad input.
 """
 
 from __future__ import annotations

@@ -47,7 +47,8 @@ EXAMPLES = {
     "  ledgercheck check --environment ledger --max-traces 6 --format json\n"
     "  ledgercheck check --variant as_written --max-traces 1 --format markdown   # for a PR review\n"
     "  ledgercheck check --format junit > ledgercheck.xml      # one testcase per (variant, property)\n"
-    "  ledgercheck check --format itf > traces.itf.json        # traces for Apalache/Quint tooling",
+    "  ledgercheck check --format itf > traces.itf.json        # traces for Apalache/Quint tooling\n"
+    "  ledgercheck check --jobs 1              # one check after the other, in this process",
     "gen": "examples:\n  ledgercheck gen                         # regenerate generated_tests/\n"
     "  ledgercheck gen --check                 # exit 1 with a diff when they drifted",
     "prove": "examples:\n"
@@ -280,6 +281,7 @@ def build_parser(args: Sequence[str] | None = None) -> argparse.ArgumentParser:
     )
     check.add_argument("--all-fields", action="store_true", help=ALL_FIELDS_HELP)
     check.add_argument("-v", "--verbose", action="store_true", help="engine details on verdict lines, whole")
+    executor.add_options(check)
 
     gen = command(
         "gen",
@@ -373,6 +375,7 @@ def build_parser(args: Sequence[str] | None = None) -> argparse.ArgumentParser:
         "needs nothing else (inline CSS, inline SVG, no script, no network). Exit codes as for check.",
     )
     report.add_argument("--html", required=True, metavar="FILE", help="where to write the page (replaced atomically)")
+    executor.add_options(report)
 
     ci = command(
         "ci",
@@ -392,6 +395,7 @@ def build_parser(args: Sequence[str] | None = None) -> argparse.ArgumentParser:
     ci.add_argument(
         "--conform-depth", type=int, default=None, metavar="D", help="conformance enumeration depth (conform's default)"
     )
+    executor.add_options(ci)
 
     _conform_parser(sub)
     return parser
@@ -512,7 +516,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = ["check"]
     ns = parse(parser, args)
     try:
-        with budget.using(budget.from_options(ns)) as limits:
+        with budget.using(budget.from_options(ns)) as limits, executor.using(executor.for_command(ns)):
             code = _dispatch(parser, ns, first_run)
         spent = limits.spent
         if spent is not None:

@@ -13,22 +13,50 @@ order of the jobs, whatever the executor, so a command's output is byte-identica
   error that says how to install it.
 
 Closing the generator early (a spent budget) cancels the jobs not yet started.
+
+`run_all` is the fuller form the checking commands use (`check`, `report`, `ci`): a value
+every job shares (sent once per worker, not once per job), progress from the workers
+forwarded to the command's stderr, a callback as each job finishes, and the command's budget
+held across the workers (`model.budget`):
+
+* each worker runs under a copy of the command's budget: the same deadline (measured from
+  the command's start, not the worker's) and the same memory ceiling for its own process, so
+  a search in a worker stops and answers `unknown` exactly where it would have in one process;
+* the local pool also adds up the resident memory of the command and all its workers: when
+  the total reaches the memory budget, the command's budget is spent, the workers are stopped
+  and every job not answered gets `lost(job, why)` (an `unknown` result, never a pass);
+* a worker that does not stop within `GRACE` seconds of the deadline is stopped, and a worker
+  that dies (killed, out of memory, a crash in native code) loses only the job it was running,
+  which gets `lost(job, why)` naming how it died; the other jobs go on in a new worker;
+* an exception a job raises stops every worker and is raised again in the command, as it
+  would have been in one process; so is Ctrl-C, with the results finished so far already
+  passed to `done`.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
+import time
+import traceback
 from collections.abc import Callable, Generator, Iterator, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
+from model import budget
 from model.errors import UsageError
 
 EXECUTORS = ("local", "ray")
+GRACE = 5.0
+"""Seconds a worker may take past the deadline to answer `unknown` before it is stopped."""
 
 In = TypeVar("In")
 Out = TypeVar("Out")
+Shared = TypeVar("Shared")
+Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -47,7 +75,22 @@ class ExecutorConfig:
 
     @property
     def local_workers(self) -> int:
-        return self.jobs if self.jobs is not None else os.cpu_count() or 1
+        return self.jobs if self.jobs is not None else available_cores()
+
+    def parallel(self, jobs: int) -> bool:
+        """Whether `jobs` jobs run anywhere but one after the other in this process."""
+        return jobs > 1 and (self.kind == "ray" or self.local_workers > 1)
+
+
+SERIAL = ExecutorConfig(jobs=1)
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the system tells it)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def add_options(parser: argparse.ArgumentParser, *aliases: str) -> None:
@@ -71,6 +114,31 @@ def add_options(parser: argparse.ArgumentParser, *aliases: str) -> None:
 
 def from_namespace(ns: argparse.Namespace) -> ExecutorConfig:
     return ExecutorConfig(getattr(ns, "executor", "local"), getattr(ns, "jobs", None))
+
+
+def for_command(ns: argparse.Namespace) -> ExecutorConfig:
+    """The executor a command's options ask for; one after the other for a command without
+    `--executor` (its `--jobs`, if any, is its own)."""
+    return from_namespace(ns) if hasattr(ns, "executor") else SERIAL
+
+
+_ACTIVE: ContextVar[ExecutorConfig] = ContextVar("ledgercheck_executor", default=SERIAL)
+
+
+def active() -> ExecutorConfig:
+    """The running command's executor (one after the other outside a command: library callers
+    and tests choose theirs with `using`)."""
+    return _ACTIVE.get()
+
+
+@contextlib.contextmanager
+def using(config: ExecutorConfig) -> Iterator[ExecutorConfig]:
+    """Make `config` the executor of the checks run for the duration of a command."""
+    token = _ACTIVE.set(config)
+    try:
+        yield config
+    finally:
+        _ACTIVE.reset(token)
 
 
 def run_jobs(function: Callable[[In], Out], jobs: Sequence[In], config: ExecutorConfig) -> Generator[Out, None, None]:
@@ -103,13 +171,18 @@ def ray_module() -> Any:
     return ray
 
 
-def _ray(function: Callable[[In], Out], jobs: Sequence[In], config: ExecutorConfig) -> Iterator[Out]:
-    ray = ray_module()
+def _ray_init(ray: Any, config: ExecutorConfig) -> None:
+    """Connect to the cluster by Ray's conventions (see the module's notes)."""
     if not ray.is_initialized():
         if os.environ.get("RAY_ADDRESS") or config.jobs is None:
             ray.init(log_to_driver=False)
         else:
             ray.init(num_cpus=config.jobs, log_to_driver=False)
+
+
+def _ray(function: Callable[[In], Out], jobs: Sequence[In], config: ExecutorConfig) -> Iterator[Out]:
+    ray = ray_module()
+    _ray_init(ray, config)
     remote = ray.remote(function)
     refs = [remote.remote(job) for job in jobs]
     done = 0
@@ -120,3 +193,302 @@ def _ray(function: Callable[[In], Out], jobs: Sequence[In], config: ExecutorConf
     finally:
         for ref in refs[done:]:  # closed early: the tasks not yet collected need not run
             ray.cancel(ref)
+
+
+# --- run_all: shared data, progress, budgets across workers --------------------------------
+
+
+@dataclass(frozen=True)
+class _Limits:
+    """The command's budget as a worker rebuilds it: its start as a wall-clock time (the
+    monotonic clock means nothing in another process or machine), its size, and what ran out."""
+
+    seconds: float | None
+    memory_mib: int | None
+    started: float
+    spent: str | None
+
+    @classmethod
+    def of(cls, limits: budget.Budget) -> _Limits:
+        return cls(limits.seconds, limits.memory_mib, time.time() - (time.monotonic() - limits.start), limits.spent)
+
+    def budget(self) -> budget.Budget:
+        start = time.monotonic() - max(0.0, time.time() - self.started)
+        return budget.Budget(self.seconds, self.memory_mib, start=start, spent=self.spent)
+
+
+def run_all(
+    function: Callable[[Shared, In, Progress | None], Out],
+    shared: Shared,
+    jobs: Sequence[In],
+    config: ExecutorConfig,
+    lost: Callable[[In, str], Out],
+    progress: Progress | None = None,
+    done: Callable[[int, Out], None] | None = None,
+) -> list[Out]:
+    """`function(shared, job, progress)` for every job, returned in the order of `jobs`.
+    `done(index, result)` is called as each job finishes: in order with one worker, in any
+    order with several. A job no worker answered (see the module's notes) gets
+    `lost(job, why)`. `progress` receives the workers' progress messages (a local pool
+    forwards them; Ray's workers keep theirs)."""
+    finished: dict[int, Out] = {}
+
+    def record(index: int, result: Out) -> None:
+        finished[index] = result
+        if done is not None:
+            done(index, result)
+
+    if not config.parallel(len(jobs)):
+        for index, job in enumerate(jobs):
+            record(index, function(shared, job, progress))
+    elif config.kind == "ray":
+        _ray_all(function, shared, jobs, config, lost, record)
+    else:
+        _LocalPool(function, shared, jobs, min(config.local_workers, len(jobs)), lost, progress, record).run()
+    return [finished[index] for index in range(len(jobs))]
+
+
+@dataclass
+class _Worker(Generic[In]):
+    process: Any
+    conn: Any
+    job: tuple[int, In] | None = None
+
+
+class _LocalPool(Generic[Shared, In, Out]):
+    """Worker processes fed one job at a time over a pipe each, so the command knows which job
+    every worker is running (a worker that dies loses that job only) and can stop any of them."""
+
+    def __init__(
+        self,
+        function: Callable[[Shared, In, Progress | None], Out],
+        shared: Shared,
+        jobs: Sequence[In],
+        size: int,
+        lost: Callable[[In, str], Out],
+        progress: Progress | None,
+        record: Callable[[int, Out], None],
+    ) -> None:
+        import multiprocessing
+
+        self.function, self.shared, self.size, self.lost = function, shared, size, lost
+        self.progress, self.record = progress, record
+        self.context = multiprocessing.get_context()
+        self.limits = budget.active()
+        self.queue = list(enumerate(jobs))
+        self.queue.reverse()  # taken from the end: the first job first
+        self.workers: list[_Worker[In]] = []
+        self.starts = 0
+
+    def run(self) -> None:
+        from multiprocessing.connection import wait
+
+        try:
+            while self.queue or any(w.job is not None for w in self.workers):
+                while self.queue and len(self.workers) < self.size:
+                    if self.starts >= self.size + len(self.queue) + 8:  # workers die before any job
+                        raise RuntimeError("ledgercheck: worker processes keep dying before they take a job")
+                    self.workers.append(self._start())
+                for worker in self.workers:
+                    if worker.job is None:
+                        self._feed(worker)
+                ready = wait([w.conn for w in self.workers] + [w.process.sentinel for w in self.workers], 0.25)
+                for worker in list(self.workers):
+                    if worker.conn in ready or worker.process.sentinel in ready:
+                        self._serve(worker)
+                self._watch_budget()
+        finally:
+            for worker in self.workers:
+                _stop(worker.process, worker.conn, kill=worker.job is not None)
+
+    def _start(self) -> _Worker[In]:
+        ours, theirs = self.context.Pipe()
+        args = (theirs, self.function, self.shared, _Limits.of(self.limits), self.progress is not None)
+        process = self.context.Process(target=_worker_main, args=args, name="ledgercheck-worker", daemon=False)
+        process.start()
+        theirs.close()
+        self.starts += 1
+        return _Worker(process, ours)
+
+    def _feed(self, worker: _Worker[In]) -> None:
+        if not self.queue:
+            return
+        task = self.queue.pop()
+        try:
+            worker.conn.send(task)
+        except OSError:  # it died idle: the job goes back, and `_serve` retires the worker
+            self.queue.append(task)
+            return
+        worker.job = task
+
+    def _serve(self, worker: _Worker[In]) -> None:
+        """Read what a worker sent (progress, a result, an error), or bury it if it died."""
+        while True:
+            alive = worker.process.is_alive()  # before the poll: a dead worker's last words are in the pipe
+            try:
+                if not worker.conn.poll():
+                    if not alive:
+                        raise EOFError
+                    return
+                kind, payload = worker.conn.recv()
+            except (EOFError, OSError):
+                self._retire(worker, _death(worker.process))
+                return
+            if kind == "progress":
+                if self.progress is not None:
+                    self.progress(payload)
+            elif kind == "error":
+                raise payload
+            elif worker.job is not None:
+                index, _ = worker.job
+                worker.job = None
+                result, spent = payload
+                _note_spent(self.limits, spent)
+                self.record(index, result)
+
+    def _retire(self, worker: _Worker[In], why: str) -> None:
+        """Stop a worker (dead, or stopped by the budget); the job it was running is lost."""
+        _stop(worker.process, worker.conn, kill=True)
+        self.workers.remove(worker)
+        if worker.job is not None:
+            index, job = worker.job
+            worker.job = None
+            self.record(index, self.lost(job, why))
+
+    def _watch_budget(self) -> None:
+        limits = self.limits
+        if limits.spent is None and limits.memory_mib is not None:
+            children = sum(budget.resident_mib(w.process.pid) for w in self.workers if w.process.is_alive())
+            limits.exhausted(extra_mib=children)
+        spent = limits.spent
+        deadline = limits.deadline
+        if spent is None or spent.startswith("time"):
+            # The workers answer `unknown` themselves, with what they established; one that
+            # has not within the grace period is stopped.
+            if deadline is None or time.monotonic() < deadline + GRACE:
+                return
+            spent = limits.exhausted(memory=False) or "time budget"
+        for worker in [w for w in self.workers if w.job is not None]:
+            self._retire(worker, f"the {spent} ran out while a worker process searched it; not established")
+        while self.queue:
+            index, job = self.queue.pop()
+            self.record(index, self.lost(job, f"the {spent} ran out before it was searched"))
+
+
+def _worker_main(
+    conn: Any, function: Callable[[Any, Any, Progress | None], Any], shared: Any, limits: _Limits, report: bool
+) -> None:
+    """A worker: jobs from `conn` until it closes, each under the command's budget."""
+    with contextlib.suppress(AttributeError, OSError):
+        os.setpgid(0, 0)  # its own group: Ctrl-C is the command's to handle, and `_stop` ends its children too
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    own = limits.budget()
+
+    def forward(message: str) -> None:
+        conn.send(("progress", message))
+
+    while True:
+        try:
+            task = conn.recv()
+        except (EOFError, OSError):
+            return
+        if task is None:
+            return
+        _, job = task
+        try:
+            with budget.using(own):
+                result = function(shared, job, forward if report else None)
+        except BaseException as exc:  # noqa: BLE001 - raised again in the command (KeyboardInterrupt too)
+            _send_error(conn, exc)
+            return
+        conn.send(("done", (result, own.spent)))
+
+
+def _note_spent(limits: budget.Budget, spent: str | None) -> None:
+    """A budget a worker found spent is the command's too (its exit code and message)."""
+    if spent is not None and limits.spent is None:
+        limits.spent = spent
+
+
+def _send_error(conn: Any, exc: BaseException) -> None:
+    try:
+        conn.send(("error", exc))
+    except Exception:  # noqa: BLE001 - an exception that does not pickle: its text
+        conn.send(("error", RuntimeError("".join(traceback.format_exception(exc)))))
+
+
+def _death(process: Any) -> str:
+    process.join(1.0)
+    code = process.exitcode
+    if code is None:
+        how = "stopped answering"
+    elif code < 0:
+        try:
+            how = f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            how = f"was killed by signal {-code}"
+    else:
+        how = f"exited with code {code}"
+    return f"the worker process checking it {how}; not established"
+
+
+def _stop(process: Any, conn: Any, kill: bool) -> None:
+    """End a worker: politely when it is idle, else its whole process group at once."""
+    if not kill and process.is_alive():
+        with contextlib.suppress(OSError, ValueError):
+            conn.send(None)
+        process.join(2.0)
+    if process.is_alive():
+        with contextlib.suppress(OSError):
+            os.killpg(process.pid, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            process.kill()
+    process.join()
+    conn.close()
+
+
+def _ray_task(function: Callable[[Any, Any, Progress | None], Any], shared: Any, job: Any, limits: _Limits) -> Any:
+    """Runs on a Ray worker: one job under the command's budget."""
+    with budget.using(limits.budget()) as own:
+        return function(shared, job, None), own.spent
+
+
+def _ray_all(
+    function: Callable[[Shared, In, Progress | None], Out],
+    shared: Shared,
+    jobs: Sequence[In],
+    config: ExecutorConfig,
+    lost: Callable[[In, str], Out],
+    record: Callable[[int, Out], None],
+) -> None:
+    ray = ray_module()
+    _ray_init(ray, config)
+    limits = budget.active()
+    remote = ray.remote(_ray_task)
+    shared_ref = ray.put(shared)
+    pending = {remote.remote(function, shared_ref, job, _Limits.of(limits)): index for index, job in enumerate(jobs)}
+    try:
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=0.25)
+            for ref in ready:
+                index = pending.pop(ref)
+                try:
+                    result, spent = ray.get(ref)
+                except ray.exceptions.RayTaskError as exc:
+                    cause = getattr(exc, "cause", None)
+                    raise cause if isinstance(cause, Exception) else exc from None
+                except ray.exceptions.RayError as exc:  # the worker died, or Ray lost the task
+                    record(index, lost(jobs[index], f"the Ray task checking it failed ({type(exc).__name__})"))
+                else:
+                    _note_spent(limits, spent)
+                    record(index, result)
+            deadline = limits.deadline
+            if deadline is not None and time.monotonic() >= deadline + GRACE:
+                spent = limits.exhausted() or "time budget"
+                for ref, index in list(pending.items()):
+                    ray.cancel(ref, force=True)
+                    record(index, lost(jobs[index], f"the {spent} ran out while it was searched (on Ray)"))
+                pending.clear()
+    finally:
+        for ref in pending:
+            ray.cancel(ref, force=True)

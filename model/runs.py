@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from model import executor
 from model.errors import EXIT_MISMATCH, EXIT_OK, EXIT_UNKNOWN, UsageError, did_you_mean
 from model.result import Result, Status
 from model.spec import Property, Spec, SpecFile
@@ -89,13 +90,55 @@ class CheckRequest:
 
 
 def run_checks(
-    request: CheckRequest, progress: Callable[[str], None] | None = None, into: list[Result] | None = None
+    request: CheckRequest,
+    progress: Callable[[str], None] | None = None,
+    into: list[Result] | None = None,
+    config: executor.ExecutorConfig | None = None,
 ) -> list[Result]:
     """Check each (variant, property, environment) the request covers, in the spec's order.
-    Results are appended to `into` as they come, so an interrupted run still has what it
-    established."""
+
+    The checks are independent jobs, run on `config`'s executor (default: the active one,
+    `model.executor.using`; one after the other outside a command). Whichever runs them, the
+    results come back in the spec's order and are the same, so every format prints the same
+    bytes. Results are put in `into` as they come (in the spec's order, whatever finished so
+    far), so an interrupted run still has what it established. With several workers,
+    `progress` also gets a line as each check finishes, naming it and its verdict."""
     results = into if into is not None else []
+    plan = _plan(request)
+    config = config if config is not None else executor.active()
+    parallel = config.parallel(len(plan.jobs))
+    first = len(results)
+    finished: dict[int, Result] = {}
+
+    def done(index: int, result: Result) -> None:
+        finished[index] = result
+        results[first:] = [finished[i] for i in sorted(finished)]
+        if parallel and progress is not None:
+            variant, name, environment = plan.jobs[index]
+            progress(f"{variant} / {name} ({environment}): {_finished_word(result)} [{len(finished)}/{len(plan.jobs)}]")
+
+    def lost(job: tuple[str, str, str], why: str) -> Result:
+        return _not_established(plan, job, why)
+
+    executor.run_all(_check_job, plan, plan.jobs, config, lost, progress, done)
+    return results
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What a worker needs for any of a run's checks (sent to each worker once): the request,
+    each variant's fleet and resolved policy, and the (variant, property, environment) jobs."""
+
+    request: CheckRequest
+    fleets: Mapping[str, tuple[int, dict[str, int] | None]]
+    jobs: tuple[tuple[str, str, str], ...]
+
+
+def _plan(request: CheckRequest) -> _Plan:
+    """Every check a request covers, in the spec's order; every option checked before any runs."""
     spec_file = request.spec_file
+    fleets: dict[str, tuple[int, dict[str, int] | None]] = {}
+    jobs: list[tuple[str, str, str]] = []
     for spec in variants_of(spec_file, request.variants):
         resolved = spec.resolve_policy(dict(request.policy)) if request.policy is not None else None
         if request.environment is not None:
@@ -105,16 +148,49 @@ def run_checks(
             if unknown:
                 fields = [d.name for d in spec.fields]
                 raise UsageError(f"--view: unknown field {unknown[0]!r}{did_you_mean(unknown[0], fields)}")
-        fleet = request.shards or spec.default_shards
         if request.engine == "explicit" and resolved is None:
             raise UsageError("--engine explicit needs a concrete policy (not --symbolic-policy)")
+        fleets[spec.variant] = (request.shards or spec.default_shards, resolved)
         for name in request.properties or list(spec.properties):
             prop = spec.property(name)
-            for env_name in environments_for(spec, prop, request.environment):
-                if progress is not None:
-                    progress(f"{spec.variant} / {name} ({env_name}): checking")
-                results.append(_check_one(request, spec, env_name, prop, fleet, resolved, progress))
-    return results
+            jobs += [(spec.variant, name, env_name) for env_name in environments_for(spec, prop, request.environment)]
+    return _Plan(request, fleets, tuple(jobs))
+
+
+def _check_job(plan: _Plan, job: tuple[str, str, str], progress: Callable[[str], None] | None) -> Result:
+    """One job of `run_checks` (in whichever process runs it)."""
+    variant, name, environment = job
+    spec = plan.request.spec_file.variant(variant)
+    fleet, policy = plan.fleets[variant]
+    if progress is not None:
+        progress(f"{variant} / {name} ({environment}): checking")
+    return _check_one(plan.request, spec, environment, spec.property(name), fleet, policy, progress)
+
+
+def _not_established(plan: _Plan, job: tuple[str, str, str], why: str) -> Result:
+    """The result of a check no worker answered: unknown (never a pass), saying why."""
+    variant, name, environment = job
+    spec = plan.request.spec_file.variant(variant)
+    fleet, policy = plan.fleets[variant]
+    prop = spec.property(name)
+    return Result(
+        variant=variant,
+        property=name,
+        environment=environment,
+        shards=fleet,
+        policy=policy,
+        status=Status.UNKNOWN,
+        depth=0,
+        expected=prop.expect.get(variant),
+        note=why,
+    )
+
+
+def _finished_word(result: Result) -> str:
+    """How a progress line names a finished check's answer."""
+    if result.status == Status.UNKNOWN:
+        return f"unknown ({result.note})" if result.note else "unknown"
+    return str(result.status)
 
 
 def _check_one(

@@ -173,7 +173,9 @@ def test_interrupt_keeps_what_was_established(monkeypatch, capsys):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(bmc, "check_property", interrupted)
-    code = cli.main(["check", "--variant", "as_written", "--shards", "2", "--max-depth", "7", "--max-traces", "1"])
+    # One process (--jobs 1): the interrupt is raised in this one (tests/test_parallel_checks.py: on workers).
+    argv = ["check", "--variant", "as_written", "--shards", "2", "--max-depth", "7", "--max-traces", "1", "--jobs", "1"]
+    code = cli.main(argv)
     captured = capsys.readouterr()
     assert code == 3
     assert "no_condemnation_by_inherited_streak" in captured.out
