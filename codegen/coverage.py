@@ -30,11 +30,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from model import ir
-from model.interpreter import initial_store
-from model.semantics import ConcreteBackend, Effects, Frame, Key, Machine
-from model.spec import Event, Spec, SpecFile
-from model.trace import base_url
+from ledgercheck.model import ir
+from ledgercheck.model.interpreter import initial_store
+from ledgercheck.model.semantics import ConcreteBackend, Effects, Frame, Key, Machine
+from ledgercheck.model.spec import Event, Spec, SpecFile
+from ledgercheck.model.trace import base_url
 
 SHARDS = 1
 MAX_DEPTH = 24

@@ -19,12 +19,12 @@ from typing import Any
 
 import z3
 
-from model import budget, cone, ir
-from model.encoding import NONE_CODE, Encoding, StepVars
-from model.result import FOCUS, EncodingMismatch, Result, Status, view_of
-from model.result import trace_key as _trace_key
-from model.spec import Property, Spec
-from model.trace import Simulation, Step, Trace, base_url
+from ledgercheck.model import budget, cone, ir
+from ledgercheck.model.encoding import NONE_CODE, Encoding, StepVars
+from ledgercheck.model.result import FOCUS, EncodingMismatch, Result, Status, view_of
+from ledgercheck.model.result import trace_key as _trace_key
+from ledgercheck.model.spec import Property, Spec
+from ledgercheck.model.trace import Simulation, Step, Trace, base_url
 
 
 class Checker:
@@ -76,7 +76,7 @@ class Checker:
         # (bench/solver_settings.py, `+bounds`).
         self.nonnegative: list[Any] = []
         if bounds:
-            from model.reduction import node_of, nonnegative_counters
+            from ledgercheck.model.reduction import node_of, nonnegative_counters
 
             counters = nonnegative_counters(spec, self.env, self.policy)
             self.nonnegative = [key for key in self.enc.keys if node_of(key) in counters]
@@ -456,7 +456,7 @@ def _prove_in_child(
     policy: dict[str, int],
     timeout: float | None,
 ) -> None:
-    from model.spacer import spacer_proof
+    from ledgercheck.model.spacer import spacer_proof
 
     try:
         answer, text, every_size = spacer_proof(spec, environment, prop, shards, policy, timeout)
@@ -492,7 +492,7 @@ def check_property(
     (no trace of any length breaks the property, so none up to `max_depth` does). On a
     machine with two cores, a property that holds costs the faster of the two."""
     if prop.kind == "eventually":  # liveness: a lasso search, not a bounded one
-        from model.liveness import check_eventually
+        from ledgercheck.model.liveness import check_eventually
 
         return check_eventually(spec, environment, prop, shards, policy, max_depth, timeout, prove)
     env = spec.environment(environment)
@@ -527,7 +527,7 @@ def check_property(
     if policy is None and result.status != Status.UNKNOWN:
         result.region = policy_region(spec, environment, prop, shards, max_depth, timeout)
     if prove and result.status == Status.HOLDS_TO_DEPTH:
-        from model.spacer import spacer_proof
+        from ledgercheck.model.spacer import spacer_proof
 
         answer, invariant, every_size = spacer_proof(spec, environment, prop, shards, policy, timeout)
         if answer == z3.sat:

@@ -17,12 +17,12 @@ from typing import Any
 
 import z3
 
-from model import bmc
-from model.encoding import Encoding
-from model.errors import EXIT_OK, UsageError
-from model.figure import render_table, trace_rows
-from model.spec import Spec, load_spec
-from model.trace import Simulation, Step, Trace
+from ledgercheck.model import bmc
+from ledgercheck.model.encoding import Encoding
+from ledgercheck.model.errors import EXIT_OK, UsageError
+from ledgercheck.model.figure import render_table, trace_rows
+from ledgercheck.model.spec import Spec, load_spec
+from ledgercheck.model.trace import Simulation, Step, Trace
 
 FOCUS = bmc.FOCUS
 

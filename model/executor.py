@@ -23,7 +23,7 @@ from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from model.errors import UsageError
+from ledgercheck.model.errors import UsageError
 
 EXECUTORS = ("local", "ray")
 

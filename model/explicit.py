@@ -51,11 +51,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from model import budget, ir
-from model.errors import UsageError
-from model.interpreter import initial_store
-from model.lang import Param
-from model.reduction import (
+from ledgercheck.model import budget, ir
+from ledgercheck.model.errors import UsageError
+from ledgercheck.model.interpreter import initial_store
+from ledgercheck.model.lang import Param
+from ledgercheck.model.reduction import (
     Finiteness,
     Reduction,
     finite_reduction,
@@ -64,11 +64,11 @@ from model.reduction import (
     relevant_actions,
     shards_independent,
 )
-from model.result import FOCUS, EncodingMismatch, Result, Status, view_of
-from model.result import trace_key as _trace_key
-from model.semantics import CallRecord, ConcreteBackend, Effects, Key, Machine
-from model.spec import Action, Environment, Event, Property, Spec
-from model.trace import Simulation, Step, Trace, base_url
+from ledgercheck.model.result import FOCUS, EncodingMismatch, Result, Status, view_of
+from ledgercheck.model.result import trace_key as _trace_key
+from ledgercheck.model.semantics import CallRecord, ConcreteBackend, Effects, Key, Machine
+from ledgercheck.model.spec import Action, Environment, Event, Property, Spec
+from ledgercheck.model.trace import Simulation, Step, Trace, base_url
 
 INT_DOMAIN = (0, 1, 2)
 PROVE_DEPTH = 100_000
@@ -1262,7 +1262,7 @@ def explicit_check(
     concrete. Up to `max_traces` traces, distinct in their view, shortest first. A liveness
     property (`eventually`) is searched for fair lassos instead (`model.liveness`)."""
     if prop.kind == "eventually":
-        from model.liveness import check_eventually
+        from ledgercheck.model.liveness import check_eventually
 
         return check_eventually(spec, environment, prop, shards, policy, max_depth, timeout, prove)
     return explicit_check_all(

@@ -11,11 +11,11 @@ remove it (the fixes, each with how it was shown). It is the sibling of `ledgerc
 
 from __future__ import annotations
 
-from model import bmc
-from model.claims import ENVIRONMENT, write_section
-from model.prove import prove_property
-from model.result import Status
-from model.spec import SpecFile, load_spec
+from ledgercheck.model import bmc
+from ledgercheck.model.claims import ENVIRONMENT, write_section
+from ledgercheck.model.prove import prove_property
+from ledgercheck.model.result import Status
+from ledgercheck.model.spec import SpecFile, load_spec
 
 BEGIN = "<!-- findings:begin -->"
 END = "<!-- findings:end -->"

@@ -25,11 +25,11 @@ from typing import Any
 
 import z3
 
-from model import ir
-from model.bmc import Checker
-from model.liveness import fairness_text
-from model.result import FOCUS, EncodingMismatch, Result, Status
-from model.spec import Property, Spec
+from ledgercheck.model import ir
+from ledgercheck.model.bmc import Checker
+from ledgercheck.model.liveness import fairness_text
+from ledgercheck.model.result import FOCUS, EncodingMismatch, Result, Status
+from ledgercheck.model.spec import Property, Spec
 
 _TRUE = ir.Const(True, ir.BOOL)
 

@@ -32,11 +32,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from model import ir
-from model.errors import UsageError
-from model.explicit import Explorer, Label
-from model.result import FOCUS, EncodingMismatch, Result, Status
-from model.spec import Environment, Property, Spec
+from ledgercheck.model import ir
+from ledgercheck.model.errors import UsageError
+from ledgercheck.model.explicit import Explorer, Label
+from ledgercheck.model.result import FOCUS, EncodingMismatch, Result, Status
+from ledgercheck.model.spec import Environment, Property, Spec
 
 MAX_STATES = 100_000
 """States `prove` lets the explicit search build before it stops at a bound."""
@@ -65,7 +65,7 @@ def check_eventually(
     explicit = check_liveness(spec, environment, prop, shards, policy, timeout, MAX_STATES if prove else CHECK_STATES)
     if explicit.status != Status.HOLDS_TO_DEPTH or policy is None:
         return explicit
-    from model.lasso import z3_lasso
+    from ledgercheck.model.lasso import z3_lasso
 
     depth = PROVE_LASSO_DEPTH if prove else min(max_depth, CHECK_LASSO_DEPTH)
     deeper = z3_lasso(spec, environment, prop, shards, policy, depth, timeout)

@@ -37,11 +37,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from model import bmc, budget
-from model import executor as executors
-from model.errors import EXIT_OK, LedgercheckError, UsageError
-from model.result import Status
-from model.spec import Spec, SpecFile, load_spec, load_spec_text
+from ledgercheck.model import bmc, budget
+from ledgercheck.model import executor as executors
+from ledgercheck.model.errors import EXIT_OK, LedgercheckError, UsageError
+from ledgercheck.model.result import Status
+from ledgercheck.model.spec import Spec, SpecFile, load_spec, load_spec_text
 
 OPS = {ast.GtE: ast.Gt, ast.Gt: ast.GtE, ast.LtE: ast.Lt, ast.Lt: ast.LtE}
 
@@ -248,7 +248,7 @@ def _check(spec: Spec, env: str, prop: Any, shards: int, policy: dict[str, int],
     """One check: a liveness property by its fair-lasso search (no callers' contracts apply
     to it), any other by the bounded search, within the contracts or not."""
     if prop.kind == "eventually":
-        from model.liveness import check_eventually
+        from ledgercheck.model.liveness import check_eventually
 
         return check_eventually(spec, env, prop, shards, policy, depth)
     return bmc.Checker(spec, env, prop, shards, policy, contracts=contracts).run(depth, 1)
@@ -375,7 +375,7 @@ def run_baseline(
 ) -> Baseline:
     """Every property check and generated test on the unmutated reference variant `spec`;
     the checks are independent jobs, run on `config`'s executor (default: one after the other)."""
-    from codegen.render import _outcome
+    from ledgercheck.codegen.render import _outcome
 
     jobs = [(spec, check, shards, depth) for check in _checks(spec)]
     checks = tuple(executors.run_jobs(_baseline_job, jobs, config or executors.ExecutorConfig(jobs=1)))
@@ -398,7 +398,7 @@ def _evaluate(args: tuple[str, str, str, Mutant, int, int, list[Any], list[tuple
     violation = _first_violation(spec, checks, shards, depth)
     if violation is not None:
         return Outcome(mutant.ident, "killed_by_property", violation)
-    from codegen.render import _outcome
+    from ledgercheck.codegen.render import _outcome
 
     for prop_name, test in tests:
         failure = _outcome(test, spec, spec, prop_name)
@@ -417,7 +417,7 @@ def run_mutation(
     progress: Any = None,
 ) -> tuple[Baseline, list[Mutant], list[Outcome]]:
     """The baseline, then every (sampled) mutant checked against what the baseline passes."""
-    from codegen.render import plan_tests
+    from ledgercheck.codegen.render import plan_tests
 
     _remember_guards(spec_file)
     variant = reference_variant(spec_file)

@@ -27,15 +27,15 @@ from typing import Any
 
 import z3
 
-from model import bmc, budget
-from model.console import progress_for
-from model.encoding import Encoding
-from model.errors import UsageError
-from model.figure import render_table, trace_figure
-from model.reduction import one_shard_decides
-from model.result import Result, Status
-from model.spacer import lemma_violation, spacer_proof
-from model.spec import Property, Spec, load_spec
+from ledgercheck.model import bmc, budget
+from ledgercheck.model.console import progress_for
+from ledgercheck.model.encoding import Encoding
+from ledgercheck.model.errors import UsageError
+from ledgercheck.model.figure import render_table, trace_figure
+from ledgercheck.model.reduction import one_shard_decides
+from ledgercheck.model.result import Result, Status
+from ledgercheck.model.spacer import lemma_violation, spacer_proof
+from ledgercheck.model.spec import Property, Spec, load_spec
 
 ENGINES = ("auto", "spacer", "kind", "explicit")
 REFUTE_DEPTH = 12
@@ -189,7 +189,7 @@ def prove_property(
 
     spec.environment(environment)
     if prop.kind == "eventually":
-        from model.liveness import check_eventually
+        from ledgercheck.model.liveness import check_eventually
 
         return check_eventually(spec, environment, prop, shards, policy, refute_depth, timeout, prove=True)
     if not prop.applies_to(environment):
@@ -200,7 +200,7 @@ def prove_property(
             engine == "auto" and (shards == 1 or one_shard_decides(spec, spec.environment(environment), [prop], policy))
         )
     ):
-        from model.explicit import explicit_check
+        from ledgercheck.model.explicit import explicit_check
 
         phase("explicit-state search")
         searched = explicit_check(
@@ -350,7 +350,7 @@ def prove_command(
     verbose: bool = False,
 ) -> int:
     """`ledgercheck prove`: every (variant, property, environment) asked for, proved or refuted."""
-    from model.runs import environments_for, exit_code, result_json
+    from ledgercheck.model.runs import environments_for, exit_code, result_json
 
     spec_file = load_spec(spec)
     if symbolic_policy and policy:
@@ -400,7 +400,7 @@ def prove_command(
 def _line(result: Result, verbose: bool = False) -> str:
     """A verdict line that fits a terminal: the engines' notes (how a proof went) only when
     `verbose`; an undecided result's reason cut to its first clause."""
-    from model.textout import brief
+    from ledgercheck.model.textout import brief
 
     note = f" ({result.note})" if verbose else ""
     if result.status == Status.PROVED:

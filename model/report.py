@@ -17,12 +17,12 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from model import bmc
-from model.console import progress_for
-from model.diagram import StateDiagram, minimal_policy, state_diagram, svg
-from model.errors import UsageError
-from model.figure import figure_of, html_table
-from model.formats import (
+from ledgercheck.model import bmc
+from ledgercheck.model.console import progress_for
+from ledgercheck.model.diagram import StateDiagram, minimal_policy, state_diagram, svg
+from ledgercheck.model.errors import UsageError
+from ledgercheck.model.figure import figure_of, html_table
+from ledgercheck.model.formats import (
     expectation_text,
     outcome,
     spec_label,
@@ -31,8 +31,8 @@ from model.formats import (
     trace_groups,
     verdict_text,
 )
-from model.runs import CheckRequest, exit_code, reading_order, run_checks
-from model.spec import Spec, SpecFile, load_spec
+from ledgercheck.model.runs import CheckRequest, exit_code, reading_order, run_checks
+from ledgercheck.model.spec import Spec, SpecFile, load_spec
 
 
 def report_command(

@@ -12,9 +12,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from model.errors import EXIT_MISMATCH, EXIT_OK, EXIT_UNKNOWN, UsageError, did_you_mean
-from model.result import Result, Status
-from model.spec import Property, Spec, SpecFile
+from ledgercheck.model.errors import EXIT_MISMATCH, EXIT_OK, EXIT_UNKNOWN, UsageError, did_you_mean
+from ledgercheck.model.result import Result, Status
+from ledgercheck.model.spec import Property, Spec, SpecFile
 
 Outcome = Literal["match", "mismatch", "unknown", "skipped", "unexpected"]
 """One word for a result against its expectation (`outcome`)."""
@@ -128,7 +128,7 @@ def _check_one(
 ) -> Result:
     """One (variant, property, environment): engine choice, then that engine's answer."""
     if prop.kind == "eventually":  # liveness has one engine: the fair-lasso search
-        from model.liveness import check_eventually
+        from ledgercheck.model.liveness import check_eventually
 
         return check_eventually(
             spec, environment, prop, shards, policy, request.max_depth, request.timeout, request.prove
@@ -137,7 +137,7 @@ def _check_one(
     if request.engine == "auto":
         choice = explicit_suits(spec, environment, prop, shards, policy, request.view, request.prove)
     if choice is not None:
-        from model.explicit import explicit_check
+        from ledgercheck.model.explicit import explicit_check
 
         assert policy is not None
         found = explicit_check(
@@ -155,7 +155,7 @@ def _check_one(
         # A probe that neither proved nor refuted leaves the property to the Z3 engines.
         if choice == "search" or found.status in (Status.PROVED, Status.VIOLATED, Status.NOT_APPLICABLE):
             return found
-    from model import bmc  # Z3 loads only when the solver runs
+    from ledgercheck.model import bmc  # Z3 loads only when the solver runs
 
     return bmc.check_property(
         spec,
@@ -195,7 +195,7 @@ def explicit_suits(
         return None
     if not prop.applies_to(environment):
         return "search"
-    from model.reduction import finite_reduction, one_shard_decides
+    from ledgercheck.model.reduction import finite_reduction, one_shard_decides
 
     env = spec.environment(environment)
     if shards != 1 and not one_shard_decides(spec, env, [prop], policy):

@@ -12,11 +12,11 @@ import re
 
 import pytest
 
-from model import formats
-from model.cli import main, result_json
-from model.figure import markdown_table, trace_figure
-from model.liveness import _sccs, check_liveness
-from model.spec import SpecFile, load_spec, load_spec_text
+from ledgercheck.model import formats
+from ledgercheck.model.cli import main, result_json
+from ledgercheck.model.figure import markdown_table, trace_figure
+from ledgercheck.model.liveness import _sccs, check_liveness
+from ledgercheck.model.spec import SpecFile, load_spec, load_spec_text
 
 PROPERTY = "restart_always_ends"
 
@@ -110,7 +110,7 @@ def test_an_eventually_property_is_about_one_shard() -> None:
 
 
 def test_the_z3_lasso_search_finds_the_hanging_restart_and_closes_its_loop() -> None:
-    from model.lasso import z3_lasso
+    from ledgercheck.model.lasso import z3_lasso
 
     spec = hanging_spec().variant("restart_hangs")
     result = z3_lasso(spec, "controller", spec.property(PROPERTY), 2, spec.default_policy(), 6)
@@ -122,7 +122,7 @@ def test_the_z3_lasso_search_finds_the_hanging_restart_and_closes_its_loop() -> 
 
 
 def test_the_z3_lasso_search_needs_fairness_and_goes_deeper_than_the_explicit_bound() -> None:
-    from model.lasso import z3_lasso
+    from ledgercheck.model.lasso import z3_lasso
 
     text = re.sub(r"^fairness = .*\n", "", load_spec().source.text, flags=re.MULTILINE)
     unfair = load_spec_text(text, "fleet_health.toml").variant("fixed")

@@ -48,10 +48,10 @@ The modules, in the order data flows through them:
 This module re-exports the names the rest of ledgercheck and the tests use.
 """
 
-from model.conformance.calls import LedgerCall, Opaque, Script, invoke, materialise, opaque_value
-from model.conformance.checker import ENUMERATION_SHARDS, Conformance, Enumeration, enumeration_domain
-from model.conformance.divergence import Divergence, Recording
-from model.conformance.implementation import (
+from ledgercheck.model.conformance.calls import LedgerCall, Opaque, Script, invoke, materialise, opaque_value
+from ledgercheck.model.conformance.checker import ENUMERATION_SHARDS, Conformance, Enumeration, enumeration_domain
+from ledgercheck.model.conformance.divergence import Divergence, Recording
+from ledgercheck.model.conformance.implementation import (
     Implementation,
     ImplementationError,
     fixed_clock,
@@ -59,9 +59,17 @@ from model.conformance.implementation import (
     load_target,
     model_implementation,
 )
-from model.conformance.observation import MISSING, Difference, Normaliser, Observation, Observer, Outcome, normalise
-from model.conformance.session import DEFAULT_DEPTH, Summary, check
-from model.conformance.sources import (
+from ledgercheck.model.conformance.observation import (
+    MISSING,
+    Difference,
+    Normaliser,
+    Observation,
+    Observer,
+    Outcome,
+    normalise,
+)
+from ledgercheck.model.conformance.session import DEFAULT_DEPTH, Summary, check
+from ledgercheck.model.conformance.sources import (
     COUNTEREXAMPLE_DEPTH,
     COUNTEREXAMPLE_TRACES,
     DEFAULT_RANDOM,

@@ -10,9 +10,9 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
-from model.figure import cell
-from model.lang import Param
-from model.spec import Event
+from ledgercheck.model.figure import cell
+from ledgercheck.model.lang import Param
+from ledgercheck.model.spec import Event
 
 
 @dataclass(frozen=True)

@@ -7,13 +7,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from model.conformance.calls import LedgerCall, Script
-from model.conformance.observation import MISSING, Difference, Key, Observation, Outcome, describe_key
-from model.figure import cell, render_table
-from model.trace import base_url
+from ledgercheck.model.conformance.calls import LedgerCall, Script
+from ledgercheck.model.conformance.observation import MISSING, Difference, Key, Observation, Outcome, describe_key
+from ledgercheck.model.figure import cell, render_table
+from ledgercheck.model.trace import base_url
 
 if TYPE_CHECKING:
-    from model.conformance.checker import Conformance
+    from ledgercheck.model.conformance.checker import Conformance
 
 
 @dataclass
