@@ -22,12 +22,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from model.bmc import Result
-from model.interpreter import initial_store
-from model.lang import Param
-from model.semantics import CallRecord, ConcreteBackend, Effects, Key, Machine
-from model.spec import Action, Environment, Property, Spec
-from model.trace import base_url, replay
+from ledgercheck.model.bmc import Result
+from ledgercheck.model.interpreter import initial_store
+from ledgercheck.model.lang import Param
+from ledgercheck.model.semantics import CallRecord, ConcreteBackend, Effects, Key, Machine
+from ledgercheck.model.spec import Action, Environment, Property, Spec
+from ledgercheck.model.trace import base_url, replay
 
 INTS = (0, 1, 2)
 

@@ -53,7 +53,7 @@ from bench.run import PROPERTY, RESULTS, _child_env, run_process, write_section 
 GROUPS = ("startup", "find", "depth20", "proof", "plain", "ci", "mutate")
 MARKERS = ("<!-- bench/commands.py: begin -->", "<!-- bench/commands.py: end -->")
 HEADLINE = [("ledger", 1), ("ledger", 4), ("ledger", 16), ("controller", 4), ("controller", 8)]
-LEDGERCHECK = [sys.executable, "-m", "model.cli"]
+LEDGERCHECK = [sys.executable, "-m", "ledgercheck.model.cli"]
 MUTATE_SIZE = ["--max-depth", "6", "--shards", "2"]  # as the mutate tests run it: a sample in minutes
 
 
@@ -88,11 +88,11 @@ def _check(env: str, shards: int, variant: str, depth: int | None = None) -> lis
 
 def _rows(groups: list[str], mutants: int) -> list[Row]:
     rows: list[Row] = []
-    loader = "from model.spec import load_spec; load_spec()"
+    loader = "from ledgercheck.model.spec import load_spec; load_spec()"
     if "startup" in groups:
         rows += [
             Row("startup", "python -c pass", [sys.executable, "-c", "pass"]),
-            Row("startup", "import model.spec", [sys.executable, "-c", "import model.spec"]),
+            Row("startup", "import ledgercheck.model.spec", [sys.executable, "-c", "import ledgercheck.model.spec"]),
             Row(
                 "startup", "import + load_spec, cache off", [sys.executable, "-c", loader], {"LEDGERCHECK_CACHE": "off"}
             ),
@@ -230,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     cache = tempfile.mkdtemp(prefix="ledgercheck-bench-cache-")
     base_env = _child_env() | {"LEDGERCHECK_CACHE": cache}
     base_env.pop("LEDGERCHECK_SPEC", None)
-    run_process([sys.executable, "-c", "from model.spec import load_spec; load_spec()"], 60, base_env)  # warm
+    run_process([sys.executable, "-c", "from ledgercheck.model.spec import load_spec; load_spec()"], 60, base_env)  # warm
     rows = _rows(groups, mutants)
     load_before = os.getloadavg()
     started = time.monotonic()

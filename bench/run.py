@@ -64,7 +64,7 @@ BEGIN, END = "<!-- bench/run.py: begin -->", "<!-- bench/run.py: end -->"
 def worker(job: dict[str, Any]) -> dict[str, Any]:
     """Run one engine on one task; returns what it found (printed as JSON by the worker).
     Imports are lazy, as in the command line: an engine that needs no solver never loads Z3."""
-    from model.spec import load_spec
+    from ledgercheck.model.spec import load_spec
 
     start = time.monotonic()
     env, shards, depth, engine, task = job["env"], job["shards"], job["depth"], job["engine"], job["task"]
@@ -77,21 +77,21 @@ def worker(job: dict[str, Any]) -> dict[str, Any]:
     policy = spec.default_policy()
     out: dict[str, Any] = {}
     if engine == "z3":
-        from model import bmc
+        from ledgercheck.model import bmc
 
         result = bmc.check_property(
             spec, env, prop, shards=shards, policy=policy, max_depth=depth, max_traces=1, lax=False
         )
         out = {"status": result.status, "depth": result.depth, "note": result.note}
     elif engine == "explicit":
-        from model.explicit import explicit_check
+        from ledgercheck.model.explicit import explicit_check
 
         result = explicit_check(
             spec, env, prop, shards=shards, policy=policy, max_depth=depth, max_traces=1, prove=task == "prove"
         )
         out = {"status": result.status, "depth": result.depth, "note": result.note}
     elif engine == "spacer":
-        from model.prove import prove_property
+        from ledgercheck.model.prove import prove_property
 
         result = prove_property(
             spec, env, prop, shards=shards, policy=policy, timeout=job.get("timeout"), engine="spacer"
@@ -122,7 +122,7 @@ def _command_line(job: dict[str, Any], variant: str, start: float) -> dict[str, 
     import contextlib
     import io
 
-    from model.cli import main
+    from ledgercheck.model.cli import main
 
     common = ["--variant", variant, "--property", PROPERTY, "--environment", job["env"], "--shards", str(job["shards"])]
     if job["task"] == "prove":

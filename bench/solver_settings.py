@@ -46,8 +46,8 @@ if str(ROOT) not in sys.path:
 
 import z3  # noqa: E402
 
-from model import bmc  # noqa: E402
-from model.spec import load_spec  # noqa: E402
+from ledgercheck.model import bmc  # noqa: E402
+from ledgercheck.model.spec import load_spec  # noqa: E402
 
 PROPERTY = "no_condemnation_by_inherited_streak"
 SOLVERS = ("SolverFor(QF_LIA)", "Solver()")

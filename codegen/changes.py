@@ -17,10 +17,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from codegen import coverage
-from codegen.gate import Verdicts
-from codegen.meaning import changed_parts
-from model.spec import SpecFile
+from ledgercheck.codegen import coverage
+from ledgercheck.codegen.gate import Verdicts
+from ledgercheck.codegen.meaning import changed_parts
+from ledgercheck.model.spec import SpecFile
 
 FRESHNESS_NAMES = ("SPEC_MEANING", "SPEC_PARTS", "SPEC_SHA256")
 

@@ -15,10 +15,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from model.errors import EXIT_MISMATCH, EXIT_OK, EXIT_UNKNOWN
-from model.result import Result, Status
-from model.runs import CheckRequest, run_checks
-from model.spec import SpecFile
+from ledgercheck.model.errors import EXIT_MISMATCH, EXIT_OK, EXIT_UNKNOWN
+from ledgercheck.model.result import Result, Status
+from ledgercheck.model.runs import CheckRequest, run_checks
+from ledgercheck.model.spec import SpecFile
 
 VerdictKey = tuple[str, str, str]  # (variant, property, environment)
 

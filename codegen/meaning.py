@@ -23,8 +23,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, is_dataclass
 from typing import Any
 
-from model.ir import Pass, Type
-from model.spec import Spec, SpecFile
+from ledgercheck.model.ir import Pass, Type
+from ledgercheck.model.spec import Spec, SpecFile
 
 # Where something is written, and how: never part of the meaning.
 SOURCE_FIELDS = frozenset(

@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from codegen.meaning import Meaning
-    from model.conformance.monitor import LedgerCheck
-    from model.spec import SpecFile
+    from ledgercheck.codegen.meaning import Meaning
+    from ledgercheck.model.conformance.monitor import LedgerCheck
+    from ledgercheck.model.spec import SpecFile
 
 LedgerFactory = Callable[..., tuple[Any, "LedgerCheck"]]
 ImplFactory = LedgerFactory
@@ -108,7 +108,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     """`--ledger-conform TARGET`: one conformance test per trace (see model.conformance.items)."""
     if config.getoption("--ledger-conform", default=None):
-        from model.conformance.items import collect
+        from ledgercheck.model.conformance.items import collect
 
         items.extend(collect(session))
 
@@ -133,7 +133,7 @@ _MEANINGS: dict[Path, Meaning] = {}
 
 
 def _spec_file(path: Path) -> SpecFile:
-    from model.spec import load_spec
+    from ledgercheck.model.spec import load_spec
 
     if path not in _SPEC_FILES:
         _SPEC_FILES[path] = load_spec(path)
@@ -141,7 +141,7 @@ def _spec_file(path: Path) -> SpecFile:
 
 
 def _meaning(path: Path) -> Meaning:
-    from codegen.meaning import meaning_of
+    from ledgercheck.codegen.meaning import meaning_of
 
     if path not in _MEANINGS:
         _MEANINGS[path] = meaning_of(_spec_file(path))
@@ -151,7 +151,7 @@ def _meaning(path: Path) -> Meaning:
 def staleness(spec_path: Path, recorded: str, parts: Mapping[str, str] | None) -> str | None:
     """None while the spec means what it meant when the tests were generated; else which
     parts changed. Comments, formatting, docs and messages are not meaning (codegen.meaning)."""
-    from codegen.meaning import changed_parts
+    from ledgercheck.codegen.meaning import changed_parts
 
     current = _meaning(spec_path)
     if current.digest == recorded:

@@ -1,7 +1,7 @@
 """What a generated test needs at run time, kept here for the renderer's import: the check
 that watches the calls (`LedgerCheck`) and the normaliser live in `model.conformance`."""
 
-from model.conformance.monitor import LedgerCheck
-from model.conformance.observation import normalise
+from ledgercheck.model.conformance.monitor import LedgerCheck
+from ledgercheck.model.conformance.observation import normalise
 
 __all__ = ["LedgerCheck", "normalise"]

@@ -14,8 +14,8 @@ variant. The spec's monitor watches `no_condemnation_by_inherited_streak` meanwh
 
 import pytest
 
-from codegen.coverage import expect_log
-from codegen.plugin import LedgerFactory
+from ledgercheck.codegen.coverage import expect_log
+from ledgercheck.codegen.plugin import LedgerFactory
 
 SPEC = "../spec/fleet_health.toml"
 # The freshness key: digests of what the spec means (not of its bytes), whole and per part.

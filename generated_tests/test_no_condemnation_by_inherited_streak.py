@@ -12,7 +12,7 @@ as the ledger's own API calls. After every call it asserts what `refit_keeps_str
 spec's monitor checks the property over what the implementation really did.
 """
 
-from codegen.plugin import LedgerFactory
+from ledgercheck.codegen.plugin import LedgerFactory
 
 SPEC = "../spec/fleet_health.toml"
 # The freshness key: digests of what the spec means (not of its bytes), whole and per part.

@@ -51,7 +51,7 @@ from model.errors import SpecError, builtin_exception, did_you_mean
 from model.source import KeyPath, SpecSource
 
 if TYPE_CHECKING:  # the spec module builds bindings: a runtime import would be a cycle
-    from model.spec import Event, Spec
+    from ledgercheck.model.spec import Event, Spec
 
 Instances = Literal["indexed", "each"]
 

@@ -77,7 +77,7 @@ class Checker:
         # (bench/solver_settings.py, `+bounds`).
         self.nonnegative: list[Any] = []
         if bounds:
-            from model.reduction import node_of, nonnegative_counters
+            from ledgercheck.model.reduction import node_of, nonnegative_counters
 
             counters = nonnegative_counters(spec, self.env, self.policy)
             self.nonnegative = [key for key in self.enc.keys if node_of(key) in counters]
@@ -460,7 +460,7 @@ def _prove_in_child(
     policy: dict[str, int],
     timeout: float | None,
 ) -> None:
-    from model.spacer import spacer_proof
+    from ledgercheck.model.spacer import spacer_proof
 
     try:
         answer, text, every_size = spacer_proof(spec, environment, prop, shards, policy, timeout)
@@ -537,7 +537,7 @@ def check_property(
     if policy is None and result.status != Status.UNKNOWN:
         result.region = policy_region(spec, environment, prop, shards, max_depth, timeout)
     if prove and result.status == Status.HOLDS_TO_DEPTH:
-        from model.spacer import spacer_proof
+        from ledgercheck.model.spacer import spacer_proof
 
         answer, invariant, every_size = spacer_proof(spec, environment, prop, shards, policy, timeout)
         if answer == z3.sat:

@@ -32,7 +32,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
-from model.errors import EXIT_UNKNOWN, LedgercheckError, UsageError
+from ledgercheck.model.errors import EXIT_UNKNOWN, LedgercheckError, UsageError
 
 DEFAULT_SECONDS = 600.0
 """Wall-clock budget of one command (the bundled spec's full `check` takes about 15 s)."""

@@ -28,13 +28,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from model.console import progress_for
-from model.errors import EXIT_MISMATCH, EXIT_OK, EXIT_UNKNOWN
-from model.runs import DEFAULT_DEPTH, DEFAULT_TRACES, attention, mismatch_line, outcome
-from model.spec import SpecFile, load_spec
+from ledgercheck.model.console import progress_for
+from ledgercheck.model.errors import EXIT_MISMATCH, EXIT_OK, EXIT_UNKNOWN
+from ledgercheck.model.runs import DEFAULT_DEPTH, DEFAULT_TRACES, attention, mismatch_line, outcome
+from ledgercheck.model.spec import SpecFile, load_spec
 
 if TYPE_CHECKING:
-    from codegen.gate import Verdicts
+    from ledgercheck.codegen.gate import Verdicts
 
 PASSED, FAILED, UNDECIDED, SKIPPED = "passed", "FAILED", "UNDECIDED", "skipped"
 
@@ -96,7 +96,7 @@ def ci_command(
 ) -> int:
     """`ledgercheck ci`: every step, the summary first; exit 0 only when all passed."""
     spec_file = load_spec(spec)
-    from codegen.render import default_out_dir
+    from ledgercheck.codegen.render import default_out_dir
 
     out_dir = Path(out) if out else default_out_dir(spec_file.path)
     steps: list[Step] = []
@@ -141,7 +141,15 @@ def _start_children(
                 ("tests vs implementation", Subprocess.start([*pytest, "--ledger-impl", impl], out_dir.parent))
             )
     if impl is not None:
-        conform = [sys.executable, "-m", "model.cli", "conform", "--impl", impl, str(Path(spec_file.path).resolve())]
+        conform = [
+            sys.executable,
+            "-m",
+            "ledgercheck.model.cli",
+            "conform",
+            "--impl",
+            impl,
+            str(Path(spec_file.path).resolve()),
+        ]
         if conform_depth is not None:
             conform += ["--depth", str(conform_depth)]
         children.append(("conformance", Subprocess.start(conform, Path.cwd())))
@@ -159,7 +167,7 @@ def _absolute_target(target: str) -> str:
 def _verdicts(spec_file: SpecFile, progress: Any) -> tuple[Step, Verdicts]:
     """Every verdict, by the same checks `gen` passes its gate with (so the drift step reuses
     them: one search per (variant, property, environment) for the whole run)."""
-    from codegen.gate import establish
+    from ledgercheck.codegen.gate import establish
 
     step = Step("verdicts")
     begin = time.monotonic()
@@ -179,8 +187,8 @@ def _verdicts(spec_file: SpecFile, progress: Any) -> tuple[Step, Verdicts]:
     step.failures += [f"UNKNOWN   {mismatch_line(r)}" for r in unknown]
     step.status = FAILED if mismatches else UNDECIDED if unknown else PASSED
     if flagged:
-        from model.figure import trace_figure
-        from model.textout import verdict_line
+        from ledgercheck.model.figure import trace_figure
+        from ledgercheck.model.textout import verdict_line
 
         lines: list[str] = []
         for result in flagged:
@@ -199,8 +207,8 @@ def _verdicts(spec_file: SpecFile, progress: Any) -> tuple[Step, Verdicts]:
 def _drift(spec_file: SpecFile, out_dir: Path, verdicts: Verdicts) -> Step:
     """`gen --check`, from the verdicts already established. With a verdict that differs from
     its expectation there is nothing to compare against: `gen` would refuse to write."""
-    from codegen.changes import compare
-    from codegen.render import drift, existing_generated, plan_tests, render_files
+    from ledgercheck.codegen.changes import compare
+    from ledgercheck.codegen.render import drift, existing_generated, plan_tests, render_files
 
     step = Step("generated tests up to date")
     if verdicts.mismatches or verdicts.unknown:

@@ -19,12 +19,12 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from model import budget, executor
-from model.console import progress_for
-from model.errors import EXIT_OK, EXIT_UNKNOWN, LedgercheckError, UsageError
-from model.formats import CHECK_FORMATS, REPLAY_FORMATS, render_check
-from model.result import Result
-from model.runs import (
+from ledgercheck.model import budget, executor
+from ledgercheck.model.console import progress_for
+from ledgercheck.model.errors import EXIT_OK, EXIT_UNKNOWN, LedgercheckError, UsageError
+from ledgercheck.model.formats import CHECK_FORMATS, REPLAY_FORMATS, render_check
+from ledgercheck.model.result import Result
+from ledgercheck.model.runs import (
     DEFAULT_DEPTH,
     DEFAULT_TRACES,
     CheckRequest,
@@ -32,8 +32,8 @@ from model.runs import (
     result_json,
     run_checks,
 )
-from model.spec import DEFAULT_SPEC, Spec, SpecFile, load_spec
-from model.textout import print_results, verdict_line
+from ledgercheck.model.spec import DEFAULT_SPEC, Spec, SpecFile, load_spec
+from ledgercheck.model.textout import print_results, verdict_line
 
 ALL_FIELDS_HELP = "show every field in trace figures (default: the property's, then the changed ones)"
 
@@ -403,9 +403,9 @@ def build_parser(args: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 def _conform_parser(subparsers: Any) -> None:
     """`conform`: its options (the defaults are the conformance package's own)."""
-    from model.conformance.checker import ENUMERATION_SHARDS
-    from model.conformance.session import DEFAULT_DEPTH
-    from model.conformance.sources import COUNTEREXAMPLE_DEPTH, COUNTEREXAMPLE_TRACES, DEFAULT_RANDOM
+    from ledgercheck.model.conformance.checker import ENUMERATION_SHARDS
+    from ledgercheck.model.conformance.session import DEFAULT_DEPTH
+    from ledgercheck.model.conformance.sources import COUNTEREXAMPLE_DEPTH, COUNTEREXAMPLE_TRACES, DEFAULT_RANDOM
 
     parser = subparsers.add_parser(
         "conform",
@@ -548,7 +548,7 @@ def _dispatch(parser: argparse.ArgumentParser, ns: argparse.Namespace, first_run
     if ns.command == "replay":
         return cmd_replay(ns)
     if ns.command == "conform":
-        from model.conformance.command import run
+        from ledgercheck.model.conformance.command import run
 
         return run(ns)
     where = HANDLERS.get(ns.command or "")
@@ -569,14 +569,14 @@ def _options_for(function: Callable[..., int], ns: argparse.Namespace) -> dict[s
 # `conform`): imported only when the command runs. A new command: its parser in
 # `build_parser`, its line here, its function (parameters named after its options) below.
 HANDLERS: dict[str, str] = {
-    "gen": "codegen.render:cmd_gen",
-    "prove": "model.prove:prove_command",
-    "diff": "model.diff:diff_command",
-    "mutate": "model.mutate:mutate_command",
-    "claims": "model.claims:claims_command",
-    "findings": "model.findings:findings_command",
-    "report": "model.report:report_command",
-    "ci": "model.ci:ci_command",
+    "gen": "ledgercheck.codegen.render:cmd_gen",
+    "prove": "ledgercheck.model.prove:prove_command",
+    "diff": "ledgercheck.model.diff:diff_command",
+    "mutate": "ledgercheck.model.mutate:mutate_command",
+    "claims": "ledgercheck.model.claims:claims_command",
+    "findings": "ledgercheck.model.findings:findings_command",
+    "report": "ledgercheck.model.report:report_command",
+    "ci": "ledgercheck.model.ci:ci_command",
 }
 
 
@@ -609,7 +609,7 @@ __all__ = [
 
 
 def cmd_replay(ns: argparse.Namespace) -> int:
-    from model.replay import run
+    from ledgercheck.model.replay import run
 
     return run(ns)
 

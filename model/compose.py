@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from model.errors import Location, SpecError, did_you_mean
-from model.source import KeyLines, KeyPath, SpecSource, read_source
+from ledgercheck.model.errors import Location, SpecError, did_you_mean
+from ledgercheck.model.source import KeyLines, KeyPath, SpecSource, read_source
 
 EXTENDS = "extends"
 REMOVE = "remove"

@@ -20,10 +20,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from model import ir
-from model.interpreter import initial_store
-from model.semantics import ConcreteBackend, Effects, Key, Machine
-from model.spec import Spec
+from ledgercheck.model import ir
+from ledgercheck.model.interpreter import initial_store
+from ledgercheck.model.semantics import ConcreteBackend, Effects, Key, Machine
+from ledgercheck.model.spec import Spec
 
 DEFAULT_DEPTH = 8
 

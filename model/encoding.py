@@ -21,10 +21,10 @@ from typing import Any
 
 import z3
 
-from model import ir
-from model.operators import Operators
-from model.semantics import CallRecord, Key, Machine
-from model.spec import Action, Environment, Property, Spec, VarDecl
+from ledgercheck.model import ir
+from ledgercheck.model.operators import Operators
+from ledgercheck.model.semantics import CallRecord, Key, Machine
+from ledgercheck.model.spec import Action, Environment, Property, Spec, VarDecl
 
 NONE_CODE = -1
 

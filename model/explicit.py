@@ -51,11 +51,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from model import budget, ir
-from model.errors import UsageError
-from model.interpreter import initial_store
-from model.lang import Param
-from model.reduction import (
+from ledgercheck.model import budget, ir
+from ledgercheck.model.errors import UsageError
+from ledgercheck.model.interpreter import initial_store
+from ledgercheck.model.lang import Param
+from ledgercheck.model.reduction import (
     Finiteness,
     Reduction,
     finite_reduction,

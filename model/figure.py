@@ -30,9 +30,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from model.breaking import Break, find_break, property_reads
-from model.spec import Property, Spec
-from model.trace import Step, Trace
+from ledgercheck.model.breaking import Break, find_break, property_reads
+from ledgercheck.model.spec import Property, Spec
+from ledgercheck.model.trace import Step, Trace
 
 CHANGED = "*"
 INHERITED = "!"

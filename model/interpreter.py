@@ -229,7 +229,7 @@ class LedgerModel:
 
     def _query(self, name: str) -> list[int]:
         query = self._spec.queries[name]
-        from model.semantics import Frame
+        from ledgercheck.model.semantics import Frame
 
         return [i for i in range(self.shard_count) if self._machine.eval(query.expr, Frame(i), self._store)]
 
@@ -238,7 +238,7 @@ class LedgerModel:
         spec_event = self._spec.events[event]
         if spec_event.requires is None:
             return True
-        from model.semantics import Frame
+        from ledgercheck.model.semantics import Frame
 
         full = {p.name: args.get(p.name, p.default) for p in spec_event.signature.params}
         return bool(self._machine.eval(spec_event.requires, Frame(self._index(shard), {}, full), self._store))
@@ -250,7 +250,7 @@ class LedgerModel:
         return its `returns` value (None when it declares none)."""
         index = self._index(shard)
         self._sync_clock()
-        from model.semantics import Frame
+        from ledgercheck.model.semantics import Frame
 
         full = {p.name: args.get(p.name, p.default) for p in event.signature.params}
         error = next((r for r in event.raises if self._machine.eval(r.when, Frame(index, {}, full), self._store)), None)

@@ -16,9 +16,9 @@ import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
-from model import ir
-from model.errors import Location, SpecError, did_you_mean
-from model.ir import BOOL, INT, NONE, SHARD, STR, Type
+from ledgercheck.model import ir
+from ledgercheck.model.errors import Location, SpecError, did_you_mean
+from ledgercheck.model.ir import BOOL, INT, NONE, SHARD, STR, Type
 
 MAX_SOURCE_CHARS = 20_000
 MAX_DEPTH = 60

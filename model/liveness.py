@@ -74,7 +74,7 @@ def check_eventually(
     )
     if explicit.status != Status.HOLDS_TO_DEPTH or policy is None:
         return explicit
-    from model.lasso import z3_lasso
+    from ledgercheck.model.lasso import z3_lasso
 
     depth = PROVE_LASSO_DEPTH if prove else min(max_depth, CHECK_LASSO_DEPTH)
     deeper = z3_lasso(spec, environment, prop, shards=shards, policy=policy, max_depth=depth, timeout=timeout)

@@ -376,7 +376,7 @@ def run_baseline(
 ) -> Baseline:
     """Every property check and generated test on the unmutated reference variant `spec`;
     the checks are independent jobs, run on `config`'s executor (default: one after the other)."""
-    from codegen.render import _outcome
+    from ledgercheck.codegen.render import _outcome
 
     jobs = [(spec, check, shards, depth) for check in _checks(spec)]
     checks = tuple(executors.run_jobs(_baseline_job, jobs, config or executors.ExecutorConfig(jobs=1)))
@@ -399,7 +399,7 @@ def _evaluate(args: tuple[str, str, str, Mutant, int, int, list[Any], list[tuple
     violation = _first_violation(spec, checks, shards, depth)
     if violation is not None:
         return Outcome(mutant.ident, "killed_by_property", violation)
-    from codegen.render import _outcome
+    from ledgercheck.codegen.render import _outcome
 
     for prop_name, test in tests:
         failure = _outcome(test, spec, spec, prop_name)
@@ -419,7 +419,7 @@ def run_mutation(
     progress: Any = None,
 ) -> tuple[Baseline, list[Mutant], list[Outcome]]:
     """The baseline, then every (sampled) mutant checked against what the baseline passes."""
-    from codegen.render import plan_tests
+    from ledgercheck.codegen.render import plan_tests
 
     _remember_guards(spec_file)
     variant = reference_variant(spec_file)

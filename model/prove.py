@@ -204,7 +204,7 @@ def prove_property(
             engine == "auto" and (shards == 1 or one_shard_decides(spec, spec.environment(environment), [prop], policy))
         )
     ):
-        from model.explicit import explicit_check
+        from ledgercheck.model.explicit import explicit_check
 
         phase("explicit-state search")
         searched = explicit_check(
@@ -384,7 +384,7 @@ def prove_command(
     verbose: bool = False,
 ) -> int:
     """`ledgercheck prove`: every (variant, property, environment) asked for, proved or refuted."""
-    from model.runs import environments_for, exit_code, result_json
+    from ledgercheck.model.runs import environments_for, exit_code, result_json
 
     spec_file = load_spec(spec)
     if symbolic_policy and policy:
@@ -444,7 +444,7 @@ def prove_command(
 def _line(result: Result, verbose: bool = False) -> str:
     """A verdict line that fits a terminal: the engines' notes (how a proof went) only when
     `verbose`; an undecided result's reason cut to its first clause."""
-    from model.textout import brief
+    from ledgercheck.model.textout import brief
 
     note = f" ({result.note})" if verbose else ""
     if result.status == Status.PROVED:

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal
 
-from model.errors import LedgercheckError
-from model.spec import Spec
-from model.trace import Trace
+from ledgercheck.model.errors import LedgercheckError
+from ledgercheck.model.spec import Spec
+from ledgercheck.model.trace import Trace
 
 FOCUS = 0
 

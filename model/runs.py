@@ -204,7 +204,7 @@ def _check_one(
 ) -> Result:
     """One (variant, property, environment): engine choice, then that engine's answer."""
     if prop.kind == "eventually":  # liveness has one engine: the fair-lasso search
-        from model.liveness import check_eventually
+        from ledgercheck.model.liveness import check_eventually
 
         return check_eventually(
             spec,
@@ -220,7 +220,7 @@ def _check_one(
     if request.engine == "auto":
         choice = explicit_suits(spec, environment, prop, shards, policy, request.view, request.prove)
     if choice is not None:
-        from model.explicit import explicit_check
+        from ledgercheck.model.explicit import explicit_check
 
         assert policy is not None
         found = explicit_check(
@@ -238,7 +238,7 @@ def _check_one(
         # A probe that neither proved nor refuted leaves the property to the Z3 engines.
         if choice == "search" or found.status in (Status.PROVED, Status.VIOLATED, Status.NOT_APPLICABLE):
             return found
-    from model import bmc  # Z3 loads only when the solver runs
+    from ledgercheck.model import bmc  # Z3 loads only when the solver runs
 
     return bmc.check_property(
         spec,
@@ -278,7 +278,7 @@ def explicit_suits(
         return None
     if not prop.applies_to(environment):
         return "search"
-    from model.reduction import finite_reduction, one_shard_decides
+    from ledgercheck.model.reduction import finite_reduction, one_shard_decides
 
     env = spec.environment(environment)
     if shards != 1 and not one_shard_decides(spec, env, [prop], policy):

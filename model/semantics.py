@@ -14,10 +14,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
-from model import ir
-from model.errors import LedgercheckError
-from model.operators import Operators
-from model.spec import Action, Event, Spec, VarDecl
+from ledgercheck.model import ir
+from ledgercheck.model.errors import LedgercheckError
+from ledgercheck.model.operators import Operators
+from ledgercheck.model.spec import Action, Event, Spec, VarDecl
 
 V = TypeVar("V")
 Key = tuple[int | None, str]

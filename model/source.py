@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from model.errors import Location, SpecError
+from ledgercheck.model.errors import Location, SpecError
 
 KeyPath = tuple[str | int, ...]
 

@@ -21,14 +21,23 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from model import compose, ir, lang
-from model.binding import Binding, parse_binding
-from model.errors import Location, SpecError, UsageError, did_you_mean
-from model.ir import BOOL, INT, STR, Type
-from model.lang import Param, Scope, Signature
-from model.source import KeyPath, SpecSource, parse_source
+from ledgercheck.model import compose, ir, lang
+from ledgercheck.model.binding import Binding, parse_binding
+from ledgercheck.model.errors import Location, SpecError, UsageError, did_you_mean
+from ledgercheck.model.ir import BOOL, INT, STR, Type
+from ledgercheck.model.lang import Param, Scope, Signature
+from ledgercheck.model.source import KeyPath, SpecSource, parse_source
 
-DEFAULT_SPEC = Path(__file__).resolve().parent.parent / "spec" / "fleet_health.toml"
+
+def bundled_spec_folder() -> Path:
+    """Where the bundled specs are: `ledgercheck/spec/`, package data installed beside the
+    model package (the package-dir mapping puts spec/ of a checkout in the same place). The
+    lookup is anchored on `ledgercheck.model` because a data-only namespace package does not
+    resolve through importlib.resources under setuptools' editable install."""
+    return Path(str(resources.files("ledgercheck.model"))).parent / "spec"
+
+
+DEFAULT_SPEC = bundled_spec_folder() / "fleet_health.toml"
 VERDICTS = ("holds", "violated")
 # The one variant of a spec that declares no [variants]: the spec as written, no patch applied.
 BASE_VARIANT = "base"
@@ -391,7 +400,7 @@ def default_spec() -> Path:
 def load_spec(path: str | Path | None = None) -> SpecFile:
     """Load, validate and compile a spec file (the `default_spec()` if None) and all of its
     variants; a spec compiled before is read from the cache (`model.speccache`)."""
-    from model import speccache
+    from ledgercheck.model import speccache
 
     path = path or default_spec()
     return speccache.cached(str(path), speccache.read_bytes(path), SpecFile, lambda: _load(compose.read_composed(path)))

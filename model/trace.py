@@ -14,12 +14,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from model import ir
-from model.errors import UsageError, did_you_mean
-from model.interpreter import initial_store
-from model.lang import Param
-from model.semantics import ConcreteBackend, Effects, Key, Machine
-from model.spec import Action, Environment, Spec
+from ledgercheck.model import ir
+from ledgercheck.model.errors import UsageError, did_you_mean
+from ledgercheck.model.interpreter import initial_store
+from ledgercheck.model.lang import Param
+from ledgercheck.model.semantics import ConcreteBackend, Effects, Key, Machine
+from ledgercheck.model.spec import Action, Environment, Spec
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import os
 import pytest
 from ledger_fixture import LEDGER_SPEC
 
-from model.spec import SpecFile, load_spec
+from ledgercheck.model.spec import SpecFile, load_spec
 
 
 def pytest_configure(config: pytest.Config) -> None:

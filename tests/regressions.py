@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ledger_fixture import LEDGER_GENERATED, LEDGER_SPEC
 
-from model import cli
+from ledgercheck.model import cli
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = LEDGER_SPEC

@@ -39,11 +39,11 @@ import pytest
 import z3
 from tiers import fast_slice
 
-from model import ir
-from model.encoding import NONE_CODE, Encoding, Instance
-from model.semantics import Key
-from model.spec import Action, Spec, load_spec
-from model.trace import Simulation, base_url
+from ledgercheck.model import ir
+from ledgercheck.model.encoding import NONE_CODE, Encoding, Instance
+from ledgercheck.model.semantics import Key
+from ledgercheck.model.spec import Action, Spec, load_spec
+from ledgercheck.model.trace import Simulation, base_url
 
 SPEC_PATH = Path(__file__).resolve().parents[1] / "spec" / "fleet_health.toml"
 VARIANTS = ("as_written", "fixed")

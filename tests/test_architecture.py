@@ -9,12 +9,19 @@ from pathlib import Path
 
 from ledger_fixture import ROOT
 
-PACKAGES = ("model", "codegen")
-COMMANDS = "model.cli"
+PACKAGES = ("model", "codegen")  # the folders, installed as ledgercheck.model and ledgercheck.codegen
+COMMANDS = "ledgercheck.model.cli"
+
+
+OURS = tuple(f"ledgercheck.{package}" for package in PACKAGES)
+
+
+def _ours(module: str) -> bool:
+    return module.split(".")[:2] in ([*o.split(".")] for o in OURS)
 
 
 def module_name(path: Path) -> str:
-    parts = path.relative_to(ROOT).with_suffix("").parts
+    parts = ("ledgercheck", *path.relative_to(ROOT).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
@@ -28,12 +35,12 @@ def imports(path: Path, deferred: bool) -> set[str]:
     found: set[str] = set()
     for node in nodes:
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            if node.module in PACKAGES:
+            if node.module in OURS:
                 found |= {f"{node.module}.{alias.name}" for alias in node.names}
-            elif node.module.split(".")[0] in PACKAGES:
+            elif _ours(node.module):
                 found.add(node.module)
         elif isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names if alias.name.split(".")[0] in PACKAGES}
+            found |= {alias.name for alias in node.names if _ours(alias.name)}
     return found
 
 
@@ -81,7 +88,7 @@ def test_nothing_below_the_commands_imports_them() -> None:
 def test_every_option_of_every_command_has_help() -> None:
     import argparse
 
-    from model.cli import build_parser
+    from ledgercheck.model.cli import build_parser
 
     parser = build_parser()
     commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from model.binding import bound_class, resolve_target
-from model.errors import SpecError
-from model.interpreter import build_api
-from model.spec import load_spec, load_spec_text
+from ledgercheck.model.binding import bound_class, resolve_target
+from ledgercheck.model.errors import SpecError
+from ledgercheck.model.interpreter import build_api
+from ledgercheck.model.spec import load_spec, load_spec_text
 
 circuitbreaker = pytest.importorskip("circuitbreaker")
 
@@ -168,7 +168,7 @@ def test_a_bad_binding_is_refused_with_its_line(table: str, message: str) -> Non
 def test_a_call_that_should_pass_an_error_on_and_returns_is_reported(example):
     import dataclasses
 
-    from model.binding import BindingError, EventCall
+    from ledgercheck.model.binding import BindingError, EventCall
 
     spec = example.variant()
     binding = example.binding
@@ -193,14 +193,14 @@ def test_a_spec_without_a_binding_has_none():
 def test_conform_drives_the_real_library_through_the_binding(capsys):
     """`ledgercheck conform SPEC`: no --impl, no adapter; the spec's [implementation] names
     the class and says how to drive it. Outcomes (the refusal) are compared too."""
-    from model.cli import main
+    from ledgercheck.model.cli import main
 
     assert main(["conform", str(EXAMPLE), "--depth", "4", "--random", "200"]) == 0
     assert "no divergence" in capsys.readouterr().out
 
 
 def test_conform_finds_a_library_that_opens_one_failure_late(tmp_path, capsys):
-    from model.cli import main
+    from ledgercheck.model.cli import main
 
     (tmp_path / "late_breaker.py").write_text(
         "import circuitbreaker\n\n\n"

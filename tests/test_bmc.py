@@ -191,7 +191,7 @@ def test_slicing_keeps_a_call_a_step_property_watches_even_when_it_changes_nothi
     # A mutant whose mark_restart_failed does nothing: nothing the property reads changes, but
     # the call itself breaks "a failed restart leaves the shard DEAD". The cone of influence
     # must keep that action.
-    from model.spec import load_spec_text
+    from ledgercheck.model.spec import load_spec_text
 
     patch = '\n[[variants.fixed.patch]]\nevent = "mark_restart_failed"\nreplace = "state = DEAD"\ninsert = "pass"\n'
     spec = load_spec_text(spec_file.source.text + patch, "fleet_health.toml").variant("fixed")

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from model.breaking import find_break
-from model.cli import main
-from model.errors import SpecError
-from model.figure import (
+from ledgercheck.model.breaking import find_break
+from ledgercheck.model.cli import main
+from ledgercheck.model.errors import SpecError
+from ledgercheck.model.figure import (
     BEFORE_LABEL,
     BREAKS_LABEL,
     HISTORY,
@@ -25,12 +25,12 @@ from model.figure import (
     figure_of,
     trace_figure,
 )
-from model.formats import junit_check, markdown_check
-from model.report import render
-from model.result import Result
-from model.runs import CheckRequest, run_checks
-from model.spec import Spec, SpecFile, load_spec, load_spec_text
-from model.trace import Trace, parse_action_call, replay
+from ledgercheck.model.formats import junit_check, markdown_check
+from ledgercheck.model.report import render
+from ledgercheck.model.result import Result
+from ledgercheck.model.runs import CheckRequest, run_checks
+from ledgercheck.model.spec import Spec, SpecFile, load_spec, load_spec_text
+from ledgercheck.model.trace import Trace, parse_action_call, replay
 
 HEADLINE = "no_condemnation_by_inherited_streak"
 

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from model import budget, cli
-from model.errors import EXIT_UNKNOWN
-from model.explicit import explicit_check
-from model.reduction import finite_reduction
-from model.runs import CheckRequest, run_checks
-from model.spec import load_spec
+from ledgercheck.model import budget, cli
+from ledgercheck.model.errors import EXIT_UNKNOWN
+from ledgercheck.model.explicit import explicit_check
+from ledgercheck.model.reduction import finite_reduction
+from ledgercheck.model.runs import CheckRequest, run_checks
+from ledgercheck.model.spec import load_spec
 
 COUNTER_SPEC = '''
 [spec]
@@ -224,7 +224,7 @@ def test_the_watchdog_interrupts_a_solver_call_that_outlives_the_budget():
     pigeonhole, 11 pigeons in 10 holes, takes Z3 far longer than the half second allowed."""
     import z3
 
-    from model import budget as budget_module
+    from ledgercheck.model import budget as budget_module
 
     pigeons, holes = 11, 10
     ctx = z3.Context()

@@ -22,7 +22,16 @@ pytestmark = pytest.mark.slow
 def test_ledgercheck_ci_passes_on_the_bundled_spec() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST") and k != "LEDGERCHECK_SPEC"}
     run = subprocess.run(
-        [sys.executable, "-m", "model.cli", "ci", str(BUNDLED_SPEC), "--out", str(BUNDLED_GENERATED), "--no-progress"],
+        [
+            sys.executable,
+            "-m",
+            "ledgercheck.model.cli",
+            "ci",
+            str(BUNDLED_SPEC),
+            "--out",
+            str(BUNDLED_GENERATED),
+            "--no-progress",
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -34,7 +34,7 @@ def project_copy(tmp_path: Path) -> Path:
 def ci(spec: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
     return subprocess.run(
-        [sys.executable, "-m", "model.cli", "ci", str(spec), *args],
+        [sys.executable, "-m", "ledgercheck.model.cli", "ci", str(spec), *args],
         cwd=spec.parent.parent,
         capture_output=True,
         text=True,

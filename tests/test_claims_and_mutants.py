@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from ledger_fixture import BUNDLED_SPEC
 
-from model import findings, mutate
-from model.claims import BEGIN, END, claims_table, splice
-from model.spec import load_spec
+from ledgercheck.model import findings, mutate
+from ledgercheck.model.claims import BEGIN, END, claims_table, splice
+from ledgercheck.model.spec import load_spec
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
@@ -55,7 +55,7 @@ def test_mutants_cover_every_operator_and_are_valid_specs():
 
 @pytest.mark.slow
 def test_mutant_outcomes():
-    from codegen.render import plan_tests
+    from ledgercheck.codegen.render import plan_tests
 
     spec_file = load_spec()
     reference = mutate.reference_variant(spec_file)
@@ -91,7 +91,7 @@ def test_mutant_outcomes():
 def test_claims_refuse_to_write_a_regression_into_the_readme(tmp_path: Path) -> None:
     """A claim whose verdict no longer matches the spec's expectation is a regression: `claims
     --write` refuses (exit 1, naming it) and leaves the README as it was."""
-    from model.cli import main
+    from ledgercheck.model.cli import main
 
     text = Path(load_spec().path).read_text(encoding="utf-8")
     head, sep, tail = text.partition("[properties.restart_budget_counts_genuine_failures]")

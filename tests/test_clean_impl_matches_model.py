@@ -38,8 +38,8 @@ from typing import Any
 import pytest
 from tiers import fast_slice
 
-from model.interpreter import build_api
-from model.spec import load_spec
+from ledgercheck.model.interpreter import build_api
+from ledgercheck.model.spec import load_spec
 
 IMPL_DIR = Path(__file__).resolve().parent / "impl"
 SHARDS = 4

@@ -11,7 +11,7 @@ import pytest
 from ledger_fixture import LEDGER_SPEC
 from tiers import fast_slice
 
-from model import bmc, cli
+from ledgercheck.model import bmc, cli
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = LEDGER_SPEC
@@ -185,7 +185,9 @@ def test_interrupt_keeps_what_was_established(monkeypatch, capsys):
 def test_bad_spec_is_exit_2_with_a_location_and_no_traceback(tmp_path):
     spec = tmp_path / "bad.toml"
     spec.write_text(SPEC.read_text().replace("state = DEAD\n", "state = DEDA\n", 1))
-    result = subprocess.run([sys.executable, "-m", "model.cli", "check", str(spec)], capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "ledgercheck.model.cli", "check", str(spec)], capture_output=True, text=True
+    )
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert f"{spec}:" in result.stderr and "unknown name 'DEDA'" in result.stderr

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from model import conformance as conform
-from model.cli import main
-from model.spec import load_spec
+from ledgercheck.model import conformance as conform
+from ledgercheck.model.cli import main
+from ledgercheck.model.spec import load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 IMPL = ROOT / "tests" / "impl"
@@ -166,7 +166,7 @@ def test_unloadable_targets_exit_2_with_the_cause(tmp_path: Path, capsys: pytest
 
 def test_counterexample_traces_replay_as_calls() -> None:
     """The checker's traces become the ledger calls their steps made, shards and arguments kept."""
-    from model import bmc
+    from ledgercheck.model import bmc
 
     spec = load_spec().variant("as_written")
     prop = spec.properties["restarted_engine_refits_healthy"]

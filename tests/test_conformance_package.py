@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from model.conformance import (
+from ledgercheck.model.conformance import (
     Implementation,
     ImplementationError,
     Normaliser,
@@ -24,9 +24,9 @@ from model.conformance import (
     model_implementation,
     normalise,
 )
-from model.interpreter import LedgerModel
-from model.spec import Spec, load_spec
-from model.trace import base_url
+from ledgercheck.model.interpreter import LedgerModel
+from ledgercheck.model.spec import Spec, load_spec
+from ledgercheck.model.trace import base_url
 
 ROOT = Path(__file__).resolve().parent.parent
 CLEAN = ROOT / "tests" / "impl" / "fleet_health_clean.py"
@@ -195,8 +195,8 @@ def test_plugin_loads_without_importing_the_model_or_z3(tmp_path: Path) -> None:
     (tmp_path / "test_plain.py").write_text(
         "import sys\n\n"
         "def test_plain():\n"
-        "    assert 'codegen.plugin' in sys.modules  # the plugin is loaded ...\n"
-        "    heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('model', 'z3'))\n"
+        "    assert 'ledgercheck.codegen.plugin' in sys.modules  # the plugin is loaded ...\n"
+        "    heavy = sorted(m for m in sys.modules if m.startswith(('ledgercheck.model', 'z3')))\n"
         "    assert heavy == []  # ... and imported neither the model nor z3\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}

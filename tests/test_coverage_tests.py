@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 from ledger_fixture import LEDGER_GENERATED, LEDGER_SPEC, ROOT
 
-from codegen import coverage, render
-from model.mutate import reference_variant
-from model.spec import load_spec, load_spec_text
+from ledgercheck.codegen import coverage, render
+from ledgercheck.model.mutate import reference_variant
+from ledgercheck.model.spec import load_spec, load_spec_text
 
 IMPL_DIR = ROOT / "tests" / "impl"
 REFERENCE_IMPL = "fleet_health_refit_keeps_streak.py"
@@ -115,8 +115,8 @@ def test_an_unreachable_branch_is_reported_never_dropped() -> None:
 RENDER = """
 import hashlib, sys
 from pathlib import Path
-from codegen import render
-from model.spec import load_spec
+from ledgercheck.codegen import render
+from ledgercheck.model.spec import load_spec
 spec_file = load_spec(sys.argv[1])
 files = render.render_coverage(spec_file, Path(sys.argv[2]), render.search_branches(spec_file))
 for name, text in files.items():

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from model import cli, executor
-from model.errors import UsageError
+from ledgercheck.model import cli, executor
+from ledgercheck.model.errors import UsageError
 
 ROOT = Path(__file__).resolve().parent.parent
 BREAKER = ROOT / "spec" / "examples" / "breaker.toml"

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from ledger_fixture import LEDGER_SPEC
 
-from model.cli import main
-from model.errors import SpecError
-from model.spec import load_spec_text
+from ledgercheck.model.cli import main
+from ledgercheck.model.errors import SpecError
+from ledgercheck.model.spec import load_spec_text
 
 ROOT = Path(__file__).resolve().parents[1]
 FLEET = LEDGER_SPEC.read_text(encoding="utf-8")

@@ -18,9 +18,9 @@ import pytest
 from ledger_fixture import LEDGER_EXAMPLES
 from tiers import fast_slice
 
-from model import bmc
-from model.explicit import explicit_check, explicit_check_all, view_key
-from model.spec import load_spec_text
+from ledgercheck.model import bmc
+from ledgercheck.model.explicit import explicit_check, explicit_check_all, view_key
+from ledgercheck.model.spec import load_spec_text
 
 SHARDS = 2
 DEPTHS = {"controller": 10, "ledger": int(os.environ.get("LEDGERCHECK_EXPLICIT_LEDGER_DEPTH", "7"))}

@@ -18,15 +18,15 @@ from typing import Any
 import pytest
 from ledger_fixture import LEDGER_EXAMPLES, LEDGER_SPEC
 
-from model import bmc
-from model.cli import main
-from model.console import progress_for
-from model.diagram import state_diagram, svg
-from model.figure import ANSI_RESET, colour_enabled, trace_figure
-from model.formats import expectation_text, itf_check, junit_check, markdown_check, render_check
-from model.report import render, write_atomic
-from model.runs import CheckRequest, reading_order, run_checks
-from model.spec import SpecFile, load_spec, load_spec_text
+from ledgercheck.model import bmc
+from ledgercheck.model.cli import main
+from ledgercheck.model.console import progress_for
+from ledgercheck.model.diagram import state_diagram, svg
+from ledgercheck.model.figure import ANSI_RESET, colour_enabled, trace_figure
+from ledgercheck.model.formats import expectation_text, itf_check, junit_check, markdown_check, render_check
+from ledgercheck.model.report import render, write_atomic
+from ledgercheck.model.runs import CheckRequest, reading_order, run_checks
+from ledgercheck.model.spec import SpecFile, load_spec, load_spec_text
 
 SHARDS = 2
 DEPTH = 9

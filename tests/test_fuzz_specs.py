@@ -33,15 +33,15 @@ from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 from ledger_fixture import LEDGER_SPEC
 
-from model import bmc
-from model.cli import main
-from model.encoding import Encoding
-from model.errors import SpecError
-from model.explicit import explicit_check
-from model.interpreter import initial_store
-from model.semantics import ConcreteBackend, Key, Machine
-from model.spec import Action, Environment, Property, Spec, load_spec_text
-from model.trace import Simulation, base_url
+from ledgercheck.model import bmc
+from ledgercheck.model.cli import main
+from ledgercheck.model.encoding import Encoding
+from ledgercheck.model.errors import SpecError
+from ledgercheck.model.explicit import explicit_check
+from ledgercheck.model.interpreter import initial_store
+from ledgercheck.model.semantics import ConcreteBackend, Key, Machine
+from ledgercheck.model.spec import Action, Environment, Property, Spec, load_spec_text
+from ledgercheck.model.trace import Simulation, base_url
 
 NAME = "x.toml"
 LOCATED = re.compile(r"^x\.toml:\d+(:\d+)?: ")
@@ -924,7 +924,7 @@ def test_a_scenario_with_an_impossible_fleet_size_is_refused(shards: int) -> Non
 
 
 def test_gen_reports_an_unwritable_output_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from codegen.render import GenerationError, write_tests
+    from ledgercheck.codegen.render import GenerationError, write_tests
 
     def refuse(self: Path, *args: Any, **kwargs: Any) -> None:
         raise PermissionError(13, "Permission denied", str(self))

@@ -17,14 +17,14 @@ from pathlib import Path
 import pytest
 from ledger_fixture import LEDGER_GENERATED, LEDGER_SPEC
 
-from codegen.changes import compare
-from codegen.coverage import MODULE_PREFIX
-from codegen.gate import Verdicts, describe
-from codegen.meaning import changed_parts, meaning_of
-from codegen.render import MARKER
-from model.result import Result, Status
-from model.spec import load_spec, load_spec_text
-from model.trace import Trace
+from ledgercheck.codegen.changes import compare
+from ledgercheck.codegen.coverage import MODULE_PREFIX
+from ledgercheck.codegen.gate import Verdicts, describe
+from ledgercheck.codegen.meaning import changed_parts, meaning_of
+from ledgercheck.codegen.render import MARKER
+from ledgercheck.model.result import Result, Status
+from ledgercheck.model.spec import load_spec, load_spec_text
+from ledgercheck.model.trace import Trace
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = LEDGER_SPEC
@@ -188,7 +188,9 @@ def test_gen_refuses_a_regression_of_the_fix_and_writes_nothing(tmp_path: Path) 
     spec = str(root / "spec" / "fleet_health.toml")
     commands = (["gen", spec], ["gen", spec, "--check"])
     runs = [
-        subprocess.Popen([sys.executable, "-m", "model.cli", *c], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-m", "ledgercheck.model.cli", *c], cwd=ROOT, stdout=subprocess.PIPE, text=True
+        )
         for c in commands
     ]
     outputs = [proc.communicate(timeout=600)[0] for proc in runs]
@@ -260,7 +262,7 @@ def test_meaning_ignores_comments_formatting_and_docs() -> None:
 def test_comments_and_reformatting_keep_everything_green(tmp_path: Path) -> None:
     """Both edits at once (one `gen --check` run); each alone keeps the meaning (above)."""
     root = project(tmp_path, reformatted(comment_only()))
-    check = run("-m", "model.cli", "gen", str(root / "spec" / "fleet_health.toml"), "--check")
+    check = run("-m", "ledgercheck.model.cli", "gen", str(root / "spec" / "fleet_health.toml"), "--check")
     assert check.returncode == 0, check.stdout + check.stderr
     # the coverage modules name spec text, not line numbers: the comment shifted every line
     assert "branch coverage of refit_keeps_streak: 59/59 reachable branches covered (100 %)" in check.stdout
@@ -276,7 +278,7 @@ def test_comments_and_reformatting_keep_everything_green(tmp_path: Path) -> None
 @pytest.mark.slow
 def test_a_doc_edit_is_text_only_drift_and_no_test_fails(tmp_path: Path) -> None:
     root = project(tmp_path, edited(DOC, MESSAGE))
-    check = run("-m", "model.cli", "gen", str(root / "spec" / "fleet_health.toml"), "--check")
+    check = run("-m", "ledgercheck.model.cli", "gen", str(root / "spec" / "fleet_health.toml"), "--check")
     assert check.returncode == 1, check.stdout + check.stderr
     assert "text only (docs, messages, figures)" in check.stdout
     assert "change of behaviour" not in check.stdout
@@ -299,7 +301,7 @@ def behaviour_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.slow
 def test_a_behaviour_edit_that_keeps_the_verdicts_is_behaviour_drift(behaviour_project: Path) -> None:
-    check = run("-m", "model.cli", "gen", str(behaviour_project / "spec" / "fleet_health.toml"), "--check")
+    check = run("-m", "ledgercheck.model.cli", "gen", str(behaviour_project / "spec" / "fleet_health.toml"), "--check")
     assert check.returncode == 1, check.stdout + check.stderr
     assert "drift from a change of behaviour" in check.stdout
     assert "the spec's meaning changed (event record_actor_death)" in check.stdout
@@ -340,15 +342,15 @@ def test_stale_meaning_does_not_hide_the_implementations_verdict(behaviour_proje
 
 def test_gen_says_what_it_removes_and_rewrites_and_why(tmp_path: Path) -> None:
     out = tmp_path / "gen"
-    assert run("-m", "model.cli", "gen", str(BREAKER), "--out", str(out)).returncode == 0
+    assert run("-m", "ledgercheck.model.cli", "gen", str(BREAKER), "--out", str(out)).returncode == 0
     module = out / "test_failures_reset_when_closed.py"
     text = module.read_text()
     module.write_text(text.replace("Regression tests for the property", "Tests for the property", 1))
     (out / "test_renamed_property.py").write_text(MARKER + '../x.toml, do not edit.\nPROPERTY = "renamed_property"\n')
-    check = run("-m", "model.cli", "gen", str(BREAKER), "--out", str(out), "--check")
+    check = run("-m", "ledgercheck.model.cli", "gen", str(BREAKER), "--out", str(out), "--check")
     assert check.returncode == 1
     assert "drift from a change of behaviour" in check.stdout  # a module to delete is not text
-    result = run("-m", "model.cli", "gen", str(BREAKER), "--out", str(out))
+    result = run("-m", "ledgercheck.model.cli", "gen", str(BREAKER), "--out", str(out))
     assert result.returncode == 0, result.stderr
     assert "removed test_renamed_property.py: the property renamed_property was removed or renamed" in result.stdout
     assert "rewritten test_failures_reset_when_closed.py: only text changed (docs, messages, figures)" in result.stdout

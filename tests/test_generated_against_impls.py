@@ -24,8 +24,8 @@ import pytest
 from ledger_fixture import LEDGER_GENERATED
 from tiers import fast_slice
 
-from codegen.coverage import MODULE_PREFIX
-from model.spec import load_spec
+from ledgercheck.codegen.coverage import MODULE_PREFIX
+from ledgercheck.model.spec import load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 IMPL_DIR = ROOT / "tests" / "impl"

@@ -29,8 +29,8 @@ from typing import Any
 import pytest
 from ledger_fixture import LEDGER_SPEC
 
-from model.errors import SpecError
-from model.spec import load_spec_text
+from ledgercheck.model.errors import SpecError
+from ledgercheck.model.spec import load_spec_text
 
 NAME = "x.toml"
 LOCATED = re.compile(r"^x\.toml:\d+(:\d+)?: ")

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from model import ir
-from model.errors import Location, SpecError
-from model.lang import Scope, compile_block, compile_expr
-from model.source import parse_source
+from ledgercheck.model import ir
+from ledgercheck.model.errors import Location, SpecError
+from ledgercheck.model.lang import Scope, compile_block, compile_expr
+from ledgercheck.model.source import parse_source
 
 # --- source --------------------------------------------------------------------------------
 

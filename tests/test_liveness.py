@@ -13,11 +13,11 @@ import re
 import pytest
 from tiers import fast_slice
 
-from model import formats
-from model.cli import main, result_json
-from model.figure import markdown_table, trace_figure
-from model.liveness import _sccs, check_liveness
-from model.spec import SpecFile, load_spec, load_spec_text
+from ledgercheck.model import formats
+from ledgercheck.model.cli import main, result_json
+from ledgercheck.model.figure import markdown_table, trace_figure
+from ledgercheck.model.liveness import _sccs, check_liveness
+from ledgercheck.model.spec import SpecFile, load_spec, load_spec_text
 
 PROPERTY = "restart_always_ends"
 
@@ -114,7 +114,7 @@ def test_an_eventually_property_is_about_one_shard() -> None:
 
 
 def test_the_z3_lasso_search_finds_the_hanging_restart_and_closes_its_loop() -> None:
-    from model.lasso import z3_lasso
+    from ledgercheck.model.lasso import z3_lasso
 
     spec = hanging_spec().variant("restart_hangs")
     result = z3_lasso(spec, "controller", spec.property(PROPERTY), shards=2, policy=spec.default_policy(), max_depth=6)
@@ -127,7 +127,7 @@ def test_the_z3_lasso_search_finds_the_hanging_restart_and_closes_its_loop() -> 
 
 @pytest.mark.slow
 def test_the_z3_lasso_search_needs_fairness_and_goes_deeper_than_the_explicit_bound() -> None:
-    from model.lasso import z3_lasso
+    from ledgercheck.model.lasso import z3_lasso
 
     text = re.sub(r"^fairness = .*\n", "", load_spec().source.text, flags=re.MULTILINE)
     unfair = load_spec_text(text, "fleet_health.toml").variant("fixed")

@@ -6,8 +6,8 @@ import pytest
 from ledger_fixture import LEDGER_SPEC
 from tiers import fast_slice
 
-from model import diff, prove
-from model.spec import load_spec, load_spec_text
+from ledgercheck.model import diff, prove
+from ledgercheck.model.spec import load_spec, load_spec_text
 
 HEADLINE = "no_condemnation_by_inherited_streak"
 SPEC_TEXT = LEDGER_SPEC.read_text()

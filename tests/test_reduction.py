@@ -9,9 +9,9 @@ import sys
 import pytest
 from tiers import fast_slice
 
-from model.explicit import explicit_check
-from model.reduction import reduce_for, relevant_actions, shards_independent
-from model.spec import load_spec, load_spec_text
+from ledgercheck.model.explicit import explicit_check
+from ledgercheck.model.reduction import reduce_for, relevant_actions, shards_independent
+from ledgercheck.model.spec import load_spec, load_spec_text
 
 HEADLINE = "no_condemnation_by_inherited_streak"
 
@@ -215,7 +215,7 @@ def test_the_full_and_reduced_searches_agree_on_the_real_spec(spec_file, variant
 def test_a_check_the_explicit_engine_answers_never_loads_the_solver():
     code = (
         "import sys\n"
-        "from model.cli import main\n"
+        "from ledgercheck.model.cli import main\n"
         "code = main(['check', '--environment', 'ledger', '--shards', '16', '--engine', 'auto', '--variant', "
         f"'as_written', '--property', '{HEADLINE}', '--max-traces', '1', '--format', 'json'])\n"
         "assert 'z3' not in sys.modules, 'z3 was imported'\n"
@@ -300,7 +300,7 @@ def test_a_dropped_text_field_beside_a_kept_one_keeps_symmetry_sound():
 
 
 def test_counters_that_never_go_negative():
-    from model.reduction import nonnegative_counters
+    from ledgercheck.model.reduction import nonnegative_counters
 
     spec = load_spec_text(SMALL, "small.toml").variant()
     found = {node[1] for node in nonnegative_counters(spec, spec.environment("ledger"), spec.default_policy())}

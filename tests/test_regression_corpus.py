@@ -20,7 +20,7 @@ ALL = SEEN + UNSEEN
 def test_corpus_is_well_formed():
     """Unique names, at least 22 seen regressions, each line found exactly once, each
     regressed spec a valid spec, and every named property and environment exists."""
-    from model.spec import load_spec, load_spec_text
+    from ledgercheck.model.spec import load_spec, load_spec_text
 
     text = SPEC.read_text(encoding="utf-8")
     spec = load_spec(str(SPEC)).variant()

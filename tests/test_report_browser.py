@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from model.cli import main
-from model.diagram import LABEL_CHAR, LINE
+from ledgercheck.model.cli import main
+from ledgercheck.model.diagram import LABEL_CHAR, LINE
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")

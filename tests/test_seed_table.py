@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from ledger_fixture import BUNDLED_SPEC
 
-from model.interpreter import build_api
-from model.spec import load_spec
+from ledgercheck.model.interpreter import build_api
+from ledgercheck.model.spec import load_spec
 
 SHARD = 1
 OLD_URL = f"http://shard-{SHARD}"

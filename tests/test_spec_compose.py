@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from ledger_fixture import LEDGER_EXAMPLES, LEDGER_SPEC
 
-from model import cli
-from model.errors import SpecError
-from model.spec import load_spec
+from ledgercheck.model import cli
+from ledgercheck.model.errors import SpecError
+from ledgercheck.model.spec import load_spec
 
 NEXT = LEDGER_EXAMPLES / "fleet_health_next.toml"
 

@@ -14,8 +14,8 @@ import pytest
 from ledger_fixture import LEDGER_SPEC
 from tiers import fast_slice
 
-from model.errors import SpecError
-from model.spec import load_spec_text
+from ledgercheck.model.errors import SpecError
+from ledgercheck.model.spec import load_spec_text
 
 NAME = "fleet_health.toml"
 SPEC = LEDGER_SPEC.read_text(encoding="utf-8")

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 import pytest
 from ledger_fixture import LEDGER_EXAMPLES
 
-from model import cli
-from model.errors import SpecError
-from model.interpreter import build_api
-from model.spec import load_spec, load_spec_text
+from ledgercheck.model import cli
+from ledgercheck.model.errors import SpecError
+from ledgercheck.model.interpreter import build_api
+from ledgercheck.model.spec import load_spec, load_spec_text
 
 NAME = "timed_breaker.toml"
 TIMED = LEDGER_EXAMPLES / NAME
@@ -75,7 +75,7 @@ def test_the_timed_breaker_checks(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_an_off_by_one_in_the_timeout_is_found() -> None:
     """The properties see time and outcomes: refusing one unit too long breaks one."""
-    from model import bmc
+    from ledgercheck.model import bmc
 
     text = TEXT.replace('opened_for < reset_timeout", error', 'opened_for <= reset_timeout", error')
     spec = load_spec_text(text, NAME).variant()

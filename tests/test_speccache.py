@@ -8,9 +8,9 @@ import os
 import pytest
 from ledger_fixture import LEDGER_SPEC
 
-from model import spec as spec_module
-from model import speccache
-from model.spec import load_spec
+from ledgercheck.model import spec as spec_module
+from ledgercheck.model import speccache
+from ledgercheck.model.spec import load_spec
 
 
 @pytest.fixture
@@ -90,7 +90,7 @@ def test_an_unwritable_cache_costs_only_the_compile(tmp_path, compiles, monkeypa
 
 
 def test_a_spec_with_an_error_is_not_cached(cache, tmp_path):
-    from model.errors import SpecError
+    from ledgercheck.model.errors import SpecError
 
     path = _spec_copy(tmp_path, "[spec]\nname = 3\n")
     for _ in range(2):

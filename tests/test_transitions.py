@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from model.interpreter import build_api
-from model.spec import load_spec
+from ledgercheck.model.interpreter import build_api
+from ledgercheck.model.spec import load_spec
 
 VARIANTS = ("as_written", "fixed")
 SHARDS = 4

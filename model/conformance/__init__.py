@@ -64,9 +64,17 @@ from model.conformance.implementation import (
     load_target,
     model_implementation,
 )
-from model.conformance.observation import MISSING, Difference, Normaliser, Observation, Observer, Outcome, normalise
-from model.conformance.session import DEFAULT_DEPTH, Summary, check
-from model.conformance.sources import (
+from ledgercheck.model.conformance.observation import (
+    MISSING,
+    Difference,
+    Normaliser,
+    Observation,
+    Observer,
+    Outcome,
+    normalise,
+)
+from ledgercheck.model.conformance.session import DEFAULT_DEPTH, Summary, check
+from ledgercheck.model.conformance.sources import (
     COUNTEREXAMPLE_DEPTH,
     COUNTEREXAMPLE_TRACES,
     DEFAULT_RANDOM,

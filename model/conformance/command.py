@@ -9,15 +9,15 @@ import os
 import sys
 from pathlib import Path
 
-from model.conformance.checker import Conformance
-from model.conformance.implementation import load_target
-from model.conformance.session import check
-from model.conformance.sources import (
+from ledgercheck.model.conformance.checker import Conformance
+from ledgercheck.model.conformance.implementation import load_target
+from ledgercheck.model.conformance.session import check
+from ledgercheck.model.conformance.sources import (
     default_cache,
     default_variant,
 )
-from model.errors import EXIT_MISMATCH, EXIT_OK, UsageError
-from model.spec import MAX_SHARDS, load_spec
+from ledgercheck.model.errors import EXIT_MISMATCH, EXIT_OK, UsageError
+from ledgercheck.model.spec import MAX_SHARDS, load_spec
 
 
 def run(ns: argparse.Namespace) -> int:

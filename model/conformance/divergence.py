@@ -13,7 +13,7 @@ from model.figure import cell, render_table
 from model.trace import base_url
 
 if TYPE_CHECKING:
-    from model.conformance.checker import Conformance
+    from ledgercheck.model.conformance.checker import Conformance
 
 
 @dataclass

@@ -21,11 +21,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from model.binding import BindingError, bound_class
-from model.errors import EXIT_BAD_INPUT, LedgercheckError
-from model.interpreter import build_api
-from model.spec import Spec
-from model.trace import base_url
+from ledgercheck.model.binding import BindingError, bound_class
+from ledgercheck.model.errors import EXIT_BAD_INPUT, LedgercheckError
+from ledgercheck.model.interpreter import build_api
+from ledgercheck.model.spec import Spec
+from ledgercheck.model.trace import base_url
 
 
 class ImplementationError(LedgercheckError):

@@ -16,14 +16,14 @@ from typing import Any
 
 import pytest
 
-from model.conformance.calls import Script
-from model.conformance.checker import ENUMERATION_SHARDS, Conformance
-from model.conformance.divergence import Divergence
-from model.conformance.implementation import load_target
-from model.conformance.session import DEFAULT_DEPTH
-from model.conformance.sources import counterexample_scripts, default_cache, default_variant, random_scripts
-from model.errors import LedgercheckError
-from model.spec import load_spec
+from ledgercheck.model.conformance.calls import Script
+from ledgercheck.model.conformance.checker import ENUMERATION_SHARDS, Conformance
+from ledgercheck.model.conformance.divergence import Divergence
+from ledgercheck.model.conformance.implementation import load_target
+from ledgercheck.model.conformance.session import DEFAULT_DEPTH
+from ledgercheck.model.conformance.sources import counterexample_scripts, default_cache, default_variant, random_scripts
+from ledgercheck.model.errors import LedgercheckError
+from ledgercheck.model.spec import load_spec
 
 Job = Callable[[], Divergence | None]
 

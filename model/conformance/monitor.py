@@ -21,9 +21,9 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, NoReturn
 
-from model.conformance.observation import MISSING, Normaliser
-from model.semantics import ConcreteBackend, Effects, Frame, Key, Machine
-from model.spec import Spec
+from ledgercheck.model.conformance.observation import MISSING, Normaliser
+from ledgercheck.model.semantics import ConcreteBackend, Effects, Frame, Key, Machine
+from ledgercheck.model.spec import Spec
 
 
 class LedgerCheck:

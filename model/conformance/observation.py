@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from model.figure import cell
-from model.spec import Spec
+from ledgercheck.model.figure import cell
+from ledgercheck.model.spec import Spec
 
 Key = tuple[Any, ...]
 Observation = dict[Key, Any]

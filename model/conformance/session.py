@@ -8,18 +8,18 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from model import budget
-from model.conformance.calls import Script
-from model.conformance.checker import ENUMERATION_SHARDS, Conformance
-from model.conformance.divergence import Divergence
-from model.conformance.sources import (
+from ledgercheck.model import budget
+from ledgercheck.model.conformance.calls import Script
+from ledgercheck.model.conformance.checker import ENUMERATION_SHARDS, Conformance
+from ledgercheck.model.conformance.divergence import Divergence
+from ledgercheck.model.conformance.sources import (
     COUNTEREXAMPLE_DEPTH,
     COUNTEREXAMPLE_TRACES,
     DEFAULT_RANDOM,
     counterexample_scripts,
     random_scripts,
 )
-from model.spec import SpecFile
+from ledgercheck.model.spec import SpecFile
 
 DEFAULT_DEPTH = 4
 
