@@ -230,7 +230,9 @@ def main(argv: list[str] | None = None) -> int:
     cache = tempfile.mkdtemp(prefix="ledgercheck-bench-cache-")
     base_env = _child_env() | {"LEDGERCHECK_CACHE": cache}
     base_env.pop("LEDGERCHECK_SPEC", None)
-    run_process([sys.executable, "-c", "from ledgercheck.model.spec import load_spec; load_spec()"], 60, base_env)  # warm
+    run_process(
+        [sys.executable, "-c", "from ledgercheck.model.spec import load_spec; load_spec()"], 60, base_env
+    )  # warm
     rows = _rows(groups, mutants)
     load_before = os.getloadavg()
     started = time.monotonic()

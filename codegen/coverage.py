@@ -36,11 +36,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from model import ir
-from model.interpreter import advance_timers, clock_steps, initial_store
-from model.semantics import ConcreteBackend, Effects, Frame, Key, Machine
-from model.spec import Event, PropertyKind, Spec, SpecFile
-from model.trace import base_url
+from ledgercheck.model import ir
+from ledgercheck.model.interpreter import advance_timers, clock_steps, initial_store
+from ledgercheck.model.semantics import ConcreteBackend, Effects, Frame, Key, Machine
+from ledgercheck.model.spec import Event, PropertyKind, Spec, SpecFile
+from ledgercheck.model.trace import base_url
 
 SHARDS = 1
 MAX_DEPTH = 24

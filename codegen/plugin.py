@@ -179,9 +179,9 @@ def ledger_factory(request: pytest.FixtureRequest) -> LedgerFactory:
     fails the test: the model the test was derived from is gone. Against `--ledger-impl`,
     the implementation's own verdict matters more than the spec's freshness: the test runs,
     and the staleness is a warning (and leads the failure message if the test fails)."""
-    from model.conformance.implementation import ManualClock, load_implementation, model_implementation
-    from model.conformance.monitor import LedgerCheck
-    from model.errors import LedgercheckError
+    from ledgercheck.model.conformance.implementation import ManualClock, load_implementation, model_implementation
+    from ledgercheck.model.conformance.monitor import LedgerCheck
+    from ledgercheck.model.errors import LedgercheckError
 
     config = request.config
 

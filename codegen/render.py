@@ -31,19 +31,19 @@ from typing import Any
 import jinja2
 import pytest
 
-from codegen import coverage, gate
-from codegen.changes import compare
-from codegen.gate import Verdicts
-from codegen.meaning import meaning_of
-from codegen.runtime import LedgerCheck, normalise
-from model import budget, engines
-from model.conformance.implementation import ManualClock
-from model.console import progress_for
-from model.errors import EXIT_BAD_INPUT, EXIT_MISMATCH, EXIT_OK, LedgercheckError
-from model.figure import trace_figure
-from model.interpreter import advance_timers, build_api, clock_steps
-from model.spec import Event, Spec, SpecFile, load_spec, reference_variant
-from model.trace import Trace, base_url
+from ledgercheck.codegen import coverage, gate
+from ledgercheck.codegen.changes import compare
+from ledgercheck.codegen.gate import Verdicts
+from ledgercheck.codegen.meaning import meaning_of
+from ledgercheck.codegen.runtime import LedgerCheck, normalise
+from ledgercheck.model import budget, engines
+from ledgercheck.model.conformance.implementation import ManualClock
+from ledgercheck.model.console import progress_for
+from ledgercheck.model.errors import EXIT_BAD_INPUT, EXIT_MISMATCH, EXIT_OK, LedgercheckError
+from ledgercheck.model.figure import trace_figure
+from ledgercheck.model.interpreter import advance_timers, build_api, clock_steps
+from ledgercheck.model.spec import Event, Spec, SpecFile, load_spec, reference_variant
+from ledgercheck.model.trace import Trace, base_url
 
 TEMPLATE_VERSION = "2"
 TEMPLATES = Path(__file__).resolve().parent / "templates"

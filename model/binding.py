@@ -47,8 +47,8 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Literal
 
-from model.errors import SpecError, builtin_exception, did_you_mean
-from model.source import KeyPath, SpecSource
+from ledgercheck.model.errors import SpecError, builtin_exception, did_you_mean
+from ledgercheck.model.source import KeyPath, SpecSource
 
 if TYPE_CHECKING:  # the spec module builds bindings: a runtime import would be a cycle
     from ledgercheck.model.spec import Event, Spec

@@ -19,13 +19,13 @@ from typing import Any
 
 import z3
 
-from model import budget, cone, ir
-from model.encoding import NONE_CODE, Encoding, StepVars
-from model.errors import UsageError
-from model.result import FOCUS, EncodingMismatch, Result, Status, view_of
-from model.result import trace_key as _trace_key
-from model.spec import Property, PropertyKind, Spec
-from model.trace import Simulation, Step, Trace, base_url
+from ledgercheck.model import budget, cone, ir
+from ledgercheck.model.encoding import NONE_CODE, Encoding, StepVars
+from ledgercheck.model.errors import UsageError
+from ledgercheck.model.result import FOCUS, EncodingMismatch, Result, Status, view_of
+from ledgercheck.model.result import trace_key as _trace_key
+from ledgercheck.model.spec import Property, PropertyKind, Spec
+from ledgercheck.model.trace import Simulation, Step, Trace, base_url
 
 
 class Checker:

@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from model import ir
-from model.spec import Property, PropertyKind, Spec
-from model.trace import Simulation, Trace
+from ledgercheck.model import ir
+from ledgercheck.model.spec import Property, PropertyKind, Spec
+from ledgercheck.model.trace import Simulation, Trace
 
 
 @dataclass(frozen=True)

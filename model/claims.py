@@ -14,10 +14,10 @@ import os
 import tempfile
 from pathlib import Path
 
-from model.errors import EXIT_MISMATCH, EXIT_OK, UsageError
-from model.prove import prove_property
-from model.result import Result, Status
-from model.spec import SpecFile, load_spec
+from ledgercheck.model.errors import EXIT_MISMATCH, EXIT_OK, UsageError
+from ledgercheck.model.prove import prove_property
+from ledgercheck.model.result import Result, Status
+from ledgercheck.model.spec import SpecFile, load_spec
 
 BEGIN = "<!-- claims:begin -->"
 END = "<!-- claims:end -->"

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from model.encoding import Encoding
-from model.result import FOCUS
-from model.spec import Property, PropertyKind, Spec
+from ledgercheck.model.encoding import Encoding
+from ledgercheck.model.result import FOCUS
+from ledgercheck.model.spec import Property, PropertyKind, Spec
 
 
 def focus_of(prop: Property) -> int | None:

@@ -17,13 +17,13 @@ from typing import Any
 
 import z3
 
-from model import bmc, engines
-from model.encoding import Encoding
-from model.errors import EXIT_OK, UsageError
-from model.figure import render_table, trace_rows
-from model.result import FOCUS, Result
-from model.spec import Spec, load_spec
-from model.trace import Simulation, Step, Trace
+from ledgercheck.model import bmc, engines
+from ledgercheck.model.encoding import Encoding
+from ledgercheck.model.errors import EXIT_OK, UsageError
+from ledgercheck.model.figure import render_table, trace_rows
+from ledgercheck.model.result import FOCUS, Result
+from ledgercheck.model.spec import Spec, load_spec
+from ledgercheck.model.trace import Simulation, Step, Trace
 
 
 @dataclass

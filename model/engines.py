@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from model import bmc
-from model.liveness import check_eventually
-from model.result import Result
-from model.spec import Property, PropertyKind, Spec
+from ledgercheck.model import bmc
+from ledgercheck.model.liveness import check_eventually
+from ledgercheck.model.result import Result
+from ledgercheck.model.spec import Property, PropertyKind, Spec
 
 
 def check_property(

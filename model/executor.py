@@ -46,8 +46,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from model import budget
-from model.errors import UsageError
+from ledgercheck.model import budget
+from ledgercheck.model.errors import UsageError
 
 EXECUTORS = ("local", "ray")
 GRACE = 5.0

@@ -64,11 +64,11 @@ from ledgercheck.model.reduction import (
     relevant_actions,
     shards_independent,
 )
-from model.result import FOCUS, EncodingMismatch, Result, Status, view_of
-from model.result import trace_key as _trace_key
-from model.semantics import CallRecord, ConcreteBackend, Effects, Key, Machine
-from model.spec import Action, Environment, Event, Property, PropertyKind, Spec
-from model.trace import Simulation, Step, Trace, base_url
+from ledgercheck.model.result import FOCUS, EncodingMismatch, Result, Status, view_of
+from ledgercheck.model.result import trace_key as _trace_key
+from ledgercheck.model.semantics import CallRecord, ConcreteBackend, Effects, Key, Machine
+from ledgercheck.model.spec import Action, Environment, Event, Property, PropertyKind, Spec
+from ledgercheck.model.trace import Simulation, Step, Trace, base_url
 
 INT_DOMAIN = (0, 1, 2)
 PROVE_DEPTH = 100_000

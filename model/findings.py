@@ -11,10 +11,10 @@ remove it (the fixes, each with how it was shown). It is the sibling of `ledgerc
 
 from __future__ import annotations
 
-from model.claims import ENVIRONMENT, write_section
-from model.prove import prove_property
-from model.result import Result, Status
-from model.spec import SpecFile, load_spec
+from ledgercheck.model.claims import ENVIRONMENT, write_section
+from ledgercheck.model.prove import prove_property
+from ledgercheck.model.result import Result, Status
+from ledgercheck.model.spec import SpecFile, load_spec
 
 BEGIN = "<!-- findings:begin -->"
 END = "<!-- findings:end -->"

@@ -18,12 +18,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from model import ir
-from model.figure import LEGEND, MARKDOWN_LEGEND, figure_of, markdown_table, md_code, md_text, trace_figure
-from model.result import Result, Status
-from model.runs import attention, mismatch_line, multi_environment, outcome, reading_order
-from model.spec import Property, Spec, SpecFile
-from model.trace import Trace
+from ledgercheck.model import ir
+from ledgercheck.model.figure import LEGEND, MARKDOWN_LEGEND, figure_of, markdown_table, md_code, md_text, trace_figure
+from ledgercheck.model.result import Result, Status
+from ledgercheck.model.runs import attention, mismatch_line, multi_environment, outcome, reading_order
+from ledgercheck.model.spec import Property, Spec, SpecFile
+from ledgercheck.model.trace import Trace
 
 CHECK_FORMATS = ("text", "json", "markdown", "itf", "junit")
 REPLAY_FORMATS = ("text", "json", "markdown")

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from model import ir
-from model.errors import builtin_exception
-from model.semantics import ConcreteBackend, Effects, Key, Machine
-from model.spec import Event, Spec
+from ledgercheck.model import ir
+from ledgercheck.model.errors import builtin_exception
+from ledgercheck.model.semantics import ConcreteBackend, Effects, Key, Machine
+from ledgercheck.model.spec import Event, Spec
 
 
 class SpecEnum(enum.StrEnum):

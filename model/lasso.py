@@ -25,10 +25,10 @@ from typing import Any
 
 import z3
 
-from model import ir
-from model.bmc import Checker
-from model.result import FOCUS, EncodingMismatch, Result, Status
-from model.spec import Property, PropertyKind, Spec
+from ledgercheck.model import ir
+from ledgercheck.model.bmc import Checker
+from ledgercheck.model.result import FOCUS, EncodingMismatch, Result, Status
+from ledgercheck.model.spec import Property, PropertyKind, Spec
 
 _TRUE = ir.Const(True, ir.BOOL)
 

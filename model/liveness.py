@@ -32,11 +32,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from model import ir
-from model.errors import UsageError
-from model.explicit import Explorer, Label
-from model.result import FOCUS, EncodingMismatch, Result, Status
-from model.spec import Environment, Property, PropertyKind, Spec
+from ledgercheck.model import ir
+from ledgercheck.model.errors import UsageError
+from ledgercheck.model.explicit import Explorer, Label
+from ledgercheck.model.result import FOCUS, EncodingMismatch, Result, Status
+from ledgercheck.model.spec import Environment, Property, PropertyKind, Spec
 
 MAX_STATES = 100_000
 """States `prove` lets the explicit search build before it stops at a bound."""

@@ -37,11 +37,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from model import bmc, budget
-from model import executor as executors
-from model.errors import EXIT_OK, LedgercheckError, UsageError
-from model.result import Status
-from model.spec import PropertyKind, Spec, SpecFile, load_spec, load_spec_text, reference_variant
+from ledgercheck.model import bmc, budget
+from ledgercheck.model import executor as executors
+from ledgercheck.model.errors import EXIT_OK, LedgercheckError, UsageError
+from ledgercheck.model.result import Status
+from ledgercheck.model.spec import PropertyKind, Spec, SpecFile, load_spec, load_spec_text, reference_variant
 
 OPS = {ast.GtE: ast.Gt, ast.Gt: ast.GtE, ast.LtE: ast.Lt, ast.Lt: ast.LtE}
 
@@ -245,7 +245,7 @@ def _check(spec: Spec, env: str, prop: Any, *, shards: int, policy: dict[str, in
     """One check: a liveness property by its fair-lasso search (no callers' contracts apply
     to it), any other by the bounded search, within the contracts or not."""
     if prop.kind == PropertyKind.EVENTUALLY:
-        from model.liveness import check_eventually
+        from ledgercheck.model.liveness import check_eventually
 
         return check_eventually(spec, env, prop, shards=shards, policy=policy, max_depth=depth)
     return bmc.Checker(spec, env, prop, shards, policy, contracts=contracts).run(depth, 1)

@@ -27,15 +27,15 @@ from typing import Any
 
 import z3
 
-from model import bmc, budget
-from model.console import progress_for
-from model.encoding import Encoding
-from model.errors import UsageError
-from model.figure import render_table, trace_figure
-from model.reduction import one_shard_decides
-from model.result import FOCUS, Result, Status
-from model.spacer import lemma_violation, spacer_proof
-from model.spec import Property, PropertyKind, Spec, load_spec
+from ledgercheck.model import bmc, budget
+from ledgercheck.model.console import progress_for
+from ledgercheck.model.encoding import Encoding
+from ledgercheck.model.errors import UsageError
+from ledgercheck.model.figure import render_table, trace_figure
+from ledgercheck.model.reduction import one_shard_decides
+from ledgercheck.model.result import FOCUS, Result, Status
+from ledgercheck.model.spacer import lemma_violation, spacer_proof
+from ledgercheck.model.spec import Property, PropertyKind, Spec, load_spec
 
 ENGINES = ("auto", "spacer", "kind", "explicit")
 REFUTE_DEPTH = 12
@@ -191,7 +191,7 @@ def prove_property(
 
     spec.environment(environment)
     if prop.kind == PropertyKind.EVENTUALLY:
-        from model.liveness import check_eventually
+        from ledgercheck.model.liveness import check_eventually
 
         return check_eventually(
             spec, environment, prop, shards=shards, policy=policy, max_depth=refute_depth, timeout=timeout, prove=True

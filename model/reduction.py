@@ -37,8 +37,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from model import ir
-from model.spec import Environment, Property, PropertyKind, Spec
+from ledgercheck.model import ir
+from ledgercheck.model.spec import Environment, Property, PropertyKind, Spec
 
 Node = tuple[str, ...]
 """A name in the dependency graph: ("field", f), ("global", g) (fleet value or environment

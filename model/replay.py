@@ -16,12 +16,12 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from model.breaking import Break, find_break
-from model.errors import EXIT_OK, UsageError, did_you_mean
-from model.figure import LEGEND, colour_enabled, column_label, trace_figure
-from model.formats import markdown_replay
-from model.spec import Property, PropertyKind, Spec, SpecFile, load_spec
-from model.trace import Simulation, Trace, parse_action_call
+from ledgercheck.model.breaking import Break, find_break
+from ledgercheck.model.errors import EXIT_OK, UsageError, did_you_mean
+from ledgercheck.model.figure import LEGEND, colour_enabled, column_label, trace_figure
+from ledgercheck.model.formats import markdown_replay
+from ledgercheck.model.spec import Property, PropertyKind, Spec, SpecFile, load_spec
+from ledgercheck.model.trace import Simulation, Trace, parse_action_call
 
 
 def verdicts(trace: Trace, spec: Spec) -> list[tuple[Property, Break | None]]:

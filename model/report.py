@@ -17,11 +17,11 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from model.console import progress_for
-from model.diagram import StateDiagram, minimal_policy, state_diagram, svg
-from model.errors import UsageError
-from model.figure import figure_of, html_table
-from model.formats import (
+from ledgercheck.model.console import progress_for
+from ledgercheck.model.diagram import StateDiagram, minimal_policy, state_diagram, svg
+from ledgercheck.model.errors import UsageError
+from ledgercheck.model.figure import figure_of, html_table
+from ledgercheck.model.formats import (
     expectation_text,
     spec_label,
     summary_names,
@@ -29,9 +29,9 @@ from model.formats import (
     trace_groups,
     verdict_text,
 )
-from model.result import Result, Status
-from model.runs import CheckRequest, exit_code, outcome, reading_order, run_checks
-from model.spec import Spec, SpecFile, load_spec
+from ledgercheck.model.result import Result, Status
+from ledgercheck.model.runs import CheckRequest, exit_code, outcome, reading_order, run_checks
+from ledgercheck.model.spec import Spec, SpecFile, load_spec
 
 
 def report_command(

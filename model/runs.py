@@ -12,10 +12,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from model import executor
-from model.errors import EXIT_MISMATCH, EXIT_OK, EXIT_UNKNOWN, UsageError, did_you_mean
-from model.result import Result, Status
-from model.spec import Property, Spec, SpecFile
+from ledgercheck.model import executor
+from ledgercheck.model.errors import EXIT_MISMATCH, EXIT_OK, EXIT_UNKNOWN, UsageError, did_you_mean
+from ledgercheck.model.result import Result, Status
+from ledgercheck.model.spec import Property, Spec, SpecFile
 
 Outcome = Literal["match", "mismatch", "unknown", "skipped", "unexpected"]
 """One word for a result against its expectation (`outcome`)."""

@@ -16,9 +16,9 @@ from typing import Any
 
 import z3
 
-from model import budget, cone, ir
-from model.encoding import Encoding
-from model.spec import Property, PropertyKind, Spec
+from ledgercheck.model import budget, cone, ir
+from ledgercheck.model.encoding import Encoding
+from ledgercheck.model.spec import Property, PropertyKind, Spec
 
 
 def _horn(enc: Encoding, prop: Property, focus: int | None, timeout: float | None) -> tuple[Any, str]:

@@ -18,6 +18,7 @@ import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from importlib import resources
 from pathlib import Path
 from typing import Any
 

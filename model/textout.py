@@ -22,11 +22,11 @@ import shutil
 import textwrap
 from collections.abc import Sequence
 
-from model.figure import LEGEND, colour_enabled, column_label, figure_of, trace_figure
-from model.result import Result, Status
-from model.runs import attention, mismatch_line, multi_environment, outcome, reading_order
-from model.spec import SpecFile
-from model.trace import Trace
+from ledgercheck.model.figure import LEGEND, colour_enabled, column_label, figure_of, trace_figure
+from ledgercheck.model.result import Result, Status
+from ledgercheck.model.runs import attention, mismatch_line, multi_environment, outcome, reading_order
+from ledgercheck.model.spec import SpecFile
+from ledgercheck.model.trace import Trace
 
 NOTE_LIMIT = 44
 """Characters of an engine's note shown on a verdict line without -v."""

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from tiers import fast_slice
 
-from model import bmc, engines
-from model.spec import load_spec
+from ledgercheck.model import bmc, engines
+from ledgercheck.model.spec import load_spec
 
 HEADLINE = "no_condemnation_by_inherited_streak"
 SEED_PATH = (

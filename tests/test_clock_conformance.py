@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from codegen import coverage, render
-from model.cli import main
-from model.conformance import Conformance, load_target
-from model.conformance.calls import Script, Tick
-from model.conformance.implementation import ManualClock
-from model.spec import load_spec
+from ledgercheck.codegen import coverage, render
+from ledgercheck.model.cli import main
+from ledgercheck.model.conformance import Conformance, load_target
+from ledgercheck.model.conformance.calls import Script, Tick
+from ledgercheck.model.conformance.implementation import ManualClock
+from ledgercheck.model.spec import load_spec
 
 pytest.importorskip("circuitbreaker")
 
@@ -159,8 +159,8 @@ def test_generated_tests_pass_on_the_library_and_catch_the_late_trial(tmp_path, 
 
 
 def test_a_call_the_spec_says_raises_must_raise_that_error():
-    from model.conformance.monitor import LedgerCheck
-    from model.interpreter import build_api
+    from ledgercheck.model.conformance.monitor import LedgerCheck
+    from ledgercheck.model.interpreter import build_api
 
     spec = load_spec(EXAMPLE).variant()
     api = build_api(spec)
@@ -184,8 +184,8 @@ def test_a_call_the_spec_says_raises_must_raise_that_error():
 
 
 def test_a_tick_needs_the_clock_the_implementation_was_built_with():
-    from model.conformance.monitor import LedgerCheck
-    from model.interpreter import build_api
+    from ledgercheck.model.conformance.monitor import LedgerCheck
+    from ledgercheck.model.interpreter import build_api
 
     spec = load_spec(EXAMPLE).variant()
     api = build_api(spec)

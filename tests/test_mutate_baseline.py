@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from codegen.render import plan_tests
-from model import cli
-from model.spec import load_spec
+from ledgercheck.codegen.render import plan_tests
+from ledgercheck.model import cli
+from ledgercheck.model.spec import load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 BREAKER = ROOT / "spec" / "examples" / "breaker.toml"

@@ -15,14 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from model import budget, cli, executor, runs
-from model.errors import EXIT_UNKNOWN, UsageError
-from model.formats import render_check
-from model.report import render as render_page
-from model.result import Status
-from model.runs import CheckRequest, exit_code, result_json, run_checks
-from model.spec import load_spec
-from model.textout import print_results
+from ledgercheck.model import budget, cli, executor, runs
+from ledgercheck.model.errors import EXIT_UNKNOWN, UsageError
+from ledgercheck.model.formats import render_check
+from ledgercheck.model.report import render as render_page
+from ledgercheck.model.result import Status
+from ledgercheck.model.runs import CheckRequest, exit_code, result_json, run_checks
+from ledgercheck.model.spec import load_spec
+from ledgercheck.model.textout import print_results
 
 ROOT = Path(__file__).resolve().parent.parent
 BREAKER = str(ROOT / "spec" / "examples" / "breaker.toml")
@@ -204,9 +204,7 @@ def test_interrupted_report_writes_no_page(monkeypatch, tmp_path):
         progress.close = lambda: None  # type: ignore[attr-defined]
         return progress
 
-    import model.report
-
-    monkeypatch.setattr(model.report, "progress_for", interrupting)
+    monkeypatch.setattr("ledgercheck.model.report.progress_for", interrupting)
     page = tmp_path / "report.html"
     assert cli.main(["report", TIMED_BREAKER, "--html", str(page), "--jobs", "2"]) == EXIT_UNKNOWN
     assert not page.exists() and not list(tmp_path.iterdir())

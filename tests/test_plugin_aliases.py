@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from _pytest.config.argparsing import Parser
 
-from codegen import plugin
+from ledgercheck.codegen import plugin
 
 OPTIONS = [
     ("--ledger-variant", "--variant", "fixed"),

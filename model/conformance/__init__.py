@@ -52,10 +52,10 @@ The modules, in the order data flows through them:
 This module re-exports the names the rest of ledgercheck and the tests use.
 """
 
-from model.conformance.calls import LedgerCall, Opaque, Script, Tick, invoke, materialise, opaque_value
-from model.conformance.checker import ENUMERATION_SHARDS, Conformance, Enumeration, enumeration_domain
-from model.conformance.divergence import Divergence, Recording
-from model.conformance.implementation import (
+from ledgercheck.model.conformance.calls import LedgerCall, Opaque, Script, Tick, invoke, materialise, opaque_value
+from ledgercheck.model.conformance.checker import ENUMERATION_SHARDS, Conformance, Enumeration, enumeration_domain
+from ledgercheck.model.conformance.divergence import Divergence, Recording
+from ledgercheck.model.conformance.implementation import (
     Implementation,
     ImplementationError,
     ManualClock,

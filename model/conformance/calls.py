@@ -12,10 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from model.figure import cell
-from model.interpreter import clock_steps
-from model.lang import Param
-from model.spec import Event, Spec
+from ledgercheck.model.figure import cell
+from ledgercheck.model.interpreter import clock_steps
+from ledgercheck.model.lang import Param
+from ledgercheck.model.spec import Event, Spec
 
 
 @dataclass(frozen=True)

@@ -13,14 +13,26 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from model import ir
-from model.conformance.calls import LedgerCall, Script, Tick, clock_ticks, invoke, opaque_value
-from model.conformance.divergence import Divergence, Recording, figure, report
-from model.conformance.implementation import Implementation, ImplementationError, ManualClock, model_implementation
-from model.conformance.observation import Difference, Observation, Observer, Outcome, compare, exception_text
-from model.interpreter import LedgerModel
-from model.lang import Param
-from model.spec import Event, Spec
+from ledgercheck.model import ir
+from ledgercheck.model.conformance.calls import LedgerCall, Script, Tick, clock_ticks, invoke, opaque_value
+from ledgercheck.model.conformance.divergence import Divergence, Recording, figure, report
+from ledgercheck.model.conformance.implementation import (
+    Implementation,
+    ImplementationError,
+    ManualClock,
+    model_implementation,
+)
+from ledgercheck.model.conformance.observation import (
+    Difference,
+    Observation,
+    Observer,
+    Outcome,
+    compare,
+    exception_text,
+)
+from ledgercheck.model.interpreter import LedgerModel
+from ledgercheck.model.lang import Param
+from ledgercheck.model.spec import Event, Spec
 
 ENUMERATION_SHARDS = 2
 INT_DOMAIN = (0, 1, 2)

@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from model.conformance.calls import LedgerCall, Script, Tick
-from model.conformance.observation import MISSING, Difference, Key, Observation, Outcome, describe_key
-from model.figure import cell, render_table
-from model.trace import base_url
+from ledgercheck.model.conformance.calls import LedgerCall, Script, Tick
+from ledgercheck.model.conformance.observation import MISSING, Difference, Key, Observation, Outcome, describe_key
+from ledgercheck.model.figure import cell, render_table
+from ledgercheck.model.trace import base_url
 
 if TYPE_CHECKING:
     from ledgercheck.model.conformance.checker import Conformance
@@ -126,7 +126,7 @@ def report(checker: Conformance, divergence: Divergence, variant: str, width: in
     ticks = any(isinstance(c, Tick) for c in script.calls)
     clock = (", clock=clock" if ticks else ", clock=lambda: 0.0") if checker.accepts_clock else ""
     if ticks:
-        lines.append("  clock = ManualClock()  # from model.conformance")
+        lines.append("  clock = ManualClock()  # from ledgercheck.model.conformance")
     lines.append(
         f"  ledger = {checker.impl.ledger_class.__name__}(shard_count={script.shards}, "
         f"policy={policy_name}({policy_args}), base_urls=[{urls}]{clock})"

@@ -55,7 +55,7 @@ class LedgerCheck:
         self.observed = [f.name for f in spec.fields if binding is None or binding.observes(f.name)]
         self.shadow: Any = None
         if len(self.observed) < len(spec.fields):
-            from model.interpreter import build_api
+            from ledgercheck.model.interpreter import build_api
 
             api = build_api(spec)
             self.shadow = api.Ledger(shard_count=shards, policy=api.Policy(**policy), clock=clock, echo=False)

@@ -14,13 +14,13 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from model import ir
-from model.conformance.calls import LedgerCall, Opaque, Script, Tick, clock_ticks, invoke, opaque_value
-from model.conformance.implementation import model_implementation
-from model.errors import UsageError
-from model.interpreter import LedgerModel
-from model.spec import Event, Spec, SpecFile, load_spec
-from model.trace import Trace
+from ledgercheck.model import ir
+from ledgercheck.model.conformance.calls import LedgerCall, Opaque, Script, Tick, clock_ticks, invoke, opaque_value
+from ledgercheck.model.conformance.implementation import model_implementation
+from ledgercheck.model.errors import UsageError
+from ledgercheck.model.interpreter import LedgerModel
+from ledgercheck.model.spec import Event, Spec, SpecFile, load_spec
+from ledgercheck.model.trace import Trace
 
 DEFAULT_RANDOM = 1000
 RANDOM_TRACE_CALLS = 50
@@ -151,7 +151,7 @@ CheckJob = tuple[str, str, str, str, str, int, tuple[tuple[str, int], ...], int,
 
 def _check_job(job: CheckJob, spec_file: SpecFile | None = None) -> list[Script]:
     """One (variant, property, environment) checked: its traces and lax traces as scripts."""
-    from model import engines
+    from ledgercheck.model import engines
 
     path, sha256, variant, environment, prop_name, shards, policy, depth, traces = job
     spec = (spec_file or _spec_file(path, sha256)).variant(variant)
