@@ -13,7 +13,6 @@ variant. The spec's monitor watches `no_condemnation_by_inherited_streak` meanwh
 """
 
 import pytest
-
 from ledgercheck.codegen.coverage import expect_log
 from ledgercheck.codegen.plugin import LedgerFactory
 
