@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from ledgercheck.model import executor
+from ledgercheck.model import budget, executor
 from ledgercheck.model.errors import EXIT_MISMATCH, EXIT_OK, EXIT_UNKNOWN, UsageError, did_you_mean
 from ledgercheck.model.result import Result, Status
 from ledgercheck.model.spec import Property, Spec, SpecFile
@@ -160,6 +160,9 @@ def _plan(request: CheckRequest) -> _Plan:
 def _check_job(plan: _Plan, job: tuple[str, str, str], progress: Callable[[str], None] | None) -> Result:
     """One job of `run_checks` (in whichever process runs it)."""
     variant, name, environment = job
+    spent = budget.active().exhausted()
+    if spent is not None:  # a spent budget starts no engine: the rest of the run is unknown at once
+        return _not_established(plan, job, f"the {spent} ran out before this check started")
     spec = plan.request.spec_file.variant(variant)
     fleet, policy = plan.fleets[variant]
     if progress is not None:

@@ -209,7 +209,6 @@ def test_the_budget_gives_the_solver_the_smaller_timeout():
     assert budget.Budget(None, None).solver_timeout(None) is None
 
 
-@pytest.mark.slow
 def test_gen_that_runs_out_of_budget_writes_nothing(tmp_path, capsys):
     out = tmp_path / "generated"
     assert cli.main(["gen", "--out", str(out), "--time-budget", "0.001"]) == EXIT_UNKNOWN
