@@ -376,10 +376,10 @@ def _argument_values(event: Event) -> list[tuple[tuple[str, Any], ...]]:
     return combos
 
 
-def tick(spec: Spec, policy: Mapping[str, int], name: str, store: dict[Key, Any]) -> bool:
-    """If `name` is one of the clock's tick actions, advance the timers of `store` by its
-    step and say so."""
-    units = clock_steps(spec, policy).get(name)
+def tick(spec: Spec, ticks: Mapping[str, int], name: str, store: dict[Key, Any]) -> bool:
+    """If `name` is one of the clock's tick actions (`ticks`, from `clock_steps`), advance
+    the timers of `store` by its step and say so."""
+    units = ticks.get(name)
     if units is None:
         return False
     advance_timers(spec, store, units)
@@ -428,7 +428,7 @@ def search(spec_file: SpecFile, spec: Spec) -> Coverage:
                 after = dict(store)
                 step = (*trace, (name, args))
                 if event is None:
-                    tick(spec, policy, name, after)
+                    advance_timers(spec, after, ticks[name])
                     machine.taken = []
                 else:
                     machine.run(event, dict(args), after)
@@ -462,11 +462,12 @@ def covered_by(spec: Spec, traces: Sequence[Sequence[Call]], all_branches: Seque
     index = {b.key: b for b in all_branches}
     policy = spec.default_policy()
     machine = TracingMachine(spec, policy, SHARDS)
+    ticks = clock_steps(spec, policy)
     hit: set[Branch] = set()
     for trace in traces:
         store = start_store(spec)
         for name, args in trace:
-            if tick(spec, policy, name, store):
+            if tick(spec, ticks, name, store):
                 continue
             machine.run(spec.events[name], dict(args), store)
             hit.update(index[o] for o in machine.taken if o in index)

@@ -144,10 +144,6 @@ def _observable(spec: Spec, record: Any) -> dict[str, Any]:
     return {name: normalise(getattr(record, name), spec) for name in observed_fields(spec)}
 
 
-def _ticks(spec: Spec, trace: Trace) -> dict[str, int]:
-    return clock_steps(spec, trace.policy)
-
-
 def _replay_calls(
     spec: Spec, trace: Trace, skip_outside_contract: bool
 ) -> tuple[list[list[dict[str, Any]]], list[bool], list[str | None]]:
@@ -164,7 +160,7 @@ def _replay_calls(
         clock=clock,
         echo=False,
     )
-    ticks = _ticks(spec, trace)
+    ticks = clock_steps(spec, trace.policy)
     states = [[_observable(spec, r) for r in ledger.snapshot()]]
     allowed: list[bool] = []
     raised: list[str | None] = []
@@ -199,7 +195,7 @@ def build_test(
     expected, allowed, raised = _replay_calls(holding, trace, skip_outside_contract=not known_violation)
     actual, _, _ = _replay_calls(violating, trace, skip_outside_contract=False)
     observed = observed_fields(holding)
-    ticks = _ticks(holding, trace)
+    ticks = clock_steps(holding, trace.policy)
     steps: list[GeneratedStep] = []
     position = 0
     for number, step in enumerate(trace.steps[1:], 1):

@@ -1,5 +1,6 @@
 """One property checked by the engine its kind needs, for the callers that check properties
-one at a time outside `model.runs` (`diff`, `gen`, the conformance sources): a liveness
+one at a time (`model.runs` after its explicit-state probe, `diff`, `gen`, the conformance
+sources): a liveness
 property (`kind = "eventually"`) by the fair-lasso search (`model.liveness`), any other by
 the bounded search (`model.bmc`).
 
@@ -30,9 +31,13 @@ def check_property(
     progress: Callable[[str], None] | None = None,
     lax: bool = True,
     prove: bool = False,
+    view: tuple[str, ...] | None = None,
+    memory: int | None = None,
+    race_proof: bool = False,
 ) -> Result:
     """`bmc.check_property` for a safety property; the liveness verdict for an `eventually`
-    one (which has no traces to count, no callers' contracts to lift and no progress)."""
+    one (which has no traces to count, no callers' contracts to lift, no progress, no view
+    and no proof race: its search proves or refutes on its own)."""
     if prop.kind == PropertyKind.EVENTUALLY:
         return check_eventually(
             spec, environment, prop, shards=shards, policy=policy, max_depth=max_depth, timeout=timeout, prove=prove
@@ -49,6 +54,9 @@ def check_property(
         progress=progress,
         lax=lax,
         prove=prove,
+        view=view,
+        memory=memory,
+        race_proof=race_proof,
     )
 
 

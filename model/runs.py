@@ -15,7 +15,7 @@ from typing import Any, Literal
 from ledgercheck.model import budget, executor
 from ledgercheck.model.errors import EXIT_MISMATCH, EXIT_OK, EXIT_UNKNOWN, UsageError, did_you_mean
 from ledgercheck.model.result import Result, Status
-from ledgercheck.model.spec import Property, Spec, SpecFile
+from ledgercheck.model.spec import Property, PropertyKind, Spec, SpecFile
 
 Outcome = Literal["match", "mismatch", "unknown", "skipped", "unexpected"]
 """One word for a result against its expectation (`outcome`)."""
@@ -205,45 +205,34 @@ def _check_one(
     policy: dict[str, int] | None,
     progress: Callable[[str], None] | None,
 ) -> Result:
-    """One (variant, property, environment): engine choice, then that engine's answer."""
-    if prop.kind == "eventually":  # liveness has one engine: the fair-lasso search
-        from ledgercheck.model.liveness import check_eventually
+    """One (variant, property, environment): engine choice, then that engine's answer. A
+    liveness property goes straight to `model.engines`, which owns the kind rule."""
+    if prop.kind != PropertyKind.EVENTUALLY:
+        choice: str | None = "search" if request.engine == "explicit" else None
+        if request.engine == "auto":
+            choice = explicit_suits(spec, environment, prop, shards, policy, request.view, request.prove)
+        if choice is not None:
+            from ledgercheck.model.explicit import explicit_check
 
-        return check_eventually(
-            spec,
-            environment,
-            prop,
-            shards=shards,
-            policy=policy,
-            max_depth=request.max_depth,
-            timeout=request.timeout,
-            prove=request.prove,
-        )
-    choice: str | None = "search" if request.engine == "explicit" else None
-    if request.engine == "auto":
-        choice = explicit_suits(spec, environment, prop, shards, policy, request.view, request.prove)
-    if choice is not None:
-        from ledgercheck.model.explicit import explicit_check
+            assert policy is not None
+            found = explicit_check(
+                spec,
+                environment,
+                prop,
+                shards=shards,
+                policy=policy,
+                max_depth=request.max_depth,
+                max_traces=request.max_traces,
+                timeout=request.timeout,
+                prove=request.prove,
+                progress=progress,
+            )
+            # A probe that neither proved nor refuted leaves the property to the Z3 engines.
+            if choice == "search" or found.status in (Status.PROVED, Status.VIOLATED, Status.NOT_APPLICABLE):
+                return found
+    from ledgercheck.model import engines  # Z3 loads only when the solver runs
 
-        assert policy is not None
-        found = explicit_check(
-            spec,
-            environment,
-            prop,
-            shards=shards,
-            policy=policy,
-            max_depth=request.max_depth,
-            max_traces=request.max_traces,
-            timeout=request.timeout,
-            prove=request.prove,
-            progress=progress,
-        )
-        # A probe that neither proved nor refuted leaves the property to the Z3 engines.
-        if choice == "search" or found.status in (Status.PROVED, Status.VIOLATED, Status.NOT_APPLICABLE):
-            return found
-    from ledgercheck.model import bmc  # Z3 loads only when the solver runs
-
-    return bmc.check_property(
+    return engines.check_property(
         spec,
         environment,
         prop,

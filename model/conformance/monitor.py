@@ -23,7 +23,7 @@ from typing import Any, NoReturn
 
 from ledgercheck.model.conformance.observation import MISSING, Normaliser
 from ledgercheck.model.semantics import ConcreteBackend, Effects, Frame, Key, Machine
-from ledgercheck.model.spec import Spec
+from ledgercheck.model.spec import PropertyKind, Spec
 
 
 class LedgerCheck:
@@ -127,7 +127,7 @@ class LedgerCheck:
         self.clock.advance(units)
         timers = {h.name for h in self.spec.history if h.timer}
         self.history = {k: v + units if k[1] in timers else v for k, v in self.history.items()}
-        if self.prop.kind == "invariant":
+        if self.prop.kind == PropertyKind.INVARIANT:
             self._invariant({**self.observe(), **self.history})
 
     def _begin(self, event: str, shard: int) -> dict[Key, Any]:
@@ -170,12 +170,12 @@ class LedgerCheck:
             self.machine.exec_block(event.history, history_frame, new_store, True, Effects())
         self.history = {key: new_store[key] for key in self.history}
         new = {name: new_store[(shard, name)] for name in self.machine.shard_field_names}
-        if self.prop.kind == "step" and event_name in self.prop.on:
+        if self.prop.kind == PropertyKind.STEP and event_name in self.prop.on:
             frame = Frame(shard, {}, full_args, {"raised": raised}, {"before": old, "after": new})
             applies = self.prop.when is None or self.machine.eval(self.prop.when, frame, new_store)
             if applies and not self.machine.eval(self.prop.check, frame, new_store):
                 self._record(f"{self.current} broke it: {self.prop.assert_text}")
-        elif self.prop.kind == "invariant":
+        elif self.prop.kind == PropertyKind.INVARIANT:
             self._invariant(new_store)
 
     def _invariant(self, store: Mapping[Key, Any]) -> None:

@@ -19,7 +19,7 @@ from ledgercheck.model.conformance.calls import LedgerCall, Opaque, Script, Tick
 from ledgercheck.model.conformance.implementation import model_implementation
 from ledgercheck.model.errors import UsageError
 from ledgercheck.model.interpreter import LedgerModel
-from ledgercheck.model.spec import Event, Spec, SpecFile, load_spec
+from ledgercheck.model.spec import Event, Spec, SpecFile, load_spec, reference_variant
 from ledgercheck.model.trace import Trace
 
 DEFAULT_RANDOM = 1000
@@ -317,10 +317,6 @@ def _read_cache(path: Path) -> list[Script] | None:
 
 
 def default_variant(spec_file: SpecFile) -> str:
-    """The first variant whose every property is expected to hold (`fixed` for the bundled
-    spec); else the first variant."""
-    for name in spec_file.variants:
-        spec = spec_file.variant(name)
-        if all(p.expect.get(name) == "holds" for p in spec.properties.values()):
-            return name
-    return spec_file.variants[0]
+    """The variant conformance checks by default: the spec's reference variant, the one
+    every property holds in (as `gen` and `mutate` take it)."""
+    return reference_variant(spec_file)
