@@ -444,64 +444,64 @@ def test_controller_49d150e59e(ledger_factory: LedgerFactory) -> None:
     check.finish()
 
 
-def test_controller_ea460ada4e(ledger_factory: LedgerFactory) -> None:
+def test_controller_276d8b5c37(ledger_factory: LedgerFactory) -> None:
     """as_written breaks this in 9 steps (controller environment, 4 shards): a restarted shard was
     condemned by a streak its own process did not fail.
 
     Trace found in as_written:
 
-    shard 0                       | start          | probe_answers(0) | request_fails(0)
+    shard 0                       | start          | request_fails(0) | request_fails(0)
     ------------------------------------------------------------------------------------
-    calls on shard                | -              | record_probe     | report_failure
-    state                         | HEALTHY        | HEALTHY          | SUSPECT*
+    calls on shard                | -              | report_failure   | report_failure
+    state                         | HEALTHY        | SUSPECT*         | SUSPECT
     consecutive_probe_failures    | 0              | 0                | 0
-    consecutive_probe_successes   | 0              | 1*               | 1
-    consecutive_reported_failures | 0              | 0                | 1*
+    consecutive_probe_successes   | 0              | 0                | 0
+    consecutive_reported_failures | 0              | 1*               | 2*
     restart_attempts              | 0              | 0                | 0
     state_before_partial          | None           | None             | None
     weight_version                | 0              | 0                | 0
     base_url                      | http://shard-0 | http://shard-0   | http://shard-0
     ~incarnation                  | 0              | 0                | 0
-    ~own_request_streak           | 0              | 0                | 1*
+    ~own_request_streak           | 0              | 1*               | 2*
     ~refits_this_incarnation      | 0              | 0                | 0
     ~aborted_while_suspect        | false          | false            | false
     ~carries_rule_verdict         | false          | false            | false
     ~verdict_reads                | 0              | 0                | 0
     ~genuine_deaths               | 0              | 0                | 0
     ~inherited_deaths             | 0              | 0                | 0
-    ~answered_probes              | 0              | 1*               | 1
-    ~failed_since_load            | false          | false            | true*
+    ~answered_probes              | 0              | 0                | 0
+    ~failed_since_load            | false          | true*            | true
     ~restarts_started             | 0              | 0                | 0
 
-    shard 0                       | request_fails(0) | refit_aborts()       | recovery()
-    ------------------------------------------------------------------------------------
-    calls on shard                | report_failure   | mark_weights_partial | condemn_silent_participant
-    state                         | SUSPECT          | STALE*               | DEAD*
-    consecutive_probe_failures    | 0                | 0                    | 0
-    consecutive_probe_successes   | 1                | 1                    | 1
-    consecutive_reported_failures | 2*               | 2                    | 2
-    restart_attempts              | 0                | 0                    | 0
-    state_before_partial          | None             | SUSPECT*             | SUSPECT
-    weight_version                | 0                | 0                    | 0
-    base_url                      | http://shard-0   | http://shard-0       | http://shard-0
-    ~incarnation                  | 0                | 0                    | 0
-    ~own_request_streak           | 2*               | 2                    | 2
-    ~refits_this_incarnation      | 0                | 0                    | 0
-    ~aborted_while_suspect        | false            | true*                | true
-    ~carries_rule_verdict         | false            | false                | true*
-    ~verdict_reads                | 0                | 0                    | 0
-    ~genuine_deaths               | 0                | 0                    | 1*
-    ~inherited_deaths             | 0                | 0                    | 0
-    ~answered_probes              | 1                | 1                    | 1
-    ~failed_since_load            | true             | true                 | true
-    ~restarts_started             | 0                | 0                    | 0
+    shard 0                       | refit_aborts()       | recovery()
+    -----------------------------------------------------------------
+    calls on shard                | mark_weights_partial | condemn_silent_participant
+    state                         | STALE*               | DEAD*
+    consecutive_probe_failures    | 0                    | 0
+    consecutive_probe_successes   | 0                    | 0
+    consecutive_reported_failures | 2                    | 2
+    restart_attempts              | 0                    | 0
+    state_before_partial          | SUSPECT*             | SUSPECT
+    weight_version                | 0                    | 0
+    base_url                      | http://shard-0       | http://shard-0
+    ~incarnation                  | 0                    | 0
+    ~own_request_streak           | 2                    | 2
+    ~refits_this_incarnation      | 0                    | 0
+    ~aborted_while_suspect        | true*                | true
+    ~carries_rule_verdict         | false                | true*
+    ~verdict_reads                | 0                    | 0
+    ~genuine_deaths               | 0                    | 1*
+    ~inherited_deaths             | 0                    | 0
+    ~answered_probes              | 0                    | 0
+    ~failed_since_load            | true                 | true
+    ~restarts_started             | 0                    | 0
 
     shard 0                       | supervisor_tick() | restart_loaded(0, url=http://shard-0.restarted)
     ---------------------------------------------------------------------------------------------------
     calls on shard                | mark_restarting   | mark_loaded
     state                         | RESTARTING*       | STALE*
     consecutive_probe_failures    | 0                 | 0
-    consecutive_probe_successes   | 1                 | 0*
+    consecutive_probe_successes   | 0                 | 0
     consecutive_reported_failures | 2                 | 2!
     restart_attempts              | 1*                | 1
     state_before_partial          | SUSPECT           | SUSPECT!
@@ -515,32 +515,55 @@ def test_controller_ea460ada4e(ledger_factory: LedgerFactory) -> None:
     ~verdict_reads                | 0                 | 0
     ~genuine_deaths               | 1                 | 1
     ~inherited_deaths             | 0                 | 0
-    ~answered_probes              | 1                 | 0*
+    ~answered_probes              | 0                 | 0
     ~failed_since_load            | true              | false*
     ~restarts_started             | 1*                | 1
 
-    shard 0                       | refit_lands()            | request_fails(0)
+    shard 0                       | refit_lands()            | probe_answers(0)
     ---------------------------------------------------------------------------
-    calls on shard                | report_refit             | report_failure
-    state                         | SUSPECT*                 | DEAD*
+    calls on shard                | report_refit             | record_probe
+    state                         | SUSPECT*                 | SUSPECT
     consecutive_probe_failures    | 0                        | 0
-    consecutive_probe_successes   | 0                        | 0
-    consecutive_reported_failures | 2!                       | 3*
+    consecutive_probe_successes   | 0                        | 1*
+    consecutive_reported_failures | 2!                       | 2!
     restart_attempts              | 1                        | 1
     state_before_partial          | None*                    | None
     weight_version                | 1*                       | 1
     base_url                      | http://shard-0.restarted | http://shard-0.restarted
     ~incarnation                  | 1                        | 1
-    ~own_request_streak           | 0                        | 1*
+    ~own_request_streak           | 0                        | 0
     ~refits_this_incarnation      | 1*                       | 1
     ~aborted_while_suspect        | false                    | false
     ~carries_rule_verdict         | false                    | false
     ~verdict_reads                | 1*                       | 1
     ~genuine_deaths               | 1                        | 1
-    ~inherited_deaths             | 0                        | 1*
-    ~answered_probes              | 0                        | 0
-    ~failed_since_load            | false                    | true*
+    ~inherited_deaths             | 0                        | 0
+    ~answered_probes              | 0                        | 1*
+    ~failed_since_load            | false                    | false
     ~restarts_started             | 1                        | 1
+
+    shard 0                       | request_fails(0)
+    ------------------------------------------------
+    calls on shard                | report_failure
+    state                         | DEAD*
+    consecutive_probe_failures    | 0
+    consecutive_probe_successes   | 1
+    consecutive_reported_failures | 3*
+    restart_attempts              | 1
+    state_before_partial          | None
+    weight_version                | 1
+    base_url                      | http://shard-0.restarted
+    ~incarnation                  | 1
+    ~own_request_streak           | 1*
+    ~refits_this_incarnation      | 1
+    ~aborted_while_suspect        | false
+    ~carries_rule_verdict         | false
+    ~verdict_reads                | 1
+    ~genuine_deaths               | 1
+    ~inherited_deaths             | 1*
+    ~answered_probes              | 1
+    ~failed_since_load            | true*
+    ~restarts_started             | 1
 
     * changed by the step; ! held over from an earlier process incarnation; ~ history variable
     """
@@ -558,19 +581,15 @@ def test_controller_ea460ada4e(ledger_factory: LedgerFactory) -> None:
             "min_healthy_shards": 1,
         },
     )
-    # step 1: probe_answers(0)
-    with check.call("record_probe", 0, ok=True):
-        ledger.record_probe(0, ok=True)
-    check.expect(0, state="HEALTHY", consecutive_probe_successes=1)
-    # step 2: request_fails(0)
+    # step 1: request_fails(0)
     with check.call("report_failure", 0):
         ledger.report_failure(0, RuntimeError("generation failed"))
     check.expect(0, state="SUSPECT", consecutive_reported_failures=1)
-    # step 3: request_fails(0)
+    # step 2: request_fails(0)
     with check.call("report_failure", 0):
         ledger.report_failure(0, RuntimeError("generation failed"))
     check.expect(0, state="SUSPECT", consecutive_reported_failures=2)
-    # step 4: refit_aborts()
+    # step 3: refit_aborts()
     with check.call("mark_weights_partial", 0):
         ledger.mark_weights_partial(0)
     check.expect(0, state="STALE", state_before_partial="SUSPECT")
@@ -583,26 +602,25 @@ def test_controller_ea460ada4e(ledger_factory: LedgerFactory) -> None:
     with check.call("mark_weights_partial", 3):
         ledger.mark_weights_partial(3)
     check.expect(3, state="STALE", state_before_partial="HEALTHY")
-    # step 5: recovery()
+    # step 4: recovery()
     with check.call("condemn_silent_participant", 0):
         ledger.condemn_silent_participant(0, reason="silent during weight transfer")
     check.expect(0, state="DEAD")
-    # step 6: supervisor_tick()
+    # step 5: supervisor_tick()
     with check.call("mark_restarting", 0):
         ledger.mark_restarting(0)
     check.expect(0, state="RESTARTING", restart_attempts=1)
-    # step 7: restart_loaded(0, url="http://shard-0.restarted")
+    # step 6: restart_loaded(0, url="http://shard-0.restarted")
     with check.call("mark_loaded", 0, base_url="http://shard-0.restarted"):
         ledger.mark_loaded(0, base_url="http://shard-0.restarted")
     check.expect(
         0,
         state="STALE",
-        consecutive_probe_successes=0,
         consecutive_reported_failures=0,
         state_before_partial=None,
         base_url="http://shard-0.restarted",
     )
-    # step 8: refit_lands()
+    # step 7: refit_lands()
     with check.call("report_refit", 0, weight_version=1):
         ledger.report_refit(0, weight_version=1)
     check.expect(
@@ -621,6 +639,10 @@ def test_controller_ea460ada4e(ledger_factory: LedgerFactory) -> None:
     with check.call("report_refit", 3, weight_version=1):
         ledger.report_refit(3, weight_version=1)
     check.expect(3, state="HEALTHY", state_before_partial=None, weight_version=1)
+    # step 8: probe_answers(0)
+    with check.call("record_probe", 0, ok=True):
+        ledger.record_probe(0, ok=True)
+    check.expect(0, state="HEALTHY", consecutive_probe_successes=1, consecutive_reported_failures=0)
     # step 9: request_fails(0)
     with check.call("report_failure", 0):
         ledger.report_failure(0, RuntimeError("generation failed"))
@@ -628,316 +650,7 @@ def test_controller_ea460ada4e(ledger_factory: LedgerFactory) -> None:
     check.finish()
 
 
-def test_ledger_2bc7a26960(ledger_factory: LedgerFactory) -> None:
-    """as_written breaks this in 8 steps (ledger environment, 4 shards): a restarted shard was
-    condemned by a streak its own process did not fail.
-
-    Trace found in as_written:
-
-    shard 0                       | start          | report_failure(0) | report_failure(0)
-    --------------------------------------------------------------------------------------
-    state                         | HEALTHY        | SUSPECT*          | SUSPECT
-    consecutive_probe_failures    | 0              | 0                 | 0
-    consecutive_probe_successes   | 0              | 0                 | 0
-    consecutive_reported_failures | 0              | 1*                | 2*
-    restart_attempts              | 0              | 0                 | 0
-    state_before_partial          | None           | None              | None
-    weight_version                | 0              | 0                 | 0
-    base_url                      | http://shard-0 | http://shard-0    | http://shard-0
-    ~incarnation                  | 0              | 0                 | 0
-    ~own_request_streak           | 0              | 1*                | 2*
-    ~refits_this_incarnation      | 0              | 0                 | 0
-    ~aborted_while_suspect        | false          | false             | false
-    ~carries_rule_verdict         | false          | false             | false
-    ~verdict_reads                | 0              | 0                 | 0
-    ~genuine_deaths               | 0              | 0                 | 0
-    ~inherited_deaths             | 0              | 0                 | 0
-    ~failed_since_load            | false          | true*             | true
-    ~restarts_started             | 0              | 0                 | 0
-
-    shard 0                       | mark_weights_partial(0) | condemn_silent_participant(0)
-    ---------------------------------------------------------------------------------------
-    state                         | STALE*                  | DEAD*
-    consecutive_probe_failures    | 0                       | 0
-    consecutive_probe_successes   | 0                       | 0
-    consecutive_reported_failures | 2                       | 2
-    restart_attempts              | 0                       | 0
-    state_before_partial          | SUSPECT*                | SUSPECT
-    weight_version                | 0                       | 0
-    base_url                      | http://shard-0          | http://shard-0
-    ~incarnation                  | 0                       | 0
-    ~own_request_streak           | 2                       | 2
-    ~refits_this_incarnation      | 0                       | 0
-    ~aborted_while_suspect        | true*                   | true
-    ~carries_rule_verdict         | false                   | true*
-    ~verdict_reads                | 0                       | 0
-    ~genuine_deaths               | 0                       | 1*
-    ~inherited_deaths             | 0                       | 0
-    ~failed_since_load            | true                    | true
-    ~restarts_started             | 0                       | 0
-
-    shard 0                       | mark_restarting(0) | mark_loaded(0, base_url=http://shard-0)
-    --------------------------------------------------------------------------------------------
-    state                         | RESTARTING*        | STALE*
-    consecutive_probe_failures    | 0                  | 0
-    consecutive_probe_successes   | 0                  | 0
-    consecutive_reported_failures | 2                  | 2!
-    restart_attempts              | 1*                 | 1
-    state_before_partial          | SUSPECT            | SUSPECT!
-    weight_version                | 0                  | 0
-    base_url                      | http://shard-0     | http://shard-0
-    ~incarnation                  | 0                  | 1*
-    ~own_request_streak           | 2                  | 0*
-    ~refits_this_incarnation      | 0                  | 0
-    ~aborted_while_suspect        | true               | false*
-    ~carries_rule_verdict         | true               | false*
-    ~verdict_reads                | 0                  | 0
-    ~genuine_deaths               | 1                  | 1
-    ~inherited_deaths             | 0                  | 0
-    ~failed_since_load            | true               | false*
-    ~restarts_started             | 1*                 | 1
-
-    shard 0                       | report_refit(0, weight_version=0) | report_failure(0)
-    -------------------------------------------------------------------------------------
-    state                         | SUSPECT*                          | DEAD*
-    consecutive_probe_failures    | 0                                 | 0
-    consecutive_probe_successes   | 0                                 | 0
-    consecutive_reported_failures | 2!                                | 3*
-    restart_attempts              | 1                                 | 1
-    state_before_partial          | None*                             | None
-    weight_version                | 0                                 | 0
-    base_url                      | http://shard-0                    | http://shard-0
-    ~incarnation                  | 1                                 | 1
-    ~own_request_streak           | 0                                 | 1*
-    ~refits_this_incarnation      | 1*                                | 1
-    ~aborted_while_suspect        | false                             | false
-    ~carries_rule_verdict         | false                             | false
-    ~verdict_reads                | 1*                                | 1
-    ~genuine_deaths               | 1                                 | 1
-    ~inherited_deaths             | 0                                 | 1*
-    ~failed_since_load            | false                             | true*
-    ~restarts_started             | 1                                 | 1
-
-    * changed by the step; ! held over from an earlier process incarnation; ~ history variable
-    """
-    ledger, check = ledger_factory(
-        SPEC,
-        SPEC_MEANING,
-        PROPERTY,
-        EXPECTED_FROM,
-        parts=SPEC_PARTS,
-        shards=4,
-        policy={
-            "unhealthy_threshold": 3,
-            "healthy_threshold": 2,
-            "max_restart_attempts_per_shard": 5,
-            "min_healthy_shards": 1,
-        },
-    )
-    # step 1: report_failure(0)
-    with check.call("report_failure", 0):
-        ledger.report_failure(0, RuntimeError("generation failed"))
-    check.expect(0, state="SUSPECT", consecutive_reported_failures=1)
-    # step 2: report_failure(0)
-    with check.call("report_failure", 0):
-        ledger.report_failure(0, RuntimeError("generation failed"))
-    check.expect(0, state="SUSPECT", consecutive_reported_failures=2)
-    # step 3: mark_weights_partial(0)
-    with check.call("mark_weights_partial", 0):
-        ledger.mark_weights_partial(0)
-    check.expect(0, state="STALE", state_before_partial="SUSPECT")
-    # step 4: condemn_silent_participant(0)
-    with check.call("condemn_silent_participant", 0):
-        ledger.condemn_silent_participant(0, reason="silent during weight transfer")
-    check.expect(0, state="DEAD")
-    # step 5: mark_restarting(0)
-    with check.call("mark_restarting", 0):
-        ledger.mark_restarting(0)
-    check.expect(0, state="RESTARTING", restart_attempts=1)
-    # step 6: mark_loaded(0, base_url="http://shard-0")
-    with check.call("mark_loaded", 0, base_url="http://shard-0"):
-        ledger.mark_loaded(0, base_url="http://shard-0")
-    check.expect(0, state="STALE", consecutive_reported_failures=0, state_before_partial=None)
-    # step 7: report_refit(0, weight_version=0)
-    with check.call("report_refit", 0, weight_version=0):
-        ledger.report_refit(0, weight_version=0)
-    check.expect(0, state="HEALTHY", consecutive_reported_failures=0, state_before_partial=None)
-    # step 8: report_failure(0)
-    with check.call("report_failure", 0):
-        ledger.report_failure(0, RuntimeError("generation failed"))
-    check.expect(0, state="SUSPECT", consecutive_reported_failures=1)
-    check.finish()
-
-
-def test_ledger_333dbf461d(ledger_factory: LedgerFactory) -> None:
-    """as_written breaks this in 8 steps (ledger environment, 4 shards): a restarted shard was
-    condemned by a streak its own process did not fail.
-
-    Trace found in as_written:
-
-    shard 0                       | start          | report_failure(0) | report_failure(0)
-    --------------------------------------------------------------------------------------
-    state                         | HEALTHY        | SUSPECT*          | SUSPECT
-    consecutive_probe_failures    | 0              | 0                 | 0
-    consecutive_probe_successes   | 0              | 0                 | 0
-    consecutive_reported_failures | 0              | 1*                | 2*
-    restart_attempts              | 0              | 0                 | 0
-    state_before_partial          | None           | None              | None
-    weight_version                | 0              | 0                 | 0
-    base_url                      | http://shard-0 | http://shard-0    | http://shard-0
-    ~incarnation                  | 0              | 0                 | 0
-    ~own_request_streak           | 0              | 1*                | 2*
-    ~refits_this_incarnation      | 0              | 0                 | 0
-    ~aborted_while_suspect        | false          | false             | false
-    ~carries_rule_verdict         | false          | false             | false
-    ~verdict_reads                | 0              | 0                 | 0
-    ~genuine_deaths               | 0              | 0                 | 0
-    ~inherited_deaths             | 0              | 0                 | 0
-    ~failed_since_load            | false          | true*             | true
-    ~restarts_started             | 0              | 0                 | 0
-
-    shard 0                       | mark_weights_partial(0) | condemn_silent_participant(0)
-    ---------------------------------------------------------------------------------------
-    state                         | STALE*                  | DEAD*
-    consecutive_probe_failures    | 0                       | 0
-    consecutive_probe_successes   | 0                       | 0
-    consecutive_reported_failures | 2                       | 2
-    restart_attempts              | 0                       | 0
-    state_before_partial          | SUSPECT*                | SUSPECT
-    weight_version                | 0                       | 0
-    base_url                      | http://shard-0          | http://shard-0
-    ~incarnation                  | 0                       | 0
-    ~own_request_streak           | 2                       | 2
-    ~refits_this_incarnation      | 0                       | 0
-    ~aborted_while_suspect        | true*                   | true
-    ~carries_rule_verdict         | false                   | true*
-    ~verdict_reads                | 0                       | 0
-    ~genuine_deaths               | 0                       | 1*
-    ~inherited_deaths             | 0                       | 0
-    ~failed_since_load            | true                    | true
-    ~restarts_started             | 0                       | 0
-
-    shard 0                       | mark_restarting(0)
-    --------------------------------------------------
-    state                         | RESTARTING*
-    consecutive_probe_failures    | 0
-    consecutive_probe_successes   | 0
-    consecutive_reported_failures | 2
-    restart_attempts              | 1*
-    state_before_partial          | SUSPECT
-    weight_version                | 0
-    base_url                      | http://shard-0
-    ~incarnation                  | 0
-    ~own_request_streak           | 2
-    ~refits_this_incarnation      | 0
-    ~aborted_while_suspect        | true
-    ~carries_rule_verdict         | true
-    ~verdict_reads                | 0
-    ~genuine_deaths               | 1
-    ~inherited_deaths             | 0
-    ~failed_since_load            | true
-    ~restarts_started             | 1*
-
-    shard 0                       | mark_loaded(0, base_url=http://shard-0.restarted)
-    ---------------------------------------------------------------------------------
-    state                         | STALE*
-    consecutive_probe_failures    | 0
-    consecutive_probe_successes   | 0
-    consecutive_reported_failures | 2!
-    restart_attempts              | 1
-    state_before_partial          | SUSPECT!
-    weight_version                | 0
-    base_url                      | http://shard-0.restarted*
-    ~incarnation                  | 1*
-    ~own_request_streak           | 0*
-    ~refits_this_incarnation      | 0
-    ~aborted_while_suspect        | false*
-    ~carries_rule_verdict         | false*
-    ~verdict_reads                | 0
-    ~genuine_deaths               | 1
-    ~inherited_deaths             | 0
-    ~failed_since_load            | false*
-    ~restarts_started             | 1
-
-    shard 0                       | report_refit(0, weight_version=0) | report_failure(0)
-    -------------------------------------------------------------------------------------
-    state                         | SUSPECT*                          | DEAD*
-    consecutive_probe_failures    | 0                                 | 0
-    consecutive_probe_successes   | 0                                 | 0
-    consecutive_reported_failures | 2!                                | 3*
-    restart_attempts              | 1                                 | 1
-    state_before_partial          | None*                             | None
-    weight_version                | 0                                 | 0
-    base_url                      | http://shard-0.restarted          | http://shard-0.restarted
-    ~incarnation                  | 1                                 | 1
-    ~own_request_streak           | 0                                 | 1*
-    ~refits_this_incarnation      | 1*                                | 1
-    ~aborted_while_suspect        | false                             | false
-    ~carries_rule_verdict         | false                             | false
-    ~verdict_reads                | 1*                                | 1
-    ~genuine_deaths               | 1                                 | 1
-    ~inherited_deaths             | 0                                 | 1*
-    ~failed_since_load            | false                             | true*
-    ~restarts_started             | 1                                 | 1
-
-    * changed by the step; ! held over from an earlier process incarnation; ~ history variable
-    """
-    ledger, check = ledger_factory(
-        SPEC,
-        SPEC_MEANING,
-        PROPERTY,
-        EXPECTED_FROM,
-        parts=SPEC_PARTS,
-        shards=4,
-        policy={
-            "unhealthy_threshold": 3,
-            "healthy_threshold": 2,
-            "max_restart_attempts_per_shard": 5,
-            "min_healthy_shards": 1,
-        },
-    )
-    # step 1: report_failure(0)
-    with check.call("report_failure", 0):
-        ledger.report_failure(0, RuntimeError("generation failed"))
-    check.expect(0, state="SUSPECT", consecutive_reported_failures=1)
-    # step 2: report_failure(0)
-    with check.call("report_failure", 0):
-        ledger.report_failure(0, RuntimeError("generation failed"))
-    check.expect(0, state="SUSPECT", consecutive_reported_failures=2)
-    # step 3: mark_weights_partial(0)
-    with check.call("mark_weights_partial", 0):
-        ledger.mark_weights_partial(0)
-    check.expect(0, state="STALE", state_before_partial="SUSPECT")
-    # step 4: condemn_silent_participant(0)
-    with check.call("condemn_silent_participant", 0):
-        ledger.condemn_silent_participant(0, reason="silent during weight transfer")
-    check.expect(0, state="DEAD")
-    # step 5: mark_restarting(0)
-    with check.call("mark_restarting", 0):
-        ledger.mark_restarting(0)
-    check.expect(0, state="RESTARTING", restart_attempts=1)
-    # step 6: mark_loaded(0, base_url="http://shard-0.restarted")
-    with check.call("mark_loaded", 0, base_url="http://shard-0.restarted"):
-        ledger.mark_loaded(0, base_url="http://shard-0.restarted")
-    check.expect(
-        0,
-        state="STALE",
-        consecutive_reported_failures=0,
-        state_before_partial=None,
-        base_url="http://shard-0.restarted",
-    )
-    # step 7: report_refit(0, weight_version=0)
-    with check.call("report_refit", 0, weight_version=0):
-        ledger.report_refit(0, weight_version=0)
-    check.expect(0, state="HEALTHY", consecutive_reported_failures=0, state_before_partial=None)
-    # step 8: report_failure(0)
-    with check.call("report_failure", 0):
-        ledger.report_failure(0, RuntimeError("generation failed"))
-    check.expect(0, state="SUSPECT", consecutive_reported_failures=1)
-    check.finish()
-
-
-def test_ledger_b91bcaba4d(ledger_factory: LedgerFactory) -> None:
+def test_ledger_36c051070a(ledger_factory: LedgerFactory) -> None:
     """as_written breaks this in 8 steps (ledger environment, 4 shards): a restarted shard was
     condemned by a streak its own process did not fail.
 
@@ -957,49 +670,46 @@ def test_ledger_b91bcaba4d(ledger_factory: LedgerFactory) -> None:
     ~own_request_streak           | 0              | 1*                | 1
     ~refits_this_incarnation      | 0              | 0                 | 0
     ~aborted_while_suspect        | false          | false             | true*
-    ~carries_rule_verdict         | false          | false             | false
     ~verdict_reads                | 0              | 0                 | 0
     ~genuine_deaths               | 0              | 0                 | 0
     ~inherited_deaths             | 0              | 0                 | 0
     ~failed_since_load            | false          | true*             | true
     ~restarts_started             | 0              | 0                 | 0
 
-    shard 0                       | condemn_silent_participant(0) | mark_restarting(0)
-    ----------------------------------------------------------------------------------
-    state                         | DEAD*                         | RESTARTING*
-    consecutive_probe_failures    | 0                             | 0
-    consecutive_probe_successes   | 0                             | 0
-    consecutive_reported_failures | 1                             | 1
-    restart_attempts              | 0                             | 1*
-    state_before_partial          | SUSPECT                       | SUSPECT
-    weight_version                | 0                             | 0
-    base_url                      | http://shard-0                | http://shard-0
-    ~incarnation                  | 0                             | 0
-    ~own_request_streak           | 1                             | 1
-    ~refits_this_incarnation      | 0                             | 0
-    ~aborted_while_suspect        | true                          | true
-    ~carries_rule_verdict         | true*                         | true
-    ~verdict_reads                | 0                             | 0
-    ~genuine_deaths               | 1*                            | 1
-    ~inherited_deaths             | 0                             | 0
-    ~failed_since_load            | true                          | true
-    ~restarts_started             | 0                             | 1*
+    shard 0                       | record_actor_death(0) | mark_restarting(0)
+    --------------------------------------------------------------------------
+    state                         | DEAD*                 | RESTARTING*
+    consecutive_probe_failures    | 3*                    | 3
+    consecutive_probe_successes   | 0                     | 0
+    consecutive_reported_failures | 1                     | 1
+    restart_attempts              | 0                     | 1*
+    state_before_partial          | SUSPECT               | SUSPECT
+    weight_version                | 0                     | 0
+    base_url                      | http://shard-0        | http://shard-0
+    ~incarnation                  | 0                     | 0
+    ~own_request_streak           | 1                     | 1
+    ~refits_this_incarnation      | 0                     | 0
+    ~aborted_while_suspect        | true                  | true
+    ~verdict_reads                | 0                     | 0
+    ~genuine_deaths               | 1*                    | 1
+    ~inherited_deaths             | 0                     | 0
+    ~failed_since_load            | true                  | true
+    ~restarts_started             | 0                     | 1*
 
-    shard 0                       | mark_loaded(0, base_url=http://shard-0.restarted)
-    ---------------------------------------------------------------------------------
+    shard 0                       | mark_loaded(0, base_url=http://shard-0)
+    -----------------------------------------------------------------------
     state                         | STALE*
-    consecutive_probe_failures    | 0
+    consecutive_probe_failures    | 0*
     consecutive_probe_successes   | 0
     consecutive_reported_failures | 1!
     restart_attempts              | 1
     state_before_partial          | SUSPECT!
     weight_version                | 0
-    base_url                      | http://shard-0.restarted*
+    base_url                      | http://shard-0
     ~incarnation                  | 1*
     ~own_request_streak           | 0*
     ~refits_this_incarnation      | 0
     ~aborted_while_suspect        | false*
-    ~carries_rule_verdict         | false*
     ~verdict_reads                | 0
     ~genuine_deaths               | 1
     ~inherited_deaths             | 0
@@ -1015,12 +725,11 @@ def test_ledger_b91bcaba4d(ledger_factory: LedgerFactory) -> None:
     restart_attempts              | 1                                 | 1
     state_before_partial          | None*                             | None
     weight_version                | 0                                 | 0
-    base_url                      | http://shard-0.restarted          | http://shard-0.restarted
+    base_url                      | http://shard-0                    | http://shard-0
     ~incarnation                  | 1                                 | 1
     ~own_request_streak           | 0                                 | 1*
     ~refits_this_incarnation      | 1*                                | 1
     ~aborted_while_suspect        | false                             | false
-    ~carries_rule_verdict         | false                             | false
     ~verdict_reads                | 1*                                | 1
     ~genuine_deaths               | 1                                 | 1
     ~inherited_deaths             | 0                                 | 0
@@ -1036,12 +745,11 @@ def test_ledger_b91bcaba4d(ledger_factory: LedgerFactory) -> None:
     restart_attempts              | 1
     state_before_partial          | None
     weight_version                | 0
-    base_url                      | http://shard-0.restarted
+    base_url                      | http://shard-0
     ~incarnation                  | 1
     ~own_request_streak           | 2*
     ~refits_this_incarnation      | 1
     ~aborted_while_suspect        | false
-    ~carries_rule_verdict         | false
     ~verdict_reads                | 1
     ~genuine_deaths               | 1
     ~inherited_deaths             | 1*
@@ -1072,10 +780,317 @@ def test_ledger_b91bcaba4d(ledger_factory: LedgerFactory) -> None:
     with check.call("mark_weights_partial", 0):
         ledger.mark_weights_partial(0)
     check.expect(0, state="STALE", state_before_partial="SUSPECT")
-    # step 3: condemn_silent_participant(0)
-    with check.call("condemn_silent_participant", 0):
-        ledger.condemn_silent_participant(0, reason="silent during weight transfer")
-    check.expect(0, state="DEAD")
+    # step 3: record_actor_death(0)
+    with check.call("record_actor_death", 0):
+        ledger.record_actor_death(0)
+    check.expect(0, state="DEAD", consecutive_probe_failures=3)
+    # step 4: mark_restarting(0)
+    with check.call("mark_restarting", 0):
+        ledger.mark_restarting(0)
+    check.expect(0, state="RESTARTING", restart_attempts=1)
+    # step 5: mark_loaded(0, base_url="http://shard-0")
+    with check.call("mark_loaded", 0, base_url="http://shard-0"):
+        ledger.mark_loaded(0, base_url="http://shard-0")
+    check.expect(
+        0,
+        state="STALE",
+        consecutive_probe_failures=0,
+        consecutive_reported_failures=0,
+        state_before_partial=None,
+    )
+    # step 6: report_refit(0, weight_version=0)
+    with check.call("report_refit", 0, weight_version=0):
+        ledger.report_refit(0, weight_version=0)
+    check.expect(0, state="HEALTHY", consecutive_reported_failures=0, state_before_partial=None)
+    # step 7: report_failure(0)
+    with check.call("report_failure", 0):
+        ledger.report_failure(0, RuntimeError("generation failed"))
+    check.expect(0, state="SUSPECT", consecutive_reported_failures=1)
+    # step 8: report_failure(0)
+    with check.call("report_failure", 0):
+        ledger.report_failure(0, RuntimeError("generation failed"))
+    check.expect(0, state="SUSPECT", consecutive_reported_failures=2)
+    check.finish()
+
+
+def test_ledger_e2f78e1fce(ledger_factory: LedgerFactory) -> None:
+    """as_written breaks this in 8 steps (ledger environment, 4 shards): a restarted shard was
+    condemned by a streak its own process did not fail.
+
+    Trace found in as_written:
+
+    shard 0                       | start          | report_failure(0) | report_failure(0)
+    --------------------------------------------------------------------------------------
+    state                         | HEALTHY        | SUSPECT*          | SUSPECT
+    consecutive_probe_failures    | 0              | 0                 | 0
+    consecutive_probe_successes   | 0              | 0                 | 0
+    consecutive_reported_failures | 0              | 1*                | 2*
+    restart_attempts              | 0              | 0                 | 0
+    state_before_partial          | None           | None              | None
+    weight_version                | 0              | 0                 | 0
+    base_url                      | http://shard-0 | http://shard-0    | http://shard-0
+    ~incarnation                  | 0              | 0                 | 0
+    ~own_request_streak           | 0              | 1*                | 2*
+    ~refits_this_incarnation      | 0              | 0                 | 0
+    ~aborted_while_suspect        | false          | false             | false
+    ~verdict_reads                | 0              | 0                 | 0
+    ~genuine_deaths               | 0              | 0                 | 0
+    ~inherited_deaths             | 0              | 0                 | 0
+    ~failed_since_load            | false          | true*             | true
+    ~restarts_started             | 0              | 0                 | 0
+
+    shard 0                       | mark_weights_partial(0) | record_actor_death(0) | mark_restarting(0)
+    ----------------------------------------------------------------------------------------------------
+    state                         | STALE*                  | DEAD*                 | RESTARTING*
+    consecutive_probe_failures    | 0                       | 3*                    | 3
+    consecutive_probe_successes   | 0                       | 0                     | 0
+    consecutive_reported_failures | 2                       | 2                     | 2
+    restart_attempts              | 0                       | 0                     | 1*
+    state_before_partial          | SUSPECT*                | SUSPECT               | SUSPECT
+    weight_version                | 0                       | 0                     | 0
+    base_url                      | http://shard-0          | http://shard-0        | http://shard-0
+    ~incarnation                  | 0                       | 0                     | 0
+    ~own_request_streak           | 2                       | 2                     | 2
+    ~refits_this_incarnation      | 0                       | 0                     | 0
+    ~aborted_while_suspect        | true*                   | true                  | true
+    ~verdict_reads                | 0                       | 0                     | 0
+    ~genuine_deaths               | 0                       | 1*                    | 1
+    ~inherited_deaths             | 0                       | 0                     | 0
+    ~failed_since_load            | true                    | true                  | true
+    ~restarts_started             | 0                       | 0                     | 1*
+
+    shard 0                       | mark_loaded(0, base_url=http://shard-0.restarted)
+    ---------------------------------------------------------------------------------
+    state                         | STALE*
+    consecutive_probe_failures    | 0*
+    consecutive_probe_successes   | 0
+    consecutive_reported_failures | 2!
+    restart_attempts              | 1
+    state_before_partial          | SUSPECT!
+    weight_version                | 0
+    base_url                      | http://shard-0.restarted*
+    ~incarnation                  | 1*
+    ~own_request_streak           | 0*
+    ~refits_this_incarnation      | 0
+    ~aborted_while_suspect        | false*
+    ~verdict_reads                | 0
+    ~genuine_deaths               | 1
+    ~inherited_deaths             | 0
+    ~failed_since_load            | false*
+    ~restarts_started             | 1
+
+    shard 0                       | report_refit(0, weight_version=0) | report_failure(0)
+    -------------------------------------------------------------------------------------
+    state                         | SUSPECT*                          | DEAD*
+    consecutive_probe_failures    | 0                                 | 0
+    consecutive_probe_successes   | 0                                 | 0
+    consecutive_reported_failures | 2!                                | 3*
+    restart_attempts              | 1                                 | 1
+    state_before_partial          | None*                             | None
+    weight_version                | 0                                 | 0
+    base_url                      | http://shard-0.restarted          | http://shard-0.restarted
+    ~incarnation                  | 1                                 | 1
+    ~own_request_streak           | 0                                 | 1*
+    ~refits_this_incarnation      | 1*                                | 1
+    ~aborted_while_suspect        | false                             | false
+    ~verdict_reads                | 1*                                | 1
+    ~genuine_deaths               | 1                                 | 1
+    ~inherited_deaths             | 0                                 | 1*
+    ~failed_since_load            | false                             | true*
+    ~restarts_started             | 1                                 | 1
+
+    * changed by the step; ! held over from an earlier process incarnation; ~ history variable
+    """
+    ledger, check = ledger_factory(
+        SPEC,
+        SPEC_MEANING,
+        PROPERTY,
+        EXPECTED_FROM,
+        parts=SPEC_PARTS,
+        shards=4,
+        policy={
+            "unhealthy_threshold": 3,
+            "healthy_threshold": 2,
+            "max_restart_attempts_per_shard": 5,
+            "min_healthy_shards": 1,
+        },
+    )
+    # step 1: report_failure(0)
+    with check.call("report_failure", 0):
+        ledger.report_failure(0, RuntimeError("generation failed"))
+    check.expect(0, state="SUSPECT", consecutive_reported_failures=1)
+    # step 2: report_failure(0)
+    with check.call("report_failure", 0):
+        ledger.report_failure(0, RuntimeError("generation failed"))
+    check.expect(0, state="SUSPECT", consecutive_reported_failures=2)
+    # step 3: mark_weights_partial(0)
+    with check.call("mark_weights_partial", 0):
+        ledger.mark_weights_partial(0)
+    check.expect(0, state="STALE", state_before_partial="SUSPECT")
+    # step 4: record_actor_death(0)
+    with check.call("record_actor_death", 0):
+        ledger.record_actor_death(0)
+    check.expect(0, state="DEAD", consecutive_probe_failures=3)
+    # step 5: mark_restarting(0)
+    with check.call("mark_restarting", 0):
+        ledger.mark_restarting(0)
+    check.expect(0, state="RESTARTING", restart_attempts=1)
+    # step 6: mark_loaded(0, base_url="http://shard-0.restarted")
+    with check.call("mark_loaded", 0, base_url="http://shard-0.restarted"):
+        ledger.mark_loaded(0, base_url="http://shard-0.restarted")
+    check.expect(
+        0,
+        state="STALE",
+        consecutive_probe_failures=0,
+        consecutive_reported_failures=0,
+        state_before_partial=None,
+        base_url="http://shard-0.restarted",
+    )
+    # step 7: report_refit(0, weight_version=0)
+    with check.call("report_refit", 0, weight_version=0):
+        ledger.report_refit(0, weight_version=0)
+    check.expect(0, state="HEALTHY", consecutive_reported_failures=0, state_before_partial=None)
+    # step 8: report_failure(0)
+    with check.call("report_failure", 0):
+        ledger.report_failure(0, RuntimeError("generation failed"))
+    check.expect(0, state="SUSPECT", consecutive_reported_failures=1)
+    check.finish()
+
+
+def test_ledger_f6d4c45215(ledger_factory: LedgerFactory) -> None:
+    """as_written breaks this in 8 steps (ledger environment, 4 shards): a restarted shard was
+    condemned by a streak its own process did not fail.
+
+    Trace found in as_written:
+
+    shard 0                       | start          | report_failure(0) | mark_weights_partial(0)
+    --------------------------------------------------------------------------------------------
+    state                         | HEALTHY        | SUSPECT*          | STALE*
+    consecutive_probe_failures    | 0              | 0                 | 0
+    consecutive_probe_successes   | 0              | 0                 | 0
+    consecutive_reported_failures | 0              | 1*                | 1
+    restart_attempts              | 0              | 0                 | 0
+    state_before_partial          | None           | None              | SUSPECT*
+    weight_version                | 0              | 0                 | 0
+    base_url                      | http://shard-0 | http://shard-0    | http://shard-0
+    ~incarnation                  | 0              | 0                 | 0
+    ~own_request_streak           | 0              | 1*                | 1
+    ~refits_this_incarnation      | 0              | 0                 | 0
+    ~aborted_while_suspect        | false          | false             | true*
+    ~verdict_reads                | 0              | 0                 | 0
+    ~genuine_deaths               | 0              | 0                 | 0
+    ~inherited_deaths             | 0              | 0                 | 0
+    ~failed_since_load            | false          | true*             | true
+    ~restarts_started             | 0              | 0                 | 0
+
+    shard 0                       | record_actor_death(0) | mark_restarting(0)
+    --------------------------------------------------------------------------
+    state                         | DEAD*                 | RESTARTING*
+    consecutive_probe_failures    | 3*                    | 3
+    consecutive_probe_successes   | 0                     | 0
+    consecutive_reported_failures | 1                     | 1
+    restart_attempts              | 0                     | 1*
+    state_before_partial          | SUSPECT               | SUSPECT
+    weight_version                | 0                     | 0
+    base_url                      | http://shard-0        | http://shard-0
+    ~incarnation                  | 0                     | 0
+    ~own_request_streak           | 1                     | 1
+    ~refits_this_incarnation      | 0                     | 0
+    ~aborted_while_suspect        | true                  | true
+    ~verdict_reads                | 0                     | 0
+    ~genuine_deaths               | 1*                    | 1
+    ~inherited_deaths             | 0                     | 0
+    ~failed_since_load            | true                  | true
+    ~restarts_started             | 0                     | 1*
+
+    shard 0                       | mark_loaded(0, base_url=http://shard-0.restarted)
+    ---------------------------------------------------------------------------------
+    state                         | STALE*
+    consecutive_probe_failures    | 0*
+    consecutive_probe_successes   | 0
+    consecutive_reported_failures | 1!
+    restart_attempts              | 1
+    state_before_partial          | SUSPECT!
+    weight_version                | 0
+    base_url                      | http://shard-0.restarted*
+    ~incarnation                  | 1*
+    ~own_request_streak           | 0*
+    ~refits_this_incarnation      | 0
+    ~aborted_while_suspect        | false*
+    ~verdict_reads                | 0
+    ~genuine_deaths               | 1
+    ~inherited_deaths             | 0
+    ~failed_since_load            | false*
+    ~restarts_started             | 1
+
+    shard 0                       | report_refit(0, weight_version=0) | report_failure(0)
+    -------------------------------------------------------------------------------------
+    state                         | SUSPECT*                          | SUSPECT
+    consecutive_probe_failures    | 0                                 | 0
+    consecutive_probe_successes   | 0                                 | 0
+    consecutive_reported_failures | 1!                                | 2*
+    restart_attempts              | 1                                 | 1
+    state_before_partial          | None*                             | None
+    weight_version                | 0                                 | 0
+    base_url                      | http://shard-0.restarted          | http://shard-0.restarted
+    ~incarnation                  | 1                                 | 1
+    ~own_request_streak           | 0                                 | 1*
+    ~refits_this_incarnation      | 1*                                | 1
+    ~aborted_while_suspect        | false                             | false
+    ~verdict_reads                | 1*                                | 1
+    ~genuine_deaths               | 1                                 | 1
+    ~inherited_deaths             | 0                                 | 0
+    ~failed_since_load            | false                             | true*
+    ~restarts_started             | 1                                 | 1
+
+    shard 0                       | report_failure(0)
+    -------------------------------------------------
+    state                         | DEAD*
+    consecutive_probe_failures    | 0
+    consecutive_probe_successes   | 0
+    consecutive_reported_failures | 3*
+    restart_attempts              | 1
+    state_before_partial          | None
+    weight_version                | 0
+    base_url                      | http://shard-0.restarted
+    ~incarnation                  | 1
+    ~own_request_streak           | 2*
+    ~refits_this_incarnation      | 1
+    ~aborted_while_suspect        | false
+    ~verdict_reads                | 1
+    ~genuine_deaths               | 1
+    ~inherited_deaths             | 1*
+    ~failed_since_load            | true
+    ~restarts_started             | 1
+
+    * changed by the step; ! held over from an earlier process incarnation; ~ history variable
+    """
+    ledger, check = ledger_factory(
+        SPEC,
+        SPEC_MEANING,
+        PROPERTY,
+        EXPECTED_FROM,
+        parts=SPEC_PARTS,
+        shards=4,
+        policy={
+            "unhealthy_threshold": 3,
+            "healthy_threshold": 2,
+            "max_restart_attempts_per_shard": 5,
+            "min_healthy_shards": 1,
+        },
+    )
+    # step 1: report_failure(0)
+    with check.call("report_failure", 0):
+        ledger.report_failure(0, RuntimeError("generation failed"))
+    check.expect(0, state="SUSPECT", consecutive_reported_failures=1)
+    # step 2: mark_weights_partial(0)
+    with check.call("mark_weights_partial", 0):
+        ledger.mark_weights_partial(0)
+    check.expect(0, state="STALE", state_before_partial="SUSPECT")
+    # step 3: record_actor_death(0)
+    with check.call("record_actor_death", 0):
+        ledger.record_actor_death(0)
+    check.expect(0, state="DEAD", consecutive_probe_failures=3)
     # step 4: mark_restarting(0)
     with check.call("mark_restarting", 0):
         ledger.mark_restarting(0)
@@ -1086,6 +1101,7 @@ def test_ledger_b91bcaba4d(ledger_factory: LedgerFactory) -> None:
     check.expect(
         0,
         state="STALE",
+        consecutive_probe_failures=0,
         consecutive_reported_failures=0,
         state_before_partial=None,
         base_url="http://shard-0.restarted",

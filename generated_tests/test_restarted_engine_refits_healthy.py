@@ -393,31 +393,30 @@ def test_controller_7664867329(ledger_factory: LedgerFactory) -> None:
     check.finish()
 
 
-def test_controller_d442afbbfc(ledger_factory: LedgerFactory) -> None:
+def test_controller_d5ca1389ef(ledger_factory: LedgerFactory) -> None:
     """as_written breaks this in 7 steps (controller environment, 4 shards): a freshly loaded engine
     came back from its first refit holding the dead engine's verdict.
 
     Trace found in as_written:
 
-    shard 0                       | start          | request_fails(0) | probe_answers(0)
+    shard 0                       | start          | request_fails(0) | request_fails(0)
     ------------------------------------------------------------------------------------
-    calls on shard                | -              | report_failure   | record_probe
+    calls on shard                | -              | report_failure   | report_failure
     state                         | HEALTHY        | SUSPECT*         | SUSPECT
     consecutive_probe_failures    | 0              | 0                | 0
-    consecutive_probe_successes   | 0              | 0                | 1*
-    consecutive_reported_failures | 0              | 1*               | 1
+    consecutive_probe_successes   | 0              | 0                | 0
+    consecutive_reported_failures | 0              | 1*               | 2*
     restart_attempts              | 0              | 0                | 0
     state_before_partial          | None           | None             | None
     weight_version                | 0              | 0                | 0
     base_url                      | http://shard-0 | http://shard-0   | http://shard-0
     ~incarnation                  | 0              | 0                | 0
-    ~own_request_streak           | 0              | 1*               | 1
+    ~own_request_streak           | 0              | 1*               | 2*
     ~refits_this_incarnation      | 0              | 0                | 0
     ~aborted_while_suspect        | false          | false            | false
     ~carries_rule_verdict         | false          | false            | false
     ~verdict_reads                | 0              | 0                | 0
     ~genuine_deaths               | 0              | 0                | 0
-    ~answered_probes              | 0              | 0                | 1*
     ~failed_since_load            | false          | true*            | true
     ~restarts_started             | 0              | 0                | 0
 
@@ -426,20 +425,19 @@ def test_controller_d442afbbfc(ledger_factory: LedgerFactory) -> None:
     calls on shard                | mark_weights_partial | condemn_silent_participant
     state                         | STALE*               | DEAD*
     consecutive_probe_failures    | 0                    | 0
-    consecutive_probe_successes   | 1                    | 1
-    consecutive_reported_failures | 1                    | 1
+    consecutive_probe_successes   | 0                    | 0
+    consecutive_reported_failures | 2                    | 2
     restart_attempts              | 0                    | 0
     state_before_partial          | SUSPECT*             | SUSPECT
     weight_version                | 0                    | 0
     base_url                      | http://shard-0       | http://shard-0
     ~incarnation                  | 0                    | 0
-    ~own_request_streak           | 1                    | 1
+    ~own_request_streak           | 2                    | 2
     ~refits_this_incarnation      | 0                    | 0
     ~aborted_while_suspect        | true*                | true
     ~carries_rule_verdict         | false                | true*
     ~verdict_reads                | 0                    | 0
     ~genuine_deaths               | 0                    | 1*
-    ~answered_probes              | 1                    | 1
     ~failed_since_load            | true                 | true
     ~restarts_started             | 0                    | 0
 
@@ -448,20 +446,19 @@ def test_controller_d442afbbfc(ledger_factory: LedgerFactory) -> None:
     calls on shard                | mark_restarting   | mark_loaded
     state                         | RESTARTING*       | STALE*
     consecutive_probe_failures    | 0                 | 0
-    consecutive_probe_successes   | 1                 | 0*
-    consecutive_reported_failures | 1                 | 1!
+    consecutive_probe_successes   | 0                 | 0
+    consecutive_reported_failures | 2                 | 2!
     restart_attempts              | 1*                | 1
     state_before_partial          | SUSPECT           | SUSPECT!
     weight_version                | 0                 | 0
     base_url                      | http://shard-0    | http://shard-0.restarted*
     ~incarnation                  | 0                 | 1*
-    ~own_request_streak           | 1                 | 0*
+    ~own_request_streak           | 2                 | 0*
     ~refits_this_incarnation      | 0                 | 0
     ~aborted_while_suspect        | true              | false*
     ~carries_rule_verdict         | true              | false*
     ~verdict_reads                | 0                 | 0
     ~genuine_deaths               | 1                 | 1
-    ~answered_probes              | 1                 | 0*
     ~failed_since_load            | true              | false*
     ~restarts_started             | 1*                | 1
 
@@ -471,7 +468,7 @@ def test_controller_d442afbbfc(ledger_factory: LedgerFactory) -> None:
     state                         | SUSPECT*
     consecutive_probe_failures    | 0
     consecutive_probe_successes   | 0
-    consecutive_reported_failures | 1!
+    consecutive_reported_failures | 2!
     restart_attempts              | 1
     state_before_partial          | None*
     weight_version                | 1*
@@ -483,7 +480,6 @@ def test_controller_d442afbbfc(ledger_factory: LedgerFactory) -> None:
     ~carries_rule_verdict         | false
     ~verdict_reads                | 1*
     ~genuine_deaths               | 1
-    ~answered_probes              | 0
     ~failed_since_load            | false
     ~restarts_started             | 1
 
@@ -507,10 +503,10 @@ def test_controller_d442afbbfc(ledger_factory: LedgerFactory) -> None:
     with check.call("report_failure", 0):
         ledger.report_failure(0, RuntimeError("generation failed"))
     check.expect(0, state="SUSPECT", consecutive_reported_failures=1)
-    # step 2: probe_answers(0)
-    with check.call("record_probe", 0, ok=True):
-        ledger.record_probe(0, ok=True)
-    check.expect(0, state="SUSPECT", consecutive_probe_successes=1)
+    # step 2: request_fails(0)
+    with check.call("report_failure", 0):
+        ledger.report_failure(0, RuntimeError("generation failed"))
+    check.expect(0, state="SUSPECT", consecutive_reported_failures=2)
     # step 3: refit_aborts()
     with check.call("mark_weights_partial", 0):
         ledger.mark_weights_partial(0)
@@ -538,7 +534,6 @@ def test_controller_d442afbbfc(ledger_factory: LedgerFactory) -> None:
     check.expect(
         0,
         state="STALE",
-        consecutive_probe_successes=0,
         consecutive_reported_failures=0,
         state_before_partial=None,
         base_url="http://shard-0.restarted",
@@ -565,7 +560,132 @@ def test_controller_d442afbbfc(ledger_factory: LedgerFactory) -> None:
     check.finish()
 
 
-def test_ledger_6e391c71ac(ledger_factory: LedgerFactory) -> None:
+def test_ledger_0d772837a7(ledger_factory: LedgerFactory) -> None:
+    """as_written breaks this in 6 steps (ledger environment, 4 shards): a freshly loaded engine came
+    back from its first refit holding the dead engine's verdict.
+
+    Trace found in as_written:
+
+    shard 0                       | start          | record_probe(0, ok=false) | mark_weights_partial(0)
+    ----------------------------------------------------------------------------------------------------
+    state                         | HEALTHY        | SUSPECT*                  | STALE*
+    consecutive_probe_failures    | 0              | 1*                        | 1
+    consecutive_probe_successes   | 0              | 0                         | 0
+    consecutive_reported_failures | 0              | 0                         | 0
+    restart_attempts              | 0              | 0                         | 0
+    state_before_partial          | None           | None                      | SUSPECT*
+    weight_version                | 0              | 0                         | 0
+    base_url                      | http://shard-0 | http://shard-0            | http://shard-0
+    ~incarnation                  | 0              | 0                         | 0
+    ~own_probe_streak             | 0              | 1*                        | 1
+    ~refits_this_incarnation      | 0              | 0                         | 0
+    ~aborted_while_suspect        | false          | false                     | true*
+    ~verdict_reads                | 0              | 0                         | 0
+    ~genuine_deaths               | 0              | 0                         | 0
+    ~failed_since_load            | false          | true*                     | true
+    ~restarts_started             | 0              | 0                         | 0
+
+    shard 0                       | record_actor_death(0) | mark_restarting(0)
+    --------------------------------------------------------------------------
+    state                         | DEAD*                 | RESTARTING*
+    consecutive_probe_failures    | 3*                    | 3
+    consecutive_probe_successes   | 0                     | 0
+    consecutive_reported_failures | 0                     | 0
+    restart_attempts              | 0                     | 1*
+    state_before_partial          | SUSPECT               | SUSPECT
+    weight_version                | 0                     | 0
+    base_url                      | http://shard-0        | http://shard-0
+    ~incarnation                  | 0                     | 0
+    ~own_probe_streak             | 1                     | 1
+    ~refits_this_incarnation      | 0                     | 0
+    ~aborted_while_suspect        | true                  | true
+    ~verdict_reads                | 0                     | 0
+    ~genuine_deaths               | 1*                    | 1
+    ~failed_since_load            | true                  | true
+    ~restarts_started             | 0                     | 1*
+
+    shard 0                       | mark_loaded(0, base_url=http://shard-0)
+    -----------------------------------------------------------------------
+    state                         | STALE*
+    consecutive_probe_failures    | 0*
+    consecutive_probe_successes   | 0
+    consecutive_reported_failures | 0
+    restart_attempts              | 1
+    state_before_partial          | SUSPECT!
+    weight_version                | 0
+    base_url                      | http://shard-0
+    ~incarnation                  | 1*
+    ~own_probe_streak             | 0*
+    ~refits_this_incarnation      | 0
+    ~aborted_while_suspect        | false*
+    ~verdict_reads                | 0
+    ~genuine_deaths               | 1
+    ~failed_since_load            | false*
+    ~restarts_started             | 1
+
+    shard 0                       | report_refit(0, weight_version=0)
+    -----------------------------------------------------------------
+    state                         | SUSPECT*
+    consecutive_probe_failures    | 0
+    consecutive_probe_successes   | 0
+    consecutive_reported_failures | 0
+    restart_attempts              | 1
+    state_before_partial          | None*
+    weight_version                | 0
+    base_url                      | http://shard-0
+    ~incarnation                  | 1
+    ~own_probe_streak             | 0
+    ~refits_this_incarnation      | 1*
+    ~aborted_while_suspect        | false
+    ~verdict_reads                | 1*
+    ~genuine_deaths               | 1
+    ~failed_since_load            | false
+    ~restarts_started             | 1
+
+    * changed by the step; ! held over from an earlier process incarnation; ~ history variable
+    """
+    ledger, check = ledger_factory(
+        SPEC,
+        SPEC_MEANING,
+        PROPERTY,
+        EXPECTED_FROM,
+        parts=SPEC_PARTS,
+        shards=4,
+        policy={
+            "unhealthy_threshold": 3,
+            "healthy_threshold": 2,
+            "max_restart_attempts_per_shard": 5,
+            "min_healthy_shards": 1,
+        },
+    )
+    # step 1: record_probe(0, ok=False)
+    with check.call("record_probe", 0, ok=False):
+        ledger.record_probe(0, ok=False)
+    check.expect(0, state="SUSPECT", consecutive_probe_failures=1)
+    # step 2: mark_weights_partial(0)
+    with check.call("mark_weights_partial", 0):
+        ledger.mark_weights_partial(0)
+    check.expect(0, state="STALE", state_before_partial="SUSPECT")
+    # step 3: record_actor_death(0)
+    with check.call("record_actor_death", 0):
+        ledger.record_actor_death(0)
+    check.expect(0, state="DEAD", consecutive_probe_failures=3)
+    # step 4: mark_restarting(0)
+    with check.call("mark_restarting", 0):
+        ledger.mark_restarting(0)
+    check.expect(0, state="RESTARTING", restart_attempts=1)
+    # step 5: mark_loaded(0, base_url="http://shard-0")
+    with check.call("mark_loaded", 0, base_url="http://shard-0"):
+        ledger.mark_loaded(0, base_url="http://shard-0")
+    check.expect(0, state="STALE", consecutive_probe_failures=0, state_before_partial=None)
+    # step 6: report_refit(0, weight_version=0)
+    with check.call("report_refit", 0, weight_version=0):
+        ledger.report_refit(0, weight_version=0)
+    check.expect(0, state="HEALTHY", state_before_partial=None)
+    check.finish()
+
+
+def test_ledger_561e8dd5ef(ledger_factory: LedgerFactory) -> None:
     """as_written breaks this in 6 steps (ledger environment, 4 shards): a freshly loaded engine came
     back from its first refit holding the dead engine's verdict.
 
@@ -585,36 +705,34 @@ def test_ledger_6e391c71ac(ledger_factory: LedgerFactory) -> None:
     ~own_request_streak           | 0              | 1*                | 1
     ~refits_this_incarnation      | 0              | 0                 | 0
     ~aborted_while_suspect        | false          | false             | true*
-    ~carries_rule_verdict         | false          | false             | false
     ~verdict_reads                | 0              | 0                 | 0
     ~genuine_deaths               | 0              | 0                 | 0
     ~failed_since_load            | false          | true*             | true
     ~restarts_started             | 0              | 0                 | 0
 
-    shard 0                       | condemn_silent_participant(0) | mark_restarting(0)
-    ----------------------------------------------------------------------------------
-    state                         | DEAD*                         | RESTARTING*
-    consecutive_probe_failures    | 0                             | 0
-    consecutive_probe_successes   | 0                             | 0
-    consecutive_reported_failures | 1                             | 1
-    restart_attempts              | 0                             | 1*
-    state_before_partial          | SUSPECT                       | SUSPECT
-    weight_version                | 0                             | 0
-    base_url                      | http://shard-0                | http://shard-0
-    ~incarnation                  | 0                             | 0
-    ~own_request_streak           | 1                             | 1
-    ~refits_this_incarnation      | 0                             | 0
-    ~aborted_while_suspect        | true                          | true
-    ~carries_rule_verdict         | true*                         | true
-    ~verdict_reads                | 0                             | 0
-    ~genuine_deaths               | 1*                            | 1
-    ~failed_since_load            | true                          | true
-    ~restarts_started             | 0                             | 1*
+    shard 0                       | record_actor_death(0) | mark_restarting(0)
+    --------------------------------------------------------------------------
+    state                         | DEAD*                 | RESTARTING*
+    consecutive_probe_failures    | 3*                    | 3
+    consecutive_probe_successes   | 0                     | 0
+    consecutive_reported_failures | 1                     | 1
+    restart_attempts              | 0                     | 1*
+    state_before_partial          | SUSPECT               | SUSPECT
+    weight_version                | 0                     | 0
+    base_url                      | http://shard-0        | http://shard-0
+    ~incarnation                  | 0                     | 0
+    ~own_request_streak           | 1                     | 1
+    ~refits_this_incarnation      | 0                     | 0
+    ~aborted_while_suspect        | true                  | true
+    ~verdict_reads                | 0                     | 0
+    ~genuine_deaths               | 1*                    | 1
+    ~failed_since_load            | true                  | true
+    ~restarts_started             | 0                     | 1*
 
     shard 0                       | mark_loaded(0, base_url=http://shard-0.restarted)
     ---------------------------------------------------------------------------------
     state                         | STALE*
-    consecutive_probe_failures    | 0
+    consecutive_probe_failures    | 0*
     consecutive_probe_successes   | 0
     consecutive_reported_failures | 1!
     restart_attempts              | 1
@@ -625,7 +743,6 @@ def test_ledger_6e391c71ac(ledger_factory: LedgerFactory) -> None:
     ~own_request_streak           | 0*
     ~refits_this_incarnation      | 0
     ~aborted_while_suspect        | false*
-    ~carries_rule_verdict         | false*
     ~verdict_reads                | 0
     ~genuine_deaths               | 1
     ~failed_since_load            | false*
@@ -645,7 +762,6 @@ def test_ledger_6e391c71ac(ledger_factory: LedgerFactory) -> None:
     ~own_request_streak           | 0
     ~refits_this_incarnation      | 1*
     ~aborted_while_suspect        | false
-    ~carries_rule_verdict         | false
     ~verdict_reads                | 1*
     ~genuine_deaths               | 1
     ~failed_since_load            | false
@@ -675,10 +791,10 @@ def test_ledger_6e391c71ac(ledger_factory: LedgerFactory) -> None:
     with check.call("mark_weights_partial", 0):
         ledger.mark_weights_partial(0)
     check.expect(0, state="STALE", state_before_partial="SUSPECT")
-    # step 3: condemn_silent_participant(0)
-    with check.call("condemn_silent_participant", 0):
-        ledger.condemn_silent_participant(0, reason="silent during weight transfer")
-    check.expect(0, state="DEAD")
+    # step 3: record_actor_death(0)
+    with check.call("record_actor_death", 0):
+        ledger.record_actor_death(0)
+    check.expect(0, state="DEAD", consecutive_probe_failures=3)
     # step 4: mark_restarting(0)
     with check.call("mark_restarting", 0):
         ledger.mark_restarting(0)
@@ -689,6 +805,7 @@ def test_ledger_6e391c71ac(ledger_factory: LedgerFactory) -> None:
     check.expect(
         0,
         state="STALE",
+        consecutive_probe_failures=0,
         consecutive_reported_failures=0,
         state_before_partial=None,
         base_url="http://shard-0.restarted",
@@ -700,67 +817,64 @@ def test_ledger_6e391c71ac(ledger_factory: LedgerFactory) -> None:
     check.finish()
 
 
-def test_ledger_87472ca0e4(ledger_factory: LedgerFactory) -> None:
+def test_ledger_f89185ad26(ledger_factory: LedgerFactory) -> None:
     """as_written breaks this in 6 steps (ledger environment, 4 shards): a freshly loaded engine came
     back from its first refit holding the dead engine's verdict.
 
     Trace found in as_written:
 
-    shard 0                       | start          | record_probe(0, ok=false) | mark_weights_partial(0)
-    ----------------------------------------------------------------------------------------------------
-    state                         | HEALTHY        | SUSPECT*                  | STALE*
-    consecutive_probe_failures    | 0              | 1*                        | 1
-    consecutive_probe_successes   | 0              | 0                         | 0
-    consecutive_reported_failures | 0              | 0                         | 0
-    restart_attempts              | 0              | 0                         | 0
-    state_before_partial          | None           | None                      | SUSPECT*
-    weight_version                | 0              | 0                         | 0
-    base_url                      | http://shard-0 | http://shard-0            | http://shard-0
-    ~incarnation                  | 0              | 0                         | 0
-    ~own_probe_streak             | 0              | 1*                        | 1
-    ~refits_this_incarnation      | 0              | 0                         | 0
-    ~aborted_while_suspect        | false          | false                     | true*
-    ~carries_rule_verdict         | false          | false                     | false
-    ~verdict_reads                | 0              | 0                         | 0
-    ~genuine_deaths               | 0              | 0                         | 0
-    ~failed_since_load            | false          | true*                     | true
-    ~restarts_started             | 0              | 0                         | 0
+    shard 0                       | start          | report_failure(0) | mark_weights_partial(0)
+    --------------------------------------------------------------------------------------------
+    state                         | HEALTHY        | SUSPECT*          | STALE*
+    consecutive_probe_failures    | 0              | 0                 | 0
+    consecutive_probe_successes   | 0              | 0                 | 0
+    consecutive_reported_failures | 0              | 1*                | 1
+    restart_attempts              | 0              | 0                 | 0
+    state_before_partial          | None           | None              | SUSPECT*
+    weight_version                | 0              | 0                 | 0
+    base_url                      | http://shard-0 | http://shard-0    | http://shard-0
+    ~incarnation                  | 0              | 0                 | 0
+    ~own_request_streak           | 0              | 1*                | 1
+    ~refits_this_incarnation      | 0              | 0                 | 0
+    ~aborted_while_suspect        | false          | false             | true*
+    ~verdict_reads                | 0              | 0                 | 0
+    ~genuine_deaths               | 0              | 0                 | 0
+    ~failed_since_load            | false          | true*             | true
+    ~restarts_started             | 0              | 0                 | 0
 
-    shard 0                       | condemn_silent_participant(0) | mark_restarting(0)
-    ----------------------------------------------------------------------------------
-    state                         | DEAD*                         | RESTARTING*
-    consecutive_probe_failures    | 1                             | 1
-    consecutive_probe_successes   | 0                             | 0
-    consecutive_reported_failures | 0                             | 0
-    restart_attempts              | 0                             | 1*
-    state_before_partial          | SUSPECT                       | SUSPECT
-    weight_version                | 0                             | 0
-    base_url                      | http://shard-0                | http://shard-0
-    ~incarnation                  | 0                             | 0
-    ~own_probe_streak             | 1                             | 1
-    ~refits_this_incarnation      | 0                             | 0
-    ~aborted_while_suspect        | true                          | true
-    ~carries_rule_verdict         | true*                         | true
-    ~verdict_reads                | 0                             | 0
-    ~genuine_deaths               | 1*                            | 1
-    ~failed_since_load            | true                          | true
-    ~restarts_started             | 0                             | 1*
+    shard 0                       | record_actor_death(0) | mark_restarting(0)
+    --------------------------------------------------------------------------
+    state                         | DEAD*                 | RESTARTING*
+    consecutive_probe_failures    | 3*                    | 3
+    consecutive_probe_successes   | 0                     | 0
+    consecutive_reported_failures | 1                     | 1
+    restart_attempts              | 0                     | 1*
+    state_before_partial          | SUSPECT               | SUSPECT
+    weight_version                | 0                     | 0
+    base_url                      | http://shard-0        | http://shard-0
+    ~incarnation                  | 0                     | 0
+    ~own_request_streak           | 1                     | 1
+    ~refits_this_incarnation      | 0                     | 0
+    ~aborted_while_suspect        | true                  | true
+    ~verdict_reads                | 0                     | 0
+    ~genuine_deaths               | 1*                    | 1
+    ~failed_since_load            | true                  | true
+    ~restarts_started             | 0                     | 1*
 
-    shard 0                       | mark_loaded(0, base_url=http://shard-0.restarted)
-    ---------------------------------------------------------------------------------
+    shard 0                       | mark_loaded(0, base_url=http://shard-0)
+    -----------------------------------------------------------------------
     state                         | STALE*
     consecutive_probe_failures    | 0*
     consecutive_probe_successes   | 0
-    consecutive_reported_failures | 0
+    consecutive_reported_failures | 1!
     restart_attempts              | 1
     state_before_partial          | SUSPECT!
     weight_version                | 0
-    base_url                      | http://shard-0.restarted*
+    base_url                      | http://shard-0
     ~incarnation                  | 1*
-    ~own_probe_streak             | 0*
+    ~own_request_streak           | 0*
     ~refits_this_incarnation      | 0
     ~aborted_while_suspect        | false*
-    ~carries_rule_verdict         | false*
     ~verdict_reads                | 0
     ~genuine_deaths               | 1
     ~failed_since_load            | false*
@@ -771,16 +885,15 @@ def test_ledger_87472ca0e4(ledger_factory: LedgerFactory) -> None:
     state                         | SUSPECT*
     consecutive_probe_failures    | 0
     consecutive_probe_successes   | 0
-    consecutive_reported_failures | 0
+    consecutive_reported_failures | 1!
     restart_attempts              | 1
     state_before_partial          | None*
     weight_version                | 0
-    base_url                      | http://shard-0.restarted
+    base_url                      | http://shard-0
     ~incarnation                  | 1
-    ~own_probe_streak             | 0
+    ~own_request_streak           | 0
     ~refits_this_incarnation      | 1*
     ~aborted_while_suspect        | false
-    ~carries_rule_verdict         | false
     ~verdict_reads                | 1*
     ~genuine_deaths               | 1
     ~failed_since_load            | false
@@ -802,143 +915,34 @@ def test_ledger_87472ca0e4(ledger_factory: LedgerFactory) -> None:
             "min_healthy_shards": 1,
         },
     )
-    # step 1: record_probe(0, ok=False)
-    with check.call("record_probe", 0, ok=False):
-        ledger.record_probe(0, ok=False)
-    check.expect(0, state="SUSPECT", consecutive_probe_failures=1)
+    # step 1: report_failure(0)
+    with check.call("report_failure", 0):
+        ledger.report_failure(0, RuntimeError("generation failed"))
+    check.expect(0, state="SUSPECT", consecutive_reported_failures=1)
     # step 2: mark_weights_partial(0)
     with check.call("mark_weights_partial", 0):
         ledger.mark_weights_partial(0)
     check.expect(0, state="STALE", state_before_partial="SUSPECT")
-    # step 3: condemn_silent_participant(0)
-    with check.call("condemn_silent_participant", 0):
-        ledger.condemn_silent_participant(0, reason="silent during weight transfer")
-    check.expect(0, state="DEAD")
+    # step 3: record_actor_death(0)
+    with check.call("record_actor_death", 0):
+        ledger.record_actor_death(0)
+    check.expect(0, state="DEAD", consecutive_probe_failures=3)
     # step 4: mark_restarting(0)
     with check.call("mark_restarting", 0):
         ledger.mark_restarting(0)
     check.expect(0, state="RESTARTING", restart_attempts=1)
-    # step 5: mark_loaded(0, base_url="http://shard-0.restarted")
-    with check.call("mark_loaded", 0, base_url="http://shard-0.restarted"):
-        ledger.mark_loaded(0, base_url="http://shard-0.restarted")
+    # step 5: mark_loaded(0, base_url="http://shard-0")
+    with check.call("mark_loaded", 0, base_url="http://shard-0"):
+        ledger.mark_loaded(0, base_url="http://shard-0")
     check.expect(
         0,
         state="STALE",
         consecutive_probe_failures=0,
+        consecutive_reported_failures=0,
         state_before_partial=None,
-        base_url="http://shard-0.restarted",
     )
     # step 6: report_refit(0, weight_version=0)
     with check.call("report_refit", 0, weight_version=0):
         ledger.report_refit(0, weight_version=0)
-    check.expect(0, state="HEALTHY", state_before_partial=None)
-    check.finish()
-
-
-def test_ledger_aab06ca4d2(ledger_factory: LedgerFactory) -> None:
-    """as_written breaks this in 6 steps (ledger environment, 4 shards): a freshly loaded engine came
-    back from its first refit holding the dead engine's verdict.
-
-    Trace found in as_written:
-
-    shard 0                       | start          | record_probe(0, ok=false) | mark_weights_partial(0)
-    ----------------------------------------------------------------------------------------------------
-    state                         | HEALTHY        | SUSPECT*                  | STALE*
-    consecutive_probe_failures    | 0              | 1*                        | 1
-    consecutive_probe_successes   | 0              | 0                         | 0
-    consecutive_reported_failures | 0              | 0                         | 0
-    restart_attempts              | 0              | 0                         | 0
-    state_before_partial          | None           | None                      | SUSPECT*
-    weight_version                | 0              | 0                         | 0
-    base_url                      | http://shard-0 | http://shard-0            | http://shard-0
-    ~incarnation                  | 0              | 0                         | 0
-    ~own_probe_streak             | 0              | 1*                        | 1
-    ~refits_this_incarnation      | 0              | 0                         | 0
-    ~aborted_while_suspect        | false          | false                     | true*
-    ~carries_rule_verdict         | false          | false                     | false
-    ~verdict_reads                | 0              | 0                         | 0
-    ~genuine_deaths               | 0              | 0                         | 0
-    ~failed_since_load            | false          | true*                     | true
-    ~restarts_started             | 0              | 0                         | 0
-
-    shard 0                       | condemn_silent_participant(0) | mark_restarting(0)
-    ----------------------------------------------------------------------------------
-    state                         | DEAD*                         | RESTARTING*
-    consecutive_probe_failures    | 1                             | 1
-    consecutive_probe_successes   | 0                             | 0
-    consecutive_reported_failures | 0                             | 0
-    restart_attempts              | 0                             | 1*
-    state_before_partial          | SUSPECT                       | SUSPECT
-    weight_version                | 0                             | 0
-    base_url                      | http://shard-0                | http://shard-0
-    ~incarnation                  | 0                             | 0
-    ~own_probe_streak             | 1                             | 1
-    ~refits_this_incarnation      | 0                             | 0
-    ~aborted_while_suspect        | true                          | true
-    ~carries_rule_verdict         | true*                         | true
-    ~verdict_reads                | 0                             | 0
-    ~genuine_deaths               | 1*                            | 1
-    ~failed_since_load            | true                          | true
-    ~restarts_started             | 0                             | 1*
-
-    shard 0                       | mark_loaded(0, base_url=None) | report_refit(0, weight_version=0)
-    -------------------------------------------------------------------------------------------------
-    state                         | STALE*                        | SUSPECT*
-    consecutive_probe_failures    | 0*                            | 0
-    consecutive_probe_successes   | 0                             | 0
-    consecutive_reported_failures | 0                             | 0
-    restart_attempts              | 1                             | 1
-    state_before_partial          | SUSPECT!                      | None*
-    weight_version                | 0                             | 0
-    base_url                      | http://shard-0                | http://shard-0
-    ~incarnation                  | 1*                            | 1
-    ~own_probe_streak             | 0*                            | 0
-    ~refits_this_incarnation      | 0                             | 1*
-    ~aborted_while_suspect        | false*                        | false
-    ~carries_rule_verdict         | false*                        | false
-    ~verdict_reads                | 0                             | 1*
-    ~genuine_deaths               | 1                             | 1
-    ~failed_since_load            | false*                        | false
-    ~restarts_started             | 1                             | 1
-
-    * changed by the step; ! held over from an earlier process incarnation; ~ history variable
-    """
-    ledger, check = ledger_factory(
-        SPEC,
-        SPEC_MEANING,
-        PROPERTY,
-        EXPECTED_FROM,
-        parts=SPEC_PARTS,
-        shards=4,
-        policy={
-            "unhealthy_threshold": 3,
-            "healthy_threshold": 2,
-            "max_restart_attempts_per_shard": 5,
-            "min_healthy_shards": 1,
-        },
-    )
-    # step 1: record_probe(0, ok=False)
-    with check.call("record_probe", 0, ok=False):
-        ledger.record_probe(0, ok=False)
-    check.expect(0, state="SUSPECT", consecutive_probe_failures=1)
-    # step 2: mark_weights_partial(0)
-    with check.call("mark_weights_partial", 0):
-        ledger.mark_weights_partial(0)
-    check.expect(0, state="STALE", state_before_partial="SUSPECT")
-    # step 3: condemn_silent_participant(0)
-    with check.call("condemn_silent_participant", 0):
-        ledger.condemn_silent_participant(0, reason="silent during weight transfer")
-    check.expect(0, state="DEAD")
-    # step 4: mark_restarting(0)
-    with check.call("mark_restarting", 0):
-        ledger.mark_restarting(0)
-    check.expect(0, state="RESTARTING", restart_attempts=1)
-    # step 5: mark_loaded(0, base_url=None)
-    with check.call("mark_loaded", 0, base_url=None):
-        ledger.mark_loaded(0)
-    check.expect(0, state="STALE", consecutive_probe_failures=0, state_before_partial=None)
-    # step 6: report_refit(0, weight_version=0)
-    with check.call("report_refit", 0, weight_version=0):
-        ledger.report_refit(0, weight_version=0)
-    check.expect(0, state="HEALTHY", state_before_partial=None)
+    check.expect(0, state="HEALTHY", consecutive_reported_failures=0, state_before_partial=None)
     check.finish()

@@ -275,87 +275,116 @@ def test_controller_486625c144(ledger_factory: LedgerFactory) -> None:
     check.finish()
 
 
-def test_controller_b2e7d64525(ledger_factory: LedgerFactory) -> None:
+def test_controller_a24978129c(ledger_factory: LedgerFactory) -> None:
     """as_written breaks this in 8 steps (controller environment, 4 shards): the single-suspect rule
     condemned a process that had never failed.
 
     Trace found in as_written:
 
-    shard 0                       | start          | request_fails(0) | refit_aborts()
-    ----------------------------------------------------------------------------------
-    calls on shard                | -              | report_failure   | mark_weights_partial
-    state                         | HEALTHY        | SUSPECT*         | STALE*
-    consecutive_probe_failures    | 0              | 0                | 0
-    consecutive_probe_successes   | 0              | 0                | 0
-    consecutive_reported_failures | 0              | 1*               | 1
-    restart_attempts              | 0              | 0                | 0
-    state_before_partial          | None           | None             | SUSPECT*
-    weight_version                | 0              | 0                | 0
-    base_url                      | http://shard-0 | http://shard-0   | http://shard-0
-    ~incarnation                  | 0              | 0                | 0
-    ~own_request_streak           | 0              | 1*               | 1
-    ~aborted_while_suspect        | false          | false            | true*
-    ~carries_rule_verdict         | false          | false            | false
-    ~genuine_deaths               | 0              | 0                | 0
-    ~failed_since_load            | false          | true*            | true
-    ~restarts_started             | 0              | 0                | 0
+    shard 0                       | start          | probe_fails(0) | refit_aborts()
+    --------------------------------------------------------------------------------
+    calls on shard                | -              | record_probe   | mark_weights_partial
+    state                         | HEALTHY        | SUSPECT*       | STALE*
+    consecutive_probe_failures    | 0              | 1*             | 1
+    consecutive_probe_successes   | 0              | 0              | 0
+    consecutive_reported_failures | 0              | 0              | 0
+    restart_attempts              | 0              | 0              | 0
+    state_before_partial          | None           | None           | SUSPECT*
+    weight_version                | 0              | 0              | 0
+    base_url                      | http://shard-0 | http://shard-0 | http://shard-0
+    ~incarnation                  | 0              | 0              | 0
+    ~own_probe_streak             | 0              | 1*             | 1
+    ~refits_this_incarnation      | 0              | 0              | 0
+    ~aborted_while_suspect        | false          | false          | true*
+    ~carries_rule_verdict         | false          | false          | false
+    ~verdict_reads                | 0              | 0              | 0
+    ~genuine_deaths               | 0              | 0              | 0
+    ~failed_since_load            | false          | true*          | true
+    ~restarts_started             | 0              | 0              | 0
 
-    shard 0                       | recovery()                 | supervisor_tick() | refit_lands()
-    ----------------------------------------------------------------------------------------------
-    calls on shard                | condemn_silent_participant | mark_restarting   | -
-    state                         | DEAD*                      | RESTARTING*       | RESTARTING
-    consecutive_probe_failures    | 0                          | 0                 | 0
-    consecutive_probe_successes   | 0                          | 0                 | 0
-    consecutive_reported_failures | 1                          | 1                 | 1
-    restart_attempts              | 0                          | 1*                | 1
-    state_before_partial          | SUSPECT                    | SUSPECT           | SUSPECT
-    weight_version                | 0                          | 0                 | 0
-    base_url                      | http://shard-0             | http://shard-0    | http://shard-0
-    ~incarnation                  | 0                          | 0                 | 0
-    ~own_request_streak           | 1                          | 1                 | 1
-    ~aborted_while_suspect        | true                       | true              | true
-    ~carries_rule_verdict         | true*                      | true              | true
-    ~genuine_deaths               | 1*                         | 1                 | 1
-    ~failed_since_load            | true                       | true              | true
-    ~restarts_started             | 0                          | 1*                | 1
+    shard 0                       | recovery()                 | supervisor_tick()
+    ------------------------------------------------------------------------------
+    calls on shard                | condemn_silent_participant | mark_restarting
+    state                         | DEAD*                      | RESTARTING*
+    consecutive_probe_failures    | 1                          | 1
+    consecutive_probe_successes   | 0                          | 0
+    consecutive_reported_failures | 0                          | 0
+    restart_attempts              | 0                          | 1*
+    state_before_partial          | SUSPECT                    | SUSPECT
+    weight_version                | 0                          | 0
+    base_url                      | http://shard-0             | http://shard-0
+    ~incarnation                  | 0                          | 0
+    ~own_probe_streak             | 1                          | 1
+    ~refits_this_incarnation      | 0                          | 0
+    ~aborted_while_suspect        | true                       | true
+    ~carries_rule_verdict         | true*                      | true
+    ~verdict_reads                | 0                          | 0
+    ~genuine_deaths               | 1*                         | 1
+    ~failed_since_load            | true                       | true
+    ~restarts_started             | 0                          | 1*
 
     shard 0                       | restart_loaded(0, url=http://shard-0.restarted)
     -------------------------------------------------------------------------------
     calls on shard                | mark_loaded
     state                         | STALE*
-    consecutive_probe_failures    | 0
+    consecutive_probe_failures    | 0*
     consecutive_probe_successes   | 0
-    consecutive_reported_failures | 1!
+    consecutive_reported_failures | 0
     restart_attempts              | 1
     state_before_partial          | SUSPECT!
     weight_version                | 0
     base_url                      | http://shard-0.restarted*
     ~incarnation                  | 1*
-    ~own_request_streak           | 0*
+    ~own_probe_streak             | 0*
+    ~refits_this_incarnation      | 0
     ~aborted_while_suspect        | false*
     ~carries_rule_verdict         | false*
+    ~verdict_reads                | 0
     ~genuine_deaths               | 1
     ~failed_since_load            | false*
     ~restarts_started             | 1
 
-    shard 0                       | refit_aborts()           | recovery()
-    ---------------------------------------------------------------------
-    calls on shard                | -                        | condemn_silent_participant
-    state                         | STALE                    | DEAD*
+    shard 0                       | refit_lands()            | refit_aborts()
+    -------------------------------------------------------------------------
+    calls on shard                | report_refit             | mark_weights_partial
+    state                         | SUSPECT*                 | STALE*
     consecutive_probe_failures    | 0                        | 0
     consecutive_probe_successes   | 0                        | 0
-    consecutive_reported_failures | 1!                       | 1!
+    consecutive_reported_failures | 0                        | 0
     restart_attempts              | 1                        | 1
-    state_before_partial          | SUSPECT!                 | SUSPECT!
-    weight_version                | 0                        | 0
+    state_before_partial          | None*                    | SUSPECT*
+    weight_version                | 1*                       | 1
     base_url                      | http://shard-0.restarted | http://shard-0.restarted
     ~incarnation                  | 1                        | 1
-    ~own_request_streak           | 0                        | 0
-    ~aborted_while_suspect        | false                    | false
-    ~carries_rule_verdict         | false                    | true*
-    ~genuine_deaths               | 1                        | 2*
+    ~own_probe_streak             | 0                        | 0
+    ~refits_this_incarnation      | 1*                       | 1
+    ~aborted_while_suspect        | false                    | true*
+    ~carries_rule_verdict         | false                    | false
+    ~verdict_reads                | 1*                       | 0*
+    ~genuine_deaths               | 1                        | 1
     ~failed_since_load            | false                    | false
     ~restarts_started             | 1                        | 1
+
+    shard 0                       | recovery()
+    ------------------------------------------
+    calls on shard                | condemn_silent_participant
+    state                         | DEAD*
+    consecutive_probe_failures    | 0
+    consecutive_probe_successes   | 0
+    consecutive_reported_failures | 0
+    restart_attempts              | 1
+    state_before_partial          | SUSPECT
+    weight_version                | 1
+    base_url                      | http://shard-0.restarted
+    ~incarnation                  | 1
+    ~own_probe_streak             | 0
+    ~refits_this_incarnation      | 1
+    ~aborted_while_suspect        | true
+    ~carries_rule_verdict         | true*
+    ~verdict_reads                | 0
+    ~genuine_deaths               | 2*
+    ~failed_since_load            | false
+    ~restarts_started             | 1
 
     * changed by the step; ! held over from an earlier process incarnation; ~ history variable
     """
@@ -373,10 +402,10 @@ def test_controller_b2e7d64525(ledger_factory: LedgerFactory) -> None:
             "min_healthy_shards": 1,
         },
     )
-    # step 1: request_fails(0)
-    with check.call("report_failure", 0):
-        ledger.report_failure(0, RuntimeError("generation failed"))
-    check.expect(0, state="SUSPECT", consecutive_reported_failures=1)
+    # step 1: probe_fails(0)
+    with check.call("record_probe", 0, ok=False):
+        ledger.record_probe(0, ok=False, error="probe timed out")
+    check.expect(0, state="SUSPECT", consecutive_probe_failures=1)
     # step 2: refit_aborts()
     with check.call("mark_weights_partial", 0):
         ledger.mark_weights_partial(0)
@@ -398,7 +427,20 @@ def test_controller_b2e7d64525(ledger_factory: LedgerFactory) -> None:
     with check.call("mark_restarting", 0):
         ledger.mark_restarting(0)
     check.expect(0, state="RESTARTING", restart_attempts=1)
-    # step 5: refit_lands()
+    # step 5: restart_loaded(0, url="http://shard-0.restarted")
+    with check.call("mark_loaded", 0, base_url="http://shard-0.restarted"):
+        ledger.mark_loaded(0, base_url="http://shard-0.restarted")
+    check.expect(
+        0,
+        state="STALE",
+        consecutive_probe_failures=0,
+        state_before_partial=None,
+        base_url="http://shard-0.restarted",
+    )
+    # step 6: refit_lands()
+    with check.call("report_refit", 0, weight_version=1):
+        ledger.report_refit(0, weight_version=1)
+    check.expect(0, state="HEALTHY", state_before_partial=None, weight_version=1)
     with check.call("report_refit", 1, weight_version=1):
         ledger.report_refit(1, weight_version=1)
     check.expect(1, state="HEALTHY", state_before_partial=None, weight_version=1)
@@ -408,17 +450,10 @@ def test_controller_b2e7d64525(ledger_factory: LedgerFactory) -> None:
     with check.call("report_refit", 3, weight_version=1):
         ledger.report_refit(3, weight_version=1)
     check.expect(3, state="HEALTHY", state_before_partial=None, weight_version=1)
-    # step 6: restart_loaded(0, url="http://shard-0.restarted")
-    with check.call("mark_loaded", 0, base_url="http://shard-0.restarted"):
-        ledger.mark_loaded(0, base_url="http://shard-0.restarted")
-    check.expect(
-        0,
-        state="STALE",
-        consecutive_reported_failures=0,
-        state_before_partial=None,
-        base_url="http://shard-0.restarted",
-    )
     # step 7: refit_aborts()
+    with check.call("mark_weights_partial", 0):
+        ledger.mark_weights_partial(0)
+    check.expect(0, state="STALE", state_before_partial="HEALTHY")
     with check.call("mark_weights_partial", 1):
         ledger.mark_weights_partial(1)
     check.expect(1, state="STALE", state_before_partial="HEALTHY")
@@ -432,7 +467,7 @@ def test_controller_b2e7d64525(ledger_factory: LedgerFactory) -> None:
     if check.callers_would_call("condemn_silent_participant", 0):
         with check.call("condemn_silent_participant", 0):
             ledger.condemn_silent_participant(0, reason="silent during weight transfer")
-        check.expect(0, state="STALE", consecutive_reported_failures=0, state_before_partial=None)
+        check.expect(0, state="STALE", state_before_partial="HEALTHY")
     check.finish()
 
 
@@ -725,62 +760,166 @@ def test_ledger_8c6adb0541(ledger_factory: LedgerFactory) -> None:
     check.finish()
 
 
-def test_ledger_a5be101779(ledger_factory: LedgerFactory) -> None:
+def test_ledger_c537c30788(ledger_factory: LedgerFactory) -> None:
     """as_written breaks this in 6 steps (ledger environment, 4 shards): the single-suspect rule
     condemned a process that had never failed.
 
     Trace found in as_written:
 
-    shard 0                       | start          | record_probe(0, ok=false) | mark_weights_partial(0)
-    ----------------------------------------------------------------------------------------------------
-    state                         | HEALTHY        | SUSPECT*                  | STALE*
-    consecutive_probe_failures    | 0              | 1*                        | 1
-    consecutive_probe_successes   | 0              | 0                         | 0
-    consecutive_reported_failures | 0              | 0                         | 0
-    restart_attempts              | 0              | 0                         | 0
-    state_before_partial          | None           | None                      | SUSPECT*
-    weight_version                | 0              | 0                         | 0
-    base_url                      | http://shard-0 | http://shard-0            | http://shard-0
-    ~incarnation                  | 0              | 0                         | 0
-    ~own_probe_streak             | 0              | 1*                        | 1
-    ~aborted_while_suspect        | false          | false                     | true*
-    ~carries_rule_verdict         | false          | false                     | false
-    ~genuine_deaths               | 0              | 0                         | 0
-    ~failed_since_load            | false          | true*                     | true
-    ~restarts_started             | 0              | 0                         | 0
+    shard 0                       | start          | report_failure(0) | mark_weights_partial(0)
+    --------------------------------------------------------------------------------------------
+    state                         | HEALTHY        | SUSPECT*          | STALE*
+    consecutive_probe_failures    | 0              | 0                 | 0
+    consecutive_probe_successes   | 0              | 0                 | 0
+    consecutive_reported_failures | 0              | 1*                | 1
+    restart_attempts              | 0              | 0                 | 0
+    state_before_partial          | None           | None              | SUSPECT*
+    weight_version                | 0              | 0                 | 0
+    base_url                      | http://shard-0 | http://shard-0    | http://shard-0
+    ~incarnation                  | 0              | 0                 | 0
+    ~own_request_streak           | 0              | 1*                | 1
+    ~aborted_while_suspect        | false          | false             | true*
+    ~carries_rule_verdict         | false          | false             | false
+    ~genuine_deaths               | 0              | 0                 | 0
+    ~failed_since_load            | false          | true*             | true
+    ~restarts_started             | 0              | 0                 | 0
 
-    shard 0                       | record_actor_death(0) | mark_restarting(0)
-    --------------------------------------------------------------------------
-    state                         | DEAD*                 | RESTARTING*
-    consecutive_probe_failures    | 3*                    | 3
-    consecutive_probe_successes   | 0                     | 0
-    consecutive_reported_failures | 0                     | 0
-    restart_attempts              | 0                     | 1*
-    state_before_partial          | SUSPECT               | SUSPECT
-    weight_version                | 0                     | 0
-    base_url                      | http://shard-0        | http://shard-0
-    ~incarnation                  | 0                     | 0
-    ~own_probe_streak             | 1                     | 1
-    ~aborted_while_suspect        | true                  | true
-    ~carries_rule_verdict         | false                 | false
-    ~genuine_deaths               | 1*                    | 1
-    ~failed_since_load            | true                  | true
-    ~restarts_started             | 0                     | 1*
+    shard 0                       | condemn_silent_participant(0) | mark_restarting(0)
+    ----------------------------------------------------------------------------------
+    state                         | DEAD*                         | RESTARTING*
+    consecutive_probe_failures    | 0                             | 0
+    consecutive_probe_successes   | 0                             | 0
+    consecutive_reported_failures | 1                             | 1
+    restart_attempts              | 0                             | 1*
+    state_before_partial          | SUSPECT                       | SUSPECT
+    weight_version                | 0                             | 0
+    base_url                      | http://shard-0                | http://shard-0
+    ~incarnation                  | 0                             | 0
+    ~own_request_streak           | 1                             | 1
+    ~aborted_while_suspect        | true                          | true
+    ~carries_rule_verdict         | true*                         | true
+    ~genuine_deaths               | 1*                            | 1
+    ~failed_since_load            | true                          | true
+    ~restarts_started             | 0                             | 1*
+
+    shard 0                       | mark_loaded(0, base_url=None) | condemn_silent_participant(0)
+    ---------------------------------------------------------------------------------------------
+    state                         | STALE*                        | DEAD*
+    consecutive_probe_failures    | 0                             | 0
+    consecutive_probe_successes   | 0                             | 0
+    consecutive_reported_failures | 1!                            | 1!
+    restart_attempts              | 1                             | 1
+    state_before_partial          | SUSPECT!                      | SUSPECT!
+    weight_version                | 0                             | 0
+    base_url                      | http://shard-0                | http://shard-0
+    ~incarnation                  | 1*                            | 1
+    ~own_request_streak           | 0*                            | 0
+    ~aborted_while_suspect        | false*                        | false
+    ~carries_rule_verdict         | false*                        | true*
+    ~genuine_deaths               | 1                             | 2*
+    ~failed_since_load            | false*                        | false
+    ~restarts_started             | 1                             | 1
+
+    * changed by the step; ! held over from an earlier process incarnation; ~ history variable
+    """
+    ledger, check = ledger_factory(
+        SPEC,
+        SPEC_MEANING,
+        PROPERTY,
+        EXPECTED_FROM,
+        parts=SPEC_PARTS,
+        shards=4,
+        policy={
+            "unhealthy_threshold": 3,
+            "healthy_threshold": 2,
+            "max_restart_attempts_per_shard": 5,
+            "min_healthy_shards": 1,
+        },
+    )
+    # step 1: report_failure(0)
+    with check.call("report_failure", 0):
+        ledger.report_failure(0, RuntimeError("generation failed"))
+    check.expect(0, state="SUSPECT", consecutive_reported_failures=1)
+    # step 2: mark_weights_partial(0)
+    with check.call("mark_weights_partial", 0):
+        ledger.mark_weights_partial(0)
+    check.expect(0, state="STALE", state_before_partial="SUSPECT")
+    # step 3: condemn_silent_participant(0)
+    with check.call("condemn_silent_participant", 0):
+        ledger.condemn_silent_participant(0, reason="silent during weight transfer")
+    check.expect(0, state="DEAD")
+    # step 4: mark_restarting(0)
+    with check.call("mark_restarting", 0):
+        ledger.mark_restarting(0)
+    check.expect(0, state="RESTARTING", restart_attempts=1)
+    # step 5: mark_loaded(0, base_url=None)
+    with check.call("mark_loaded", 0, base_url=None):
+        ledger.mark_loaded(0)
+    check.expect(0, state="STALE", consecutive_reported_failures=0, state_before_partial=None)
+    # step 6: condemn_silent_participant(0)
+    if check.callers_would_call("condemn_silent_participant", 0):
+        with check.call("condemn_silent_participant", 0):
+            ledger.condemn_silent_participant(0, reason="silent during weight transfer")
+        check.expect(0, state="STALE", consecutive_reported_failures=0, state_before_partial=None)
+    check.finish()
+
+
+def test_ledger_e36650797c(ledger_factory: LedgerFactory) -> None:
+    """as_written breaks this in 6 steps (ledger environment, 4 shards): the single-suspect rule
+    condemned a process that had never failed.
+
+    Trace found in as_written:
+
+    shard 0                       | start          | report_failure(0) | mark_weights_partial(0)
+    --------------------------------------------------------------------------------------------
+    state                         | HEALTHY        | SUSPECT*          | STALE*
+    consecutive_probe_failures    | 0              | 0                 | 0
+    consecutive_probe_successes   | 0              | 0                 | 0
+    consecutive_reported_failures | 0              | 1*                | 1
+    restart_attempts              | 0              | 0                 | 0
+    state_before_partial          | None           | None              | SUSPECT*
+    weight_version                | 0              | 0                 | 0
+    base_url                      | http://shard-0 | http://shard-0    | http://shard-0
+    ~incarnation                  | 0              | 0                 | 0
+    ~own_request_streak           | 0              | 1*                | 1
+    ~aborted_while_suspect        | false          | false             | true*
+    ~carries_rule_verdict         | false          | false             | false
+    ~genuine_deaths               | 0              | 0                 | 0
+    ~failed_since_load            | false          | true*             | true
+    ~restarts_started             | 0              | 0                 | 0
+
+    shard 0                       | condemn_silent_participant(0) | mark_restarting(0)
+    ----------------------------------------------------------------------------------
+    state                         | DEAD*                         | RESTARTING*
+    consecutive_probe_failures    | 0                             | 0
+    consecutive_probe_successes   | 0                             | 0
+    consecutive_reported_failures | 1                             | 1
+    restart_attempts              | 0                             | 1*
+    state_before_partial          | SUSPECT                       | SUSPECT
+    weight_version                | 0                             | 0
+    base_url                      | http://shard-0                | http://shard-0
+    ~incarnation                  | 0                             | 0
+    ~own_request_streak           | 1                             | 1
+    ~aborted_while_suspect        | true                          | true
+    ~carries_rule_verdict         | true*                         | true
+    ~genuine_deaths               | 1*                            | 1
+    ~failed_since_load            | true                          | true
+    ~restarts_started             | 0                             | 1*
 
     shard 0                       | mark_loaded(0, base_url=http://shard-0.restarted)
     ---------------------------------------------------------------------------------
     state                         | STALE*
-    consecutive_probe_failures    | 0*
+    consecutive_probe_failures    | 0
     consecutive_probe_successes   | 0
-    consecutive_reported_failures | 0
+    consecutive_reported_failures | 1!
     restart_attempts              | 1
     state_before_partial          | SUSPECT!
     weight_version                | 0
     base_url                      | http://shard-0.restarted*
     ~incarnation                  | 1*
-    ~own_probe_streak             | 0*
+    ~own_request_streak           | 0*
     ~aborted_while_suspect        | false*
-    ~carries_rule_verdict         | false
+    ~carries_rule_verdict         | false*
     ~genuine_deaths               | 1
     ~failed_since_load            | false*
     ~restarts_started             | 1
@@ -790,13 +929,13 @@ def test_ledger_a5be101779(ledger_factory: LedgerFactory) -> None:
     state                         | DEAD*
     consecutive_probe_failures    | 0
     consecutive_probe_successes   | 0
-    consecutive_reported_failures | 0
+    consecutive_reported_failures | 1!
     restart_attempts              | 1
     state_before_partial          | SUSPECT!
     weight_version                | 0
     base_url                      | http://shard-0.restarted
     ~incarnation                  | 1
-    ~own_probe_streak             | 0
+    ~own_request_streak           | 0
     ~aborted_while_suspect        | false
     ~carries_rule_verdict         | true*
     ~genuine_deaths               | 2*
@@ -819,18 +958,18 @@ def test_ledger_a5be101779(ledger_factory: LedgerFactory) -> None:
             "min_healthy_shards": 1,
         },
     )
-    # step 1: record_probe(0, ok=False)
-    with check.call("record_probe", 0, ok=False):
-        ledger.record_probe(0, ok=False)
-    check.expect(0, state="SUSPECT", consecutive_probe_failures=1)
+    # step 1: report_failure(0)
+    with check.call("report_failure", 0):
+        ledger.report_failure(0, RuntimeError("generation failed"))
+    check.expect(0, state="SUSPECT", consecutive_reported_failures=1)
     # step 2: mark_weights_partial(0)
     with check.call("mark_weights_partial", 0):
         ledger.mark_weights_partial(0)
     check.expect(0, state="STALE", state_before_partial="SUSPECT")
-    # step 3: record_actor_death(0)
-    with check.call("record_actor_death", 0):
-        ledger.record_actor_death(0)
-    check.expect(0, state="DEAD", consecutive_probe_failures=3)
+    # step 3: condemn_silent_participant(0)
+    with check.call("condemn_silent_participant", 0):
+        ledger.condemn_silent_participant(0, reason="silent during weight transfer")
+    check.expect(0, state="DEAD")
     # step 4: mark_restarting(0)
     with check.call("mark_restarting", 0):
         ledger.mark_restarting(0)
@@ -841,7 +980,7 @@ def test_ledger_a5be101779(ledger_factory: LedgerFactory) -> None:
     check.expect(
         0,
         state="STALE",
-        consecutive_probe_failures=0,
+        consecutive_reported_failures=0,
         state_before_partial=None,
         base_url="http://shard-0.restarted",
     )
@@ -849,127 +988,5 @@ def test_ledger_a5be101779(ledger_factory: LedgerFactory) -> None:
     if check.callers_would_call("condemn_silent_participant", 0):
         with check.call("condemn_silent_participant", 0):
             ledger.condemn_silent_participant(0, reason="silent during weight transfer")
-        check.expect(0, state="STALE", state_before_partial=None)
-    check.finish()
-
-
-def test_ledger_b1bf13d4ff(ledger_factory: LedgerFactory) -> None:
-    """as_written breaks this in 6 steps (ledger environment, 4 shards): the single-suspect rule
-    condemned a process that had never failed.
-
-    Trace found in as_written:
-
-    shard 0                       | start          | record_probe(0, ok=false) | mark_weights_partial(0)
-    ----------------------------------------------------------------------------------------------------
-    state                         | HEALTHY        | SUSPECT*                  | STALE*
-    consecutive_probe_failures    | 0              | 1*                        | 1
-    consecutive_probe_successes   | 0              | 0                         | 0
-    consecutive_reported_failures | 0              | 0                         | 0
-    restart_attempts              | 0              | 0                         | 0
-    state_before_partial          | None           | None                      | SUSPECT*
-    weight_version                | 0              | 0                         | 0
-    base_url                      | http://shard-0 | http://shard-0            | http://shard-0
-    ~incarnation                  | 0              | 0                         | 0
-    ~own_probe_streak             | 0              | 1*                        | 1
-    ~aborted_while_suspect        | false          | false                     | true*
-    ~carries_rule_verdict         | false          | false                     | false
-    ~genuine_deaths               | 0              | 0                         | 0
-    ~failed_since_load            | false          | true*                     | true
-    ~restarts_started             | 0              | 0                         | 0
-
-    shard 0                       | record_actor_death(0) | mark_restarting(0)
-    --------------------------------------------------------------------------
-    state                         | DEAD*                 | RESTARTING*
-    consecutive_probe_failures    | 3*                    | 3
-    consecutive_probe_successes   | 0                     | 0
-    consecutive_reported_failures | 0                     | 0
-    restart_attempts              | 0                     | 1*
-    state_before_partial          | SUSPECT               | SUSPECT
-    weight_version                | 0                     | 0
-    base_url                      | http://shard-0        | http://shard-0
-    ~incarnation                  | 0                     | 0
-    ~own_probe_streak             | 1                     | 1
-    ~aborted_while_suspect        | true                  | true
-    ~carries_rule_verdict         | false                 | false
-    ~genuine_deaths               | 1*                    | 1
-    ~failed_since_load            | true                  | true
-    ~restarts_started             | 0                     | 1*
-
-    shard 0                       | mark_loaded(0, base_url=http://shard-0)
-    -----------------------------------------------------------------------
-    state                         | STALE*
-    consecutive_probe_failures    | 0*
-    consecutive_probe_successes   | 0
-    consecutive_reported_failures | 0
-    restart_attempts              | 1
-    state_before_partial          | SUSPECT!
-    weight_version                | 0
-    base_url                      | http://shard-0
-    ~incarnation                  | 1*
-    ~own_probe_streak             | 0*
-    ~aborted_while_suspect        | false*
-    ~carries_rule_verdict         | false
-    ~genuine_deaths               | 1
-    ~failed_since_load            | false*
-    ~restarts_started             | 1
-
-    shard 0                       | condemn_silent_participant(0)
-    -------------------------------------------------------------
-    state                         | DEAD*
-    consecutive_probe_failures    | 0
-    consecutive_probe_successes   | 0
-    consecutive_reported_failures | 0
-    restart_attempts              | 1
-    state_before_partial          | SUSPECT!
-    weight_version                | 0
-    base_url                      | http://shard-0
-    ~incarnation                  | 1
-    ~own_probe_streak             | 0
-    ~aborted_while_suspect        | false
-    ~carries_rule_verdict         | true*
-    ~genuine_deaths               | 2*
-    ~failed_since_load            | false
-    ~restarts_started             | 1
-
-    * changed by the step; ! held over from an earlier process incarnation; ~ history variable
-    """
-    ledger, check = ledger_factory(
-        SPEC,
-        SPEC_MEANING,
-        PROPERTY,
-        EXPECTED_FROM,
-        parts=SPEC_PARTS,
-        shards=4,
-        policy={
-            "unhealthy_threshold": 3,
-            "healthy_threshold": 2,
-            "max_restart_attempts_per_shard": 5,
-            "min_healthy_shards": 1,
-        },
-    )
-    # step 1: record_probe(0, ok=False)
-    with check.call("record_probe", 0, ok=False):
-        ledger.record_probe(0, ok=False)
-    check.expect(0, state="SUSPECT", consecutive_probe_failures=1)
-    # step 2: mark_weights_partial(0)
-    with check.call("mark_weights_partial", 0):
-        ledger.mark_weights_partial(0)
-    check.expect(0, state="STALE", state_before_partial="SUSPECT")
-    # step 3: record_actor_death(0)
-    with check.call("record_actor_death", 0):
-        ledger.record_actor_death(0)
-    check.expect(0, state="DEAD", consecutive_probe_failures=3)
-    # step 4: mark_restarting(0)
-    with check.call("mark_restarting", 0):
-        ledger.mark_restarting(0)
-    check.expect(0, state="RESTARTING", restart_attempts=1)
-    # step 5: mark_loaded(0, base_url="http://shard-0")
-    with check.call("mark_loaded", 0, base_url="http://shard-0"):
-        ledger.mark_loaded(0, base_url="http://shard-0")
-    check.expect(0, state="STALE", consecutive_probe_failures=0, state_before_partial=None)
-    # step 6: condemn_silent_participant(0)
-    if check.callers_would_call("condemn_silent_participant", 0):
-        with check.call("condemn_silent_participant", 0):
-            ledger.condemn_silent_participant(0, reason="silent during weight transfer")
-        check.expect(0, state="STALE", state_before_partial=None)
+        check.expect(0, state="STALE", consecutive_reported_failures=0, state_before_partial=None)
     check.finish()

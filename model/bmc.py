@@ -20,7 +20,7 @@ from typing import Any
 import z3
 
 from ledgercheck.model import budget, cone, ir
-from ledgercheck.model.encoding import NONE_CODE, Encoding, StepVars
+from ledgercheck.model.encoding import NONE_CODE, StepVars, encoding_for
 from ledgercheck.model.errors import UsageError
 from ledgercheck.model.result import FOCUS, EncodingMismatch, Result, Status, view_of
 from ledgercheck.model.result import trace_key as _trace_key
@@ -59,7 +59,7 @@ class Checker:
         self.timeout = timeout
         self.progress = progress
         self.view_fields = cone.view_fields(spec, prop, view)
-        self.enc = Encoding(spec, self.env, shards, self.policy, contracts=contracts)
+        self.enc = encoding_for(spec, self.env, shards, self.policy, contracts=contracts)
         self.sliced = cone.slice_encoding(self.enc, prop, self.view_fields) if slicing else 0
         ctx = self.enc.ctx
         self.ctx = ctx
@@ -200,16 +200,18 @@ class Checker:
                     return self._result(Status.UNKNOWN, max(reached, 0), traces + found_here, start, note)
                 model = self.solver.model()
                 trace = self.extract(model, depth)
+                key = view_of(trace, self.spec, self.focus, self.view_fields)
+                if key not in views:
+                    views.add(key)
+                    found_here.append(trace)
+                    if len(traces) + len(found_here) >= max_traces:
+                        break  # the search ends here: nothing to exclude from a next query
                 if self.focus is None:
                     self.solver.add(z3.Implies(goal, z3.Not(self._same_actions(model, depth))))
                 else:
                     blocker = ViewBlocker(self, model, depth)
                     self.blockers.append(blocker)
                     self.solver.add(z3.Implies(goal, blocker.not_matched_at(depth)))
-                key = view_of(trace, self.spec, self.focus, self.view_fields)
-                if key not in views:
-                    views.add(key)
-                    found_here.append(trace)
             found_here.sort(key=lambda t: _trace_key(t))
             traces.extend(found_here)
             if self.progress:

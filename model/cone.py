@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ledgercheck.model.encoding import Encoding
+from ledgercheck.model.encoding import Encoding, encoding_for
 from ledgercheck.model.result import FOCUS
 from ledgercheck.model.spec import Property, PropertyKind, Spec
 
@@ -72,7 +72,7 @@ def sliced_encoding(
 ) -> Encoding:
     """The encoding of (spec, environment, fleet, policy) sliced to the property's cone."""
     fixed = dict(policy) if policy is not None else None
-    enc = Encoding(spec, spec.environment(environment), shards, fixed, contracts=contracts)
+    enc = encoding_for(spec, spec.environment(environment), shards, fixed, contracts=contracts)
     slice_encoding(enc, prop, view_fields(spec, prop, view))
     return enc
 

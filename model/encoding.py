@@ -14,6 +14,8 @@ every other integer is some other string (only equality is observable).
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -186,10 +188,91 @@ class Encoding:
         self.keys = list(self.vars)
         self.template = {key: self._var(key, "cur") for key in self.keys}
         self._template_ids: dict[int, Key] | None = None
+        self._reads_memo: dict[int, tuple[Any, frozenset[Key]]] = {}
         self.act = z3.Int("act", ctx)
         self.contracts = contracts
         self.instances = self._instances()
         self._build()
+
+    def copy_into(self, ctx: z3.Context) -> Encoding:
+        """This encoding with every term rebuilt in `ctx` (one Z3 translation of them all).
+
+        The copy's terms are created in the same order whatever else the process did before,
+        so a solver over it answers as one over a freshly built encoding would each time:
+        a check's counterexamples do not depend on which checks ran before it in a worker."""
+        terms: list[Any] = []
+        position: dict[int, int] = {}  # a term shared by many places (an unchanged field) goes once
+
+        def put(term: Any) -> int:
+            ident = term.get_id()
+            if ident not in position:
+                position[ident] = len(terms)
+                terms.append(term)
+            return position[ident]
+
+        def put_map(values: Mapping[Any, Any]) -> dict[Any, int]:
+            return {name: put(value) for name, value in values.items()}
+
+        policy_vars, policy = put_map(self.policy_vars), put_map(self.policy)
+        template, next_template = put_map(self.template), put_map(self.next_template)
+        next_terms = put_map(self.next_terms)
+        act, enabled_term, transition = put(self.act), put(self.enabled_term), put(self.transition_template)
+
+        def put_call(call: CallRecord[Any]) -> tuple[CallRecord[Any], dict[str, Any]]:
+            # Field by field, so that a field added to CallRecord is carried over too.
+            slots: dict[str, Any] = {}
+            for item in dataclasses.fields(call):
+                value = getattr(call, item.name)
+                if z3.is_ast(value):
+                    slots[item.name] = ("term", put(value))
+                elif isinstance(value, Mapping) and any(z3.is_ast(v) for v in value.values()):
+                    slots[item.name] = ("map", put_map(value))
+            return call, slots
+
+        shapes = [
+            (inst, put_map(inst.params), put(inst.enabled), put_map(inst.store), [put_call(c) for c in inst.calls])
+            for inst in self.instances
+        ]
+        vector = z3.AstVector(ctx=self.ctx)
+        for term in terms:
+            vector.push(term)
+        moved = vector.translate(ctx)
+        out = [moved[i] for i in range(len(terms))]
+
+        def get_map(indices: Mapping[Any, int]) -> dict[Any, Any]:
+            return {name: out[i] for name, i in indices.items()}
+
+        def get_slot(slot: tuple[str, Any]) -> Any:
+            kind, where = slot
+            return out[where] if kind == "term" else get_map(where)
+
+        twin = copy.copy(self)
+        twin.ctx = ctx
+        twin.backend = Z3Backend(self.spec, ctx)
+        twin.backend.tokens = dict(self.backend.tokens)
+        twin.policy_vars, twin.policy = get_map(policy_vars), get_map(policy)
+        twin.machine = Machine(self.spec, twin.backend, twin.policy, self.shards)
+        twin.keys = list(self.keys)
+        twin.template, twin.next_template = get_map(template), get_map(next_template)
+        twin.next_terms = get_map(next_terms)
+        twin.act, twin.enabled_term, twin.transition_template = out[act], out[enabled_term], out[transition]
+        twin._template_ids, twin._reads_memo = None, {}
+        twin.instances = [
+            Instance(
+                inst.index,
+                inst.action,
+                dict(inst.shards),
+                get_map(params),
+                out[enabled],
+                get_map(store),
+                [
+                    dataclasses.replace(call, **{name: get_slot(slot) for name, slot in slots.items()})
+                    for call, slots in calls
+                ],
+            )
+            for inst, params, enabled, store, calls in shapes
+        ]
+        return twin
 
     def _build(self) -> None:
         self.next_terms = self._next_terms()
@@ -202,24 +285,31 @@ class Encoding:
     # -- cone of influence --
 
     def _reads(self, term: Any) -> set[Key]:
+        """The template variables `term` reads. Remembered per subterm for the encoding's
+        life: the cone's fixpoint asks about the same guards and updates again and again, and
+        walking a Z3 term from Python costs a call per node (the memo keeps each term alive,
+        so its id is never reused for another)."""
         by_id = self._template_ids
         if by_id is None:
             by_id = self._template_ids = {var.get_id(): key for key, var in self.template.items()}
-        found: set[Key] = set()
-        seen: set[int] = set()
-        stack = [term]
+        memo = self._reads_memo
+        stack: list[tuple[Any, list[Any] | None]] = [(term, None)]
         while stack:
-            node = stack.pop()
-            if node.get_id() in seen:
+            node, children = stack.pop()
+            ident = node.get_id()
+            if ident in memo:
                 continue
-            seen.add(node.get_id())
-            if z3.is_const(node):
-                key = by_id.get(node.get_id())
-                if key is not None:
-                    found.add(key)
+            if children is not None:
+                found: frozenset[Key] = frozenset().union(*(memo[c.get_id()][1] for c in children))
+                memo[ident] = (node, found)
+            elif z3.is_const(node):
+                key = by_id.get(ident)
+                memo[ident] = (node, frozenset((key,)) if key is not None else frozenset())
             else:
-                stack.extend(node.children())
-        return found
+                below = node.children()
+                stack.append((node, below))
+                stack.extend((child, None) for child in below)
+        return set(memo[term.get_id()][1])
 
     def restrict_to(self, roots: Any, keep: Any = None) -> int:
         """Keep only the cone of influence of `roots` (terms over the template): the state
@@ -417,3 +507,32 @@ class Encoding:
     def transition(self, nxt: StepVars, pairs: list[tuple[Any, Any]]) -> Any:
         moves = [(self.next_template[key], nxt.state[key]) for key in self.keys]
         return z3.substitute(self.transition_template, *(pairs + moves))
+
+
+_BASES: dict[tuple[Any, ...], tuple[Spec, Encoding]] = {}
+"""The encodings this process built, by (spec variant, environment, fleet, policy, contracts):
+every property of a variant in an environment starts from the same one."""
+_KEPT = 8
+
+
+def encoding_for(
+    spec: Spec, environment: Environment, shards: int, policy: Mapping[str, int] | None, *, contracts: bool = False
+) -> Encoding:
+    """A fresh encoding of (spec variant, environment, fleet size, policy) in a Z3 context of
+    its own, for one check to slice and unroll.
+
+    Running every action over the template is most of the time a check spends before its
+    solver starts (the controller environment at 4 shards: about half a second), and it is
+    the same for every property of a variant in an environment. So it runs once per process;
+    each check gets a translated copy (`Encoding.copy_into`), always a copy, even the first,
+    so every check sees the same terms in the same order however the jobs were spread over
+    workers, and prints the same counterexamples."""
+    key = (id(spec), environment.name, shards, None if policy is None else tuple(sorted(policy.items())), contracts)
+    hit = _BASES.get(key)
+    if hit is None or hit[0] is not spec:
+        base = Encoding(spec, environment, shards, policy, contracts=contracts)
+        while len(_BASES) >= _KEPT:
+            del _BASES[next(iter(_BASES))]
+        _BASES[key] = (spec, base)  # the spec is kept alive with it, so its id names no other
+        hit = _BASES[key]
+    return hit[1].copy_into(z3.Context())
