@@ -167,7 +167,9 @@ def _check_job(plan: _Plan, job: tuple[str, str, str], progress: Callable[[str],
     fleet, policy = plan.fleets[variant]
     if progress is not None:
         progress(f"{variant} / {name} ({environment}): checking")
-    return _check_one(plan.request, spec, environment, spec.property(name), fleet, policy, progress)
+    return _check_one(
+        plan.request, spec, environment, spec.property(name), shards=fleet, policy=policy, progress=progress
+    )
 
 
 def _not_established(plan: _Plan, job: tuple[str, str, str], why: str) -> Result:
@@ -201,6 +203,7 @@ def _check_one(
     spec: Spec,
     environment: str,
     prop: Property,
+    *,
     shards: int,
     policy: dict[str, int] | None,
     progress: Callable[[str], None] | None,
@@ -210,7 +213,9 @@ def _check_one(
     if prop.kind != PropertyKind.EVENTUALLY:
         choice: str | None = "search" if request.engine == "explicit" else None
         if request.engine == "auto":
-            choice = explicit_suits(spec, environment, prop, shards, policy, request.view, request.prove)
+            choice = explicit_suits(
+                spec, environment, prop, shards=shards, policy=policy, view=request.view, prove=request.prove
+            )
         if choice is not None:
             from ledgercheck.model.explicit import explicit_check
 
@@ -254,6 +259,7 @@ def explicit_suits(
     spec: Spec,
     environment: str,
     prop: Any,
+    *,
     shards: int,
     policy: dict[str, int] | None,
     view: tuple[str, ...] | None,

@@ -110,10 +110,10 @@ def test_a_spent_time_budget_is_unknown_in_every_worker(capsys):
 def test_a_worker_that_dies_loses_only_its_check(monkeypatch, spec_file):
     original = runs._check_one
 
-    def dying(request, spec, environment, prop, *rest):
+    def dying(request, spec, environment, prop, **options):
         if prop.name == "retirement_is_final":
             os.kill(os.getpid(), signal.SIGKILL)
-        return original(request, spec, environment, prop, *rest)
+        return original(request, spec, environment, prop, **options)
 
     monkeypatch.setattr(runs, "_check_one", dying)
     request = CheckRequest(

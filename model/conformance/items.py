@@ -97,7 +97,7 @@ def collect(session: pytest.Session) -> list[pytest.Item]:
         for number, script in enumerate(random_scripts(spec, other_shards, policy, calls, seed), 1):
             jobs.append((f"random-seed{seed}-{number}", replay(script)))
     if config.getoption("--ledger-conform-counterexamples"):
-        scripts = counterexample_scripts(spec_file, other_shards, {}, jobs=1, cache=default_cache())
+        scripts = counterexample_scripts(spec_file, shards=other_shards, overrides={}, jobs=1, cache=default_cache())
         for script in scripts:
             jobs.append((_slug(script.source), replay(script)))
     items: list[pytest.Item] = []

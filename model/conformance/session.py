@@ -101,7 +101,15 @@ def check(
         start = time.monotonic()
         notes: list[str] = []
         scripts = counterexample_scripts(
-            spec_file, other_shards, overrides, cex_depth, cex_traces, jobs, progress, cache, notes
+            spec_file,
+            shards=other_shards,
+            overrides=overrides,
+            depth=cex_depth,
+            traces=cex_traces,
+            jobs=jobs,
+            progress=progress,
+            cache=cache,
+            notes=notes,
         )
         found = scripts_diverge(scripts, "a counterexample of the checker")
         if found is not None:

@@ -177,6 +177,7 @@ _COUNTEREXAMPLES: dict[tuple[Any, ...], list[Script]] = {}
 
 def counterexample_scripts(
     spec_file: SpecFile,
+    *,
     shards: int,
     overrides: Mapping[str, int],
     depth: int = COUNTEREXAMPLE_DEPTH,
