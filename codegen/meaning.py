@@ -7,7 +7,9 @@ form of the *compiled* spec (`model.spec.Spec` and the `model.ir` nodes under it
 declaration, type, expression and statement, serialised with mappings sorted and without
 source positions or source text. Docs, messages, claim texts and the log format are left
 out as well: they change the text of generated tests (docstrings), never what a test does,
-so `gen --check` reports them as text-only drift and the tests stay green.
+so `gen --check` reports them as text-only drift and the tests stay green. A notification's
+`text` (its log line) is meaning, not words: conformance and the generated tests compare a
+bound logger's lines with it.
 
 The spec is cut into parts (the spec's header, enums, sets, policy, fields, globals, history
 fields, on_state_change, each query, event, environment and
@@ -46,7 +48,7 @@ DISPLAY_FIELDS = frozenset({"persistent"})
 # property's events and a property's environments are lists of names.
 UNORDERED_FIELDS = frozenset({"actions", "on", "environments"})
 # Language features younger than the key: left out while at their default (no time, no
-# outcome, no declared default environment), so a spec that uses none of them keeps the
+# outcome, no declared default environment, no notifications), so a spec that uses none of them keeps the
 # meaning, and its generated tests the key, they had before the features existed.
 OPTIONAL_FIELDS = {
     "timer": False,
@@ -55,6 +57,7 @@ OPTIONAL_FIELDS = {
     "returns": None,
     "clock": None,
     "declared_default_environment": None,
+    "notifications": {},
 }
 DIGEST_CHARS = 12
 

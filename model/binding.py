@@ -601,7 +601,10 @@ def bound_class(binding: Binding, spec: Spec, target: Callable[..., Any]) -> typ
             def callback(*args: Any, **kwargs: Any) -> None:
                 given = dict(zip([name for name, _ in params], args[announcer.skip :], strict=False))
                 given.update(kwargs)
-                payload = tuple(heard_value(given.get(name, MISSING_ARG), enums.get(enum)) for name, enum in params)
+                payload = tuple(
+                    heard_value(given.get(name, MISSING_ARG), enums[enum] if enum is not None else None)
+                    for name, enum in params
+                )
                 self._heard(announcer.channel, index, payload)
 
             return callback

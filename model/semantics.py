@@ -272,8 +272,8 @@ class Machine(Generic[V]):
         elif isinstance(stmt, ir.Emit):
             given = {name: self.eval(expr, frame, store) for name, expr in stmt.args}
             params = self.spec.notifications[stmt.name].params
-            args = tuple((p.name, given[p.name] if p.name in given else b.const(p.default, p.type)) for p in params)
-            effects.emits.append(Emission(stmt.name, args, pc))
+            values = tuple((p.name, given[p.name] if p.name in given else b.const(p.default, p.type)) for p in params)
+            effects.emits.append(Emission(stmt.name, values, pc))
         elif isinstance(stmt, ir.Pass):
             pass
         else:  # pragma: no cover - the compiler produces no other statements

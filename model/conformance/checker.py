@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ledgercheck.model import ir
+from ledgercheck.model.binding import by_channel, expected_announcements
 from ledgercheck.model.conformance.calls import LedgerCall, Script, Tick, clock_ticks, invoke, opaque_value
 from ledgercheck.model.conformance.divergence import Divergence, Recording, figure, report
 from ledgercheck.model.conformance.implementation import (
@@ -65,6 +66,9 @@ class Conformance:
         # The ledger's log line per state change is part of its API; a class bound through
         # `[implementation]` (a library of its own) is compared on what the binding reads.
         self.compare_logs = spec.binding is None
+        # Notifications are compared where the binding says how the class announces them; a
+        # ledger-convention class (no binding) is not observed announcing anything.
+        self.compare_notifications = spec.binding is not None and bool(spec.binding.announcers)
         self._memo: dict[tuple[Any, ...], tuple[tuple[Any, ...], Outcome]] = {}
         self._memo_ok = True
         self._contract_memo: dict[tuple[Any, ...], bool] = {}
@@ -107,6 +111,7 @@ class Conformance:
 
     def _call_model(self, model: LedgerModel, call: LedgerCall) -> Outcome:
         before = len(model.log_lines)
+        announced = len(model.notifications)
         raised = None
         result = None
         event = self.events[call.event]
@@ -116,7 +121,11 @@ class Conformance:
             raised = type(exc).__name__
         returned = self.observer.normalise(result) if event.returns is not None and raised is None else None
         logs = len(model.log_lines) - before if self.compare_logs else 0
-        return Outcome(raised, logs, returned)
+        notices: tuple[Any, ...] = ()
+        if self.compare_notifications and self.spec.binding is not None:
+            heard = expected_announcements(self.spec.binding, self.spec, model.notifications[announced:])
+            notices = by_channel(heard)
+        return Outcome(raised, logs, returned, notices)
 
     def _step_model(self, model: LedgerModel, call: LedgerCall, keys: StateKeys) -> Outcome:
         """`_call_model`, memoised: an event reads and writes only its own shard's variables
@@ -155,6 +164,8 @@ class Conformance:
         error: BaseException | None = None
         result = None
         event = self.events[call.event]
+        heard: list[Any] = getattr(ledger, "notifications", []) if self.compare_notifications else []
+        announced = len(heard)
         with contextlib.redirect_stdout(out):
             try:
                 result = invoke(ledger, call, event)
@@ -162,7 +173,8 @@ class Conformance:
                 error = exc
         lines = sum(1 for line in out.getvalue().splitlines() if line.strip()) if self.compare_logs else 0
         returned = self.observer.normalise(result) if event.returns is not None and error is None else None
-        return Outcome(exception_text(error), lines, returned), error
+        notices = by_channel(heard[announced:]) if self.compare_notifications else ()
+        return Outcome(exception_text(error), lines, returned, notices), error
 
     def run(self, script: Script, recording: Recording | None = None) -> Divergence | None:
         """Replay a script on a fresh implementation and model; the first divergence, if any."""
@@ -289,6 +301,7 @@ class Conformance:
                 for call in choices:
                     model.restore(state)
                     model.log_lines.clear()
+                    model.notifications.clear()
                     if contract and not self._allowed(model, call, keys):
                         continue
                     sequences += 1
