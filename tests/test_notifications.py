@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import itertools
 import logging
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -268,3 +270,50 @@ def test_announcements_outside_calls_are_not_a_call_s() -> None:
     script = Script("by hand", 1, (LedgerCall("record_failure", 0, ()),))
     assert checker.run(script) is None
     assert ledger.notifications == []
+
+
+# --- generated tests ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("listener_generated")
+    assert cli.main(["gen", str(EXAMPLE), "--out", str(out)]) == 0
+    return out
+
+
+def test_gen_asserts_every_call_s_announcements_byte_identically(
+    generated: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    text = (generated / "test_branches_of_record_failure.py").read_text(encoding="utf-8")
+    assert "check.expect_notifications([])" in text
+    assert '["opened", 0, [2]],' in text and '["log listener_breaker", 0, "breaker opened after 2 failures"],' in text
+    again = tmp_path_factory.mktemp("listener_generated")  # beside the first: the spec's relative path is the same
+    assert cli.main(["gen", str(EXAMPLE), "--out", str(again)]) == 0
+    for path in generated.glob("*.py"):
+        assert (again / path.name).read_bytes() == path.read_bytes(), path.name
+    assert cli.main(["gen", str(EXAMPLE), "--out", str(generated), "--check"]) == 0
+
+
+def _pytest(folder: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(folder), *options]
+    return subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=IMPL.parents[2], check=False)
+
+
+def test_generated_tests_pass_on_the_model_and_the_listener_breaker(generated: Path) -> None:
+    for options in ((), ("--impl", f"{IMPL}:ListenerBreaker")):
+        run = _pytest(generated, *options)
+        assert run.returncode == 0, run.stdout[-2000:]
+        assert "10 passed, 3 xfailed" in run.stdout
+
+
+@pytest.mark.parametrize("case", [WRONG["wrong-enum-arg"], WRONG["skipped"]], ids=["wrong-enum-arg", "skipped"])
+def test_a_generated_test_catches_a_wrong_announcement(
+    case: tuple[str, str, str], generated: Path, tmp_path: Path
+) -> None:
+    old, new, shown = case
+    path = tmp_path / "wrong_breaker.py"
+    path.write_text(IMPL_TEXT.replace(old, new), encoding="utf-8")
+    run = _pytest(generated, "--impl", f"{path}:ListenerBreaker")
+    assert run.returncode == 1, run.stdout[-2000:]
+    assert "announced" in run.stdout and "expected" in run.stdout and shown in run.stdout

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from ledgercheck.model import ir
-from ledgercheck.model.binding import by_channel, expected_announcements
 from ledgercheck.model.conformance.calls import LedgerCall, Script, Tick, clock_ticks, invoke, opaque_value
 from ledgercheck.model.conformance.divergence import Divergence, Recording, figure, report
 from ledgercheck.model.conformance.implementation import (
@@ -28,6 +27,7 @@ from ledgercheck.model.conformance.observation import (
     Observation,
     Observer,
     Outcome,
+    announced_since,
     compare,
     exception_text,
 )
@@ -121,11 +121,7 @@ class Conformance:
             raised = type(exc).__name__
         returned = self.observer.normalise(result) if event.returns is not None and raised is None else None
         logs = len(model.log_lines) - before if self.compare_logs else 0
-        notices: tuple[Any, ...] = ()
-        if self.compare_notifications and self.spec.binding is not None:
-            heard = expected_announcements(self.spec.binding, self.spec, model.notifications[announced:])
-            notices = by_channel(heard)
-        return Outcome(raised, logs, returned, notices)
+        return Outcome(raised, logs, returned, announced_since(model, self.spec, announced))
 
     def _step_model(self, model: LedgerModel, call: LedgerCall, keys: StateKeys) -> Outcome:
         """`_call_model`, memoised: an event reads and writes only its own shard's variables
@@ -164,8 +160,7 @@ class Conformance:
         error: BaseException | None = None
         result = None
         event = self.events[call.event]
-        heard: list[Any] = getattr(ledger, "notifications", []) if self.compare_notifications else []
-        announced = len(heard)
+        announced = len(getattr(ledger, "notifications", ()))
         with contextlib.redirect_stdout(out):
             try:
                 result = invoke(ledger, call, event)
@@ -173,8 +168,7 @@ class Conformance:
                 error = exc
         lines = sum(1 for line in out.getvalue().splitlines() if line.strip()) if self.compare_logs else 0
         returned = self.observer.normalise(result) if event.returns is not None and error is None else None
-        notices = by_channel(heard[announced:]) if self.compare_notifications else ()
-        return Outcome(exception_text(error), lines, returned, notices), error
+        return Outcome(exception_text(error), lines, returned, announced_since(ledger, self.spec, announced)), error
 
     def run(self, script: Script, recording: Recording | None = None) -> Divergence | None:
         """Replay a script on a fresh implementation and model; the first divergence, if any."""

@@ -20,6 +20,8 @@ from ledgercheck.model.spec import Spec
 
 Key = tuple[Any, ...]
 Observation = dict[Key, Any]
+Channels = tuple[tuple[str, tuple[tuple[int, Any], ...]], ...]
+"""A call's announcements as compared: per channel, in order, (instance index, payload)."""
 MISSING = "<missing>"
 
 
@@ -59,7 +61,7 @@ class Outcome:
     logs: int
     result: Any = None
     """What the call returned, normalised; compared only for an event that declares `returns`."""
-    notifications: tuple[tuple[str, tuple[tuple[int, Any], ...]], ...] = ()
+    notifications: Channels = ()
     """What the call announced that the binding observes, by channel (`binding.by_channel`);
     empty where none is observed."""
 
@@ -181,7 +183,22 @@ def compare(
     return differences
 
 
-def notifications_text(notifications: tuple[tuple[str, tuple[tuple[int, Any], ...]], ...]) -> str:
+def announced_since(ledger: Any, spec: Spec, start: int) -> Channels:
+    """What `ledger` announced since it had announced `start` things, as the binding observes
+    it, by channel. The executable model keeps the spec's notices (name, shard, arguments),
+    translated here into what a bound class hears; a bound class keeps what it heard."""
+    from ledgercheck.model.binding import by_channel, expected_announcements
+    from ledgercheck.model.interpreter import LedgerModel
+
+    if spec.binding is None or not spec.binding.announcers:
+        return ()
+    heard = getattr(ledger, "notifications", [])[start:]
+    if isinstance(ledger, LedgerModel):
+        return by_channel(expected_announcements(spec.binding, spec, heard))
+    return by_channel(heard)
+
+
+def notifications_text(notifications: Channels) -> str:
     """A call's announcements in one cell: `opened(2); log listener_breaker: 'breaker opened
     after 2 failures'`, the instance index shown when it is not 0; `-` for none."""
     parts = []
