@@ -10,6 +10,7 @@ announces the wrong thing."""
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import subprocess
 import sys
@@ -21,7 +22,8 @@ import z3
 from ledger_fixture import LEDGER_EXAMPLES
 from spec_cases import Bad, assert_refused
 
-from ledgercheck.model import cli
+from ledgercheck.codegen.meaning import meaning_of, variant_parts
+from ledgercheck.model import cli, mutate
 from ledgercheck.model.conformance import Conformance, load_target
 from ledgercheck.model.conformance.calls import LedgerCall, Script
 from ledgercheck.model.encoding import Z3Backend
@@ -129,12 +131,12 @@ def test_both_engines_find_the_false_claim_and_hold_the_rest(engine: str, capsys
     assert cli.main(["check", str(EXAMPLE), "--engine", engine, "--jobs", "1"]) == 0
     out = capsys.readouterr().out
     assert "every_success_announces_closing" in out and "VIOLATED, depth 1" in out
-    assert "2 hold" in out and "opening_is_announced" in out and "0 mismatch(es)" in out
+    assert "3 hold" in out and "closing_is_announced" in out and "0 mismatch(es)" in out
 
 
 def test_a_property_about_emissions_is_proved(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["check", str(EXAMPLE), "--prove", "--jobs", "1"]) == 0
-    assert "2 hold proved" in capsys.readouterr().out
+    assert "3 hold proved" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("engine", ["z3", "explicit"])
@@ -214,6 +216,52 @@ def test_emit_is_refused_in_an_environment_action() -> None:
     text = TEXT + '\n[environments.callers.actions.shout]\nparams = "i: shard"\nbody = "emit.closed()"\n'
     with pytest.raises(SpecError, match="emit is only allowed in event bodies"):
         load_spec_text(text, NAME)
+
+
+def test_mutate_drops_each_announcement_and_the_properties_kill_it(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["mutate", str(EXAMPLE), "--jobs", "1", "--format", "json"]) == 0
+    outcomes = json.loads(capsys.readouterr().out)["outcomes"]
+    dropped = {o["ident"]: o["status"] for o in outcomes if o["kind"] == "drop an announcement"}
+    assert dropped == {
+        "record_failure:drop an announcement:emit.opened(failures)": "killed_by_property",
+        "record_success:drop an announcement:emit.closed()": "killed_by_property",
+    }
+
+
+def test_mutate_swaps_two_announced_arguments_of_one_type() -> None:
+    text = TEXT.replace('params = "old: Mode, new: Mode"', 'params = "old: int, new: int"').replace(
+        'body = "emit.state_changed(old, new)"', 'body = "pass"'
+    )
+    text = text.replace(
+        "    emit.opened(failures)\n", "    emit.opened(failures)\n    emit.state_changed(failures, 0)\n"
+    )
+    spec_file = load_spec_text(text, NAME)
+    kinds = {m.ident: m for m in mutate.spec_mutants(spec_file, "base") if "announc" in m.kind}
+    swapped = kinds[
+        "record_failure:swap announced arguments:emit.state_changed(failures, 0) -> emit.state_changed(0, failures)"
+    ]
+    assert "+    emit.state_changed(0, failures)" in swapped.diff()
+    assert "record_failure:drop an announcement:emit.state_changed(failures, 0)" in kinds
+
+
+def test_notifications_are_meaning_but_their_doc_is_not() -> None:
+    base = meaning_of(load_spec_text(TEXT, NAME))
+    reworded = meaning_of(load_spec_text(TEXT.replace('doc = "the on_close() callback"', 'doc = "on close"'), NAME))
+    assert reworded.digest == base.digest
+    for old, new in (
+        ("after {failures} failures", "after {failures} failure(s)"),
+        ("    emit.closed()\n", "    pass\n"),
+        ('params = "failures: int"', 'params = "failures: int, extra: bool = False"'),
+    ):
+        assert meaning_of(load_spec_text(TEXT.replace(old, new), NAME)).digest != base.digest, new
+
+
+def test_a_spec_without_notifications_keeps_its_meaning() -> None:
+    """`notifications` enters the canonical form only when declared (the bundled ledger's
+    generated tests stay byte-identical: `gen --check` proves it on both folders)."""
+    spec = load_spec(LEDGER_EXAMPLES / "timed_breaker.toml").variant()
+    assert "notifications" not in variant_parts(spec)["spec"]
+    assert "notifications" in variant_parts(_spec())["spec"]
 
 
 # --- conformance ---------------------------------------------------------------------------
