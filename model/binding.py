@@ -107,14 +107,13 @@ class Announcer:
     constructor keyword (`form = "param"`), to a method called once after construction
     (`"register"`), or set as an attribute (`"attribute"`); it receives `skip` leading
     arguments of its own (the breaker itself), then the notification's arguments, positional
-    in declared order or (`keywords`) by name. A log line (`"logger"`): a `logging` record on
-    the logger named `target`, whose message must be the notification's `text`."""
+    in declared order or by name. A log line (`"logger"`): a `logging` record on the logger
+    named `target`, whose message must be the notification's `text`."""
 
     notification: str
     form: str
     target: str
     skip: int = 0
-    keywords: bool = False
 
     @property
     def channel(self) -> str:
@@ -216,7 +215,7 @@ class _Parser:
         found = []
         for item in items:
             table = self.table(item, keys)
-            self.known(table, keys, (*_ANNOUNCE_FORMS, "skip", "keywords"))
+            self.known(table, keys, (*_ANNOUNCE_FORMS, "skip"))
             forms = [form for form in _ANNOUNCE_FORMS if form in table]
             if len(forms) != 1:
                 raise self.fail(
@@ -231,17 +230,14 @@ class _Parser:
             skip = table.get("skip", 0)
             if not isinstance(skip, int) or isinstance(skip, bool) or not 0 <= skip <= 8:
                 raise self.fail((*keys, "skip"), "skip is how many leading callback arguments to ignore: 0 to 8")
-            keywords = table.get("keywords", False)
-            if not isinstance(keywords, bool):
-                raise self.fail((*keys, "keywords"), "keywords must be true or false")
             if form == "logger":
-                if "skip" in table or "keywords" in table:
-                    raise self.fail(keys, "skip and keywords are for callbacks; a log line is compared by its text")
+                if "skip" in table:
+                    raise self.fail((*keys, "skip"), "skip is for callbacks; a log line is compared by its text")
                 if declared[name].log_format is None:
                     raise self.fail(
                         (*keys, form), f"notification {name!r} has no text: declare its log line's text to compare it"
                     )
-            found.append(Announcer(name, form, target, skip, keywords))
+            found.append(Announcer(name, form, target, skip))
         return found
 
     def field(self, name: str, raw: Any, keys: KeyPath) -> FieldRead:
@@ -599,6 +595,8 @@ def bound_class(binding: Binding, spec: Spec, target: Callable[..., Any]) -> typ
             params = [(p.name, p.type.enum) for p in spec.notifications[announcer.notification].params]
 
             def callback(*args: Any, **kwargs: Any) -> None:
+                # After `skip` arguments of its own: the notification's, positional in declared
+                # order, or by name (an argument not given is `<missing>`, and differs).
                 given = dict(zip([name for name, _ in params], args[announcer.skip :], strict=False))
                 given.update(kwargs)
                 payload = tuple(

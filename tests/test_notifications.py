@@ -201,6 +201,15 @@ BAD = {
         "closed =",
         ("one way per table",),
     ),
+    "binding-skip-on-a-logger": Bad(
+        'opened = [{ param = "on_open" }, { logger = "listener_breaker" }]',
+        'opened = [{ param = "on_open" }, { logger = "listener_breaker", skip = 1 }]',
+        "opened =",
+        ("skip is for callbacks",),
+    ),
+    "binding-dotted-param": Bad(
+        'closed = { attribute = "on_close" }', 'closed = { attribute = "hooks.on_close" }', "closed =", ("plain name",)
+    ),
     "binding-logger-without-text": Bad(
         'closed = { attribute = "on_close" }', 'closed = { logger = "listener_breaker" }', "closed =", ("has no text",)
     ),
@@ -308,6 +317,15 @@ def test_conform_catches_a_wrong_announcement(
     assert cli.main(["conform", str(EXAMPLE), "--impl", f"{path}:ListenerBreaker", "--depth", "5", "--jobs", "1"]) == 1
     out = capsys.readouterr().out
     assert "notifications: model" in out and "> notifications" in out and shown in out
+
+
+def test_conform_accepts_callbacks_called_by_name(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = IMPL_TEXT.replace("self.on_open(self.failures)", "self.on_open(failures=self.failures)")
+    text = text.replace("listener(self, old, new)", "listener(self, new=new, old=old)")
+    path = tmp_path / "keyword_breaker.py"
+    path.write_text(text, encoding="utf-8")
+    assert cli.main(["conform", str(EXAMPLE), "--impl", f"{path}:ListenerBreaker", "--depth", "5", "--jobs", "1"]) == 0
+    assert "no divergence" in capsys.readouterr().out
 
 
 def test_announcements_outside_calls_are_not_a_call_s() -> None:
