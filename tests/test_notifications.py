@@ -152,6 +152,8 @@ def test_a_dropped_emit_breaks_the_property_in_both_engines(
     assert cli.main(["check", str(path), "--engine", engine, "--jobs", "1"]) == 1
     out = capsys.readouterr().out
     assert "opening_is_announced" in out and "1 mismatch(es)" in out
+    # The counterexample's figure shows what each call announced, the breaking call's marked.
+    assert "announced | -      | -                          | [state_changed(CLOSED, OPEN)]" in out
 
 
 BAD = {
