@@ -22,7 +22,16 @@ open_for = { observe = false }                 # modelled, kept private by the l
 [implementation.events]
 call_succeeds = "decorate(returning(None))()"
 call_fails = { call = "decorate(raising(OSError))()", reraises = "OSError" }
+
+[implementation.notifications]                 # how the class announces the spec's notifications
+opened = [{ param = "on_open" }, { logger = "breaker" }]
+state_changed = { register = "add_listener", skip = 1 }
 ```
+
+Announcements (the spec's `[notifications]`) are heard through callbacks the bound class
+hands the real one (a constructor keyword, a registration method, an attribute) and through
+`logging` handlers on named loggers, during each call only; `Bound.notifications` keeps them
+as (channel, instance, payload) for conformance and the generated tests to compare.
 
 Time comes from the spec's `[clock]`: its `drive` names the constructor parameter or the
 function to patch (`circuitbreaker.monotonic`), and the bound class hands the real class the

@@ -3,8 +3,10 @@
 Guards, updates, action bodies and properties are parsed with `ast` and compiled into the
 typed nodes of `model.ir`. Only whitelisted syntax is accepted: names, constants,
 comparisons, `and`/`or`/`not`, `+`/`-`, `in` a named state set, `is None`, conditional
-expressions, `args.x`, `old.x`/`before.x`/`after.x`, shard variables (`s.state`) and the
-fleet aggregates `count`, `exists` and `forall`. Nothing here ever evaluates user text:
+expressions, `args.x`, `old.x`/`before.x`/`after.x`, shard variables (`s.state`), the
+fleet aggregates `count`, `exists` and `forall`, and a call's announcements: the statement
+`emit.name(args)` (event bodies, history blocks, on_state_change) and `emitted(name)` (step
+properties). Nothing here ever evaluates user text:
 a call, an import, a subscript, a lambda or a dunder name is refused with its position.
 """
 

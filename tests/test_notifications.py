@@ -385,3 +385,12 @@ def test_a_generated_test_catches_a_wrong_announcement(
     run = _pytest(generated, "--impl", f"{path}:ListenerBreaker")
     assert run.returncode == 1, run.stdout[-2000:]
     assert "announced" in run.stdout and "expected" in run.stdout and shown in run.stdout
+
+
+def test_ci_passes_end_to_end_on_the_listener_breaker(generated: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Verdicts, generated tests up to date, the tests against the model and the class, and
+    conformance: every stage of `ledgercheck ci` on the example and its hand-written class."""
+    target = f"{IMPL}:ListenerBreaker"
+    assert cli.main(["ci", str(EXAMPLE), "--out", str(generated), "--impl", target, "--jobs", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "PASSED" in out and "no divergence" in out
