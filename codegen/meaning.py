@@ -12,7 +12,7 @@ so `gen --check` reports them as text-only drift and the tests stay green. A not
 bound logger's lines with it.
 
 The spec is cut into parts (the spec's header, enums, sets, policy, fields, globals, history
-fields, on_state_change, each query, event, environment and
+fields, on_state_change, notifications where declared, each query, event, environment and
 property; and for every variant but the first, each part in which it differs from the
 first), each with a short digest, so a stale test can say *what* changed.
 """
@@ -39,6 +39,9 @@ PART_FIELDS = frozenset({"queries", "events", "environments", "properties", "var
 # Declarations that are a part each; the rest of `Spec` (API names, state field, fleet
 # size, variant names) is the part "spec".
 OWN_PARTS = ("enums", "sets", "policy", "fields", "globals", "history", "on_state_change")
+# Declarations younger than the key that are a part of their own only where a spec declares
+# them (so a spec without them keeps its parts, and its digest).
+DECLARED_PARTS = ("notifications",)
 # Named traces to replay: no check and no generated test reads them. How a real class is
 # bound (`[implementation]`) is read when the tests run, not baked into them. (`DISPLAY_FIELDS`:
 # whether a field is carried across incarnations on purpose only changes how figures mark it.)
@@ -48,7 +51,7 @@ DISPLAY_FIELDS = frozenset({"persistent"})
 # property's events and a property's environments are lists of names.
 UNORDERED_FIELDS = frozenset({"actions", "on", "environments"})
 # Language features younger than the key: left out while at their default (no time, no
-# outcome, no declared default environment, no notifications), so a spec that uses none of them keeps the
+# outcome, no declared default environment), so a spec that uses none of them keeps the
 # meaning, and its generated tests the key, they had before the features existed.
 OPTIONAL_FIELDS = {
     "timer": False,
@@ -57,7 +60,6 @@ OPTIONAL_FIELDS = {
     "returns": None,
     "clock": None,
     "declared_default_environment": None,
-    "notifications": {},
 }
 DIGEST_CHARS = 12
 
@@ -103,6 +105,9 @@ def variant_parts(spec: Spec) -> dict[str, Any]:
         name = item.name
         if name in OWN_PARTS:
             parts[name] = canonical(getattr(spec, name))
+        elif name in DECLARED_PARTS:
+            if getattr(spec, name):
+                parts[name] = canonical(getattr(spec, name))
         elif name not in PART_FIELDS | IGNORED_FIELDS | SOURCE_FIELDS | TEXT_FIELDS:
             if name in OPTIONAL_FIELDS and getattr(spec, name) == OPTIONAL_FIELDS[name]:
                 continue
