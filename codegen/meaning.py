@@ -7,10 +7,12 @@ form of the *compiled* spec (`model.spec.Spec` and the `model.ir` nodes under it
 declaration, type, expression and statement, serialised with mappings sorted and without
 source positions or source text. Docs, messages, claim texts and the log format are left
 out as well: they change the text of generated tests (docstrings), never what a test does,
-so `gen --check` reports them as text-only drift and the tests stay green.
+so `gen --check` reports them as text-only drift and the tests stay green. A notification's
+`text` (its log line) is meaning, not words: conformance and the generated tests compare a
+bound logger's lines with it.
 
 The spec is cut into parts (the spec's header, enums, sets, policy, fields, globals, history
-fields, on_state_change, each query, event, environment and
+fields, on_state_change, notifications where declared, each query, event, environment and
 property; and for every variant but the first, each part in which it differs from the
 first), each with a short digest, so a stale test can say *what* changed.
 """
@@ -37,6 +39,9 @@ PART_FIELDS = frozenset({"queries", "events", "environments", "properties", "var
 # Declarations that are a part each; the rest of `Spec` (API names, state field, fleet
 # size, variant names) is the part "spec".
 OWN_PARTS = ("enums", "sets", "policy", "fields", "globals", "history", "on_state_change")
+# Declarations younger than the key that are a part of their own only where a spec declares
+# them (so a spec without them keeps its parts, and its digest).
+DECLARED_PARTS = ("notifications",)
 # Named traces to replay: no check and no generated test reads them. How a real class is
 # bound (`[implementation]`) is read when the tests run, not baked into them. (`DISPLAY_FIELDS`:
 # whether a field is carried across incarnations on purpose only changes how figures mark it.)
@@ -100,6 +105,9 @@ def variant_parts(spec: Spec) -> dict[str, Any]:
         name = item.name
         if name in OWN_PARTS:
             parts[name] = canonical(getattr(spec, name))
+        elif name in DECLARED_PARTS:
+            if getattr(spec, name):
+                parts[name] = canonical(getattr(spec, name))
         elif name not in PART_FIELDS | IGNORED_FIELDS | SOURCE_FIELDS | TEXT_FIELDS:
             if name in OPTIONAL_FIELDS and getattr(spec, name) == OPTIONAL_FIELDS[name]:
                 continue

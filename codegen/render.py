@@ -37,11 +37,12 @@ from ledgercheck.codegen.gate import Verdicts
 from ledgercheck.codegen.meaning import meaning_of
 from ledgercheck.codegen.runtime import LedgerCheck, normalise
 from ledgercheck.model import budget, engines
+from ledgercheck.model.binding import expected_announcements
 from ledgercheck.model.conformance.implementation import ManualClock
 from ledgercheck.model.console import progress_for
 from ledgercheck.model.errors import EXIT_BAD_INPUT, EXIT_MISMATCH, EXIT_OK, LedgercheckError
 from ledgercheck.model.figure import trace_figure
-from ledgercheck.model.interpreter import advance_timers, build_api, clock_steps
+from ledgercheck.model.interpreter import Notice, advance_timers, build_api, clock_steps
 from ledgercheck.model.spec import Event, Spec, SpecFile, load_spec, reference_variant
 from ledgercheck.model.trace import Trace, base_url
 
@@ -93,6 +94,9 @@ class GeneratedCall:
     guarded: bool = False
     raises: str | None = None  # the error class the call raises, by name
     tick: int = 0  # not a call: the clock's tick action `event`, by this many units
+    # What the call announces as the binding hears it (channel, instance, payload), in the
+    # model's order; None where the spec binds no notification (nothing is asserted).
+    notifications: tuple[tuple[str, int, Any], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -144,13 +148,21 @@ def _observable(spec: Spec, record: Any) -> dict[str, Any]:
     return {name: normalise(getattr(record, name), spec) for name in observed_fields(spec)}
 
 
+def announcements(spec: Spec, notices: Sequence[Notice]) -> tuple[tuple[str, int, Any], ...] | None:
+    """What a bound class should be heard announcing for the model's `notices`; None where
+    the spec binds no notification."""
+    if spec.binding is None or not spec.binding.announcers:
+        return None
+    return tuple(expected_announcements(spec.binding, spec, notices))
+
+
 def _replay_calls(
     spec: Spec, trace: Trace, skip_outside_contract: bool
-) -> tuple[list[list[dict[str, Any]]], list[bool], list[str | None]]:
+) -> tuple[list[list[dict[str, Any]]], list[bool], list[str | None], list[Any]]:
     """The observable fields of every shard after each call (and tick) of the trace, on
-    `spec`, per call whether the callers' contract allowed it there, and the error it
-    raised. With `skip_outside_contract` a call the callers would not make in `spec`'s state
-    is not made."""
+    `spec`, per call whether the callers' contract allowed it there, the error it raised and
+    what it announced (`announcements`). With `skip_outside_contract` a call the callers
+    would not make in `spec`'s state is not made."""
     api = build_api(spec)
     clock = ManualClock()
     ledger = api.Ledger(
@@ -164,24 +176,28 @@ def _replay_calls(
     states = [[_observable(spec, r) for r in ledger.snapshot()]]
     allowed: list[bool] = []
     raised: list[str | None] = []
+    announced: list[Any] = []
     for step in trace.steps[1:]:
         if step.action in ticks and not step.calls:
             clock.advance(ticks[step.action])
             allowed.append(True)
             raised.append(None)
+            announced.append(None)
             states.append([_observable(spec, r) for r in ledger.snapshot()])
         for call in step.calls:
             ok = ledger.contract_allows(call.event, call.shard, dict(call.args))
             allowed.append(ok)
             error = None
+            start = len(ledger.notifications)
             if ok or not skip_outside_contract:
                 try:
                     getattr(ledger, call.event)(call.shard, **dict(call.args))
                 except Exception as exc:  # one of the event's `raises`: the test expects it
                     error = type(exc).__name__
             raised.append(error)
+            announced.append(announcements(spec, ledger.notifications[start:]))
             states.append([_observable(spec, r) for r in ledger.snapshot()])
-    return states, allowed, raised
+    return states, allowed, raised, announced
 
 
 def build_test(
@@ -192,8 +208,8 @@ def build_test(
     variant itself and the test is a strict xfail: it documents the violation, and turns
     red the day an implementation stops showing it."""
     prop = violating.properties[prop_name]
-    expected, allowed, raised = _replay_calls(holding, trace, skip_outside_contract=not known_violation)
-    actual, _, _ = _replay_calls(violating, trace, skip_outside_contract=False)
+    expected, allowed, raised, announced = _replay_calls(holding, trace, skip_outside_contract=not known_violation)
+    actual, _, _, _ = _replay_calls(violating, trace, skip_outside_contract=False)
     observed = observed_fields(holding)
     ticks = clock_steps(holding, trace.policy)
     steps: list[GeneratedStep] = []
@@ -236,6 +252,7 @@ def build_test(
                     tuple(call.args.items()),
                     guarded=not allowed[position - 1],
                     raises=raised[position - 1],
+                    notifications=announced[position - 1],
                 )
             )
         label = step.action or "?"
@@ -302,6 +319,8 @@ def _outcome(test: GeneratedTest, spec: Spec, monitor: Spec, prop: str) -> str |
                         getattr(ledger, call.event)(call.shard, **args)
                 for shard, fields in call.expect:
                     check.expect(shard, **dict(fields))
+                if call.notifications is not None:
+                    check.expect_notifications(call.notifications)
         check.finish()
     except pytest.fail.Exception as failure:
         return str(failure)
@@ -410,7 +429,17 @@ def build_coverage_test(spec: Spec, branch: coverage.Branch, trace: Sequence[cov
         params = event.signature.params
         monitor = tuple((p.name, pyrepr(args[p.name])) for p in params if p.type.kind != "any" and p.name in args)
         code = call_code(event, 0, args)
-        call = GeneratedCall(name, 0, code, monitor, ((0, tuple(fields)),), arg_items, raises=machine.error)
+        notices = [(e.name, 0, tuple(value for _, value in e.args)) for c in effects.calls for e in c.emits]
+        call = GeneratedCall(
+            name,
+            0,
+            code,
+            monitor,
+            ((0, tuple(fields)),),
+            arg_items,
+            raises=machine.error,
+            notifications=announcements(spec, notices),
+        )
         label = f"{code}, the branch" if last else code
         steps.append(GeneratedStep(number, label, (call,)))
         if last:

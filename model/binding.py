@@ -22,7 +22,16 @@ open_for = { observe = false }                 # modelled, kept private by the l
 [implementation.events]
 call_succeeds = "decorate(returning(None))()"
 call_fails = { call = "decorate(raising(OSError))()", reraises = "OSError" }
+
+[implementation.notifications]                 # how the class announces the spec's notifications
+opened = [{ param = "on_open" }, { logger = "breaker" }]
+state_changed = { register = "add_listener", skip = 1 }
 ```
+
+Announcements (the spec's `[notifications]`) are heard through callbacks the bound class
+hands the real one (a constructor keyword, a registration method, an attribute) and through
+`logging` handlers on named loggers, during each call only; `Bound.notifications` keeps them
+as (channel, instance, payload) for conformance and the generated tests to compare.
 
 Time comes from the spec's `[clock]`: its `drive` names the constructor parameter or the
 function to patch (`circuitbreaker.monotonic`), and the bound class hands the real class the
@@ -40,8 +49,10 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import enum
 import importlib
-from collections.abc import Callable, Iterator, Mapping
+import logging
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -55,7 +66,8 @@ if TYPE_CHECKING:  # the spec module builds bindings: a runtime import would be 
 
 Instances = Literal["indexed", "each"]
 
-_KEYS = ("target", "instances", "construct", "fields", "events")
+_KEYS = ("target", "instances", "construct", "fields", "events", "notifications")
+_ANNOUNCE_FORMS = ("param", "register", "attribute", "logger")
 _HELPERS = ("returning", "raising")
 MAX_EXPRESSION = 500
 """Characters of one call path: a binding is a few words, not a program."""
@@ -99,12 +111,36 @@ class EventCall:
 
 
 @dataclass(frozen=True)
+class Announcer:
+    """One way the real class announces a notification. A callback: handed to the class as a
+    constructor keyword (`form = "param"`), to a method called once after construction
+    (`"register"`), or set as an attribute (`"attribute"`); it receives `skip` leading
+    arguments of its own (the breaker itself), then the notification's arguments, positional
+    in declared order or by name. A log line (`"logger"`): a `logging` record on the logger
+    named `target`, whose message must be the notification's `text`."""
+
+    notification: str
+    form: str
+    target: str
+    skip: int = 0
+
+    @property
+    def channel(self) -> str:
+        """How the announcement is told apart from others: the notification's name for a
+        callback, the logger for a log line (one logger may carry several notifications)."""
+        return f"log {self.target}" if self.form == "logger" else self.notification
+
+
+@dataclass(frozen=True)
 class Binding:
     target: str | None
     instances: Instances
     construct: tuple[tuple[str, CallPath], ...]
     fields: Mapping[str, FieldRead]
     events: Mapping[str, EventCall]
+    announcers: tuple[Announcer, ...] = ()
+    """`[implementation.notifications]`: how each observed notification is announced; a
+    notification with none is modelled and never compared."""
 
     def observes(self, field: str) -> bool:
         """Whether conformance and the generated tests can read `field` off the implementation."""
@@ -170,7 +206,48 @@ class _Parser:
             name: self.event(name, value, (*top, "events", name))
             for name, value in self.table(table.get("events", {}), (*top, "events")).items()
         }
-        return Binding(target, instances, construct, fields, events)
+        notifications = self.table(table.get("notifications", {}), (*top, "notifications"))
+        announcers = tuple(
+            announcer
+            for name, value in notifications.items()
+            for announcer in self.announcers(name, value, (*top, "notifications", name))
+        )
+        return Binding(target, instances, construct, fields, events, announcers)
+
+    def announcers(self, name: str, raw: Any, keys: KeyPath) -> list[Announcer]:
+        """`name = { param = "on_open" }`, or a list of such tables (announced several ways)."""
+        declared = self.spec.notifications
+        if name not in declared:
+            hint = did_you_mean(name, declared) if declared else "; the spec declares no [notifications]"
+            raise self.fail(keys, f"{name!r} is not a notification of the spec{hint}")
+        items = raw if isinstance(raw, list) and raw else [raw]
+        found = []
+        for item in items:
+            table = self.table(item, keys)
+            self.known(table, keys, (*_ANNOUNCE_FORMS, "skip"))
+            forms = [form for form in _ANNOUNCE_FORMS if form in table]
+            if len(forms) != 1:
+                raise self.fail(
+                    keys, f"notification {name!r} is announced one way per table: {' | '.join(_ANNOUNCE_FORMS)}"
+                )
+            form = forms[0]
+            target = self.string(table[form], (*keys, form))
+            if not all(part.isidentifier() and not part.startswith("_") for part in target.split(".")):
+                raise self.fail((*keys, form), f"{form} must be a public Python name, not {target!r}")
+            if form != "logger" and "." in target:
+                raise self.fail((*keys, form), f"{form} is a plain name, not {target!r}")
+            skip = table.get("skip", 0)
+            if not isinstance(skip, int) or isinstance(skip, bool) or not 0 <= skip <= 8:
+                raise self.fail((*keys, "skip"), "skip is how many leading callback arguments to ignore: 0 to 8")
+            if form == "logger":
+                if "skip" in table:
+                    raise self.fail((*keys, "skip"), "skip is for callbacks; a log line is compared by its text")
+                if declared[name].log_format is None:
+                    raise self.fail(
+                        (*keys, form), f"notification {name!r} has no text: declare its log line's text to compare it"
+                    )
+            found.append(Announcer(name, form, target, skip))
+        return found
 
     def field(self, name: str, raw: Any, keys: KeyPath) -> FieldRead:
         known = {f.name: f for f in self.spec.fields}
@@ -376,6 +453,94 @@ def _errors(names: tuple[str, ...], module: Any) -> tuple[type[BaseException], .
     return tuple(found)
 
 
+Announced = tuple[str, int, Any]
+"""One announcement heard: its channel (`Announcer.channel`), the instance index, and its
+payload (a callback's argument values in declared order, or a log line's message)."""
+MISSING_ARG = "<missing>"
+
+_LISTENING: ContextVar[Callable[[str, str], None] | None] = ContextVar("ledgercheck_bound_log", default=None)
+_LISTENED: set[str] = set()
+
+
+class _LogListener(logging.Handler):
+    """Passes a bound logger's records, as messages, to the bound instance being called (and
+    drops them otherwise: the handler stays for the life of the process)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(logging.DEBUG)
+        self.channel = f"log {name}"
+
+    def emit(self, record: logging.LogRecord) -> None:
+        sink = _LISTENING.get()
+        if sink is not None:
+            sink(self.channel, record.getMessage())
+
+
+def _listen(name: str) -> None:
+    """Hear every record of the logger `name`: a handler, and the logger's level lowered to
+    DEBUG when it would drop some (a log line is an announcement whatever its level)."""
+    if name in _LISTENED:
+        return
+    logger = logging.getLogger(name)
+    logger.addHandler(_LogListener(name))
+    if logger.getEffectiveLevel() > logging.DEBUG:
+        logger.setLevel(logging.DEBUG)
+    _LISTENED.add(name)
+
+
+def enum_values(spec: Spec, binding: Binding, enum: str) -> dict[str, str]:
+    """An implementation's values of a spec enum, by repr, to the member they mean: the
+    member names, the enum's `api_values`, and the values a bound field of that enum maps."""
+    decl = spec.enums[enum]
+    found = {repr(m): m for m in decl.members} | {repr(v): m for m, v in decl.api_values.items()}
+    for name, read in binding.fields.items():
+        field_decl = next((f for f in spec.fields if f.name == name), None)
+        if field_decl is not None and field_decl.type.enum == enum:
+            found |= {repr(v): member for member, group in read.values.items() for v in group}
+    return found
+
+
+def heard_value(value: Any, values: Mapping[str, str] | None) -> Any:
+    """A callback's argument as the spec writes it: an enum argument's value mapped to its
+    member (a Python enum member by its name), anything else as it is."""
+    if values is None:
+        return value
+    if isinstance(value, enum.Enum):
+        return values.get(repr(value.name), values.get(repr(value.value), value.name))
+    return values.get(repr(value), value)
+
+
+def expected_announcements(
+    binding: Binding, spec: Spec, notices: Sequence[tuple[str, int, tuple[Any, ...]]]
+) -> list[Announced]:
+    """What the bound class should have heard for the model's announcements `notices`
+    (name, shard, arguments): one entry per way the binding announces each notification;
+    notifications it does not bind are not observed."""
+    found: list[Announced] = []
+    for name, shard, args in notices:
+        for announcer in binding.announcers:
+            if announcer.notification != name:
+                continue
+            if announcer.form == "logger":
+                decl = spec.notifications[name]
+                found.append(
+                    (announcer.channel, shard, decl.render(dict(zip([p.name for p in decl.params], args, strict=True))))
+                )
+            else:
+                found.append((announcer.channel, shard, args))
+    return found
+
+
+def by_channel(announced: Sequence[Announced]) -> tuple[tuple[str, tuple[tuple[int, Any], ...]], ...]:
+    """Announcements as compared: in order within each channel (a callback is called in the
+    order the class announces, a logger logs in order; the order *between* a callback and a
+    log line of one announcement is the class's own business)."""
+    channels: dict[str, list[tuple[int, Any]]] = {}
+    for channel, index, payload in announced:
+        channels.setdefault(channel, []).append((index, payload))
+    return tuple((channel, tuple(items)) for channel, items in sorted(channels.items()))
+
+
 def bound_class(binding: Binding, spec: Spec, target: Callable[..., Any]) -> type:
     """A class with the ledger's API whose instances drive `target` as `binding` says."""
     fields = [f.name for f in spec.fields if binding.observes(f.name)]
@@ -389,6 +554,10 @@ def bound_class(binding: Binding, spec: Spec, target: Callable[..., Any]) -> typ
     drive = spec.clock
     if drive is not None and drive.drive_patch is not None:
         _patch(drive.drive_patch)
+    enums = {name: enum_values(spec, binding, name) for name in spec.enums}
+    for announcer in binding.announcers:
+        if announcer.form == "logger":
+            _listen(announcer.target)
 
     class Bound:
         """Built from the spec's [implementation] table (see `model.binding`)."""
@@ -404,15 +573,48 @@ def bound_class(binding: Binding, spec: Spec, target: Callable[..., Any]) -> typ
             self._policy = {name: getattr(policy, name) for name in spec.policy} if policy is not None else {}
             self._clock = clock or _stopped
             count = shard_count if binding.instances == "each" else 1
-            self._objects = [self._build() for _ in range(count)]
+            self.notifications: list[Announced] = []
+            self._performing: int | None = None
+            self._objects = [self._build(i) for i in range(count)]
             self._count = shard_count
 
-        def _build(self) -> Any:
+        def _build(self, index: int) -> Any:
             kwargs = {name: evaluate(path, None, self._policy) for name, path in binding.construct}
             if drive is not None and drive.drive_param is not None:
                 kwargs[drive.drive_param] = self._clock
+            callbacks = [(a, self._callback(a, index)) for a in binding.announcers if a.form != "logger"]
+            kwargs.update({a.target: callback for a, callback in callbacks if a.form == "param"})
             with _reading(self._clock):
-                return target(**kwargs)
+                obj = target(**kwargs)
+                for announcer, callback in callbacks:
+                    if announcer.form == "register":
+                        getattr(obj, announcer.target)(callback)
+                    elif announcer.form == "attribute":
+                        setattr(obj, announcer.target, callback)
+            return obj
+
+        def _heard(self, channel: str, index: int | None, payload: Any) -> None:
+            """Keep an announcement made during a call (one made while the class is built or
+            read is no call's announcement)."""
+            if self._performing is not None:
+                where = self._performing if index is None or binding.instances == "indexed" else index
+                self.notifications.append((channel, where, payload))
+
+        def _callback(self, announcer: Announcer, index: int) -> Callable[..., None]:
+            params = [(p.name, p.type.enum) for p in spec.notifications[announcer.notification].params]
+
+            def callback(*args: Any, **kwargs: Any) -> None:
+                # After `skip` arguments of its own: the notification's, positional in declared
+                # order, or by name (an argument not given is `<missing>`, and differs).
+                given = dict(zip([name for name, _ in params], args[announcer.skip :], strict=False))
+                given.update(kwargs)
+                payload = tuple(
+                    heard_value(given.get(name, MISSING_ARG), enums[enum] if enum is not None else None)
+                    for name, enum in params
+                )
+                self._heard(announcer.channel, index, payload)
+
+            return callback
 
         def _object(self, index: Any) -> Any:
             if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < self._count:
@@ -432,6 +634,18 @@ def bound_class(binding: Binding, spec: Spec, target: Callable[..., Any]) -> typ
                 return reverse[name].get(repr(value), value)
             return value
 
+        @contextlib.contextmanager
+        def _announcing(self, index: int) -> Iterator[None]:
+            """While a call runs: its callbacks are kept, and so are the records of the
+            bound loggers."""
+            self._performing = index
+            token = _LISTENING.set(lambda channel, payload: self._heard(channel, None, payload))
+            try:
+                yield
+            finally:
+                _LISTENING.reset(token)
+                self._performing = None
+
         def snapshot(self) -> list[SimpleNamespace]:
             return [SimpleNamespace(**{name: self._read(i, name) for name in fields}) for i in range(self._count)]
 
@@ -450,13 +664,13 @@ def bound_class(binding: Binding, spec: Spec, target: Callable[..., Any]) -> typ
             def perform(index: Any, *args: Any, **kwargs: Any) -> Any:
                 obj = self._object(index)
                 if call is None:
-                    with _reading(self._clock):
+                    with _reading(self._clock), self._announcing(index):
                         return getattr(obj, event.name)(*args, **kwargs)
                 given = dict(zip(event_params[event.name], args, strict=False))
                 names: dict[str, Any] = {**self._policy, **given, **kwargs}
                 if binding.instances == "indexed":
                     names.setdefault("index", index)
-                with _reading(self._clock):
+                with _reading(self._clock), self._announcing(index):
                     try:
                         result = evaluate(call.call, obj, names)
                     except expected:
@@ -486,13 +700,17 @@ def resolve_target(text: str) -> Any:
 
 
 __all__ = [
+    "Announced",
+    "Announcer",
     "Binding",
     "BindingError",
     "CallPath",
     "EventCall",
     "FieldRead",
     "bound_class",
+    "by_channel",
     "evaluate",
+    "expected_announcements",
     "parse_binding",
     "raising",
     "resolve_target",

@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+from ledgercheck.model import ir
 from ledgercheck.model.breaking import Break, find_break, property_reads
 from ledgercheck.model.spec import Property, Spec
 from ledgercheck.model.trace import Step, Trace
@@ -153,6 +154,12 @@ def figure_of(
     calls: list[Row] = []
     if trace.environment != "ledger" or any(len(s.calls) != 1 for s in steps[1:]):
         calls.append(Row("calls on shard", tuple(Cell(focus_events(s, shard)) for s in steps), "calls"))
+    if spec.notifications:
+        reads_emitted = prop is not None and any(isinstance(n, ir.Emitted) for n in ir.walk([prop.when, prop.check]))
+        texts = ["; ".join(text for where, text in s.announced if where == shard) or "-" for s in steps]
+        at = breaking.step if breaking is not None else None  # `emitted` is about the breaking call alone
+        announced = tuple(Cell(text, "", reads_emitted and index == at) for index, text in enumerate(texts))
+        calls.append(Row("announced", announced, "calls", reads_emitted))
     incarnation = [s.after["history"]["shards"][shard].get("incarnation") for s in steps]
     fresh = _fresh_values(spec)
     fields: list[Row] = []

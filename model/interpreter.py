@@ -21,6 +21,9 @@ from ledgercheck.model.errors import builtin_exception
 from ledgercheck.model.semantics import ConcreteBackend, Effects, Key, Machine
 from ledgercheck.model.spec import Event, Spec
 
+Notice = tuple[str, int, tuple[Any, ...]]
+"""One announced notification: its name, the shard whose call announced it, its arguments."""
+
 
 class SpecEnum(enum.StrEnum):
     """A state enum whose members compare equal to their value ("suspect") and their name
@@ -169,6 +172,9 @@ class LedgerModel:
         self._machine: Machine[Any] = Machine(spec, ConcreteBackend(), self._policy_values, shard_count)
         self._store: dict[Key, Any] = initial_store(spec, shard_count, base_urls)
         self.log_lines: list[str] = []
+        self.notifications: list[Notice] = []
+        """What the calls announced (the spec's `emit`s), in order: (notification, shard,
+        argument values in declared order; an enum member by its name)."""
 
     # -- reads --
 
@@ -257,6 +263,7 @@ class LedgerModel:
         effects: Effects[Any] = Effects()
         self._machine.call_event(event, index, args, self._store, True, effects)
         self._emit(effects)
+        self.notifications += [(e.name, index, tuple(value for _, value in e.args)) for e in effects.emits]
         if error is not None:
             raise self._errors[error.error](f"{event.name}({index}): {error.text}")
         result = effects.calls[-1].result if effects.calls else None

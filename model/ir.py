@@ -169,6 +169,15 @@ class Aggregate:
     type: Type
 
 
+@dataclass(frozen=True)
+class Emitted:
+    """`emitted(name)` in a step property: whether the call announced the notification
+    `name` (some `emit.name(...)` of the call ran)."""
+
+    name: str
+    type: Type = BOOL
+
+
 Expr = (
     Const
     | FieldRef
@@ -187,6 +196,7 @@ Expr = (
     | IfExp
     | QueryRef
     | Aggregate
+    | Emitted
 )
 
 
@@ -236,12 +246,23 @@ class CallEvent:
 
 
 @dataclass(frozen=True)
+class Emit:
+    """`emit.name(args)`: the call announces the declared notification `name` with these
+    arguments (a listener callback, a log line); by the shard the event was called on."""
+
+    name: str
+    args: tuple[tuple[str, Expr], ...]
+    line: int
+    text: str
+
+
+@dataclass(frozen=True)
 class Pass:
     line: int
     text: str = "pass"
 
 
-Stmt = Assign | If | ForShards | CallEvent | Pass
+Stmt = Assign | If | ForShards | CallEvent | Emit | Pass
 
 
 def field_reads(nodes: object) -> set[str]:
@@ -276,7 +297,7 @@ def field_reads(nodes: object) -> set[str]:
             stmt(node.orelse)
         elif isinstance(node, ForShards):
             stmt(node.body)
-        elif isinstance(node, CallEvent):
+        elif isinstance(node, (CallEvent, Emit)):
             expr([value for _, value in node.args])
         elif node is not None and not isinstance(node, Pass):
             expr(node)

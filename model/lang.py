@@ -3,8 +3,10 @@
 Guards, updates, action bodies and properties are parsed with `ast` and compiled into the
 typed nodes of `model.ir`. Only whitelisted syntax is accepted: names, constants,
 comparisons, `and`/`or`/`not`, `+`/`-`, `in` a named state set, `is None`, conditional
-expressions, `args.x`, `old.x`/`before.x`/`after.x`, shard variables (`s.state`) and the
-fleet aggregates `count`, `exists` and `forall`. Nothing here ever evaluates user text:
+expressions, `args.x`, `old.x`/`before.x`/`after.x`, shard variables (`s.state`), the
+fleet aggregates `count`, `exists` and `forall`, and a call's announcements: the statement
+`emit.name(args)` (event bodies, history blocks, on_state_change) and `emitted(name)` (step
+properties). Nothing here ever evaluates user text:
 a call, an import, a subscript, a lambda or a dunder name is refused with its position.
 """
 
@@ -72,6 +74,11 @@ class Scope:
     writable_fields: frozenset[str] = frozenset()
     writable_globals: frozenset[str] = frozenset()
     events: Mapping[str, Signature] | None = None
+    # The declared notifications, by name, where `emit.name(...)` may stand (event bodies,
+    # history blocks, on_state_change); None where it may not.
+    notifications: Mapping[str, tuple[Param, ...]] | None = None
+    # The notifications `emitted(name)` may name (a step property); None where it is refused.
+    emitted: frozenset[str] | None = None
     aggregates: bool = False
     locals: dict[str, Type] = field(default_factory=dict)
     # The exact text being compiled, split at newlines: `ast` gives columns in UTF-8 bytes,
@@ -435,6 +442,8 @@ def _in_set(left: ir.Expr, right: ast.expr, scope: Scope, node: ast.AST) -> ir.E
 def _aggregate(node: ast.Call, scope: Scope) -> ir.Expr:
     func = node.func
     name = func.id if isinstance(func, ast.Name) else None
+    if name == "emitted":
+        return _emitted(node, scope)
     if name is None or name not in AGGREGATES:
         shown = name or _describe(func)
         raise scope.fail(
@@ -448,6 +457,20 @@ def _aggregate(node: ast.Call, scope: Scope) -> ir.Expr:
     body = _expr(node.args[0], inner)
     _require(body, BOOL, node.args[0], scope, f"the condition of {name}()")
     return ir.Aggregate(name, body, INT if name == "count" else BOOL)
+
+
+def _emitted(node: ast.Call, scope: Scope) -> ir.Expr:
+    """`emitted(name)`: whether the call a step property is about announced `name`."""
+    if scope.emitted is None:
+        raise scope.fail(node, "emitted() is only allowed in step properties (it is about one call)")
+    if len(node.args) != 1 or node.keywords or not isinstance(node.args[0], ast.Name):
+        raise scope.fail(node, "emitted() takes one notification name, e.g. emitted(opened)")
+    name = node.args[0].id
+    if name not in scope.emitted:
+        known = sorted(scope.emitted)
+        declared = did_you_mean(name, known) if known else "; the spec declares no [notifications]"
+        raise scope.fail(node.args[0], f"unknown notification {name!r}{declared}")
+    return ir.Emitted(name)
 
 
 # --- statements --------------------------------------------------------------------------
@@ -516,6 +539,9 @@ def _stmt(node: ast.stmt, scope: Scope, assigned: set[str]) -> ir.Stmt:
     if isinstance(node, ast.For):
         return _for(node, scope, assigned)
     if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+        func = node.value.func
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "emit":
+            return _emit(node.value, func.attr, scope)
         return _call(node.value, scope)
     kinds = {
         ast.Import: "an import",
@@ -605,27 +631,51 @@ def _call(node: ast.Call, scope: Scope) -> ir.Stmt:
     if not node.args or not isinstance(node.args[0], ast.Name) or node.args[0].id not in scope.shard_vars:
         raise scope.fail(node, f"the first argument of {name}() must be a shard variable")
     shard = node.args[0].id
+    ordered = _bind(node, name, signature.params, node.args[1:], " after the shard", scope)
+    return ir.CallEvent(name, shard, ordered, node.lineno, text)
+
+
+def _emit(node: ast.Call, name: str, scope: Scope) -> ir.Stmt:
+    """`emit.name(args)`: announce a declared notification, its arguments checked against
+    the declaration as an event call's are."""
+    if scope.notifications is None:
+        raise scope.fail(
+            node, "emit is only allowed in event bodies, history blocks and on_state_change (a call announces)"
+        )
+    params = scope.notifications.get(name)
+    if params is None:
+        known = sorted(scope.notifications)
+        hint = did_you_mean(name, known) if known else "; the spec declares no [notifications]"
+        raise scope.fail(node, f"unknown notification {name!r}{hint}")
+    ordered = _bind(node, f"emit.{name}", params, node.args, "", scope)
+    return ir.Emit(name, ordered, node.lineno, ast.unparse(node))
+
+
+def _bind(
+    node: ast.Call, name: str, params: tuple[Param, ...], given: list[ast.expr], after: str, scope: Scope
+) -> tuple[tuple[str, ir.Expr], ...]:
+    """A call's arguments (positional `given`, then keywords) bound to `params`, each
+    type-checked; every parameter without a default must be given."""
     bound: dict[str, ir.Expr] = {}
-    positional = [p for p in signature.params if not p.keyword_only]
-    if len(node.args) - 1 > len(positional):
-        raise scope.fail(node, f"{name}() takes {len(positional)} positional argument(s) after the shard")
-    for param, arg in zip(positional, node.args[1:], strict=False):
+    positional = [p for p in params if not p.keyword_only]
+    if len(given) > len(positional):
+        raise scope.fail(node, f"{name}() takes {len(positional)} positional argument(s){after}")
+    for param, arg in zip(positional, given, strict=False):
         bound[param.name] = _call_arg(param, arg, scope)
     for keyword in node.keywords:
         if keyword.arg is None:
             raise scope.fail(node, "**kwargs is not allowed")
-        named = signature.param(keyword.arg)
+        named = next((p for p in params if p.name == keyword.arg), None)
         if named is None:
-            known = [p.name for p in signature.params]
+            known = [p.name for p in params]
             raise scope.fail(keyword, f"{name}() has no argument {keyword.arg!r}{did_you_mean(keyword.arg, known)}")
         if named.name in bound:
             raise scope.fail(keyword, f"{name}() got {named.name!r} twice")
         bound[named.name] = _call_arg(named, keyword.value, scope)
-    for param in signature.params:
+    for param in params:
         if param.name not in bound and not param.has_default:
             raise scope.fail(node, f"{name}() is missing the argument {param.name!r}")
-    ordered = tuple((p.name, bound[p.name]) for p in signature.params if p.name in bound)
-    return ir.CallEvent(name, shard, ordered, node.lineno, text)
+    return tuple((p.name, bound[p.name]) for p in params if p.name in bound)
 
 
 def _call_arg(param: Param, node: ast.expr, scope: Scope) -> ir.Expr:

@@ -7,7 +7,8 @@ that variant, so a mutant *is* a spec and reads as a spec diff:
 * drop an update or a reset (remove one assignment),
 * negate or weaken a guard (`ignore_when`; an `if` condition negated),
 * off-by-one in a comparison (`>=` <-> `>`, `<=` <-> `<`),
-* swap the target state of a transition (`state = A` -> `state = B`).
+* swap the target state of a transition (`state = A` -> `state = B`),
+* drop an announcement (remove one `emit.name(...)`), or swap two of its arguments of one type.
 
 A mutant is *killed by properties* when the bounded checker finds a property it breaks,
 *killed by tests* when a generated regression test fails on its executable model, and
@@ -124,6 +125,7 @@ def enumerate_mutants(spec: Spec) -> list[Mutant]:
                             swapped = copy.deepcopy(node)
                             swapped.value = ast.Name(id=member, ctx=ast.Load())
                             mutants.append(_mutant(spec, event.name, "swap a target state", body, head, swapped))
+            mutants += _announcement_mutants(spec, event.name, body, head, node)
             if isinstance(node, ast.If):
                 negated = copy.deepcopy(node)
                 negated.test = ast.UnaryOp(op=ast.Not(), operand=negated.test)
@@ -155,6 +157,30 @@ def enumerate_mutants(spec: Spec) -> list[Mutant]:
                     )
                 )
     return mutants
+
+
+def _announcement_mutants(spec: Spec, event: str, body: str, head: str, node: ast.stmt) -> list[Mutant]:
+    """An `emit.name(...)` statement dropped, and its first two arguments swapped where the
+    notification declares them of one type (a swap of two types would not load)."""
+    call = node.value if isinstance(node, ast.Expr) else None
+    if not (
+        isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Attribute)
+        and isinstance(call.func.value, ast.Name)
+        and call.func.value.id == "emit"
+    ):
+        return []
+    found = [_mutant(spec, event, "drop an announcement", body, head, None)]
+    declared = spec.notifications.get(call.func.attr)
+    if declared is not None and len(call.args) >= 2 and len(declared.params) >= 2:
+        first, second = declared.params[0], declared.params[1]
+        if first.type == second.type and ast.unparse(call.args[0]) != ast.unparse(call.args[1]):
+            swapped = copy.deepcopy(node)
+            assert isinstance(swapped, ast.Expr) and isinstance(swapped.value, ast.Call)
+            args = swapped.value.args
+            args[0], args[1] = args[1], args[0]
+            found.append(_mutant(spec, event, "swap announced arguments", body, head, swapped))
+    return found
 
 
 def _guard_text(spec: Spec, event: str) -> str | None:

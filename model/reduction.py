@@ -110,6 +110,8 @@ class _Graph:
                 out.add(("arg", scope[1], node.name) if scope[0] == "event" else ("param", scope[1], node.name))
             elif isinstance(node, ir.QueryRef):
                 stack.append(self.spec.queries[node.name].expr)
+            elif isinstance(node, ir.Emitted):
+                out.add(("emitted", node.name))
             else:
                 stack.extend(ir.children(node))
         return out
@@ -132,6 +134,10 @@ class _Graph:
                 self.block(stmt.orelse, inner, scope)
             elif isinstance(stmt, ir.ForShards):
                 self.block(stmt.body, ctx, scope)
+            elif isinstance(stmt, ir.Emit):
+                # A step property's `emitted(name)` reads the conditions an emit site of
+                # `name` runs under (in any event: a hook's emits belong to whichever calls it).
+                self.add(("emitted", stmt.name), ctx)
             elif isinstance(stmt, ir.CallEvent):
                 self.add(("call", stmt.event), ctx)
                 event = self.spec.events[stmt.event]

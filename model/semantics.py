@@ -87,6 +87,18 @@ class Frame(Generic[V]):
     args: Mapping[str, V] = field(default_factory=dict)
     locals: dict[str, V] = field(default_factory=dict)
     snaps: Mapping[str, Mapping[str, V]] = field(default_factory=dict)
+    # A step property's `emitted(name)`: whether the call announced `name`.
+    emitted: Mapping[str, V] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Emission(Generic[V]):
+    """One `emit.name(args)` executed, under the path condition it ran under (always true
+    in the concrete semantics)."""
+
+    name: str
+    args: tuple[tuple[str, V], ...]
+    pc: V
 
 
 @dataclass(frozen=True)
@@ -106,12 +118,17 @@ class CallRecord(Generic[V]):
     # returned (its `returns` over the record after the call; None when it declares none).
     raised: V | None = None
     result: V | None = None
+    # What the call announced: every emit it ran, in order, and per declared notification
+    # whether it announced it (the disjunction of its emits' path conditions).
+    emits: tuple[Emission[V], ...] = ()
+    emitted: Mapping[str, V] = field(default_factory=dict)
 
 
 @dataclass
 class Effects(Generic[V]):
     calls: list[CallRecord[V]] = field(default_factory=list)
     logs: list[tuple[int, str, str, str]] = field(default_factory=list)
+    emits: list[Emission[V]] = field(default_factory=list)
 
 
 class Machine(Generic[V]):
@@ -176,6 +193,8 @@ class Machine(Generic[V]):
             query = self.spec.queries[expr.name]
             inner = Frame(self._shard(expr.shard, frame), frame.shard_vars, frame.args)
             return self.eval(query.expr, inner, store)
+        if isinstance(expr, ir.Emitted):
+            return frame.emitted[expr.name]
         if isinstance(expr, ir.Aggregate):
             values = [self.eval(expr.body, Frame(i, frame.shard_vars, frame.args), store) for i in range(self.shards)]
             if expr.op == "count":
@@ -250,6 +269,11 @@ class Machine(Generic[V]):
             shard = self._shard(stmt.shard, frame)
             args = {name: self.eval(expr, frame, store) for name, expr in stmt.args}
             self.call_event(self.spec.events[stmt.event], shard, args, store, pc, effects)
+        elif isinstance(stmt, ir.Emit):
+            given = {name: self.eval(expr, frame, store) for name, expr in stmt.args}
+            params = self.spec.notifications[stmt.name].params
+            values = tuple((p.name, given[p.name] if p.name in given else b.const(p.default, p.type)) for p in params)
+            effects.emits.append(Emission(stmt.name, values, pc))
         elif isinstance(stmt, ir.Pass):
             pass
         else:  # pragma: no cover - the compiler produces no other statements
@@ -320,6 +344,7 @@ class Machine(Generic[V]):
         )
         contract = self.eval(event.requires, frame, store) if event.requires is not None else self.true
         raised = self.raised(event, frame, store)
+        first_emit = len(effects.emits)
 
         def run(s: dict[Key, V], f: Frame[V], p: V) -> None:
             self.exec_block(event.body, f, s, p, effects, event.name)
@@ -329,8 +354,15 @@ class Machine(Generic[V]):
         self.branch(ignored, lambda s, f, p: None, run, frame, store, pc)
         after = {name: store[(shard, name)] for name in self.shard_field_names}
         result = self.eval(event.returns, Frame(shard, {}, full_args), store) if event.returns is not None else None
+        emits = tuple(effects.emits[first_emit:])
+        emitted: dict[str, V] = {}
+        for name in self.spec.notifications:
+            sites = [e.pc for e in emits if e.name == name]
+            emitted[name] = b.or_(sites) if sites else b.const(False, ir.BOOL)
         effects.calls.append(
-            CallRecord(event.name, shard, full_args, pc, ignored, contract, before, after, raised, result)
+            CallRecord(
+                event.name, shard, full_args, pc, ignored, contract, before, after, raised, result, emits, emitted
+            )
         )
 
     def raised(self, event: Event, frame: Frame[V], store: Mapping[Key, V]) -> V:
@@ -362,7 +394,8 @@ class Machine(Generic[V]):
         outcome = {"raised": record.raised if record.raised is not None else b.const(False, ir.BOOL)}
         if record.result is not None:
             outcome["result"] = record.result
-        frame = Frame(record.shard, {}, record.args, outcome, {"before": record.before, "after": record.after})
+        snaps = {"before": record.before, "after": record.after}
+        frame = Frame(record.shard, {}, record.args, outcome, snaps, record.emitted)
         holds = self.eval(prop_check, frame, store)
         parts = [record.pc, b.not_(holds)]
         if prop_when is not None:

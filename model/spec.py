@@ -14,6 +14,7 @@ import dataclasses
 import functools
 import hashlib
 import os
+import string
 import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -149,6 +150,27 @@ class Event:
     raises: tuple[Raise, ...] = ()
     returns: ir.Expr | None = None  # evaluated on the record after the call
     returns_text: str = ""
+
+
+@dataclass(frozen=True)
+class Notification:
+    """`[notifications.name]`: something a call announces besides its result and its state
+    (a listener callback, a log line), with typed arguments. Event bodies, history blocks
+    and on_state_change announce it with `emit.name(args)`; a step property reads whether a
+    call did with `emitted(name)`; `log_format` (the table's `text`) renders it as a log
+    line, `{param}` standing for an argument."""
+
+    name: str
+    params: tuple[Param, ...]
+    doc: str
+    log_format: str | None
+    line: int
+
+    def render(self, args: Mapping[str, object]) -> str | None:
+        """The log line announcing it with `args`, or None without a `text`."""
+        if self.log_format is None:
+            return None
+        return self.log_format.format(**args)  # an enum member shows as its name, as the model holds it
 
 
 @dataclass(frozen=True)
@@ -291,6 +313,8 @@ class Spec:
     # `[spec] default_environment`: where a command runs when it is given no --environment.
     declared_default_environment: str | None = None
     clock: Clock | None = None
+    notifications: Mapping[str, Notification] = field(default_factory=dict)
+    """`[notifications]`: what calls announce (see `Notification`); empty when none are declared."""
 
     @property
     def timers(self) -> tuple[VarDecl, ...]:
@@ -472,6 +496,7 @@ _KNOWN_TOP = (
     "scenarios",
     "clock",
     "implementation",
+    "notifications",
 )
 
 
@@ -589,6 +614,7 @@ class _Builder:
         self.state_field = state_field
         self.clock = self._clock()
         self.queries = self._queries()
+        self.notifications = self._notifications()
         self.on_state_change = self._on_state_change(state_type)
         self.events = self._events()
         environments = self._environments()
@@ -635,6 +661,7 @@ class _Builder:
             scenarios=self._scenarios(environments, default_shards),
             declared_default_environment=default_environment or None,
             clock=self.clock,
+            notifications=self.notifications,
         )
 
     def _enums(self) -> dict[str, EnumDecl]:
@@ -879,6 +906,60 @@ class _Builder:
     def shard_fields(self) -> tuple[VarDecl, ...]:
         return self.fields + self.history
 
+    def _notifications(self) -> dict[str, Notification]:
+        """`[notifications.name]`: `params` (a typed parameter list, like an action's),
+        `doc`, and `text` (the log line: `{param}` placeholders only)."""
+        table = _table(self.source, self.data, ("notifications",), required=False)
+        found: dict[str, Notification] = {}
+        for name, body in table.items():
+            keys: KeyPath = ("notifications", name)
+            self._ident(name, keys)
+            if not isinstance(body, dict):
+                raise self.fail(keys, f'notification {name!r} must be a table like {{ params = "failures: int" }}')
+            self._check_keys(body, keys, ("params", "doc", "text"))
+            params_text = self._str(body, "params", keys, "")
+            params: tuple[Param, ...] = ()
+            if params_text.strip():
+                scope = self.scope((*keys, "params"), f"notification {name}: params")
+                where: KeyPath = (*keys, "params")
+                signature = lang.parse_signature(
+                    f"{name}(self_, {params_text})", scope, functools.partial(self._annotation_at, where)
+                )
+                params = signature.params
+                for param in params:
+                    if param.type.kind in ("shard", "any"):
+                        raise self.fail(
+                            (*keys, "params"),
+                            f"notification {name}: {param.name!r} cannot be a {param.type.kind} "
+                            "(the announcing instance is implicit; arguments are spec values)",
+                        )
+            text = body.get("text")
+            if text is not None:
+                text = self._str(body, "text", keys)
+                self._check_format(text, [p.name for p in params], (*keys, "text"))
+            found[name] = Notification(
+                name, params, self._str(body, "doc", keys, ""), text, self.source.lines.line_of(keys)
+            )
+        return found
+
+    def _check_format(self, text: str, names: list[str], keys: KeyPath) -> None:
+        """A log line's text: literal text and `{param}` placeholders, nothing else."""
+        try:
+            pieces = list(string.Formatter().parse(text))
+        except ValueError as exc:
+            raise self.fail(keys, f"text {text!r} is not a format: {exc}") from None
+        for _, field_name, spec_text, conversion in pieces:
+            if field_name is None:
+                continue
+            if field_name not in names:
+                hint = did_you_mean(field_name, names) if names else " (it has no parameters)"
+                raise self.fail(keys, f"text: {{{field_name}}} is not a parameter of the notification{hint}")
+            if spec_text or conversion:
+                raise self.fail(keys, f"text: {{{field_name}}} takes no format spec or conversion")
+
+    def _emittable(self) -> dict[str, tuple[Param, ...]]:
+        return {name: n.params for name, n in self.notifications.items()}
+
     def _on_state_change(self, state_type: Type) -> tuple[ir.Stmt, ...]:
         table = _table(self.source, self.data, ("on_state_change",), required=False)
         if not table:
@@ -891,6 +972,7 @@ class _Builder:
             self_shard=False,
             locals={"old": state_type, "new": state_type},
             writable_globals=frozenset(g.name for g in self.globals),
+            notifications=self._emittable(),
         )
         return lang.compile_block(text, scope)
 
@@ -998,7 +1080,12 @@ class _Builder:
             else:
                 requires = compiled
         body_scope = self.scope(
-            (*keys, "body"), f"event {name}: body", args=args, writable_fields=ledger_fields, where=line_maps["body"]
+            (*keys, "body"),
+            f"event {name}: body",
+            args=args,
+            writable_fields=ledger_fields,
+            where=line_maps["body"],
+            notifications=self._emittable(),
         )
         compiled_body = lang.compile_block(texts["body"], body_scope)
         history_scope = self.scope(
@@ -1009,6 +1096,7 @@ class _Builder:
             snapshots=frozenset({"old"}),
             writable_fields=history_fields,
             where=line_maps["history"],
+            notifications=self._emittable(),
         )
         compiled_history = lang.compile_block(texts["history"], history_scope)
         raises = self._raises(name, body.get("raises"), args)
@@ -1487,6 +1575,7 @@ class _Builder:
                     readable_kinds=all_fields, snapshots=frozenset({"before", "after"}), self_shard=False
                 )
                 overrides["locals"] = self._outcome_locals(on)
+                overrides["emitted"] = frozenset(self.notifications)
             elif fleet:
                 overrides = dict(readable_kinds=all_fields, self_shard=False, aggregates=True)
             else:
@@ -1708,6 +1797,7 @@ __all__ = [
     "Action",
     "Environment",
     "Event",
+    "Notification",
     "Property",
     "PropertyKind",
     "Query",

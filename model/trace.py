@@ -22,6 +22,12 @@ from ledgercheck.model.semantics import ConcreteBackend, Effects, Key, Machine
 from ledgercheck.model.spec import Action, Environment, Spec
 
 
+def _shown(value: Any) -> str:
+    """An announced argument in a figure: an enum member by its name, other text quoted
+    unless it is one word, anything else as Python prints it."""
+    return repr(value) if isinstance(value, str) and not value.isidentifier() else str(value)
+
+
 @dataclass(frozen=True)
 class Call:
     """One ledger API call made by an action (what a generated test writes out)."""
@@ -45,6 +51,8 @@ class Step:
     calls: tuple[Call, ...]
     after: Mapping[str, Any]
     logs: tuple[str, ...] = ()
+    announced: tuple[tuple[int, str], ...] = ()
+    """What the step's calls announced (the spec's `emit`s): (shard, `name(arguments)`)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -132,8 +140,18 @@ class Simulation:
         calls = tuple(Call(c.event, c.shard, dict(c.args), bool(c.ignored), bool(c.contract_ok)) for c in effects.calls)
         logs = tuple(self.spec.log.format(shard=s, old=o, new=n, event=e) for s, o, n, e in effects.logs)
         first = action.shard_params[0] if action.shard_params else None
+        announced = tuple(
+            (c.shard, f"{e.name}({', '.join(_shown(v) for _, v in e.args)})") for c in effects.calls for e in c.emits
+        )
         step = Step(
-            action.name, shards[first] if first else None, dict(shards), dict(values), calls, self.observe(), logs
+            action.name,
+            shards[first] if first else None,
+            dict(shards),
+            dict(values),
+            calls,
+            self.observe(),
+            logs,
+            announced,
         )
         return step, effects
 

@@ -4,13 +4,11 @@ and every bad input refused as `file:line: what is wrong`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pytest
 from ledger_fixture import LEDGER_EXAMPLES
+from spec_cases import Bad, assert_refused
 
 from ledgercheck.model import cli
-from ledgercheck.model.errors import SpecError
 from ledgercheck.model.interpreter import build_api
 from ledgercheck.model.spec import load_spec, load_spec_text
 
@@ -94,14 +92,6 @@ def test_an_off_by_one_in_the_timeout_is_found() -> None:
     assert any(a.startswith("tick") for a in actions), actions
 
 
-@dataclass(frozen=True)
-class Bad:
-    old: str
-    new: str
-    at: str  # a marker in `new`: the error's line
-    says: tuple[str, ...]
-
-
 BAD = {
     "timer-without-clock": Bad("[clock]", "[clocks_not_here]", "[clocks", ("unknown key 'clocks_not_here'",)),
     "timer-negative": Bad(TIMER, 'opened_for = { type = "timer", initial = -1 }', "opened_for", ("a timer needs",)),
@@ -149,13 +139,4 @@ BAD = {
 
 @pytest.mark.parametrize("case", list(BAD.values()), ids=list(BAD))
 def test_bad_time_or_outcome_is_refused_with_location(case: Bad) -> None:
-    assert TEXT.count(case.old) == 1, case.old
-    text = TEXT.replace(case.old, case.new)
-    with pytest.raises(SpecError) as caught:
-        load_spec_text(text, NAME)
-    error = caught.value
-    offset = TEXT.index(case.old) + case.new.index(case.at) if case.at in case.new else text.index(case.at)
-    line = text.count("\n", 0, offset) + 1
-    assert error.where.line == line, f"{error} (expected line {line})"
-    for fragment in case.says:
-        assert fragment in error.message, error.message
+    assert_refused(TEXT, case, NAME)

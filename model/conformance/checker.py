@@ -27,6 +27,7 @@ from ledgercheck.model.conformance.observation import (
     Observation,
     Observer,
     Outcome,
+    announced_since,
     compare,
     exception_text,
 )
@@ -65,6 +66,9 @@ class Conformance:
         # The ledger's log line per state change is part of its API; a class bound through
         # `[implementation]` (a library of its own) is compared on what the binding reads.
         self.compare_logs = spec.binding is None
+        # Notifications are compared where the binding says how the class announces them; a
+        # ledger-convention class (no binding) is not observed announcing anything.
+        self.compare_notifications = spec.binding is not None and bool(spec.binding.announcers)
         self._memo: dict[tuple[Any, ...], tuple[tuple[Any, ...], Outcome]] = {}
         self._memo_ok = True
         self._contract_memo: dict[tuple[Any, ...], bool] = {}
@@ -107,6 +111,7 @@ class Conformance:
 
     def _call_model(self, model: LedgerModel, call: LedgerCall) -> Outcome:
         before = len(model.log_lines)
+        announced = len(model.notifications)
         raised = None
         result = None
         event = self.events[call.event]
@@ -116,7 +121,7 @@ class Conformance:
             raised = type(exc).__name__
         returned = self.observer.normalise(result) if event.returns is not None and raised is None else None
         logs = len(model.log_lines) - before if self.compare_logs else 0
-        return Outcome(raised, logs, returned)
+        return Outcome(raised, logs, returned, announced_since(model, self.spec, announced))
 
     def _step_model(self, model: LedgerModel, call: LedgerCall, keys: StateKeys) -> Outcome:
         """`_call_model`, memoised: an event reads and writes only its own shard's variables
@@ -155,6 +160,7 @@ class Conformance:
         error: BaseException | None = None
         result = None
         event = self.events[call.event]
+        announced = len(getattr(ledger, "notifications", ()))
         with contextlib.redirect_stdout(out):
             try:
                 result = invoke(ledger, call, event)
@@ -162,7 +168,7 @@ class Conformance:
                 error = exc
         lines = sum(1 for line in out.getvalue().splitlines() if line.strip()) if self.compare_logs else 0
         returned = self.observer.normalise(result) if event.returns is not None and error is None else None
-        return Outcome(exception_text(error), lines, returned), error
+        return Outcome(exception_text(error), lines, returned, announced_since(ledger, self.spec, announced)), error
 
     def run(self, script: Script, recording: Recording | None = None) -> Divergence | None:
         """Replay a script on a fresh implementation and model; the first divergence, if any."""
@@ -289,6 +295,7 @@ class Conformance:
                 for call in choices:
                     model.restore(state)
                     model.log_lines.clear()
+                    model.notifications.clear()
                     if contract and not self._allowed(model, call, keys):
                         continue
                     sequences += 1

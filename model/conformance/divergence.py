@@ -8,7 +8,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ledgercheck.model.conformance.calls import LedgerCall, Script, Tick
-from ledgercheck.model.conformance.observation import MISSING, Difference, Key, Observation, Outcome, describe_key
+from ledgercheck.model.conformance.observation import (
+    MISSING,
+    Difference,
+    Key,
+    Observation,
+    Outcome,
+    describe_key,
+    notifications_text,
+)
 from ledgercheck.model.figure import cell, render_table
 from ledgercheck.model.trace import base_url
 
@@ -57,8 +65,10 @@ def figure(checker: Conformance, divergence: Divergence, width: int | None = Non
     rows: list[list[str]] = []
 
     def impl_value(key: Key) -> Any:
-        if key[0] in ("raised", "logs"):
+        if key[0] in ("raised", "logs", "notifications"):
             outcome = recording.impl_outcomes[-1] if recording.impl_outcomes else Outcome(None, 0)
+            if key[0] == "notifications":
+                return notifications_text(outcome.notifications)
             return outcome.raised if key[0] == "raised" else outcome.logs
         return recording.impl[last].get(key, MISSING)
 
@@ -80,12 +90,16 @@ def figure(checker: Conformance, divergence: Divergence, width: int | None = Non
         for decl in observed:
             key = ("field", shard, decl.name)
             row(decl.name, key, [obs.get(key, MISSING) for obs in recording.model])
-    shown = {("field", shard, decl.name) for decl in observed} | {("raised",), ("logs",)}
+    shown = {("field", shard, decl.name) for decl in observed} | {("raised",), ("logs",), ("notifications",)}
     for key in sorted(differing - shown, key=repr):
         row(describe_key(key), key, [obs.get(key, MISSING) for obs in recording.model])
     if script.calls:
         outcomes = recording.model_outcomes
-        row("log lines", ("logs",), ["-"] + [o.logs for o in outcomes], changes=False)
+        if checker.compare_logs:
+            row("log lines", ("logs",), ["-"] + [o.logs for o in outcomes], changes=False)
+        if checker.compare_notifications:
+            announced = ["-"] + [notifications_text(o.notifications) for o in outcomes]
+            row("notifications", ("notifications",), announced, changes=False)
         if ("raised",) in differing or any(o.raised for o in outcomes):
             row("raised", ("raised",), ["-"] + [o.raised or "-" for o in outcomes], changes=False)
         rows.append(["  callers' contract", "-"] + [_contract_text(c) for c in recording.contract])

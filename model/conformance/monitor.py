@@ -17,11 +17,11 @@ monitor needs them, the implementation keeps them to itself.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, NoReturn
 
-from ledgercheck.model.conformance.observation import MISSING, Normaliser
+from ledgercheck.model.conformance.observation import MISSING, Normaliser, announced_since, notifications_text
 from ledgercheck.model.semantics import ConcreteBackend, Effects, Frame, Key, Machine
 from ledgercheck.model.spec import PropertyKind, Spec
 
@@ -51,6 +51,7 @@ class LedgerCheck:
         self.step = 0
         self.violation: str | None = None
         self.current = ""
+        self._announced = 0  # how many announcements the ledger had made as the current call began
         binding = spec.binding
         self.observed = [f.name for f in spec.fields if binding is None or binding.observes(f.name)]
         self.shadow: Any = None
@@ -135,6 +136,7 @@ class LedgerCheck:
         self.current = f"step {self.step}: {event}({shard})"
         if not callable(getattr(self.ledger, event, None)):
             self._fail(f"the implementation has no {event} (needed by {self.current})")
+        self._announced = len(getattr(self.ledger, "notifications", ()))
         return self.observe()
 
     def _end(self, event: str, shard: int, args: Mapping[str, Any], before: dict[Key, Any], raised: bool) -> None:
@@ -171,12 +173,41 @@ class LedgerCheck:
         self.history = {key: new_store[key] for key in self.history}
         new = {name: new_store[(shard, name)] for name in self.machine.shard_field_names}
         if self.prop.kind == PropertyKind.STEP and event_name in self.prop.on:
-            frame = Frame(shard, {}, full_args, {"raised": raised}, {"before": old, "after": new})
+            emitted = self._emitted(event_name, shard, full_args, store)
+            frame = Frame(shard, {}, full_args, {"raised": raised}, {"before": old, "after": new}, emitted)
             applies = self.prop.when is None or self.machine.eval(self.prop.when, frame, new_store)
             if applies and not self.machine.eval(self.prop.check, frame, new_store):
                 self._record(f"{self.current} broke it: {self.prop.assert_text}")
         elif self.prop.kind == PropertyKind.INVARIANT:
             self._invariant(new_store)
+
+    def _emitted(self, event: str, shard: int, args: Mapping[str, Any], before: Mapping[Key, Any]) -> dict[str, bool]:
+        """`emitted(name)` of the current call: what the implementation was heard announcing
+        where the binding hears a callback of `name`; else what the spec says the call
+        announces from the state it began in (a notification nobody observes)."""
+        effects: Effects[Any] = Effects()
+        self.machine.call_event(self.spec.events[event], shard, args, dict(before), True, effects)
+        emitted = {name: bool(value) for name, value in effects.calls[-1].emitted.items()}
+        binding = self.spec.binding
+        if binding is not None:
+            heard = {channel for channel, _ in announced_since(self.ledger, self.spec, self._announced)}
+            for announcer in binding.announcers:
+                if announcer.form != "logger":
+                    emitted[announcer.notification] = announcer.channel in heard
+        return emitted
+
+    def expect_notifications(self, expected: Sequence[tuple[str, int, Any]]) -> None:
+        """What the current call announced, as the binding hears it: (channel, instance,
+        arguments or log text) in the order the holding variant announces them; compared in
+        order within each channel (`binding.by_channel`)."""
+        from ledgercheck.model.binding import by_channel
+
+        wanted = by_channel([(c, i, tuple(p) if isinstance(p, list) else p) for c, i, p in expected])
+        actual = announced_since(self.ledger, self.spec, self._announced)
+        if actual != wanted:
+            self._fail(
+                f"after {self.current}: announced {notifications_text(actual)}, expected {notifications_text(wanted)}"
+            )
 
     def _invariant(self, store: Mapping[Key, Any]) -> None:
         for index in range(self.shards) if not self.prop.fleet else [None]:

@@ -20,6 +20,8 @@ from ledgercheck.model.spec import Spec
 
 Key = tuple[Any, ...]
 Observation = dict[Key, Any]
+Channels = tuple[tuple[str, tuple[tuple[int, Any], ...]], ...]
+"""A call's announcements as compared: per channel, in order, (instance index, payload)."""
 MISSING = "<missing>"
 
 
@@ -59,6 +61,9 @@ class Outcome:
     logs: int
     result: Any = None
     """What the call returned, normalised; compared only for an event that declares `returns`."""
+    notifications: Channels = ()
+    """What the call announced that the binding observes, by channel (`binding.by_channel`);
+    empty where none is observed."""
 
 
 @dataclass(frozen=True)
@@ -92,6 +97,8 @@ def describe_key(key: Key) -> str:
         return "exception raised"
     if kind == "logs":
         return "log lines printed"
+    if kind == "notifications":
+        return "notifications"
     if kind == "construct":
         return "construction"
     return repr(key)
@@ -161,11 +168,48 @@ def compare(
             differences.append(Difference(("result",), model_out.result, impl_out.result))
         if model_out.logs != impl_out.logs:
             differences.append(Difference(("logs",), model_out.logs, impl_out.logs))
+        if model_out.notifications != impl_out.notifications:
+            differences.append(
+                Difference(
+                    ("notifications",),
+                    notifications_text(model_out.notifications),
+                    notifications_text(impl_out.notifications),
+                )
+            )
     for key in dict.fromkeys([*model_obs, *impl_obs]):
         left, right = model_obs.get(key, MISSING), impl_obs.get(key, MISSING)
         if left != right:
             differences.append(Difference(key, left, right))
     return differences
+
+
+def announced_since(ledger: Any, spec: Spec, start: int) -> Channels:
+    """What `ledger` announced since it had announced `start` things, as the binding observes
+    it, by channel. The executable model keeps the spec's notices (name, shard, arguments),
+    translated here into what a bound class hears; a bound class keeps what it heard."""
+    from ledgercheck.model.binding import by_channel, expected_announcements
+    from ledgercheck.model.interpreter import LedgerModel
+
+    if spec.binding is None or not spec.binding.announcers:
+        return ()
+    heard = getattr(ledger, "notifications", [])[start:]
+    if isinstance(ledger, LedgerModel):
+        return by_channel(expected_announcements(spec.binding, spec, heard))
+    return by_channel(heard)
+
+
+def notifications_text(notifications: Channels) -> str:
+    """A call's announcements in one cell: `opened(2); log listener_breaker: 'breaker opened
+    after 2 failures'`, the instance index shown when it is not 0; `-` for none."""
+    parts = []
+    for channel, items in notifications:
+        for index, payload in items:
+            where = f"[{index}]" if index else ""
+            if isinstance(payload, tuple):
+                parts.append(f"{channel}{where}({', '.join(cell(v) for v in payload)})")
+            else:
+                parts.append(f"{channel}{where}: {payload!r}")
+    return "; ".join(parts) or "-"
 
 
 def _is_named(error: BaseException | None, expected: str) -> bool:
