@@ -25,7 +25,7 @@ import z3
 
 from ledgercheck.model import ir
 from ledgercheck.model.operators import Operators
-from ledgercheck.model.semantics import CallRecord, Key, Machine
+from ledgercheck.model.semantics import CallRecord, Emission, Key, Machine
 from ledgercheck.model.spec import Action, Environment, Property, Spec, VarDecl
 
 NONE_CODE = -1
@@ -227,6 +227,9 @@ class Encoding:
                     slots[item.name] = ("term", put(value))
                 elif isinstance(value, Mapping) and any(z3.is_ast(v) for v in value.values()):
                     slots[item.name] = ("map", put_map(value))
+                elif isinstance(value, tuple) and value and all(isinstance(e, Emission) for e in value):
+                    moved = [(e, put(e.pc), [(n, put(v)) for n, v in e.args]) for e in value]
+                    slots[item.name] = ("emits", moved)
             return call, slots
 
         shapes = [
@@ -244,6 +247,11 @@ class Encoding:
 
         def get_slot(slot: tuple[str, Any]) -> Any:
             kind, where = slot
+            if kind == "emits":
+                return tuple(
+                    dataclasses.replace(e, pc=out[pc], args=tuple((n, out[i]) for n, i in args))
+                    for e, pc, args in where
+                )
             return out[where] if kind == "term" else get_map(where)
 
         twin = copy.copy(self)

@@ -156,7 +156,7 @@ def figure_of(
         calls.append(Row("calls on shard", tuple(Cell(focus_events(s, shard)) for s in steps), "calls"))
     if spec.notifications:
         reads_emitted = prop is not None and any(isinstance(n, ir.Emitted) for n in ir.walk([prop.when, prop.check]))
-        texts = ["; ".join(text for where, text in s.announced if where == shard) or "-" for s in steps]
+        texts = ["; ".join(n.text for n in s.announced if n.shard == shard) or "-" for s in steps]
         at = breaking.step if breaking is not None else None  # `emitted` is about the breaking call alone
         announced = tuple(Cell(text, "", reads_emitted and index == at) for index, text in enumerate(texts))
         calls.append(Row("announced", announced, "calls", reads_emitted))

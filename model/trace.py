@@ -43,6 +43,23 @@ class Call:
 
 
 @dataclass(frozen=True)
+class Notice:
+    """One notification a step's call announced (an `emit` of the spec)."""
+
+    shard: int
+    name: str
+    args: tuple[tuple[str, Any], ...]
+
+    @property
+    def text(self) -> str:
+        """As a figure shows it: `opened(2)`."""
+        return f"{self.name}({', '.join(_shown(v) for _, v in self.args)})"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"shard": self.shard, "notification": self.name, "args": dict(self.args)}
+
+
+@dataclass(frozen=True)
 class Step:
     action: str | None
     shard: int | None
@@ -51,17 +68,20 @@ class Step:
     calls: tuple[Call, ...]
     after: Mapping[str, Any]
     logs: tuple[str, ...] = ()
-    announced: tuple[tuple[int, str], ...] = ()
-    """What the step's calls announced (the spec's `emit`s): (shard, `name(arguments)`)."""
+    announced: tuple[Notice, ...] = ()
+    """What the step's calls announced (the spec's `emit`s), in order."""
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "action": self.action,
             "shard": self.shard,
             "args": dict(self.args),
             "calls": [c.to_json() for c in self.calls],
             "after": self.after,
         }
+        if self.announced:  # only a spec that declares notifications announces any
+            out["announced"] = [notice.to_json() for notice in self.announced]
+        return out
 
 
 @dataclass(frozen=True)
@@ -140,9 +160,7 @@ class Simulation:
         calls = tuple(Call(c.event, c.shard, dict(c.args), bool(c.ignored), bool(c.contract_ok)) for c in effects.calls)
         logs = tuple(self.spec.log.format(shard=s, old=o, new=n, event=e) for s, o, n, e in effects.logs)
         first = action.shard_params[0] if action.shard_params else None
-        announced = tuple(
-            (c.shard, f"{e.name}({', '.join(_shown(v) for _, v in e.args)})") for c in effects.calls for e in c.emits
-        )
+        announced = tuple(Notice(c.shard, e.name, tuple(e.args)) for c in effects.calls for e in c.emits)
         step = Step(
             action.name,
             shards[first] if first else None,

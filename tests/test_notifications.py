@@ -396,3 +396,23 @@ def test_ci_passes_end_to_end_on_the_listener_breaker(generated: Path, capsys: p
     assert cli.main(["ci", str(EXAMPLE), "--out", str(generated), "--impl", target, "--jobs", "1"]) == 0
     out = capsys.readouterr().out
     assert "PASSED" in out and "no divergence" in out
+
+
+def test_json_steps_carry_what_their_calls_announced(capsys: pytest.CaptureFixture[str]) -> None:
+    """`replay --format json` (the step objects `check --format json` prints too) shows what
+    each step's calls announced, in order; a step that announced nothing has no such key."""
+    code = cli.main(["replay", str(EXAMPLE), "record_failure(0)", "record_failure(0)", "--format", "json"])
+    assert code == 0
+    steps = json.loads(capsys.readouterr().out)[0]["steps"]
+    assert ["announced" in step for step in steps] == [False, False, True]
+    assert steps[2]["announced"] == [
+        {"shard": 0, "notification": "state_changed", "args": {"old": "CLOSED", "new": "OPEN"}},
+        {"shard": 0, "notification": "opened", "args": {"failures": 2}},
+    ]
+
+
+def test_ledger_steps_have_no_announced_key(capsys: pytest.CaptureFixture[str]) -> None:
+    code = cli.main(["replay", "report_failure(0, 'x')", "--format", "json", "--variant", "fixed"])
+    assert code == 0
+    steps = json.loads(capsys.readouterr().out)[0]["steps"]
+    assert len(steps) == 2 and all("announced" not in step for step in steps)

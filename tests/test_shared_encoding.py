@@ -1,0 +1,94 @@
+"""The encoding a process builds once per (variant, environment, fleet, policy) and copies
+into a fresh Z3 context for each check (`model.encoding.encoding_for`)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+import z3
+
+from ledgercheck.model import bmc
+from ledgercheck.model import encoding as encoding_module
+from ledgercheck.model.encoding import Encoding, encoding_for
+from ledgercheck.model.spec import bundled_spec_folder, load_spec
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _terms(enc: Encoding) -> list[Any]:
+    """Every Z3 term an encoding holds, whatever object it sits in."""
+    found: list[Any] = []
+
+    def collect(value: Any) -> None:
+        if z3.is_ast(value):
+            found.append(value)
+        elif isinstance(value, dict):
+            for item in value.values():
+                collect(item)
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                collect(item)
+        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+            for item in dataclasses.fields(value):
+                collect(getattr(value, item.name))
+
+    for name in ("policy_vars", "policy", "template", "next_template", "next_terms", "instances"):
+        collect(getattr(enc, name))
+    collect([enc.act, enc.enabled_term, enc.transition_template])
+    return found
+
+
+@pytest.mark.parametrize(
+    ("spec_path", "environment", "shards"),
+    [
+        (bundled_spec_folder() / "fleet_health.toml", "controller", 3),
+        (ROOT / "spec/examples/listener_breaker.toml", "ledger", 1),
+    ],
+)
+def test_a_copy_holds_only_terms_of_its_own_context(spec_path: Path, environment: str, shards: int) -> None:
+    spec = load_spec(spec_path).variant()
+    env = spec.environment(environment)
+    original = Encoding(spec, env, shards, spec.default_policy())
+    first = encoding_for(spec, env, shards, spec.default_policy())
+    second = encoding_for(spec, env, shards, spec.default_policy())
+    assert first.ctx is not second.ctx
+    for copy in (first, second):
+        terms = _terms(copy)
+        assert len(terms) == len(_terms(original))
+        assert all(term.ctx is copy.ctx for term in terms)
+    # The same formulas, term for term (printed the same way), as a fresh build.
+    assert [str(t) for t in _terms(first)] == [str(t) for t in _terms(original)]
+
+
+def test_a_copy_is_sliced_without_touching_the_one_kept() -> None:
+    spec = load_spec(bundled_spec_folder() / "fleet_health.toml").variant("as_written")
+    prop = spec.property("no_condemnation_by_inherited_streak")
+    checker = bmc.Checker(spec, "controller", prop, 3, spec.default_policy())
+    assert checker.sliced > 0
+    whole = encoding_for(spec, spec.environment("controller"), 3, spec.default_policy())
+    assert len(whole.keys) > len(checker.enc.keys)
+    assert [inst.index for inst in whole.instances] == list(range(len(whole.instances)))
+
+
+def test_a_check_finds_the_same_traces_whatever_ran_before_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a worker ran before a check (sharing the kept encoding) changes none of its traces:
+    the same check first in a process, after another one, and after the kept encodings are
+    dropped prints the same traces."""
+    spec = load_spec(bundled_spec_folder() / "fleet_health.toml").variant("as_written")
+    policy = spec.default_policy()
+
+    def traces(name: str) -> list[Any]:
+        result = bmc.Checker(spec, "controller", spec.property(name), 2, policy).run(8, 2)
+        return [t.to_json() for t in result.traces]
+
+    monkeypatch.setattr(encoding_module, "_BASES", {})
+    first = traces("no_condemnation_by_inherited_streak")
+    assert first
+    traces("restart_budget_counts_genuine_failures")
+    again = traces("no_condemnation_by_inherited_streak")
+    monkeypatch.setattr(encoding_module, "_BASES", {})
+    fresh = traces("no_condemnation_by_inherited_streak")
+    assert first == again == fresh
