@@ -429,7 +429,7 @@ def build_coverage_test(spec: Spec, branch: coverage.Branch, trace: Sequence[cov
         params = event.signature.params
         monitor = tuple((p.name, pyrepr(args[p.name])) for p in params if p.type.kind != "any" and p.name in args)
         code = call_code(event, 0, args)
-        notices = [(e.name, 0, tuple(value for _, value in e.args)) for c in effects.calls for e in c.emits]
+        notices = [e.notice(c.shard) for c in effects.calls for e in c.emits]
         call = GeneratedCall(
             name,
             0,

@@ -263,7 +263,7 @@ class LedgerModel:
         effects: Effects[Any] = Effects()
         self._machine.call_event(event, index, args, self._store, True, effects)
         self._emit(effects)
-        self.notifications += [(e.name, index, tuple(value for _, value in e.args)) for e in effects.emits]
+        self.notifications += [e.notice(index) for e in effects.emits]
         if error is not None:
             raise self._errors[error.error](f"{event.name}({index}): {error.text}")
         result = effects.calls[-1].result if effects.calls else None

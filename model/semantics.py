@@ -100,6 +100,11 @@ class Emission(Generic[V]):
     args: tuple[tuple[str, V], ...]
     pc: V
 
+    def notice(self, shard: int) -> tuple[str, int, tuple[V, ...]]:
+        """How the executable model keeps it: (name, the announcing shard, the argument
+        values in declared order)."""
+        return (self.name, shard, tuple(value for _, value in self.args))
+
 
 @dataclass(frozen=True)
 class CallRecord(Generic[V]):
