@@ -72,14 +72,30 @@ def z3_lasso(
     q_t = enc.machine.invariant(None, prop.check, FOCUS, enc.template)
     params = [enc.param_template(a, p.name) for a in env.actions for p in a.value_params]
 
+    # The same terms at the same steps are asked for again at every deeper bound and every
+    # loop start (quadratically often): each is built once. Building a term again yields
+    # the same Z3 term, so remembering them changes no query, only the Python work.
+    memo: dict[tuple[int, int], Any] = {}
+
     def at(term: Any, t: int) -> Any:
-        state = checker.states[t].state
-        return z3.substitute(term, *[(enc.template[k], state[k]) for k in enc.keys])
+        key = (term.get_id(), t)
+        if key not in memo:
+            state = checker.states[t].state
+            memo[key] = (term, z3.substitute(term, *[(enc.template[k], state[k]) for k in enc.keys]))
+        return memo[key][1]
+
+    guards: dict[int, Any] = {}
 
     def disabled(insts: list[Any], t: int) -> Any:
-        guard = at(z3.Or([i.enabled for i in insts]) if insts else z3.BoolVal(False, ctx), t)
-        free = [p for p in params if z3.is_const(p) and _mentions(guard, p)]
-        return z3.ForAll(free, z3.Not(guard)) if free else z3.Not(guard)
+        group = id(insts)
+        if group not in guards:
+            guards[group] = (insts, z3.Or([i.enabled for i in insts]) if insts else z3.BoolVal(False, ctx))
+        guard = at(guards[group][1], t)
+        key = (-1 - guard.get_id(), t)
+        if key not in memo:
+            free = [p for p in params if z3.is_const(p) and _mentions(guard, p)]
+            memo[key] = (guard, z3.ForAll(free, z3.Not(guard)) if free else z3.Not(guard))
+        return memo[key][1]
 
     groups: list[tuple[list[Any], list[int]]] = []
     for group in env.fairness:
