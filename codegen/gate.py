@@ -59,6 +59,16 @@ class Verdicts:
         return names
 
 
+def verdict_request(spec_file: SpecFile, max_depth: int, max_traces: int) -> CheckRequest:
+    """The checks behind every verdict `gen` and `ci` judge a spec by: each variant's default
+    fleet and policy, and no lax search (traces outside the callers' contracts decide no
+    verdict and make no test). A caller that needs only some of them narrows it with
+    `overlay` and gets the very checks `ci` would run for those."""
+    return CheckRequest(
+        spec_file, policy=spec_file.variant().default_policy(), max_depth=max_depth, max_traces=max_traces, lax=False
+    )
+
+
 def establish(spec_file: SpecFile, max_depth: int, max_traces: int, progress: Any = None) -> Verdicts:
     """Check every variant and property in every environment of the spec, with its
     default fleet and policy: the same checks `plan_tests` draws its traces from."""
@@ -66,11 +76,7 @@ def establish(spec_file: SpecFile, max_depth: int, max_traces: int, progress: An
     key = (base.sha256, tuple(spec_file.variants), max_depth, max_traces)
     if key in _ESTABLISHED:
         return _ESTABLISHED[key]
-    # No lax search: traces outside the callers' contracts decide no verdict and make no test.
-    request = CheckRequest(
-        spec_file, policy=base.default_policy(), max_depth=max_depth, max_traces=max_traces, lax=False
-    )
-    found = run_checks(request, progress)
+    found = run_checks(verdict_request(spec_file, max_depth, max_traces), progress)
     verdicts = Verdicts({(r.variant, r.property, r.environment): r for r in found if r.status != Status.NOT_APPLICABLE})
     if not verdicts.unknown:  # an undecided verdict may depend on the budget: never reused
         while len(_ESTABLISHED) >= _REMEMBERED:
@@ -117,4 +123,4 @@ def report(verdicts: Verdicts, command: str, writing: bool) -> list[str]:
     return lines
 
 
-__all__ = ["Verdicts", "describe", "establish", "report"]
+__all__ = ["Verdicts", "describe", "establish", "report", "verdict_request"]

@@ -60,7 +60,7 @@ def test_a_copy_holds_only_terms_of_its_own_context(spec_path: Path, environment
         assert len(terms) == len(_terms(original))
         assert all(term.ctx is copy.ctx for term in terms)
     # The same formulas, term for term (printed the same way), as a fresh build.
-    assert [str(t) for t in _terms(first)] == [str(t) for t in _terms(original)]
+    assert [t.sexpr() for t in _terms(first)] == [t.sexpr() for t in _terms(original)]
 
 
 def test_a_copy_is_sliced_without_touching_the_one_kept() -> None:
@@ -87,7 +87,7 @@ def test_a_check_finds_the_same_traces_whatever_ran_before_it(monkeypatch: pytes
     monkeypatch.setattr(encoding_module, "_BASES", {})
     first = traces("no_condemnation_by_inherited_streak")
     assert first
-    traces("restart_budget_counts_genuine_failures")
+    traces("restarted_engine_refits_healthy")
     again = traces("no_condemnation_by_inherited_streak")
     monkeypatch.setattr(encoding_module, "_BASES", {})
     fresh = traces("no_condemnation_by_inherited_streak")
