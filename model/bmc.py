@@ -550,14 +550,14 @@ def check_property(
     if env.any_call and lax and result.status != Status.UNKNOWN:
         lax_checker = Checker(spec, environment, prop, shards, policy, contracts=False, timeout=timeout, view=view)
 
-        broken: list[Any] = []  # over the template, then step t makes a call outside the contracts
-        broken_at: list[Any] = []  # each built once (first asked for where it always was)
+        broken: Any = None  # over the template: a call outside the contracts (built at the first ask)
+        broken_at: list[Any] = []  # the same at step t, each step built once
 
         def needs_lax_call(chk: Checker, depth: int) -> Any:
-            if not broken:
-                broken.append(chk.enc.contract_violation())
-            while len(broken_at) < depth:
-                broken_at.append(z3.substitute(broken[0], *chk.pairs[len(broken_at)]))
+            nonlocal broken
+            if broken is None:
+                broken = chk.enc.contract_violation()
+            broken_at.extend(z3.substitute(broken, *chk.pairs[t]) for t in range(len(broken_at), depth))
             return z3.Or(broken_at[:depth] or [z3.BoolVal(False, chk.ctx)])
 
         lax_result = lax_checker.run(max_depth, max_traces, extra=needs_lax_call)

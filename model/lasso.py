@@ -75,27 +75,23 @@ def z3_lasso(
     # The same terms at the same steps are asked for again at every deeper bound and every
     # loop start (quadratically often): each is built once. Building a term again yields
     # the same Z3 term, so remembering them changes no query, only the Python work.
-    memo: dict[tuple[int, int], Any] = {}
+    substituted: dict[tuple[int, int], tuple[Any, Any]] = {}  # keeps the term, so its id stays its own
+    unable: dict[tuple[int, int], Any] = {}  # by (the instance list, step): the lists live as long as the search
 
     def at(term: Any, t: int) -> Any:
         key = (term.get_id(), t)
-        if key not in memo:
+        if key not in substituted:
             state = checker.states[t].state
-            memo[key] = (term, z3.substitute(term, *[(enc.template[k], state[k]) for k in enc.keys]))
-        return memo[key][1]
-
-    guards: dict[int, Any] = {}
+            substituted[key] = (term, z3.substitute(term, *[(enc.template[k], state[k]) for k in enc.keys]))
+        return substituted[key][1]
 
     def disabled(insts: list[Any], t: int) -> Any:
-        group = id(insts)
-        if group not in guards:
-            guards[group] = (insts, z3.Or([i.enabled for i in insts]) if insts else z3.BoolVal(False, ctx))
-        guard = at(guards[group][1], t)
-        key = (-1 - guard.get_id(), t)
-        if key not in memo:
+        key = (id(insts), t)
+        if key not in unable:
+            guard = at(z3.Or([i.enabled for i in insts]) if insts else z3.BoolVal(False, ctx), t)
             free = [p for p in params if z3.is_const(p) and _mentions(guard, p)]
-            memo[key] = (guard, z3.ForAll(free, z3.Not(guard)) if free else z3.Not(guard))
-        return memo[key][1]
+            unable[key] = z3.ForAll(free, z3.Not(guard)) if free else z3.Not(guard)
+        return unable[key]
 
     groups: list[tuple[list[Any], list[int]]] = []
     for group in env.fairness:
