@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ledgercheck.model import budget, executor
+from ledgercheck.model import budget, executor, resultcache
 from ledgercheck.model.console import progress_for
 from ledgercheck.model.errors import EXIT_OK, EXIT_UNKNOWN, LedgercheckError, UsageError
 from ledgercheck.model.formats import CHECK_FORMATS, REPLAY_FORMATS, render_check
@@ -181,6 +181,18 @@ def progress_option(help_text: str = PROGRESS_HELP) -> argparse.ArgumentParser:
     return parent
 
 
+def cache_option() -> argparse.ArgumentParser:
+    """--no-cache: solve every check again (see `model.resultcache`)."""
+    parent = _parent()
+    parent.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="solve every check afresh instead of reading the results an earlier run established for the same "
+        "spec, question and ledgercheck ($LEDGERCHECK_CACHE/results, default ~/.cache/ledgercheck)",
+    )
+    return parent
+
+
 def format_option(choices: Sequence[str], help_text: str = "output format (default: text)") -> argparse.ArgumentParser:
     parent = _parent()
     parent.add_argument("--format", choices=choices, default="text", help=help_text)
@@ -250,6 +262,7 @@ def build_parser(args: Sequence[str] | None = None) -> argparse.ArgumentParser:
             "each property fails"
         ),
         budget_options(),
+        cache_option(),
         progress_option("depth-by-depth progress on stderr (default: a status line when stderr is a terminal)"),
         format_option(
             CHECK_FORMATS,
@@ -289,6 +302,7 @@ def build_parser(args: Sequence[str] | None = None) -> argparse.ArgumentParser:
         spec_option(),
         progress_option(),
         budget_options(),
+        cache_option(),
     )
     gen.add_argument("--out", default=None, help="output directory (default: generated_tests/)")
     gen.add_argument("--check", action="store_true", help="change nothing; exit 1 with a diff on drift")
@@ -371,6 +385,7 @@ def build_parser(args: Sequence[str] | None = None) -> argparse.ArgumentParser:
         solver_options(),
         progress_option("depth-by-depth progress on stderr (default: a status line when stderr is a terminal)"),
         budget_options(),
+        cache_option(),
         description="Run the checks of `ledgercheck check` and write the results as one HTML page that\n"
         "needs nothing else (inline CSS, inline SVG, no script, no network). Exit codes as for check.",
     )
@@ -383,6 +398,7 @@ def build_parser(args: Sequence[str] | None = None) -> argparse.ArgumentParser:
         spec_option(),
         budget_options(),
         progress_option(),
+        cache_option(),
         description="The one command a ledger repository's CI runs: every property in every environment it "
         "applies to, for every variant; `gen --check`; the generated tests against the executable model, and "
         "with --impl against that implementation, with its conformance. A summary naming each failure comes "
@@ -516,7 +532,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = ["check"]
     ns = parse(parser, args)
     try:
-        with budget.using(budget.from_options(ns)) as limits, executor.using(executor.for_command(ns)):
+        with (
+            budget.using(budget.from_options(ns)) as limits,
+            executor.using(executor.for_command(ns)),
+            resultcache.afresh(getattr(ns, "no_cache", False)),
+        ):
             code = _dispatch(parser, ns, first_run)
         spent = limits.spent
         if spent is not None:

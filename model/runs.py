@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from ledgercheck.model import budget, executor
+from ledgercheck.model import budget, executor, resultcache
 from ledgercheck.model.errors import EXIT_MISMATCH, EXIT_OK, EXIT_UNKNOWN, UsageError, did_you_mean
 from ledgercheck.model.result import Result, Status
 from ledgercheck.model.spec import Property, PropertyKind, Spec, SpecFile
@@ -102,16 +102,29 @@ def run_checks(
     results come back in the spec's order and are the same, so every format prints the same
     bytes. Results are put in `into` as they come (in the spec's order, whatever finished so
     far), so an interrupted run still has what it established. With several workers,
-    `progress` also gets a line as each check finishes, naming it and its verdict."""
+    `progress` also gets a line as each check finishes, naming it and its verdict. A job asked
+    before is answered by `model.resultcache` (what a fresh check would print) and never
+    reaches an executor."""
     results = into if into is not None else []
     plan = _plan(request)
     config = config if config is not None else executor.active()
-    parallel = config.parallel(len(plan.jobs))
     first = len(results)
     finished: dict[int, Result] = {}
+    known = _Known(plan)
+    for index, job in enumerate(plan.jobs):
+        hit = known.lookup(job)
+        if hit is not None:
+            finished[index] = hit
+    results[first:] = [finished[i] for i in sorted(finished)]
+    missing = [index for index in range(len(plan.jobs)) if index not in finished]
+    parallel = config.parallel(len(missing))
+    if progress is not None and finished:
+        progress(f"{len(finished)} of {len(plan.jobs)} checks answered from the cache of results")
 
-    def done(index: int, result: Result) -> None:
+    def done(position: int, result: Result) -> None:
+        index = missing[position]
         finished[index] = result
+        known.store(plan.jobs[index], result)
         results[first:] = [finished[i] for i in sorted(finished)]
         if parallel and progress is not None:
             variant, name, environment = plan.jobs[index]
@@ -120,8 +133,61 @@ def run_checks(
     def lost(job: tuple[str, str, str], why: str) -> Result:
         return _not_established(plan, job, why)
 
-    executor.run_all(_check_job, plan, plan.jobs, config, lost, progress, done)
+    try:
+        executor.run_all(_check_job, plan, [plan.jobs[i] for i in missing], config, lost, progress, done)
+    finally:
+        known.close()
     return results
+
+
+class _Known:
+    """The run's side of `model.resultcache`: each job's entry, looked up before any check
+    starts and written as each definitive answer comes back."""
+
+    def __init__(self, plan: _Plan) -> None:
+        self.plan = plan
+        self.where = resultcache.folder()
+        self.digests: dict[str, str | None] = {}
+        self.wrote = False
+
+    def _key(self, job: tuple[str, str, str]) -> tuple[str, resultcache.Question] | None:
+        variant, name, environment = job
+        if variant not in self.digests:
+            self.digests[variant] = resultcache.spec_digest(self.plan.request.spec_file.variant(variant))
+        digest = self.digests[variant]
+        if digest is None:
+            return None
+        request = self.plan.request
+        fleet, policy = self.plan.fleets[variant]
+        question = resultcache.Question.of(
+            name,
+            environment,
+            fleet,
+            policy,
+            max_depth=request.max_depth,
+            max_traces=request.max_traces,
+            view=request.view,
+            prove=request.prove,
+            engine=request.engine,
+            lax=request.lax,
+        )
+        return digest, question
+
+    def lookup(self, job: tuple[str, str, str]) -> Result | None:
+        key = self._key(job) if self.where is not None else None
+        if key is None or self.where is None:
+            return None
+        return resultcache.lookup(self.where, *key, variant=job[0])
+
+    def store(self, job: tuple[str, str, str], result: Result) -> None:
+        key = self._key(job) if self.where is not None else None
+        if key is not None and self.where is not None and result.status in resultcache.DEFINITIVE:
+            resultcache.store(self.where, *key, result)
+            self.wrote = True
+
+    def close(self) -> None:
+        if self.wrote and self.where is not None:
+            resultcache.prune(self.where)
 
 
 @dataclass(frozen=True)

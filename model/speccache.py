@@ -128,10 +128,24 @@ class _ReadsRecorded:
 
 
 def _store(path: Path, value: object) -> None:
+    try:
+        data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    except (pickle.PicklingError, TypeError, AttributeError, RecursionError):
+        return  # a cache that cannot be written costs only the compile
+    if write_atomically(path, data):
+        try:
+            _prune(path.parent)
+        except OSError:
+            pass  # another run pruned it first
+
+
+def write_atomically(path: Path, data: bytes) -> bool:
+    """Put `data` at `path` whole or not at all (a temporary file in the same folder, moved
+    into place), in an owner-only folder; False when it could not be written (a cache that
+    cannot be written costs only the work it would have saved)."""
     import tempfile
 
     try:
-        data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".pickle")
         try:
@@ -141,9 +155,9 @@ def _store(path: Path, value: object) -> None:
         except BaseException:
             os.unlink(temporary)
             raise
-        _prune(path.parent)
-    except (OSError, pickle.PicklingError, TypeError, AttributeError, RecursionError):
-        pass  # a cache that cannot be written costs only the compile
+    except OSError:
+        return False
+    return True
 
 
 def _prune(folder: Path) -> None:
