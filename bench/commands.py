@@ -13,6 +13,9 @@ Groups (`--groups`, comma-separated; all by default):
   `--jobs 1` (one check after the other); the two outputs must be byte-identical;
 * `ci`:      `ledgercheck ci` on the bundled spec, default workers and `--jobs 1` (outputs
   compared with the step times masked);
+* `plain` and `ci` also once more with the cache of results on and warmed by one run before
+  the measured ones (`model/resultcache.py`; every other row runs with it off, so every other
+  figure is of solving);
 * `mutate`:  `ledgercheck mutate` on a sample of mutants with `--jobs 1`, `--jobs 2` and
   `--executor ray --jobs 2` (skipped when Ray is not installed); the three outputs must be
   byte-identical (the table says whether they were).
@@ -55,6 +58,7 @@ MARKERS = ("<!-- bench/commands.py: begin -->", "<!-- bench/commands.py: end -->
 HEADLINE = [("ledger", 1), ("ledger", 4), ("ledger", 16), ("controller", 4), ("controller", 8)]
 LEDGERCHECK = [sys.executable, "-m", "ledgercheck.model.cli"]
 MUTATE_SIZE = ["--max-depth", "6", "--shards", "2"]  # as the mutate tests run it: a sample in minutes
+CACHED = {"LEDGERCHECK_RESULTS": "on"}  # the cache of results, off in every other row
 
 
 @dataclass
@@ -69,6 +73,8 @@ class Row:
     outputs: list[bytes] = field(default_factory=list)
     codes: list[int] = field(default_factory=list)
     timed_out: bool = False
+    warm_up: bool = False
+    """Run once, unmeasured, before the rounds (to fill the cache of results)."""
 
     @property
     def median(self) -> float | None:
@@ -113,9 +119,11 @@ def _rows(groups: list[str], mutants: int) -> list[Row]:
     if "plain" in groups:
         rows.append(Row("plain", "check, default workers", [*LEDGERCHECK, "check"]))
         rows.append(Row("plain", "check --jobs 1", [*LEDGERCHECK, "check", "--jobs", "1"]))
+        rows.append(Row("plain", "check, results cached", [*LEDGERCHECK, "check"], CACHED, warm_up=True))
     if "ci" in groups:
         rows.append(Row("ci", "ci, default workers", [*LEDGERCHECK, "ci"]))
         rows.append(Row("ci", "ci --jobs 1", [*LEDGERCHECK, "ci", "--jobs", "1"]))
+        rows.append(Row("ci", "ci, results cached", [*LEDGERCHECK, "ci"], CACHED, warm_up=True))
     if "mutate" in groups:
         sample = [*LEDGERCHECK, "mutate", "--max-mutants", str(mutants), "--seed", "0", *MUTATE_SIZE, "--no-progress"]
         rows += [
@@ -167,6 +175,15 @@ def ratios(rows: list[Row]) -> list[tuple[str, str]]:
         )
     )
     out.append(("ci: --jobs 1 / default workers", _ratio(index, ("ci", "ci --jobs 1"), ("ci", "ci, default workers"))))
+    out.append(
+        (
+            "plain check: solved / results cached",
+            _ratio(index, ("plain", "check, default workers"), ("plain", "check, results cached")),
+        )
+    )
+    out.append(
+        ("ci: solved / results cached", _ratio(index, ("ci", "ci, default workers"), ("ci", "ci, results cached")))
+    )
     out += _same_output(rows, "plain", "plain check: output byte-identical across --jobs and runs")
     out += _same_output(rows, "ci", "ci: output identical across --jobs and runs (step times masked)", _mask_times)
     out.append(("mutate: --jobs 1 / --jobs 2", _ratio(index, ("mutate", "--jobs 1"), ("mutate", "--jobs 2"))))
@@ -234,6 +251,9 @@ def main(argv: list[str] | None = None) -> int:
         [sys.executable, "-c", "from ledgercheck.model.spec import load_spec; load_spec()"], 60, base_env
     )  # warm
     rows = _rows(groups, mutants)
+    for row in rows:
+        if row.warm_up:
+            run_process(row.cmd, ns.timeout, base_env | row.env)
     load_before = os.getloadavg()
     started = time.monotonic()
     # Interleaved rounds: a burst of load from other jobs spreads over every row, not one.
