@@ -183,6 +183,9 @@ def _verdicts(spec_file: SpecFile, progress: Any) -> tuple[Step, Verdicts]:
         f"{len(results)} verdict(s) ({variants} variant(s), {environments} environment(s)): "
         f"{len(mismatches)} mismatch(es), {len(unknown)} unknown"
     )
+    reused = sum(r.reused for r in results)
+    if reused:
+        step.headline += f"; {reused} answered from the cache of results (--no-cache solves them again)"
     step.failures = [f"MISMATCH  {mismatch_line(r)}" for r in mismatches]
     step.failures += [f"UNKNOWN   {mismatch_line(r)}" for r in unknown]
     step.status = FAILED if mismatches else UNDECIDED if unknown else PASSED

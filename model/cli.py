@@ -673,6 +673,13 @@ def cmd_check(ns: argparse.Namespace) -> int:
         print_results(spec_file, results, bool(ns.property), ns.all_fields, ns.verbose)
     else:
         print(render_check(ns.format, spec_file, results, all_fields=ns.all_fields))
+    reused = sum(r.reused for r in results)
+    if reused:
+        print(
+            f"ledgercheck: {reused} of {len(results)} result(s) answered from the cache of results, as a fresh "
+            "check prints them (--no-cache solves them again)",
+            file=sys.stderr,
+        )
     if interrupted:
         print(
             f"ledgercheck: interrupted after {len(results)} result(s); the rest were not established", file=sys.stderr

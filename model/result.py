@@ -66,6 +66,9 @@ class Result:
     invariant: str = ""
     assumptions: str = ""
     """What a liveness verdict assumes (the environment's fairness), printed with it."""
+    reused: bool = False
+    """Answered from the cache of results (`model.resultcache`), not solved by this run. No
+    format prints it: a reused result prints what a fresh check would; `ci` counts them."""
 
     def __post_init__(self) -> None:
         self.status = Status(self.status)

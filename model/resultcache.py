@@ -154,6 +154,7 @@ def lookup(where: Path, spec_hash: str, question: Question, *, variant: str) -> 
         question.shards,
     ):
         return None
+    value.reused = True
     return value
 
 

@@ -139,9 +139,12 @@ def test_the_command_line_prints_the_same_bytes_warm_and_no_cache_solves_again(f
     from ledgercheck.model import cli
 
     args = ["check", "--property", PROPERTY, "--environment", "ledger", "--max-depth", "5", "--format", "json"]
-    printed = []
+    printed, said = [], []
     for extra in ([], [], ["--no-cache"]):
         assert cli.main([*args, *extra, "--jobs", "1"]) == 0
-        printed.append(capsys.readouterr().out)
+        out, err = capsys.readouterr()
+        printed.append(out)
+        said.append("answered from the cache of results" in err)
     assert printed[0] == printed[1] == printed[2]
+    assert said == [False, True, False]  # stderr says which run did not solve
     assert len(solved) == 6  # three variants, solved by the first run and by --no-cache's
