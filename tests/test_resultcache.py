@@ -4,6 +4,8 @@ and a damaged or misplaced entry is never served."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from ledger_fixture import LEDGER_SPEC
 from regressions import SEEN, apply
@@ -13,6 +15,7 @@ from ledgercheck.model.result import Result, Status
 from ledgercheck.model.runs import CheckRequest, result_json, run_checks
 from ledgercheck.model.spec import load_spec
 
+ROOT = Path(__file__).resolve().parents[1]
 PROPERTY = "full_streak_condemns"
 REGRESSION = next(r for r in SEEN if r.name == "report_failure_threshold_off_by_one")
 
@@ -148,3 +151,31 @@ def test_the_command_line_prints_the_same_bytes_warm_and_no_cache_solves_again(f
     assert printed[0] == printed[1] == printed[2]
     assert said == [False, True, False]  # stderr says which run did not solve
     assert len(solved) == 6  # three variants, solved by the first run and by --no-cache's
+
+
+def test_the_gate_with_a_warm_cache_still_goes_red_on_a_regression(folder, tmp_path):
+    """`gen`, then `ci` answered from the cache, then one edited line: `ci` names it."""
+    import os
+    import subprocess
+    import sys
+
+    spec = tmp_path / "spec" / "breaker.toml"
+    spec.parent.mkdir()
+    text = (ROOT / "spec" / "examples" / "breaker.toml").read_text(encoding="utf-8")
+    spec.write_text(text, encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST") and k != "LEDGERCHECK_SPEC"}
+
+    def run(*args):
+        command = [sys.executable, "-m", "ledgercheck.model.cli", *args, str(spec), "--out", str(tmp_path / "gen")]
+        return subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, env=env, timeout=600)
+
+    assert run("gen").returncode == 0
+    warm = run("ci")
+    assert warm.returncode == 0, warm.stdout + warm.stderr
+    assert "answered from the cache of results" in warm.stdout
+    broken = "if state == HALF_OPEN or failures + 1 >= trip_after:"
+    spec.write_text(text.replace("if state == HALF_OPEN or failures >= trip_after:", broken), encoding="utf-8")
+    red = run("ci")
+    assert red.returncode == 1, red.stdout + red.stderr
+    assert "MISMATCH" in red.stdout and "trips_only_after_enough_failures" in red.stdout
+    assert "answered from the cache of results" not in red.stdout
