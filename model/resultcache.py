@@ -1,6 +1,6 @@
-"""A cache of established check results, so that a command re-run on an unchanged spec (a
-`ci` after `check`, `gen` after `ci`, `check` after an edit of the implementation only)
-answers at once instead of solving again.
+"""A cache of established check results, so that a command re-run on an unchanged spec (`gen`
+after `ci`, which ask the same questions; `ci` again after an edit of the implementation only;
+`check` again in another format) answers at once instead of solving again.
 
 Sound by construction, not by judgement: an entry is keyed by everything a check's answer is
 a function of, and a check is deterministic (the same input prints the same bytes), so a hit
