@@ -33,7 +33,7 @@ import contextlib
 import hashlib
 import os
 import pickle
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import cache
@@ -51,7 +51,8 @@ DEFINITIVE = frozenset({Status.VIOLATED, Status.HOLDS_TO_DEPTH, Status.PROVED, S
 
 @dataclass(frozen=True)
 class Question:
-    """Everything besides the spec and the tool that a check's answer depends on."""
+    """Everything besides the spec and the tool that a check's answer depends on (a fixed
+    policy as its sorted items, so that equal policies make equal questions)."""
 
     property: str
     environment: str
@@ -63,24 +64,6 @@ class Question:
     prove: bool
     engine: str
     lax: bool
-
-    @classmethod
-    def of(
-        cls,
-        prop: str,
-        environment: str,
-        shards: int,
-        policy: Mapping[str, int] | None,
-        *,
-        max_depth: int,
-        max_traces: int,
-        view: tuple[str, ...] | None,
-        prove: bool,
-        engine: str,
-        lax: bool,
-    ) -> Question:
-        fixed = None if policy is None else tuple(sorted(policy.items()))
-        return cls(prop, environment, shards, fixed, max_depth, max_traces, view, prove, engine, lax)
 
 
 _AFRESH: ContextVar[bool] = ContextVar("ledgercheck_afresh", default=False)
@@ -101,7 +84,7 @@ def folder() -> Path | None:
     """Where results live, or None when the cache is turned off."""
     if _AFRESH.get():
         return None
-    if os.environ.get("LEDGERCHECK_RESULTS", "").strip().lower() in ("off", "0", "no", "false"):
+    if os.environ.get("LEDGERCHECK_RESULTS", "").strip().lower() in speccache.OFF:
         return None
     base = speccache.cache_dir()
     return None if base is None else base / "results"
@@ -158,26 +141,21 @@ def lookup(where: Path, spec_hash: str, question: Question, *, variant: str) -> 
     return value
 
 
-def store(where: Path, spec_hash: str, question: Question, result: Result) -> None:
-    """Keep a definitive result (an unknown one never: see the module's notes)."""
+def store(where: Path, spec_hash: str, question: Question, result: Result) -> bool:
+    """Keep a definitive result (an unknown one never: see the module's notes); whether one
+    was written."""
     if result.status not in DEFINITIVE:
-        return
-    path = entry_path(where, spec_hash, question)
+        return False
     try:
         data = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
     except (pickle.PicklingError, TypeError, AttributeError, RecursionError):
-        return
-    speccache.write_atomically(path, data)
+        return False
+    return speccache.write_atomically(entry_path(where, spec_hash, question), data)
 
 
 def prune(where: Path) -> None:
     """Keep the KEEP newest entries (every edit of a spec makes new ones)."""
-    try:
-        entries = sorted(where.glob("result-*.pickle"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
-        for old in entries[KEEP:]:
-            old.unlink(missing_ok=True)
-    except OSError:
-        pass  # another run pruned it first
+    speccache.prune(where, "result-*.pickle", KEEP)
 
 
 __all__ = ["DEFINITIVE", "Question", "afresh", "entry_path", "folder", "lookup", "prune", "spec_digest", "store"]

@@ -159,11 +159,11 @@ class _Known:
             return None
         request = self.plan.request
         fleet, policy = self.plan.fleets[variant]
-        question = resultcache.Question.of(
-            name,
-            environment,
-            fleet,
-            policy,
+        question = resultcache.Question(
+            property=name,
+            environment=environment,
+            shards=fleet,
+            policy=None if policy is None else tuple(sorted(policy.items())),
             max_depth=request.max_depth,
             max_traces=request.max_traces,
             view=request.view,
@@ -175,15 +175,12 @@ class _Known:
 
     def lookup(self, job: tuple[str, str, str]) -> Result | None:
         key = self._key(job) if self.where is not None else None
-        if key is None or self.where is None:
-            return None
-        return resultcache.lookup(self.where, *key, variant=job[0])
+        return None if key is None or self.where is None else resultcache.lookup(self.where, *key, variant=job[0])
 
     def store(self, job: tuple[str, str, str], result: Result) -> None:
         key = self._key(job) if self.where is not None else None
-        if key is not None and self.where is not None and result.status in resultcache.DEFINITIVE:
-            resultcache.store(self.where, *key, result)
-            self.wrote = True
+        if key is not None and self.where is not None:
+            self.wrote |= resultcache.store(self.where, *key, result)
 
     def close(self) -> None:
         if self.wrote and self.where is not None:

@@ -34,12 +34,14 @@ T = TypeVar("T")
 
 FORMAT = 2  # bump when the entry layout changes
 KEEP = 64  # entries kept; the least recently written go first
+OFF = ("off", "0", "no", "false")
+"""The values of a `LEDGERCHECK_*` setting that turn a cache off."""
 
 
 def cache_dir() -> Path | None:
     """Where entries live, or None when `LEDGERCHECK_CACHE=off`."""
     setting = os.environ.get("LEDGERCHECK_CACHE", "").strip()
-    if setting.lower() in ("off", "0", "no", "false"):
+    if setting.lower() in OFF:
         return None
     if setting:
         return Path(setting)
@@ -133,10 +135,7 @@ def _store(path: Path, value: object) -> None:
     except (pickle.PicklingError, TypeError, AttributeError, RecursionError):
         return  # a cache that cannot be written costs only the compile
     if write_atomically(path, data):
-        try:
-            _prune(path.parent)
-        except OSError:
-            pass  # another run pruned it first
+        prune(path.parent, "spec-*.pickle", KEEP)
 
 
 def write_atomically(path: Path, data: bytes) -> bool:
@@ -160,11 +159,14 @@ def write_atomically(path: Path, data: bytes) -> bool:
     return True
 
 
-def _prune(folder: Path) -> None:
-    """Keep the KEEP newest entries (each edit of a spec makes a new one)."""
-    entries = sorted(folder.glob("spec-*.pickle"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
-    for old in entries[KEEP:]:
-        old.unlink(missing_ok=True)
+def prune(folder: Path, pattern: str, keep: int) -> None:
+    """Keep the `keep` newest entries named by `pattern` (each edit of a spec makes new ones)."""
+    try:
+        entries = sorted(folder.glob(pattern), key=lambda p: p.stat().st_mtime_ns, reverse=True)
+        for old in entries[keep:]:
+            old.unlink(missing_ok=True)
+    except OSError:
+        pass  # another run pruned it first
 
 
 def read_bytes(path: str | Path) -> bytes | None:

@@ -13,7 +13,7 @@ from regressions import SEEN, apply
 from ledgercheck.model import budget, resultcache, runs
 from ledgercheck.model.result import Result, Status
 from ledgercheck.model.runs import CheckRequest, result_json, run_checks
-from ledgercheck.model.spec import load_spec
+from ledgercheck.model.spec import load_spec, load_spec_text
 
 ROOT = Path(__file__).resolve().parents[1]
 PROPERTY = "full_streak_condemns"
@@ -51,10 +51,8 @@ def _json(results):
     return [result_json(r) for r in results]
 
 
-def _regressed(tmp_path):
-    path = tmp_path / "regressed.toml"
-    path.write_text(apply(LEDGER_SPEC.read_text(encoding="utf-8"), REGRESSION), encoding="utf-8")
-    return load_spec(path)
+def _regressed():
+    return load_spec_text(apply(LEDGER_SPEC.read_text(encoding="utf-8"), REGRESSION), f"{REGRESSION.name}.toml")
 
 
 def test_a_warm_run_prints_what_the_cold_one_did_without_solving(spec_file, folder, solved):
@@ -64,10 +62,10 @@ def test_a_warm_run_prints_what_the_cold_one_did_without_solving(spec_file, fold
     assert warm == cold and len(solved) == 3  # nothing solved the second time
 
 
-def test_an_edited_spec_is_checked_afresh_and_its_regression_seen(spec_file, folder, solved, tmp_path):
+def test_an_edited_spec_is_checked_afresh_and_its_regression_seen(spec_file, folder, solved):
     before = run_checks(_request(spec_file))
     assert all(r.matches for r in before)
-    after = run_checks(_request(_regressed(tmp_path)))
+    after = run_checks(_request(_regressed()))
     assert len(solved) == 2
     assert all(r.matches is False and r.status == Status.VIOLATED for r in after)
 
@@ -96,9 +94,7 @@ def test_an_undecided_result_is_never_kept(spec_file, folder, solved):
     assert not list(folder.glob("result-*.pickle"))
     decided = run_checks(_request(spec_file))
     assert Status.UNKNOWN not in {r.status for r in decided}
-    question = resultcache.Question.of(
-        PROPERTY, "ledger", 1, None, max_depth=1, max_traces=1, view=None, prove=False, engine="z3", lax=True
-    )
+    question = resultcache.Question(PROPERTY, "ledger", 1, None, 1, 1, None, False, "z3", True)
     unknown = Result(
         variant="v", property=PROPERTY, environment="ledger", shards=1, policy=None, status=Status.UNKNOWN, depth=0
     )
