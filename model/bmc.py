@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import z3
@@ -393,6 +394,12 @@ RACE_HEAD_START = 0.5
 """Seconds of bounded search before the proof race begins (most counterexamples are found
 sooner; a property that holds keeps the search deepening past it)."""
 
+PROOF_FIRST_RLIMIT = 3_000_000
+"""Z3's resource count allowed for the proof tried before the bounded search of a property
+the spec expects to hold (`_proof_first`): about a second here, the time the bounded search
+to depth 12 takes on the controller's properties. A count, not a timeout, so whether the
+proof lands does not depend on the machine's load, and the output is the same on every run."""
+
 
 class _ProofRace:
     """Spacer in a child process, asked between depths of the bounded search whether it has
@@ -473,6 +480,36 @@ def _prove_in_child(
         conn.close()
 
 
+@dataclass(frozen=True)
+class _Proof:
+    invariant: str
+    every_size: bool
+    seconds: float
+
+
+def _proof_first(
+    spec: Spec, environment: str, prop: Property, *, shards: int, policy: Mapping[str, int], timeout: float | None
+) -> _Proof | None:
+    """For a property the spec expects to hold: an inductive invariant, found by Spacer within
+    `PROOF_FIRST_RLIMIT` and checked by a plain solver (`spacer._certified`), settles every
+    depth at once, so the bounded search need not run; its result (holds up to the depth
+    asked, no trace) is what the search would have printed. None when there is no such
+    invariant within the count (or the spec expects a violation): the bounded search decides,
+    so a regression is still found, at the cost of the attempt."""
+    from ledgercheck.model.spacer import spacer_proof
+
+    start = time.monotonic()
+    try:
+        answer, invariant, every_size = spacer_proof(
+            spec, environment, prop, shards, policy, timeout, rlimit=PROOF_FIRST_RLIMIT, certify=True
+        )
+    except z3.Z3Exception:  # e.g. the memory cap: the bounded search decides
+        return None
+    if answer != z3.sat:
+        return None
+    return _Proof(invariant, every_size, time.monotonic() - start)
+
+
 def check_property(
     spec: Spec,
     environment: str,
@@ -506,28 +543,47 @@ def check_property(
     env = spec.environment(environment)
     if not prop.applies_to(environment):
         return Result.not_applicable(spec, prop, environment, shards, policy)
-    checker = Checker(
-        spec,
-        environment,
-        prop,
-        shards,
-        policy,
-        contracts=env.any_call,
-        timeout=timeout,
-        progress=progress,
-        view=view,
-        memory=memory,
-    )
     race = (
         _ProofRace(spec, environment, prop, shards=shards, policy=policy, timeout=timeout)
         if race_proof and policy is not None
         else None
     )
-    try:
-        result = checker.run(max_depth, max_traces, stop=race.proved if race else None)
-    finally:
-        if race is not None:
-            race.close()
+    proof = None
+    if race is None and policy is not None and prop.expect.get(spec.variant) == "holds":
+        proof = _proof_first(spec, environment, prop, shards=shards, policy=policy, timeout=timeout)
+    if proof is not None:
+        result = Result(
+            variant=spec.variant,
+            property=prop.name,
+            environment=environment,
+            shards=shards,
+            policy=dict(policy) if policy is not None else None,
+            status=Status.HOLDS_TO_DEPTH,
+            depth=max_depth,
+            expected=prop.expect.get(spec.variant),
+            seconds=proof.seconds,
+            engine="spacer",
+        )
+        if progress:
+            progress(f"{prop.name}: holds at every depth (a checked inductive invariant), {proof.seconds:.1f}s")
+    else:
+        checker = Checker(
+            spec,
+            environment,
+            prop,
+            shards,
+            policy,
+            contracts=env.any_call,
+            timeout=timeout,
+            progress=progress,
+            view=view,
+            memory=memory,
+        )
+        try:
+            result = checker.run(max_depth, max_traces, stop=race.proved if race else None)
+        finally:
+            if race is not None:
+                race.close()
     if race is not None and race.invariant is not None and result.status == Status.PROVED:
         scope = "every fleet size" if race.every_size else f"{shards} shards"
         result.engine, result.invariant = "spacer", race.invariant
@@ -541,7 +597,10 @@ def check_property(
     if prove and result.status == Status.HOLDS_TO_DEPTH:
         from ledgercheck.model.spacer import spacer_proof
 
-        answer, invariant, every_size = spacer_proof(spec, environment, prop, shards, policy, timeout)
+        if proof is not None:
+            answer, invariant, every_size = z3.sat, proof.invariant, proof.every_size
+        else:
+            answer, invariant, every_size = spacer_proof(spec, environment, prop, shards, policy, timeout)
         if answer == z3.sat:
             result.status, result.engine, result.invariant = Status.PROVED, "spacer", invariant
             scope = "every fleet size" if every_size else f"{shards} shards"

@@ -280,12 +280,14 @@ def build_parser(args: Sequence[str] | None = None) -> argparse.ArgumentParser:
         "--engine",
         choices=("z3", "explicit", "auto"),
         default="z3",
-        help="z3 (bounded model checking, default); explicit (breadth-first search over the executable model, "
-        "reduced: cone of influence, saturated counters, symmetry, one shard when the property's shard evolves "
-        "alone); auto, the fastest: explicit where one shard decides the property (the ledger environment) or "
-        "the fleet has one shard (with --prove: where the reduced state space is known to be finite, else a "
-        "bounded probe), else z3 with a Spacer proof racing it in a second process (a property that "
-        "holds comes back 'proved'). The explicit engine reports no lax traces",
+        help="z3 (bounded model checking, default; a property the spec expects to hold is first given to Spacer, "
+        "whose inductive invariant, once checked, settles every depth at once); explicit (breadth-first "
+        "search over the executable model, reduced: cone of influence, saturated counters, symmetry, one "
+        "shard when the property's shard evolves alone); auto, the fastest: explicit where one shard decides "
+        "the property (the ledger environment) or the fleet has one shard (with --prove: where the reduced "
+        "state space is known to be finite, else a bounded probe), else z3 with a Spacer proof racing it in a"
+        " second process (a property that holds comes back 'proved'). The explicit engine reports no lax "
+        "traces",
     )
     check.add_argument(
         "--prove",

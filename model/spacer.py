@@ -20,9 +20,22 @@ from ledgercheck.model import budget, cone, ir
 from ledgercheck.model.encoding import Encoding
 from ledgercheck.model.spec import Property, PropertyKind, Spec
 
+CERTIFY_RLIMIT = 2_000_000
+"""Z3's resource count allowed for checking one obligation of an invariant (they take
+hundredths of a second on the bundled spec); beyond it the invariant is not certified."""
 
-def _horn(enc: Encoding, prop: Property, focus: int | None, timeout: float | None) -> tuple[Any, str]:
-    """Ask Spacer for an inductive invariant; returns (z3 answer, invariant text or reason)."""
+
+def _horn(
+    enc: Encoding,
+    prop: Property,
+    focus: int | None,
+    timeout: float | None,
+    rlimit: int | None = None,
+    certify: bool = False,
+) -> tuple[Any, str]:
+    """Ask Spacer for an inductive invariant; returns (z3 answer, invariant text or reason).
+    `rlimit` caps the search by Z3's resource count (deterministic, unlike a timeout);
+    `certify` turns a found invariant that `_certified` cannot check into an unknown."""
     ctx = enc.ctx
     cur = [enc.template[k] for k in enc.keys]
     nxt = [enc.next_template[k] for k in enc.keys]
@@ -33,6 +46,8 @@ def _horn(enc: Encoding, prop: Property, focus: int | None, timeout: float | Non
     solver = z3.SolverFor("HORN", ctx=ctx)
     if timeout:
         solver.set("timeout", max(1, int(timeout * 1000)))
+    if rlimit:
+        solver.set("rlimit", rlimit)
     false = z3.BoolVal(False, ctx)
     solver.add(z3.ForAll(cur + policy, z3.Implies(enc.initial(enc.template), inv(*cur, *policy))))
     step = z3.And(inv(*cur, *policy), enc.transition_template)
@@ -41,15 +56,13 @@ def _horn(enc: Encoding, prop: Property, focus: int | None, timeout: float | Non
     if prop.kind == PropertyKind.INVARIANT:
         bad = z3.Or(enc.invariant_violation(prop, focus, enc.template), lemmas)
         solver.add(z3.ForAll(cur + policy, z3.Implies(z3.And(inv(*cur, *policy), bad), false)))
+        bad_from = [bad]
     else:
-        solver.add(
-            z3.ForAll(
-                cur + nxt + params + policy,
-                z3.Implies(z3.And(step, enc.step_violation(prop, focus)), false),
-            )
-        )
+        breaks = enc.step_violation(prop, focus)
+        solver.add(z3.ForAll(cur + nxt + params + policy, z3.Implies(z3.And(step, breaks), false)))
         if not z3.is_false(lemmas):
             solver.add(z3.ForAll(cur + policy, z3.Implies(z3.And(inv(*cur, *policy), lemmas), false)))
+        bad_from = [z3.And(enc.transition_template, breaks), lemmas]
     spent = budget.limit_solver(solver, timeout)
     if spent is not None:
         return z3.unknown, f"the {spent} ran out"
@@ -59,12 +72,54 @@ def _horn(enc: Encoding, prop: Property, focus: int | None, timeout: float | Non
         return answer, (f"the {spent} ran out" if spent else solver.reason_unknown()) if answer == z3.unknown else ""
     interp = solver.model()[inv]
     body = interp.else_value() if isinstance(interp, z3.FuncInterp) else interp
+    if certify and not _certified(enc, body, cur + policy, nxt + policy, bad_from):
+        return z3.unknown, "spacer's invariant could not be checked"
     named = [z3.Const(str(v).replace("@cur", ""), v.sort()) for v in cur] + policy
     try:
         text = str(z3.simplify(z3.substitute_vars(body, *named)))
     except z3.Z3Exception:
         text = str(body)
     return answer, text
+
+
+def _certified(enc: Encoding, body: Any, cur: list[Any], nxt: list[Any], bad_from: list[Any]) -> bool:
+    """Check Spacer's answer instead of trusting it: the invariant holds initially, is closed
+    under the transition and excludes every bad state or step, each shown unsatisfiable by a
+    plain solver. An invariant with quantifiers (what Spacer answers when it needed no
+    strengthening) is not checked here, and so not certified."""
+    if _has_quantifier(body):
+        return False
+    now = z3.substitute_vars(body, *cur)
+    then = z3.substitute_vars(body, *nxt)
+    solver = z3.SolverFor("QF_LIA", ctx=enc.ctx)
+    solver.set("rlimit", CERTIFY_RLIMIT)
+    obligations = [
+        z3.And(enc.initial(enc.template), z3.Not(now)),
+        z3.And(now, enc.transition_template, z3.Not(then)),
+        *(z3.And(now, bad) for bad in bad_from if not z3.is_false(bad)),
+    ]
+    for obligation in obligations:
+        solver.push()
+        solver.add(obligation)
+        answer = solver.check()
+        solver.pop()
+        if answer != z3.unsat:
+            return False
+    return True
+
+
+def _has_quantifier(term: Any) -> bool:
+    seen: set[int] = set()
+    todo = [term]
+    while todo:
+        node = todo.pop()
+        if z3.is_quantifier(node):
+            return True
+        if node.get_id() in seen or not z3.is_app(node):
+            continue
+        seen.add(node.get_id())
+        todo.extend(node.children())
+    return False
 
 
 def spacer_proof(
@@ -74,15 +129,18 @@ def spacer_proof(
     shards: int,
     policy: Mapping[str, int] | None,
     timeout: float | None = None,
+    *,
+    rlimit: int | None = None,
+    certify: bool = False,
 ) -> tuple[Any, str, bool]:
     """Spacer on the property's cone of influence. Returns (answer, invariant or reason,
     every_fleet_size): the last is true when the cone is the focus shard alone and every
     action kept acts on it only, so the sliced system, and hence the proof, is the same for
-    every number of shards."""
+    every number of shards. `rlimit` and `certify` as in `_horn`."""
     env = spec.environment(environment)
     enc = cone.sliced_encoding(spec, environment, prop, shards, policy, contracts=env.any_call)
     focus = cone.focus_of(prop)
-    answer, text = _horn(enc, prop, focus, timeout)
+    answer, text = _horn(enc, prop, focus, timeout, rlimit, certify)
     local = (
         focus is not None
         and all(key[0] in (focus, None) for key in enc.keys)

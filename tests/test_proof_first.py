@@ -1,0 +1,117 @@
+"""The proof tried before the bounded search of a property the spec expects to hold
+(`bmc._proof_first`): it prints what the bounded search would, never hides a regression,
+and is only believed once its invariant is checked (`spacer._certified`)."""
+
+from __future__ import annotations
+
+import z3
+
+from ledgercheck.model import bmc, cone, spacer
+from ledgercheck.model.result import Status
+from ledgercheck.model.spec import load_spec_text
+
+HEADLINE = "no_condemnation_by_inherited_streak"
+EXPECT = 'expect = { as_written = "violated", fixed = "holds", refit_keeps_streak = "holds" }'
+
+
+def _check(spec, prop, env="controller", depth=12, traces=3, **kw):
+    return bmc.check_property(
+        spec,
+        env,
+        spec.properties[prop],
+        shards=4,
+        policy=spec.default_policy(),
+        max_depth=depth,
+        max_traces=traces,
+        **kw,
+    )
+
+
+def _as_printed(result) -> tuple:
+    return (result.status, result.depth, result.traces, result.lax_traces, result.note, result.expected)
+
+
+def test_a_proof_prints_what_the_bounded_search_prints(spec_file):
+    """Where Spacer's checked invariant settles the property, the result is the bounded
+    search's (holds up to the depth asked, no trace, no note), answered by `spacer`."""
+    spec = spec_file.variant("fixed")
+    for env in ("controller", "ledger"):
+        result = _check(spec, HEADLINE, env)
+        assert (result.status, result.engine) == (Status.HOLDS_TO_DEPTH, "spacer"), env
+        prop = spec.properties[HEADLINE]
+        searched = bmc.Checker(spec, env, prop, 4, spec.default_policy(), contracts=spec.environment(env).any_call).run(
+            12, 3
+        )
+        searched.lax_traces = result.lax_traces  # the lax search runs after either
+        assert _as_printed(result) == _as_printed(searched), env
+        assert searched.engine == "bmc"
+
+
+def test_the_same_question_takes_the_same_route_every_time(spec_file):
+    """A resource count, not a timeout, bounds the attempt: which engine answers does not
+    depend on the machine's load."""
+    spec = spec_file.variant("refit_keeps_streak")
+    engines = {_check(spec, "restart_budget_counts_genuine_failures").engine for _ in range(2)}
+    engines |= {_check(spec, "restart_budget_counts_genuine_failures").engine}
+    assert engines == {"bmc"}, "this proof needs more than the count allows: the bounded search answers"
+    assert {_check(spec, "suspicion_survives_abort").engine for _ in range(3)} == {"spacer"}
+
+
+def test_a_regression_of_a_property_expected_to_hold_is_still_found(spec_file):
+    """The spec expects the headline property to hold in `as_written` too (a regression of
+    the fix): no invariant exists, the bounded search runs and prints the seed's trace."""
+    text = spec_file.source.text
+    assert EXPECT in text
+    regressed = load_spec_text(text.replace(EXPECT, 'expect = { default = "holds" }'), "fleet_health.toml")
+    spec = regressed.variant("as_written")
+    result = _check(spec, HEADLINE, traces=1)
+    assert (result.status, result.depth, result.engine) == (Status.VIOLATED, 8, "bmc")
+    assert result.matches is False
+    original = _check(spec_file.variant("as_written"), HEADLINE, traces=1)
+    assert result.traces == original.traces
+
+
+def test_no_proof_is_tried_where_the_spec_expects_a_violation(spec_file, monkeypatch):
+    tried: list[str] = []
+    real = spacer.spacer_proof
+
+    def spy(*args, **kwargs):
+        tried.append(args[2].name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(spacer, "spacer_proof", spy)
+    result = _check(spec_file.variant("as_written"), "suspicion_is_about_the_current_process", traces=1)
+    assert result.status == Status.VIOLATED and tried == []
+    result = _check(spec_file.variant("fixed"), "suspicion_is_about_the_current_process", traces=1)
+    assert result.engine == "spacer" and tried == ["suspicion_is_about_the_current_process"]
+
+
+def test_an_unchecked_invariant_settles_nothing(spec_file, monkeypatch):
+    """Spacer's answer is not believed on its word: an invariant that is not inductive, or
+    that a plain solver cannot check, leaves the property to the bounded search."""
+    spec = spec_file.variant("fixed")
+    prop = spec.properties["restart_budget_counts_genuine_failures"]  # an invariant, not 1-inductive
+    enc = cone.sliced_encoding(spec, "controller", prop, 4, spec.default_policy())
+    cur = [enc.template[k] for k in enc.keys]
+    nxt = [enc.next_template[k] for k in enc.keys]
+    bad = [enc.invariant_violation(prop, cone.focus_of(prop), enc.template)]
+    assert not spacer._certified(enc, z3.BoolVal(True, enc.ctx), cur, nxt, bad), "admits the bad states"
+    assert not spacer._certified(enc, z3.BoolVal(False, enc.ctx), cur, nxt, bad), "excludes the initial state"
+    # Spacer's invariant is over its arguments (de Bruijn variables), not the template's.
+    over_args = z3.substitute(z3.Not(bad[0]), *[(v, z3.Var(i, v.sort())) for i, v in enumerate(cur)])
+    assert not spacer._certified(enc, over_args, cur, nxt, bad), "not closed under the transition"
+    x = z3.Int("x", enc.ctx)
+    assert not spacer._certified(enc, z3.Exists([x], x == x), cur, nxt, bad), "quantified: not checked"
+
+    spec_prop = HEADLINE
+    monkeypatch.setattr(spacer, "_certified", lambda *args: False)
+    result = _check(spec, spec_prop)
+    assert (result.status, result.depth, result.engine) == (Status.HOLDS_TO_DEPTH, 12, "bmc")
+
+
+def test_with_prove_the_first_proof_is_the_answer(spec_file):
+    """`--prove` reports the invariant the first attempt found instead of asking again."""
+    spec = spec_file.variant("fixed")
+    result = _check(spec, HEADLINE, prove=True)
+    assert (result.status, result.engine) == (Status.PROVED, "spacer")
+    assert result.invariant and "proved by spacer" in result.note
