@@ -536,6 +536,10 @@ def check_property(
     (no trace of any length breaks the property, so none up to `max_depth` does). On a
     machine with two cores, a property that holds costs the faster of the two.
 
+    A property the spec expects to hold is first given to Spacer within a fixed resource
+    count (`_proof_first`); a checked invariant settles it without the search (and without a
+    race): the result is the search's, or `proved` with `prove` or `race_proof`.
+
     Safety properties only: `model.engines.check_property` routes an `eventually` one to the
     fair-lasso search."""
     if prop.kind == PropertyKind.EVENTUALLY:  # liveness: a lasso search, not a bounded one
@@ -543,14 +547,14 @@ def check_property(
     env = spec.environment(environment)
     if not prop.applies_to(environment):
         return Result.not_applicable(spec, prop, environment, shards, policy)
+    proof = None
+    if policy is not None and prop.expect.get(spec.variant) == "holds":
+        proof = _proof_first(spec, environment, prop, shards=shards, policy=policy, timeout=timeout)
     race = (
         _ProofRace(spec, environment, prop, shards=shards, policy=policy, timeout=timeout)
-        if race_proof and policy is not None
+        if race_proof and policy is not None and proof is None
         else None
     )
-    proof = None
-    if race is None and policy is not None and prop.expect.get(spec.variant) == "holds":
-        proof = _proof_first(spec, environment, prop, shards=shards, policy=policy, timeout=timeout)
     if proof is not None:
         result = Result(
             variant=spec.variant,
@@ -594,7 +598,8 @@ def check_property(
         result.depth = max_depth
     if policy is None and result.status != Status.UNKNOWN:
         result.region = policy_region(spec, environment, prop, shards, max_depth, timeout)
-    if prove and result.status == Status.HOLDS_TO_DEPTH:
+    # A proof found first is reported as one where a proof is asked for, or raced for (auto).
+    if (prove or (race_proof and proof is not None)) and result.status == Status.HOLDS_TO_DEPTH:
         from ledgercheck.model.spacer import spacer_proof
 
         if proof is not None:

@@ -114,3 +114,10 @@ def test_with_prove_the_first_proof_is_the_answer(spec_file):
     result = _check(spec, HEADLINE, prove=True)
     assert (result.status, result.engine) == (Status.PROVED, "spacer")
     assert result.invariant and "proved by spacer" in result.note
+
+
+def test_auto_reports_the_first_proof_as_proved_and_races_nothing(spec_file, monkeypatch):
+    """Under `--engine auto` a proof comes back `proved`; one found first needs no race."""
+    monkeypatch.setattr(bmc, "_ProofRace", None)  # would fail if a race were started
+    result = _check(spec_file.variant("fixed"), "suspicion_survives_abort", race_proof=True)
+    assert (result.status, result.engine, result.depth) == (Status.PROVED, "spacer", 12)
