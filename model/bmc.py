@@ -488,20 +488,36 @@ class _Proof:
 
 
 def _proof_first(
-    spec: Spec, environment: str, prop: Property, *, shards: int, policy: Mapping[str, int], timeout: float | None
+    spec: Spec,
+    environment: str,
+    prop: Property,
+    *,
+    shards: int,
+    policy: Mapping[str, int],
+    timeout: float | None,
+    contracts: bool | None = None,
 ) -> _Proof | None:
     """For a property the spec expects to hold: an inductive invariant, found by Spacer within
     `PROOF_FIRST_RLIMIT` and checked by a plain solver (`spacer._certified`), settles every
     depth at once, so the bounded search need not run; its result (holds up to the depth
     asked, no trace) is what the search would have printed. None when there is no such
     invariant within the count (or the spec expects a violation): the bounded search decides,
-    so a regression is still found, at the cost of the attempt."""
+    so a regression is still found, at the cost of the attempt. `contracts` False: the
+    system without the callers' contracts (the lax search's)."""
     from ledgercheck.model.spacer import spacer_proof
 
     start = time.monotonic()
     try:
         answer, invariant, every_size = spacer_proof(
-            spec, environment, prop, shards, policy, timeout, rlimit=PROOF_FIRST_RLIMIT, certify=True
+            spec,
+            environment,
+            prop,
+            shards,
+            policy,
+            timeout,
+            rlimit=PROOF_FIRST_RLIMIT,
+            certify=True,
+            contracts=contracts,
         )
     except z3.Z3Exception:  # e.g. the memory cap: the bounded search decides
         return None
@@ -612,6 +628,11 @@ def check_property(
             result.note = f"proved by spacer for {scope} (an inductive invariant exists)"
         result.region_depth = max_depth
     if env.any_call and lax and result.status != Status.UNKNOWN:
+        # A property that holds even without the contracts has no trace outside them: a
+        # checked invariant of that system settles the lax search as it settled the verdict.
+        if result.status in (Status.HOLDS_TO_DEPTH, Status.PROVED) and policy is not None and proof is not None:
+            if _proof_first(spec, environment, prop, shards=shards, policy=policy, timeout=timeout, contracts=False):
+                return result
         lax_checker = Checker(spec, environment, prop, shards, policy, contracts=False, timeout=timeout, view=view)
 
         broken: Any = None  # over the template: a call outside the contracts (built at the first ask)

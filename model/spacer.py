@@ -132,13 +132,16 @@ def spacer_proof(
     *,
     rlimit: int | None = None,
     certify: bool = False,
+    contracts: bool | None = None,
 ) -> tuple[Any, str, bool]:
     """Spacer on the property's cone of influence. Returns (answer, invariant or reason,
     every_fleet_size): the last is true when the cone is the focus shard alone and every
     action kept acts on it only, so the sliced system, and hence the proof, is the same for
-    every number of shards. `rlimit` and `certify` as in `_horn`."""
+    every number of shards. `rlimit` and `certify` as in `_horn`. `contracts` None: the
+    callers' contracts bind where the environment may call anything (as the verdict's search)."""
     env = spec.environment(environment)
-    enc = cone.sliced_encoding(spec, environment, prop, shards, policy, contracts=env.any_call)
+    bound = env.any_call if contracts is None else contracts
+    enc = cone.sliced_encoding(spec, environment, prop, shards, policy, contracts=bound)
     focus = cone.focus_of(prop)
     answer, text = _horn(enc, prop, focus, timeout, rlimit, certify)
     local = (

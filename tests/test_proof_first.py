@@ -121,3 +121,22 @@ def test_auto_reports_the_first_proof_as_proved_and_races_nothing(spec_file, mon
     monkeypatch.setattr(bmc, "_ProofRace", None)  # would fail if a race were started
     result = _check(spec_file.variant("fixed"), "suspicion_survives_abort", race_proof=True)
     assert (result.status, result.engine, result.depth) == (Status.PROVED, "spacer", 12)
+
+
+def test_traces_outside_the_contracts_are_still_searched_for(spec_file, monkeypatch):
+    """The verdict settled by a proof, the lax search still runs where the system without
+    the contracts breaks the property, and is settled by a proof of its own where it holds."""
+    spec = spec_file.variant("fixed")
+    result = _check(spec, "restart_budget_counts_genuine_failures", "ledger")
+    assert (result.status, result.engine) == (Status.HOLDS_TO_DEPTH, "spacer")
+    assert len(result.lax_traces) == 3 and all(t.classification == "lax_guard" for t in result.lax_traces)
+    searched: list[bool] = []
+    real = bmc.Checker.run
+
+    def spy(self, *args, **kwargs):
+        searched.append(self.contracts)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(bmc.Checker, "run", spy)
+    result = _check(spec, "no_repeat_spurious_condemnation", "ledger")
+    assert (result.status, result.engine, result.lax_traces, searched) == (Status.HOLDS_TO_DEPTH, "spacer", [], [])
