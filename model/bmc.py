@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import z3
@@ -480,35 +479,30 @@ def _prove_in_child(
         conn.close()
 
 
-@dataclass(frozen=True)
-class _Proof:
-    invariant: str
-    every_size: bool
-    seconds: float
-
-
 def _proof_first(
     spec: Spec,
     environment: str,
     prop: Property,
     *,
     shards: int,
-    policy: Mapping[str, int],
+    policy: Mapping[str, int] | None,
     timeout: float | None,
     contracts: bool | None = None,
-) -> _Proof | None:
-    """For a property the spec expects to hold: an inductive invariant, found by Spacer within
-    `PROOF_FIRST_RLIMIT` and checked by a plain solver (`spacer._certified`), settles every
-    depth at once, so the bounded search need not run; its result (holds up to the depth
-    asked, no trace) is what the search would have printed. None when there is no such
-    invariant within the count (or the spec expects a violation): the bounded search decides,
-    so a regression is still found, at the cost of the attempt. `contracts` False: the
-    system without the callers' contracts (the lax search's)."""
+) -> bool:
+    """For a property the spec expects to hold, with a fixed policy: whether an inductive
+    invariant, found by Spacer within `PROOF_FIRST_RLIMIT` and checked by a plain solver
+    (`spacer._certified`), settles every depth at once, so that the bounded search need not
+    run; its result (holds up to the depth asked, no trace) is what the search would have
+    printed. False when there is no such invariant within the count (or the spec expects a
+    violation): the bounded search decides, so a regression is still found, at the cost of
+    the attempt. `contracts` False: the system without the callers' contracts (the lax
+    search's)."""
     from ledgercheck.model.spacer import spacer_proof
 
-    start = time.monotonic()
+    if policy is None or prop.expect.get(spec.variant) != "holds":
+        return False
     try:
-        answer, invariant, every_size = spacer_proof(
+        answer, _, _ = spacer_proof(
             spec,
             environment,
             prop,
@@ -520,10 +514,8 @@ def _proof_first(
             contracts=contracts,
         )
     except z3.Z3Exception:  # e.g. the memory cap: the bounded search decides
-        return None
-    if answer != z3.sat:
-        return None
-    return _Proof(invariant, every_size, time.monotonic() - start)
+        return False
+    return bool(answer == z3.sat)
 
 
 def check_property(
@@ -563,29 +555,28 @@ def check_property(
     env = spec.environment(environment)
     if not prop.applies_to(environment):
         return Result.not_applicable(spec, prop, environment, shards, policy)
-    proof = None
-    if policy is not None and prop.expect.get(spec.variant) == "holds":
-        proof = _proof_first(spec, environment, prop, shards=shards, policy=policy, timeout=timeout)
+    start = time.monotonic()
+    proved_first = _proof_first(spec, environment, prop, shards=shards, policy=policy, timeout=timeout)
     race = (
         _ProofRace(spec, environment, prop, shards=shards, policy=policy, timeout=timeout)
-        if race_proof and policy is not None and proof is None
+        if race_proof and policy is not None and not proved_first
         else None
     )
-    if proof is not None:
+    if proved_first:
         result = Result(
             variant=spec.variant,
             property=prop.name,
             environment=environment,
             shards=shards,
-            policy=dict(policy) if policy is not None else None,
+            policy=policy,
             status=Status.HOLDS_TO_DEPTH,
             depth=max_depth,
             expected=prop.expect.get(spec.variant),
-            seconds=proof.seconds,
+            seconds=time.monotonic() - start,
             engine="spacer",
         )
         if progress:
-            progress(f"{prop.name}: holds at every depth (a checked inductive invariant), {proof.seconds:.1f}s")
+            progress(f"{prop.name}: holds at every depth (a checked inductive invariant), {result.seconds:.1f}s")
     else:
         checker = Checker(
             spec,
@@ -614,14 +605,12 @@ def check_property(
         result.depth = max_depth
     if policy is None and result.status != Status.UNKNOWN:
         result.region = policy_region(spec, environment, prop, shards, max_depth, timeout)
-    # A proof found first is reported as one where a proof is asked for, or raced for (auto).
-    if (prove or (race_proof and proof is not None)) and result.status == Status.HOLDS_TO_DEPTH:
+    # A proof found first is reported as one where a proof is asked for, or raced for (auto);
+    # asking Spacer again returns the invariant it found (`spacer._FOUND`).
+    if (prove or (race_proof and proved_first)) and result.status == Status.HOLDS_TO_DEPTH:
         from ledgercheck.model.spacer import spacer_proof
 
-        if proof is not None:
-            answer, invariant, every_size = z3.sat, proof.invariant, proof.every_size
-        else:
-            answer, invariant, every_size = spacer_proof(spec, environment, prop, shards, policy, timeout)
+        answer, invariant, every_size = spacer_proof(spec, environment, prop, shards, policy, timeout)
         if answer == z3.sat:
             result.status, result.engine, result.invariant = Status.PROVED, "spacer", invariant
             scope = "every fleet size" if every_size else f"{shards} shards"
@@ -630,9 +619,10 @@ def check_property(
     if env.any_call and lax and result.status != Status.UNKNOWN:
         # A property that holds even without the contracts has no trace outside them: a
         # checked invariant of that system settles the lax search as it settled the verdict.
-        if result.status in (Status.HOLDS_TO_DEPTH, Status.PROVED) and policy is not None and proof is not None:
-            if _proof_first(spec, environment, prop, shards=shards, policy=policy, timeout=timeout, contracts=False):
-                return result
+        if proved_first and _proof_first(
+            spec, environment, prop, shards=shards, policy=policy, timeout=timeout, contracts=False
+        ):
+            return result
         lax_checker = Checker(spec, environment, prop, shards, policy, contracts=False, timeout=timeout, view=view)
 
         broken: Any = None  # over the template: a call outside the contracts (built at the first ask)

@@ -32,10 +32,10 @@ def _horn(
     timeout: float | None,
     rlimit: int | None = None,
     certify: bool = False,
-) -> tuple[Any, str]:
-    """Ask Spacer for an inductive invariant; returns (z3 answer, invariant text or reason).
-    `rlimit` caps the search by Z3's resource count (deterministic, unlike a timeout);
-    `certify` turns a found invariant that `_certified` cannot check into an unknown."""
+) -> tuple[Any, str, bool | None]:
+    """Ask Spacer for an inductive invariant; returns (z3 answer, invariant text or reason,
+    whether `_certified` checked the invariant: None when not asked). `rlimit` caps the
+    search by Z3's resource count (deterministic, unlike a timeout)."""
     ctx = enc.ctx
     cur = [enc.template[k] for k in enc.keys]
     nxt = [enc.next_template[k] for k in enc.keys]
@@ -65,21 +65,21 @@ def _horn(
         bad_from = [z3.And(enc.transition_template, breaks), lemmas]
     spent = budget.limit_solver(solver, timeout)
     if spent is not None:
-        return z3.unknown, f"the {spent} ran out"
+        return z3.unknown, f"the {spent} ran out", None
     answer = solver.check()
     if answer != z3.sat:
         spent = budget.active().exhausted() if answer == z3.unknown else None
-        return answer, (f"the {spent} ran out" if spent else solver.reason_unknown()) if answer == z3.unknown else ""
+        why = (f"the {spent} ran out" if spent else solver.reason_unknown()) if answer == z3.unknown else ""
+        return answer, why, None
     interp = solver.model()[inv]
     body = interp.else_value() if isinstance(interp, z3.FuncInterp) else interp
-    if certify and not _certified(enc, body, cur + policy, nxt + policy, bad_from):
-        return z3.unknown, "spacer's invariant could not be checked"
+    checked = _certified(enc, body, cur + policy, nxt + policy, bad_from) if certify else None
     named = [z3.Const(str(v).replace("@cur", ""), v.sort()) for v in cur] + policy
     try:
         text = str(z3.simplify(z3.substitute_vars(body, *named)))
     except z3.Z3Exception:
         text = str(body)
-    return answer, text
+    return answer, text, checked
 
 
 def _certified(enc: Encoding, body: Any, cur: list[Any], nxt: list[Any], bad_from: list[Any]) -> bool:
@@ -122,6 +122,16 @@ def _has_quantifier(term: Any) -> bool:
     return False
 
 
+_FOUND: dict[tuple[Any, ...], tuple[Spec, str, bool, bool | None]] = {}
+"""The invariants Spacer found in this process, by question (spec variant, environment,
+property, fleet, policy, contracts), with whether each was certified (None: not asked). A
+found invariant answers the same question again, whatever limits it comes with: the
+limits only stop a search, they do not steer it, so a search that found one finds the same
+one. (The bounded checker's capped first proof and a later `--prove` or `prove` of the same
+property ask it twice.)"""
+_KEPT = 32
+
+
 def spacer_proof(
     spec: Spec,
     environment: str,
@@ -137,22 +147,39 @@ def spacer_proof(
     """Spacer on the property's cone of influence. Returns (answer, invariant or reason,
     every_fleet_size): the last is true when the cone is the focus shard alone and every
     action kept acts on it only, so the sliced system, and hence the proof, is the same for
-    every number of shards. `rlimit` and `certify` as in `_horn`. `contracts` None: the
+    every number of shards. `rlimit` caps the search by Z3's resource count; with `certify`,
+    an invariant `_certified` cannot check is answered as unknown. `contracts` None: the
     callers' contracts bind where the environment may call anything (as the verdict's search)."""
     env = spec.environment(environment)
     bound = env.any_call if contracts is None else contracts
-    enc = cone.sliced_encoding(spec, environment, prop, shards, policy, contracts=bound)
-    focus = cone.focus_of(prop)
-    answer, text = _horn(enc, prop, focus, timeout, rlimit, certify)
-    local = (
-        focus is not None
-        and all(key[0] in (focus, None) for key in enc.keys)
-        and all(
-            set(inst.shards.values()) <= {focus} and not ir.fleet_wide([inst.action.when, inst.action.body])
-            for inst in enc.instances
+    fixed = None if policy is None else tuple(sorted(policy.items()))
+    question = (id(spec), environment, prop.name, shards, fixed, bound)
+    hit = _FOUND.get(question)
+    if hit is not None and hit[0] is spec and not (certify and hit[3] is None):
+        spent = budget.active().exhausted()
+        if spent is not None:  # as a fresh search would answer: a spent budget starts none
+            return z3.unknown, f"the {spent} ran out", hit[2]
+    else:
+        enc = cone.sliced_encoding(spec, environment, prop, shards, policy, contracts=bound)
+        focus = cone.focus_of(prop)
+        answer, text, checked = _horn(enc, prop, focus, timeout, rlimit, certify)
+        local = (
+            focus is not None
+            and all(key[0] in (focus, None) for key in enc.keys)
+            and all(
+                set(inst.shards.values()) <= {focus} and not ir.fleet_wide([inst.action.when, inst.action.body])
+                for inst in enc.instances
+            )
         )
-    )
-    return answer, text, local
+        if answer != z3.sat:
+            return answer, text, local
+        while len(_FOUND) >= _KEPT:
+            del _FOUND[next(iter(_FOUND))]
+        _FOUND[question] = hit = (spec, text, local, checked)  # the spec kept alive: its id names no other
+    _, text, local, checked = hit
+    if certify and not checked:
+        return z3.unknown, "spacer's invariant could not be checked", local
+    return z3.sat, text, local
 
 
 def lemma_violation(enc: Encoding, prop: Property, focus: int | None, state: Mapping[Any, Any]) -> Any:

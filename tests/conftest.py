@@ -9,6 +9,7 @@ representative case of each large sweep (`tiers.fast_slice`); the fast lane is
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 from ledger_fixture import LEDGER_SPEC
@@ -21,6 +22,15 @@ def pytest_configure(config: pytest.Config) -> None:
     # The tests are about solving: no check of theirs is answered by an earlier one's result
     # (tests/test_resultcache.py turns the cache of results back on, in a folder of its own).
     os.environ["LEDGERCHECK_RESULTS"] = "off"
+
+
+@pytest.fixture(autouse=True)
+def _no_remembered_proofs() -> None:
+    """Each test solves what it asks: no invariant Spacer found in an earlier test of the same
+    process answers it (`model.spacer` remembers them per process; not imported here)."""
+    spacer = sys.modules.get("ledgercheck.model.spacer")
+    if spacer is not None:
+        spacer._FOUND.clear()
 
 
 @pytest.fixture(scope="session")
