@@ -512,6 +512,7 @@ def _proof_first(
             rlimit=PROOF_FIRST_RLIMIT,
             certify=True,
             contracts=contracts,
+            text=False,
         )
     except z3.Z3Exception:  # e.g. the memory cap: the bounded search decides
         return False

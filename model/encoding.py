@@ -139,6 +139,22 @@ class Instance:
     calls: list[CallRecord[Any]]
 
 
+@dataclass(frozen=True)
+class Footprint:
+    """What one instance writes and reads, as state variables: the cone of influence's
+    fixpoint needs nothing else of it. Plain data, so that every copy of an encoding (whose
+    instances are translations of the same terms) shares one table of them."""
+
+    writes: frozenset[Key]
+    guard_reads: frozenset[Key]
+    update_reads: Mapping[Key, frozenset[Key]]
+
+
+def footprint_name(inst: Instance) -> tuple[str, tuple[tuple[str, int], ...]]:
+    """An instance by what it is (its action and shard arguments), the same in every copy."""
+    return (inst.action.name, tuple(sorted(inst.shards.items())))
+
+
 @dataclass
 class StepVars:
     state: dict[Key, Any]
@@ -189,6 +205,8 @@ class Encoding:
         self.template = {key: self._var(key, "cur") for key in self.keys}
         self._template_ids: dict[int, Key] | None = None
         self._reads_memo: dict[int, tuple[Any, frozenset[Key]]] = {}
+        self._footprints: dict[tuple[str, tuple[tuple[str, int], ...]], Footprint] = {}
+        self._origin: Encoding | None = None  # the encoding this one was copied from
         self.act = z3.Int("act", ctx)
         self.contracts = contracts
         self.instances = self._instances()
@@ -265,6 +283,8 @@ class Encoding:
         twin.next_terms = get_map(next_terms)
         twin.act, twin.enabled_term, twin.transition_template = out[act], out[enabled_term], out[transition]
         twin._template_ids, twin._reads_memo = None, {}
+        twin._origin = self if self._origin is None else self._origin
+        twin._footprints = twin._origin._footprints  # shared: the same instances, translated
         twin.instances = [
             Instance(
                 inst.index,
@@ -292,7 +312,7 @@ class Encoding:
 
     # -- cone of influence --
 
-    def _reads(self, term: Any) -> set[Key]:
+    def _reads(self, term: Any, memo: dict[int, tuple[Any, frozenset[Key]]] | None = None) -> set[Key]:
         """The template variables `term` reads. Remembered per subterm for the encoding's
         life: the cone's fixpoint asks about the same guards and updates again and again, and
         walking a Z3 term from Python costs a call per node (the memo keeps each term alive,
@@ -300,7 +320,8 @@ class Encoding:
         by_id = self._template_ids
         if by_id is None:
             by_id = self._template_ids = {var.get_id(): key for key, var in self.template.items()}
-        memo = self._reads_memo
+        if memo is None:
+            memo = self._reads_memo
         stack: list[tuple[Any, list[Any] | None]] = [(term, None)]
         while stack:
             node, children = stack.pop()
@@ -319,6 +340,26 @@ class Encoding:
                 stack.extend((child, None) for child in below)
         return set(memo[term.get_id()][1])
 
+    def _footprint_table(self) -> dict[tuple[str, tuple[tuple[str, int], ...]], Footprint]:
+        """Every instance's writes and reads, by action and shards: walked once, on the base
+        encoding the copies were made from (`copy_into` shares the table), since a copy's
+        instances are translations of the same terms. Only the base's terms are walked, with
+        a memo dropped afterwards, so which of a copy's terms stay alive (and so the ids Z3
+        gives the terms a check goes on to build, which its counterexamples depend on) is
+        the same whether the table was already there or not."""
+        source = self._origin if self._origin is not None else self
+        table = source._footprints
+        if not table:
+            memo: dict[int, tuple[Any, frozenset[Key]]] = {}
+            for inst in source.instances:
+                writes = frozenset(k for k, value in inst.store.items() if not value.eq(source.template[k]))
+                table[footprint_name(inst)] = Footprint(
+                    writes,
+                    frozenset(source._reads(inst.enabled, memo)),
+                    {key: frozenset(source._reads(inst.store[key], memo)) for key in writes},
+                )
+        return table
+
     def restrict_to(self, roots: Any, keep: Any = None) -> int:
         """Keep only the cone of influence of `roots` (terms over the template): the state
         variables they read, closed under what the next values and the guards of the
@@ -327,25 +368,24 @@ class Encoding:
         variables were dropped. Sound for safety properties: every kept trace is a trace of
         the full system, and every full trace projects onto a kept one."""
         cone = set().union(*(self._reads(r) for r in roots)) if roots else set()
+        table = self._footprint_table()
+        prints = [table[footprint_name(inst)] for inst in self.instances]
+        kept = [keep is not None and keep(inst) for inst in self.instances]
         while True:
-            relevant = [
-                inst
-                for inst in self.instances
-                if any(not inst.store[k].eq(self.template[k]) for k in cone) or (keep is not None and keep(inst))
-            ]
+            chosen = [i for i, fp in enumerate(prints) if kept[i] or fp.writes & cone]
             grown = set(cone)
-            for inst in relevant:
-                grown |= self._reads(inst.enabled)
-                for key in cone:
-                    grown |= self._reads(inst.store[key])
+            for i in chosen:
+                grown |= prints[i].guard_reads
+                for key in prints[i].writes & cone:  # an unchanged variable reads only itself
+                    grown |= prints[i].update_reads[key]
             if grown == cone:
                 break
             cone = grown
         dropped = len(self.keys) - len(cone)
-        if dropped == 0 and len(relevant) == len(self.instances):
+        if dropped == 0 and len(chosen) == len(self.instances):
             return 0
         self.keys = [k for k in self.keys if k in cone]
-        self.instances = relevant
+        self.instances = [self.instances[i] for i in chosen]
         for position, inst in enumerate(self.instances):
             inst.index = position
         self._build()

@@ -32,8 +32,8 @@ def _horn(
     timeout: float | None,
     rlimit: int | None = None,
     certify: bool = False,
-) -> tuple[Any, str, bool | None]:
-    """Ask Spacer for an inductive invariant; returns (z3 answer, invariant text or reason,
+) -> tuple[Any, Invariant | str, bool | None]:
+    """Ask Spacer for an inductive invariant; returns (z3 answer, the invariant or the reason,
     whether `_certified` checked the invariant: None when not asked). `rlimit` caps the
     search by Z3's resource count (deterministic, unlike a timeout)."""
     ctx = enc.ctx
@@ -76,10 +76,28 @@ def _horn(
     checked = _certified(enc, body, cur + policy, nxt + policy, bad_from) if certify else None
     named = [z3.Const(str(v).replace("@cur", ""), v.sort()) for v in cur] + policy
     try:
-        text = str(z3.simplify(z3.substitute_vars(body, *named)))
+        shown = z3.simplify(z3.substitute_vars(body, *named))
     except z3.Z3Exception:
-        text = str(body)
-    return answer, text, checked
+        shown = body
+    return answer, Invariant(shown), checked
+
+
+class Invariant:
+    """An invariant Spacer found, printed only when someone reads it: printing a Z3 term
+    runs in Python, node by node, and the proof tried before each bounded search never shows
+    its invariant. Held in a small context of its own (a copy of the term alone), so a
+    remembered invariant does not keep the whole encoding alive."""
+
+    def __init__(self, term: Any) -> None:
+        self._term: Any = term.translate(z3.Context())
+        self._text: str | None = None
+
+    @property
+    def text(self) -> str:
+        if self._text is None:
+            self._text = str(self._term)
+            self._term = None
+        return self._text
 
 
 def _certified(enc: Encoding, body: Any, cur: list[Any], nxt: list[Any], bad_from: list[Any]) -> bool:
@@ -122,7 +140,7 @@ def _has_quantifier(term: Any) -> bool:
     return False
 
 
-_FOUND: dict[tuple[Any, ...], tuple[Spec, str, bool, bool | None]] = {}
+_FOUND: dict[tuple[Any, ...], tuple[Spec, Invariant, bool, bool | None]] = {}
 """The invariants Spacer found in this process, by question (spec variant, environment,
 property, fleet, policy, contracts), with whether each was certified (None: not asked). A
 found invariant answers the same question again, whatever limits it comes with: the
@@ -143,13 +161,16 @@ def spacer_proof(
     rlimit: int | None = None,
     certify: bool = False,
     contracts: bool | None = None,
+    text: bool = True,
 ) -> tuple[Any, str, bool]:
     """Spacer on the property's cone of influence. Returns (answer, invariant or reason,
     every_fleet_size): the last is true when the cone is the focus shard alone and every
     action kept acts on it only, so the sliced system, and hence the proof, is the same for
     every number of shards. `rlimit` caps the search by Z3's resource count; with `certify`,
     an invariant `_certified` cannot check is answered as unknown. `contracts` None: the
-    callers' contracts bind where the environment may call anything (as the verdict's search)."""
+    callers' contracts bind where the environment may call anything (as the verdict's search).
+    `text` False: the invariant is not printed (an empty string in its place), for a caller
+    that only needs to know whether there is one."""
     env = spec.environment(environment)
     bound = env.any_call if contracts is None else contracts
     fixed = None if policy is None else tuple(sorted(policy.items()))
@@ -162,7 +183,7 @@ def spacer_proof(
     else:
         enc = cone.sliced_encoding(spec, environment, prop, shards, policy, contracts=bound)
         focus = cone.focus_of(prop)
-        answer, text, checked = _horn(enc, prop, focus, timeout, rlimit, certify)
+        answer, found, checked = _horn(enc, prop, focus, timeout, rlimit, certify)
         local = (
             focus is not None
             and all(key[0] in (focus, None) for key in enc.keys)
@@ -171,15 +192,15 @@ def spacer_proof(
                 for inst in enc.instances
             )
         )
-        if answer != z3.sat:
-            return answer, text, local
+        if not isinstance(found, Invariant):
+            return answer, found, local
         while len(_FOUND) >= _KEPT:
             del _FOUND[next(iter(_FOUND))]
-        _FOUND[question] = hit = (spec, text, local, checked)  # the spec kept alive: its id names no other
-    _, text, local, checked = hit
+        _FOUND[question] = hit = (spec, found, local, checked)  # the spec kept alive: its id names no other
+    _, invariant, local, checked = hit
     if certify and not checked:
         return z3.unknown, "spacer's invariant could not be checked", local
-    return z3.sat, text, local
+    return z3.sat, invariant.text if text else "", local
 
 
 def lemma_violation(enc: Encoding, prop: Property, focus: int | None, state: Mapping[Any, Any]) -> Any:

@@ -114,6 +114,19 @@ def test_with_prove_the_first_proof_is_the_answer(spec_file):
     result = _check(spec, HEADLINE, prove=True)
     assert (result.status, result.engine) == (Status.PROVED, "spacer")
     assert result.invariant and "proved by spacer" in result.note
+    # The first attempt did not print its invariant; printed later, when asked, it reads as
+    # the same attempt printing it at once.
+    spacer._FOUND.clear()
+    answer, at_once, _ = spacer.spacer_proof(
+        spec,
+        "controller",
+        spec.properties[HEADLINE],
+        4,
+        spec.default_policy(),
+        rlimit=bmc.PROOF_FIRST_RLIMIT,
+        certify=True,
+    )
+    assert answer == z3.sat and result.invariant == at_once
 
 
 def test_auto_reports_the_first_proof_as_proved_and_races_nothing(spec_file, monkeypatch):

@@ -92,3 +92,45 @@ def test_a_check_finds_the_same_traces_whatever_ran_before_it(monkeypatch: pytes
     monkeypatch.setattr(encoding_module, "_BASES", {})
     fresh = traces("no_condemnation_by_inherited_streak")
     assert first == again == fresh
+
+
+def _walked_cone(enc: Encoding, roots: list[Any], keep: Any) -> tuple[list[Any], list[str]]:
+    """The cone of influence found the slow way, walking the copy's own terms at every round
+    (what `restrict_to` did before it read the shared table of footprints)."""
+    cone = set().union(*(enc._reads(r) for r in roots))
+    while True:
+        relevant = [
+            inst for inst in enc.instances if keep(inst) or any(not inst.store[k].eq(enc.template[k]) for k in cone)
+        ]
+        grown = set(cone)
+        for inst in relevant:
+            grown |= enc._reads(inst.enabled)
+            for key in cone:
+                grown |= enc._reads(inst.store[key])
+        if grown == cone:
+            return [k for k in enc.keys if k in cone], [encoding_module.footprint_name(i) for i in relevant]
+        cone = grown
+
+
+@pytest.mark.parametrize("environment", ["controller", "ledger"])
+def test_the_shared_footprints_slice_as_walking_the_copy_does(environment: str) -> None:
+    """Every property's slice, read from the table walked once on the kept encoding, keeps
+    the variables and actions that walking each copy's own terms keeps."""
+    from ledgercheck.model import cone
+
+    spec = load_spec(bundled_spec_folder() / "fleet_health.toml").variant("as_written")
+    env = spec.environment(environment)
+    compared = 0
+    for contracts in (True, False):
+        for prop in spec.properties.values():
+            if prop.kind.name == "EVENTUALLY" or not prop.applies_to(environment):
+                continue
+            enc = encoding_for(spec, env, 3, spec.default_policy(), contracts=contracts)
+            focus = cone.focus_of(prop)
+            roots = cone.roots(enc, prop, focus, cone.view_fields(spec, prop))
+            keys, kept = _walked_cone(enc, roots, cone.observes(prop, focus))
+            cone.slice_encoding(enc, prop, cone.view_fields(spec, prop))
+            assert enc.keys == keys, prop.name
+            assert [encoding_module.footprint_name(i) for i in enc.instances] == kept, prop.name
+            compared += 1
+    assert compared >= 10
