@@ -286,7 +286,8 @@ def build_parser(args: Sequence[str] | None = None) -> argparse.ArgumentParser:
         "shard when the property's shard evolves alone); auto, the fastest: explicit where one shard decides "
         "the property (the ledger environment) or the fleet has one shard (with --prove: where the reduced "
         "state space is known to be finite, else a bounded probe), else z3 with a Spacer proof racing it in a"
-        " second process (a property that holds comes back 'proved'). The explicit engine reports no lax "
+        " second process (a property that holds comes back 'proved'; no race where the spec expects a "
+        "violation). The explicit engine reports no lax "
         "traces",
     )
     check.add_argument(

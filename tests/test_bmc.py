@@ -222,6 +222,45 @@ def test_a_proof_racing_the_bounded_search_ends_it(spec_file, monkeypatch):
     assert (result.status, result.depth, result.engine) == ("violated", 8, "bmc")
 
 
+def test_no_proof_races_a_search_the_spec_expects_to_end_on_a_trace(spec_file, monkeypatch):
+    """Where the spec expects a violation, race_proof starts no second process: the search
+    finds the trace alone, and a property that holds against that expectation comes back
+    `holds_to_depth`, a mismatch all the same."""
+    import dataclasses
+
+    def no_race(*args, **kwargs):
+        raise AssertionError("a proof race was started")
+
+    monkeypatch.setattr(bmc, "_ProofRace", no_race)
+    broken = spec_file.variant("as_written")
+    prop = broken.properties[HEADLINE]
+    result = bmc.check_property(
+        broken,
+        "controller",
+        prop,
+        shards=3,
+        policy=broken.default_policy(),
+        max_depth=10,
+        max_traces=1,
+        race_proof=True,
+    )
+    assert (result.status, result.depth, result.engine) == ("violated", 8, "bmc")
+    fixed = spec_file.variant("fixed")
+    doubted = dataclasses.replace(fixed.properties[HEADLINE], expect={"fixed": "violated"})
+    result = bmc.check_property(
+        fixed,
+        "controller",
+        doubted,
+        shards=2,
+        policy=fixed.default_policy(),
+        max_depth=8,
+        max_traces=1,
+        race_proof=True,
+    )
+    assert (result.status, result.engine) == ("holds_to_depth", "bmc")
+    assert result.matches is False
+
+
 def test_the_commuting_steps_of_different_shards_are_the_ones_reordered(spec_file):
     spec = spec_file.variant("fixed")
     checker = bmc.Checker(spec, "controller", spec.properties[HEADLINE], 2, spec.default_policy(), por=True)
