@@ -220,13 +220,20 @@ class Encoding:
         a check's counterexamples do not depend on which checks ran before it in a worker."""
         terms: list[Any] = []
         position: dict[int, int] = {}  # a term shared by many places (an unchanged field) goes once
+        # The same Python object in many places (an unchanged field is the template's own
+        # variable) is looked up by identity first, without asking Z3 for its id; each is
+        # held here meanwhile, so no identity is reused for another.
+        known: dict[int, tuple[int, Any]] = {}
 
         def put(term: Any) -> int:
-            ident = term.get_id()
-            if ident not in position:
-                position[ident] = len(terms)
-                terms.append(term)
-            return position[ident]
+            found = known.get(id(term))
+            if found is None:
+                ident = term.get_id()
+                if ident not in position:
+                    position[ident] = len(terms)
+                    terms.append(term)
+                found = known[id(term)] = (position[ident], term)
+            return found[0]
 
         def put_map(values: Mapping[Any, Any]) -> dict[Any, int]:
             return {name: put(value) for name, value in values.items()}
@@ -463,13 +470,17 @@ class Encoding:
         return z3.And(self.act == inst.index, inst.enabled)
 
     def _next_terms(self) -> dict[Key, Any]:
+        source = self._origin if self._origin is not None else self
+        table = source._footprints  # once a slice has been taken: what each instance writes
+        writes = [table[footprint_name(inst)].writes for inst in self.instances] if table else None
         terms = {}
         for key in self.keys:
             current = self.template[key]
             term = current
-            for inst in reversed(self.instances):
+            for position in range(len(self.instances) - 1, -1, -1):
+                inst = self.instances[position]
                 value = inst.store[key]
-                if not value.eq(current):
+                if key in writes[position] if writes is not None else not value.eq(current):
                     term = z3.If(self.act == inst.index, value, term)
             terms[key] = term
         return terms
