@@ -291,7 +291,7 @@ class Encoding:
         twin.act, twin.enabled_term, twin.transition_template = out[act], out[enabled_term], out[transition]
         twin._template_ids, twin._reads_memo = None, {}
         twin._origin = self if self._origin is None else self._origin
-        twin._footprints = twin._origin._footprints  # shared: the same instances, translated
+        twin._footprints = self._footprints  # the one table of them all: the same instances, translated
         twin.instances = [
             Instance(
                 inst.index,
@@ -354,9 +354,9 @@ class Encoding:
         a memo dropped afterwards, so which of a copy's terms stay alive (and so the ids Z3
         gives the terms a check goes on to build, which its counterexamples depend on) is
         the same whether the table was already there or not."""
-        source = self._origin if self._origin is not None else self
-        table = source._footprints
+        table = self._footprints
         if not table:
+            source = self._origin if self._origin is not None else self
             memo: dict[int, tuple[Any, frozenset[Key]]] = {}
             for inst in source.instances:
                 writes = frozenset(k for k, value in inst.store.items() if not value.eq(source.template[k]))
@@ -470,8 +470,7 @@ class Encoding:
         return z3.And(self.act == inst.index, inst.enabled)
 
     def _next_terms(self) -> dict[Key, Any]:
-        source = self._origin if self._origin is not None else self
-        table = source._footprints  # once a slice has been taken: what each instance writes
+        table = self._footprints  # once a slice has been taken: what each instance writes
         writes = [table[footprint_name(inst)].writes for inst in self.instances] if table else None
         terms = {}
         for key in self.keys:

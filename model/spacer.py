@@ -82,14 +82,22 @@ def _horn(
     return answer, Invariant(shown), checked
 
 
+_SHOWN: list[z3.Context] = []
+"""The one context the remembered invariants are copied into (made at the first; a context
+costs milliseconds to make, a proof tried first lands in tenths of a second)."""
+
+
 class Invariant:
     """An invariant Spacer found, printed only when someone reads it: printing a Z3 term
     runs in Python, node by node, and the proof tried before each bounded search never shows
-    its invariant. Held in a small context of its own (a copy of the term alone), so a
-    remembered invariant does not keep the whole encoding alive."""
+    its invariant. The term is copied into a context of its own kind (`_SHOWN`), so a
+    remembered invariant does not keep the whole encoding alive; printing reads the term's
+    structure only, the same in any context."""
 
     def __init__(self, term: Any) -> None:
-        self._term: Any = term.translate(z3.Context())
+        if not _SHOWN:
+            _SHOWN.append(z3.Context())
+        self._term: Any = term.translate(_SHOWN[0])
         self._text: str | None = None
 
     @property
