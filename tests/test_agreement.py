@@ -38,6 +38,7 @@ from typing import Any
 import pytest
 import z3
 from tiers import fast_slice
+from z3terms import apply, substitute
 
 from ledgercheck.model import ir
 from ledgercheck.model.encoding import NONE_CODE, Encoding, Instance
@@ -158,11 +159,11 @@ class Run:
 
     def at_state(self, coded: list[Any]) -> Any:
         """The bundle with the current state put in (action and parameters still free)."""
-        return z3.substitute(self.bundle, *self.state_pairs(coded))
+        return substitute(self.bundle, self.state_pairs(coded))
 
     def evaluate(self, at_state: Any, inst: Instance, values: Mapping[str, Any]) -> Row:
         """The bundle with the choice put in too, simplified."""
-        row = z3.simplify(z3.substitute(at_state, *self.choice_pairs(inst, values)))
+        row = z3.simplify(substitute(at_state, self.choice_pairs(inst, values)))
         assert row.decl().eq(self.row_sort.constructor(0)), f"not a row: {row}"
         return Row(row.arg(0), row.arg(1 + inst.index), row.arg(row.num_args() - 1))
 
@@ -267,7 +268,7 @@ def _check_step(
     assert z3.is_true(row.enabled), f"{where}: the interpreter enables it, Z3's instance guard gives {row.enabled}"
     assert z3.is_true(row.selected), f"{where}: the interpreter enables it, Z3's enabled_term gives {row.selected}"
     coded_before, coded_after = coded
-    if not row.next.eq(run.state_sort.constructor(0)(*coded_after)):
+    if not row.next.eq(apply(run.state_sort.constructor(0), coded_after)):
         for n, (key, expected) in enumerate(zip(run.enc.keys, coded_after, strict=True)):  # which field, and how
             got = row.next.arg(n)
             assert _literal(got) is not None, f"{where}: next {_name(key)} is not determined by the state: {got}"
@@ -317,16 +318,16 @@ def _check_outcomes(
     """The calls the encoding's instance makes in this state (path condition true), in order,
     are the interpreter's, with the same outcome: raised or not, and the same result."""
     pairs = run.state_pairs(coded) + run.choice_pairs(inst, values)
-    made = [c for c in inst.calls if z3.is_true(z3.simplify(z3.substitute(c.pc, *pairs)))]
+    made = [c for c in inst.calls if z3.is_true(z3.simplify(substitute(c.pc, pairs)))]
     assert [(c.event, c.shard) for c in made] == [(c.event, c.shard) for c in calls], f"{where}: other calls"
     compared = 0
     for symbolic, concrete in zip(made, calls, strict=True):
-        raised = z3.simplify(z3.substitute(symbolic.raised, *pairs))
+        raised = z3.simplify(substitute(symbolic.raised, pairs))
         assert _literal(raised) == concrete.raised, f"{where}: {concrete.event} raised {concrete.raised}, Z3 {raised}"
         if concrete.result is not None:
             event = run.spec.events[concrete.event]
             assert event.returns is not None
-            result = z3.simplify(z3.substitute(symbolic.result, *pairs))
+            result = z3.simplify(substitute(symbolic.result, pairs))
             expected = run.code(concrete.result, event.returns.type, concrete.shard)
             assert result.eq(expected), f"{where}: {concrete.event} returned {concrete.result!r}, Z3 {result}"
         compared += 1
@@ -354,7 +355,7 @@ def test_z3_transition_agrees_with_interpreter(path: Path, variant: str, env: st
         sim = Simulation(spec, environment, SHARDS, policy)
         traces += 1
         coded = run.coded(sim.store)
-        initial = z3.simplify(z3.substitute(run.enc.initial(run.enc.template), *run.state_pairs(coded)))
+        initial = z3.simplify(substitute(run.enc.initial(run.enc.template), run.state_pairs(coded)))
         assert z3.is_true(initial), f"{variant}/{env}: the interpreter's initial state is not initial in Z3: {initial}"
         for _ in range(rng.randint(*TRACE_LENGTH)):
             choices = run.choices(sim)

@@ -320,6 +320,7 @@ def test_report_command_writes_atomically(tmp_path: Path, capsys: pytest.Capture
     target = tmp_path / "report.html"
     target.write_text("old page", encoding="utf-8")
     args = ["report", "--html", str(target), "--shards", "2", "--max-depth", "6", "--max-traces", "1"]
+    args += ["--variant", "fixed", "--environment", "ledger"]  # one check: the writing is what is tested
     assert main([*args, "--property", "restarted_engine_refits_healthy"]) == 0
     assert "wrote" in capsys.readouterr().out
     page = target.read_text(encoding="utf-8")

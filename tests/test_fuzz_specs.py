@@ -32,6 +32,7 @@ import z3
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 from ledger_fixture import LEDGER_SPEC
+from z3terms import substitute
 
 from ledgercheck.model import bmc
 from ledgercheck.model.cli import main
@@ -716,7 +717,7 @@ def test_b_the_encoding_takes_the_interpreters_steps(text: str, rng: random.Rand
         ]
 
     sim = Simulation(spec, env, shards, policy)
-    initial = z3.simplify(z3.substitute(enc.initial(enc.template), *state_pairs(sim.store)))
+    initial = z3.simplify(substitute(enc.initial(enc.template), state_pairs(sim.store)))
     assert z3.is_true(initial), f"the interpreter's initial state is not initial in Z3: {initial}\n{text}"
     for step in range(WALK_STEPS):
         choices = [c for c in _choices(env, shards) if sim.enabled(*c)]
@@ -729,20 +730,20 @@ def test_b_the_encoding_takes_the_interpreters_steps(text: str, rng: random.Rand
         before = dict(sim.store)
         _, effects = sim.apply(action, binding, values)
         where = f"step {step}: {action.name}{binding}{values}\n{text}"
-        made = [c for c in inst.calls if z3.is_true(z3.simplify(z3.substitute(c.pc, *pairs)))]
+        made = [c for c in inst.calls if z3.is_true(z3.simplify(substitute(c.pc, pairs)))]
         assert [c.event for c in made] == [c.event for c in effects.calls], f"other calls: {where}"
         for symbolic, concrete in zip(made, effects.calls, strict=True):
-            raised = z3.simplify(z3.substitute(symbolic.raised, *pairs))
+            raised = z3.simplify(substitute(symbolic.raised, pairs))
             assert z3.is_true(raised) == concrete.raised, f"raised: Z3 {raised}, interpreter {concrete.raised}: {where}"
             returns = spec.events[concrete.event].returns
             if returns is not None:
-                got = z3.simplify(z3.substitute(symbolic.result, *pairs))
+                got = z3.simplify(substitute(symbolic.result, pairs))
                 want = _coded(spec, ctx, concrete.result, returns.type.kind, returns.type.enum)
                 assert got.eq(z3.simplify(want)), f"result: Z3 {got}, interpreter {concrete.result!r}: {where}"
-        assert z3.is_true(z3.simplify(z3.substitute(inst.enabled, *pairs))), f"Z3 disables it: {where}"
-        assert z3.is_true(z3.simplify(z3.substitute(enc.enabled_term, *pairs))), f"Z3 disables it: {where}"
+        assert z3.is_true(z3.simplify(substitute(inst.enabled, pairs))), f"Z3 disables it: {where}"
+        assert z3.is_true(z3.simplify(substitute(enc.enabled_term, pairs))), f"Z3 disables it: {where}"
         for key in enc.keys:
-            got = z3.simplify(z3.substitute(enc.next_terms[key], *pairs))
+            got = z3.simplify(substitute(enc.next_terms[key], pairs))
             want = _coded(spec, ctx, sim.store[key], enc.vars[key].type.kind, enc.vars[key].type.enum)
             assert got.eq(z3.simplify(want)), (
                 f"{key}: Z3 says {got}, the interpreter {sim.store[key]!r} (was {before[key]!r}) at {where}"

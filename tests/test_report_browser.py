@@ -76,15 +76,21 @@ class Rows(HTMLParser):
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[str, object]]]:
-    """The report of a small run, and the same run's results as `check --format json` gives them."""
+    """The report of a small run, and the same run's results as `check --format json` gives them
+    (read from a cache of results of the fixture's own, which the report's run filled: the
+    suite runs with the cache off, and tests/test_resultcache.py shows it prints what solving does)."""
     out = tmp_path_factory.mktemp("report")
     page = out / "report.html"
     args = ["--shards", "2", "--max-depth", "6", "--max-traces", "1"]
     args += ["--property", "restarted_engine_refits_healthy", "--property", "suspicion_survives_abort"]
-    assert main(["report", "--html", str(page), *args]) == 0
-    buffer = io.StringIO()
-    with contextlib.redirect_stdout(buffer):
-        assert main(["check", *args, "--format", "json"]) == 0
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LEDGERCHECK_CACHE", str(out / "cache"))
+        patch.delenv("LEDGERCHECK_RESULTS", raising=False)
+        assert main(["report", "--html", str(page), *args]) == 0
+        buffer = io.StringIO()
+        with contextlib.redirect_stdout(buffer):
+            assert main(["check", *args, "--format", "json"]) == 0
+    assert list((out / "cache" / "results").glob("result-*.pickle"))  # the report's run filled it
     return page, json.loads(buffer.getvalue())
 
 
