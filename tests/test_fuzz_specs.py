@@ -354,11 +354,21 @@ def load_or_spec_error(text: str) -> SpecError | None:
     return None
 
 
-@budget(400)
+@budget(100)
 @given(malformed_specs())
 def test_a_malformed_spec_loads_or_is_refused_with_its_line(text: str) -> None:
     err = load_or_spec_error(text)
     event("loads" if err is None else "refused")  # --hypothesis-show-statistics shows the split
+
+
+@pytest.mark.slow
+@budget(300)
+@given(malformed_specs())
+def test_more_malformed_specs_load_or_are_refused_with_their_line(text: str) -> None:
+    """`test_a_malformed_spec_loads_or_is_refused_with_its_line` on 300 further examples
+    (another test name draws other ones): the full suite's share of the sweep."""
+    err = load_or_spec_error(text)
+    event("loads" if err is None else "refused")
 
 
 @pytest.mark.parametrize("name", sorted(STRUCTURAL))
