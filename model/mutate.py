@@ -393,8 +393,19 @@ def _baseline_check(spec: Spec, check: tuple[str, str, str], shards: int, depth:
 
 
 def _baseline_job(args: tuple[Spec, tuple[str, str, str], int, int]) -> BaselineCheck:
-    """Runs in a worker: one baseline check."""
-    return _baseline_check(*args)
+    """Runs in a worker: one baseline check. Each job brings its own copy of the spec, and
+    `encoding_for` keeps what it builds per spec object: the first copy a worker sees (by
+    content) serves its later jobs, so they reuse its encodings as checks in one process do."""
+    spec, check, shards, depth = args
+    key = (spec.sha256, spec.variant)
+    kept = _WORKER_SPEC.get(key)
+    if kept is None:
+        _WORKER_SPEC.clear()
+        kept = _WORKER_SPEC[key] = spec
+    return _baseline_check(kept, check, shards, depth)
+
+
+_WORKER_SPEC: dict[tuple[str, str], Spec] = {}
 
 
 def run_baseline(
@@ -445,7 +456,8 @@ def run_mutation(
     progress: Any = None,
 ) -> tuple[Baseline, list[Mutant], list[Outcome]]:
     """The baseline, then every (sampled) mutant checked against what the baseline passes."""
-    from ledgercheck.codegen.render import plan_tests
+    from ledgercheck.codegen.gate import establish_counterexamples
+    from ledgercheck.codegen.render import DEFAULT_DEPTH, DEFAULT_TRACES, plan_tests
 
     _remember_guards(spec_file)
     variant = reference_variant(spec_file)
@@ -453,9 +465,13 @@ def run_mutation(
     mutants = enumerate_mutants(spec)
     if max_mutants is not None and max_mutants < len(mutants):
         mutants = sorted(random.Random(seed).sample(mutants, max_mutants), key=lambda m: m.ident)
-    planned = plan_tests(spec_file)
-    all_tests = [(name, test) for name, (_, _, group) in planned.items() for test in group]
     config = workers if isinstance(workers, executors.ExecutorConfig) else executors.ExecutorConfig(jobs=workers)
+    # The checks the plan draws its traces from run on the workers too (the same results
+    # `plan_tests` would find one after the other: the same tests).
+    found = establish_counterexamples(spec_file, DEFAULT_DEPTH, DEFAULT_TRACES, config)
+    budget.stop_if_spent("mutate (planning the generated tests)", "no mutant was evaluated")
+    planned = plan_tests(spec_file, verdicts=found)
+    all_tests = [(name, test) for name, (_, _, group) in planned.items() for test in group]
     baseline = run_baseline(spec, all_tests, shards, depth, config)
     failing = {(t.property, t.test) for t in baseline.failing_tests}
     tests = [(name, test) for name, test in all_tests if (name, f"test_{test.name}") not in failing]

@@ -94,8 +94,11 @@ def run_checks(
     progress: Callable[[str], None] | None = None,
     into: list[Result] | None = None,
     config: executor.ExecutorConfig | None = None,
+    only: Callable[[tuple[str, str, str]], bool] | None = None,
 ) -> list[Result]:
-    """Check each (variant, property, environment) the request covers, in the spec's order.
+    """Check each (variant, property, environment) the request covers, in the spec's order
+    (with `only`, just those of them it accepts: a caller that needs some pairs of variant
+    and property, not a product of them, still hands its checks to the executor as one batch).
 
     The checks are independent jobs, run on `config`'s executor (default: the active one,
     `model.executor.using`; one after the other outside a command). Whichever runs them, the
@@ -107,6 +110,8 @@ def run_checks(
     reaches an executor."""
     results = into if into is not None else []
     plan = _plan(request)
+    if only is not None:
+        plan = replace(plan, jobs=tuple(job for job in plan.jobs if only(job)))
     config = config if config is not None else executor.active()
     first = len(results)
     finished: dict[int, Result] = {}

@@ -12,8 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from ledgercheck.codegen.render import plan_tests
+from ledgercheck.codegen.gate import establish_counterexamples
+from ledgercheck.codegen.render import DEFAULT_DEPTH, DEFAULT_TRACES, plan_tests
 from ledgercheck.model import cli
+from ledgercheck.model.executor import ExecutorConfig
+from ledgercheck.model.runs import CheckRequest, run_checks
 from ledgercheck.model.spec import load_spec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -102,3 +105,31 @@ def test_bundled_spec_has_a_clean_baseline(capsys):
         )
     killed = data["score"]["killed_by_property"] + data["score"]["killed_by_tests"]
     assert killed + data["score"]["survived"] + data["score"]["invalid"] == data["mutants"] == 3
+
+
+@pytest.mark.parametrize("name", ["breaker.toml", "timed_breaker.toml", "listener_breaker.toml"])
+def test_the_plan_from_one_batch_of_checks_is_the_plan_found_one_check_at_a_time(name):
+    """`mutate` runs the checks the generated tests are drawn from as one batch on its workers
+    (`establish_counterexamples`): exactly the checks `plan_tests` runs by itself (each
+    property where a variant does not expect it to hold), and the same tests from them."""
+    spec_file = load_spec(str(ROOT / "spec" / "examples" / name))
+    found = establish_counterexamples(spec_file, DEFAULT_DEPTH, DEFAULT_TRACES, ExecutorConfig(jobs=2))
+    expected_pairs = {
+        (variant, prop.name)
+        for variant in spec_file.variants
+        for prop in spec_file.variant(variant).properties.values()
+        if prop.expect.get(variant) != "holds"
+    }
+    assert {(variant, prop) for variant, prop, _ in found.results} == expected_pairs
+    alone = plan_tests(spec_file)
+    batched = plan_tests(spec_file, verdicts=found)
+    assert alone and [(k, v[1], v[2]) for k, v in batched.items()] == [(k, v[1], v[2]) for k, v in alone.items()]
+
+
+def test_run_checks_keeps_only_the_jobs_it_is_asked_for_in_the_specs_order():
+    spec_file = load_spec(str(BREAKER))
+    request = CheckRequest(spec_file, max_depth=3, max_traces=1, lax=False)
+    every = [(r.variant, r.property, r.environment) for r in run_checks(request)]
+    kept = {every[-1], every[0]}
+    some = run_checks(request, only=lambda job: job in kept)
+    assert [(r.variant, r.property, r.environment) for r in some] == [every[0], every[-1]]
