@@ -18,7 +18,10 @@ Groups (`--groups`, comma-separated; all by default):
   figure is of solving);
 * `mutate`:  `ledgercheck mutate` on a sample of mutants with `--jobs 1`, `--jobs 2` and
   `--executor ray --jobs 2` (skipped when Ray is not installed); the three outputs must be
-  byte-identical (the table says whether they were).
+  byte-identical (the table says whether they were);
+* `conform`: `ledgercheck conform` of the clean implementation (`tests/impl`) against `fixed`,
+  its counterexamples checked afresh (`--no-cache`), with `--jobs 1`, `--jobs 2` and
+  `--executor ray --jobs 2` (outputs compared with the times masked).
 
 Every run is a fresh process (`bench.run.run_process`: wall-clock time, peak RSS). The compiled
 spec cache is a private folder, warmed before the runs (as a user's is after their first run).
@@ -53,7 +56,7 @@ if str(ROOT) not in sys.path:
 
 from bench.run import PROPERTY, RESULTS, _child_env, run_process, write_section  # noqa: E402
 
-GROUPS = ("startup", "find", "depth20", "proof", "plain", "ci", "mutate")
+GROUPS = ("startup", "find", "depth20", "proof", "plain", "ci", "mutate", "conform")
 MARKERS = ("<!-- bench/commands.py: begin -->", "<!-- bench/commands.py: end -->")
 HEADLINE = [("ledger", 1), ("ledger", 4), ("ledger", 16), ("controller", 4), ("controller", 8)]
 LEDGERCHECK = [sys.executable, "-m", "ledgercheck.model.cli"]
@@ -134,6 +137,15 @@ def _rows(groups: list[str], mutants: int) -> list[Row]:
             print("mutate: Ray is not installed; --executor ray is not measured", file=sys.stderr)
         else:
             rows.append(Row("mutate", "--executor ray --jobs 2", [*sample, "--executor", "ray", "--jobs", "2"]))
+    if "conform" in groups:
+        impl = str(ROOT / "tests" / "impl" / "fleet_health_clean.py") + ":GenerationFleetHealth"
+        conform = [*LEDGERCHECK, "conform", "--impl", impl, "--variant", "fixed", "--no-cache"]
+        rows += [
+            Row("conform", "--jobs 1", [*conform, "--jobs", "1"]),
+            Row("conform", "--jobs 2", [*conform, "--jobs", "2"]),
+        ]
+        if importlib.util.find_spec("ray") is not None:
+            rows.append(Row("conform", "--executor ray --jobs 2", [*conform, "--executor", "ray", "--jobs", "2"]))
     return rows
 
 
@@ -194,6 +206,16 @@ def ratios(rows: list[Row]) -> list[tuple[str, str]]:
         )
     )
     out += _same_output(rows, "mutate", "mutate: output byte-identical across executors and runs")
+    out.append(("conform: --jobs 1 / --jobs 2", _ratio(index, ("conform", "--jobs 1"), ("conform", "--jobs 2"))))
+    out.append(
+        (
+            "conform: --jobs 1 / ray, 2 workers",
+            _ratio(index, ("conform", "--jobs 1"), ("conform", "--executor ray --jobs 2")),
+        )
+    )
+    out += _same_output(
+        rows, "conform", "conform: output identical across executors and runs (times masked)", _mask_times
+    )
     return [(what, value) for what, value in out if value != "-"]
 
 
@@ -230,7 +252,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--groups", default=",".join(GROUPS), help="comma-separated, of: " + ", ".join(GROUPS))
     parser.add_argument("--repeat", type=int, default=None, help="runs of each light command (default 5)")
-    parser.add_argument("--repeat-heavy", type=int, default=None, help="runs of plain, ci and mutate (default 3)")
+    parser.add_argument(
+        "--repeat-heavy", type=int, default=None, help="runs of plain, ci, mutate and conform (default 3)"
+    )
     parser.add_argument("--mutants", type=int, default=None, help="mutants in the mutate sample (default 8)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per run (default 600)")
     parser.add_argument("--quick", action="store_true", help="one run each, 4 mutants")
@@ -261,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     # Interleaved rounds: a burst of load from other jobs spreads over every row, not one.
     for round_number in range(max(repeat, heavy)):
         for row in rows:
-            runs = heavy if row.group in ("plain", "ci", "mutate") else repeat
+            runs = heavy if row.group in ("plain", "ci", "mutate", "conform") else repeat
             if round_number >= runs or row.timed_out:
                 continue
             done = run_process(row.cmd, ns.timeout, base_env | row.env)
@@ -311,16 +335,19 @@ is shared: other jobs ran alongside); {elapsed / 60:.1f} minutes in all.
 
 Whole process (interpreter start, imports, spec loading included), from the project's root.
 Medians of {repeat} run(s) for start-up, find, depth 20 and proof, {heavy} for `check`,
-`ci` and `mutate`; rounds interleaved, so a burst of load spreads over every row. The
+`ci`, `mutate` and `conform`; rounds interleaved, so a burst of load spreads over every row. The
 compiled-spec cache is warm (a private folder) except where a row says *cache off*. Property
 `{PROPERTY}`, shipped policy; *find*: `check --engine auto --max-traces 1` in `as_written`;
 *depth20*: the same in `fixed` with `--max-depth 20`; *proof*: `prove` in `fixed`; *mutate*: a
 sample of {mutants} mutants of the bundled spec (`--max-mutants {mutants} --seed 0 {" ".join(MUTATE_SIZE)}`: the
 baseline's 64 checks and 40 generated tests, then the mutants), its Ray run including the
-start of a local Ray instance. *default workers*: `--jobs` left out, so as many workers as the
-process may use cores ({_cores()} here). *CPU s*: user and system time of the process and of the children
-it waited for (the local pool's workers; not Ray's, which its own daemons start). *peak MiB*:
-the process's own peak RSS. *exit*: the exit codes seen.
+start of a local Ray instance; *conform*: the clean implementation of `tests/impl` against
+`fixed` with every source at its default (enumeration to depth 4, 1000 random calls, the
+checker's counterexamples checked afresh: only they are spread over the workers).
+*default workers*: `--jobs` left out, so as many workers as the process may use cores
+({_cores()} here). *CPU s*: user and system time of the process and of the children it
+waited for (the local pool's workers; not Ray's, which its own daemons start). *peak MiB*: the
+process's own peak RSS. *exit*: the exit codes seen.
 SPIN is not measured here: no SPIN model of the ledger is in bench/ (and `spin` is not
 installed on this machine).
 

@@ -494,9 +494,7 @@ def _conform_parser(subparsers: Any) -> None:
         metavar="M",
         help=f"distinct counterexamples per result (default {COUNTEREXAMPLE_TRACES})",
     )
-    parser.add_argument(
-        "--jobs", type=int, default=None, help="processes for the checker (default: the CPUs, at most 4)"
-    )
+    executor.add_options(parser)  # the checker's counterexamples: independent checks
     parser.add_argument(
         "--merge",
         choices=("ledger", "full"),

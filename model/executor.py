@@ -447,10 +447,25 @@ def _stop(process: Any, conn: Any, kill: bool) -> None:
     conn.close()
 
 
-def _ray_task(function: Callable[[Any, Any, Progress | None], Any], shared: Any, job: Any, limits: _Limits) -> Any:
-    """Runs on a Ray worker: one job under the command's budget."""
+def _ray_task(function: Callable[[Any, Any, Progress | None], Any], boxed: list[Any], job: Any, limits: _Limits) -> Any:
+    """Runs on a Ray worker: one job under the command's budget. The shared value comes as a
+    reference (in a list, which Ray passes as it is) and is fetched once per worker process:
+    the jobs a worker runs see one object, as a local worker's do, and so reuse what is kept
+    per object (a variant's encodings), instead of each rebuilding it from its own copy."""
+    (ref,) = boxed
+    key = ref.hex()
+    shared = _RAY_SHARED.get(key)
+    if shared is None:
+        import ray
+
+        shared = ray.get(ref)
+        _RAY_SHARED.clear()  # one run's value at a time
+        _RAY_SHARED[key] = shared
     with budget.using(limits.budget()) as own:
         return function(shared, job, None), own.spent
+
+
+_RAY_SHARED: dict[str, Any] = {}
 
 
 def _ray_all(
@@ -466,7 +481,7 @@ def _ray_all(
     limits = budget.active()
     remote = ray.remote(_ray_task)
     shared_ref = ray.put(shared)
-    pending = {remote.remote(function, shared_ref, job, _Limits.of(limits)): index for index, job in enumerate(jobs)}
+    pending = {remote.remote(function, [shared_ref], job, _Limits.of(limits)): index for index, job in enumerate(jobs)}
     try:
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=0.25)

@@ -71,6 +71,24 @@ def test_mutate_output_is_byte_identical_between_one_and_two_jobs(capsys):
     assert outputs[0] == outputs[1]
 
 
+def _breaker_scripts(**where: object) -> list[object]:
+    """`conform`'s checker counterexamples of the example breaker, on the executor `where` names."""
+    from ledgercheck.model.conformance import sources
+    from ledgercheck.model.spec import load_spec
+
+    sources._COUNTEREXAMPLES.clear()  # the process's memo of them would answer a second call
+    return sources.counterexample_scripts(  # type: ignore[return-value]
+        load_spec(str(BREAKER)), shards=2, overrides={}, depth=6, cache=None, **where
+    )
+
+
+def test_conform_finds_the_same_counterexamples_on_one_worker_and_two():
+    one = _breaker_scripts(jobs=1)
+    assert one and _breaker_scripts(jobs=2) == one
+    ns = cli.parse(cli.build_parser(), ["conform", "--executor", "ray", "--jobs", "2"])
+    assert executor.from_namespace(ns) == executor.ExecutorConfig("ray", 2)
+
+
 def test_workers_is_still_accepted_for_jobs(capsys):
     assert cli.main([*MUTATE, "--workers", "1", "--format", "json"]) == 0
     assert '"mutants": 6' in capsys.readouterr().out
@@ -97,3 +115,4 @@ def test_ray_with_two_workers_matches_serial(local_ray, capsys):
         assert cli.main([*MUTATE, *extra, "--format", "json"]) == 0
         outputs.append(capsys.readouterr().out)
     assert outputs[0] == outputs[1]
+    assert _breaker_scripts(executor="ray", jobs=2) == _breaker_scripts(jobs=1)  # conform's checker jobs

@@ -5,10 +5,10 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
+from ledgercheck.model import executor
 from ledgercheck.model.conformance.checker import Conformance
 from ledgercheck.model.conformance.implementation import load_target
 from ledgercheck.model.conformance.session import check
@@ -39,7 +39,7 @@ def run(ns: argparse.Namespace) -> int:
     impl = load_target(target, spec)
     conformance = Conformance(spec, impl, policy, target)
     progress = (lambda message: print(message, file=sys.stderr)) if ns.progress else None
-    jobs = ns.jobs if ns.jobs is not None else min(4, os.cpu_count() or 1)
+    config = executor.from_namespace(ns)
     print(f"ledgercheck conform: {target} against the model of {variant!r} ({Path(spec_file.path).name})")
     summary = check(
         conformance,
@@ -52,7 +52,8 @@ def run(ns: argparse.Namespace) -> int:
         counterexamples=not ns.no_counterexamples,
         cex_depth=ns.cex_depth,
         cex_traces=ns.cex_traces,
-        jobs=max(1, jobs),
+        jobs=config.jobs,
+        executor=config.kind,
         merge=ns.merge,
         cache=None if ns.no_cache else default_cache(),
         progress=progress,

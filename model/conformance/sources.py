@@ -17,9 +17,9 @@ from typing import Any
 from ledgercheck.model import ir
 from ledgercheck.model.conformance.calls import LedgerCall, Opaque, Script, Tick, clock_ticks, invoke, opaque_value
 from ledgercheck.model.conformance.implementation import model_implementation
-from ledgercheck.model.errors import UsageError
 from ledgercheck.model.interpreter import LedgerModel
-from ledgercheck.model.spec import Event, Spec, SpecFile, load_spec, reference_variant
+from ledgercheck.model.result import Result
+from ledgercheck.model.spec import Event, Spec, SpecFile, reference_variant
 from ledgercheck.model.trace import Trace
 
 DEFAULT_RANDOM = 1000
@@ -138,36 +138,12 @@ def trace_script(trace: Trace, spec: Spec, source: str) -> Script:
     return Script(source, trace.shard_count, tuple(calls))
 
 
-@functools.cache
-def _spec_file(path: str, sha256: str) -> SpecFile:
-    spec_file = load_spec(path)
-    if spec_file.variant().sha256 != sha256:
-        raise UsageError(f"{path} changed while its counterexamples were being collected")
-    return spec_file
-
-
-CheckJob = tuple[str, str, str, str, str, int, tuple[tuple[str, int], ...], int, int]
-
-
-def _check_job(job: CheckJob, spec_file: SpecFile | None = None) -> list[Script]:
+def _scripts_of(result: Result, spec: Spec) -> list[Script]:
     """One (variant, property, environment) checked: its traces and lax traces as scripts."""
-    from ledgercheck.model import engines
-
-    path, sha256, variant, environment, prop_name, shards, policy, depth, traces = job
-    spec = (spec_file or _spec_file(path, sha256)).variant(variant)
-    result = engines.check_property(
-        spec,
-        environment,
-        spec.properties[prop_name],
-        shards=shards,
-        policy=dict(policy),
-        max_depth=depth,
-        max_traces=traces,
-    )
     scripts = []
     for kind, found in (("counterexample", result.traces), ("lax counterexample", result.lax_traces)):
         for number, trace in enumerate(found, 1):
-            source = f"{kind} {number} of {variant} / {prop_name} / {environment}"
+            source = f"{kind} {number} of {result.variant} / {result.property} / {result.environment}"
             scripts.append(trace_script(trace, spec, source))
     return scripts
 
@@ -182,15 +158,20 @@ def counterexample_scripts(
     overrides: Mapping[str, int],
     depth: int = COUNTEREXAMPLE_DEPTH,
     traces: int = COUNTEREXAMPLE_TRACES,
-    jobs: int = 1,
+    jobs: int | None = 1,
     progress: Callable[[str], None] | None = None,
     cache: Path | None = None,
     notes: list[str] | None = None,
+    executor: str = "local",
 ) -> list[Script]:
     """Every distinct trace the checker finds for every (variant, property, environment),
-    as ledger calls. Checks run in `jobs` processes. The result is kept for the process and,
-    with `cache` (a directory), on disk: keyed by the spec's text, ledgercheck's own source
-    and the parameters, so a changed spec or checker is checked afresh."""
+    as ledger calls. The checks are independent jobs of `model.runs.run_checks`, on `jobs`
+    workers of `executor` (`local`: a process pool, or one after the other in this process
+    for 1; `ray`: a Ray cluster; None: every core, or what the cluster offers), and the
+    scripts come in the same order whichever ran them. The result
+    is kept for the process and, with `cache` (a directory), on disk: keyed by the spec's
+    text, ledgercheck's own source and the parameters, so a changed spec or checker is
+    checked afresh."""
     sha256 = spec_file.variant().sha256
     key = (sha256, spec_file.path, shards, tuple(sorted(overrides.items())), depth, traces)
     if key in _COUNTEREXAMPLES:
@@ -205,32 +186,23 @@ def counterexample_scripts(
                 notes.append(f"cached in {cache_file}")
             _COUNTEREXAMPLES[key] = cached
             return cached
-    work: list[CheckJob] = []
-    for variant in spec_file.variants:
+    from ledgercheck.model import budget
+    from ledgercheck.model.executor import ExecutorConfig
+    from ledgercheck.model.runs import CheckRequest, run_checks
+
+    request = CheckRequest(spec_file, shards=shards, policy=dict(overrides), max_depth=depth, max_traces=traces)
+    checked = run_checks(request, config=ExecutorConfig(executor, jobs))
+    budget.stop_if_spent("the checker's counterexamples", "the lines above found no divergence")
+    by_job = {(r.variant, r.property, r.environment): r for r in checked}
+    results: list[list[Script]] = []
+    for variant in spec_file.variants:  # variant, environment, property: the scripts' order
         spec = spec_file.variant(variant)
-        policy = tuple(spec.resolve_policy(dict(overrides)).items())
         for environment in spec.environments:
             for prop in spec.properties.values():
                 if prop.applies_to(environment):
-                    work.append(
-                        (spec_file.path, sha256, variant, environment, prop.name, shards, policy, depth, traces)
-                    )
-    results: list[list[Script]] = []
-    if jobs > 1 and len(work) > 1 and Path(spec_file.path).is_file():
-        import concurrent.futures
-        import multiprocessing
-
-        method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-        with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context(method)) as pool:
-            for job, found in zip(work, pool.map(_check_job, work), strict=True):
-                if progress is not None:
-                    progress(f"  checked {job[2]} / {job[4]} / {job[3]}: {len(found)} trace(s)")
-                results.append(found)
-    else:
-        for job in work:
-            results.append(_check_job(job, spec_file))
-            if progress is not None:
-                progress(f"  checked {job[2]} / {job[4]} / {job[3]}: {len(results[-1])} trace(s)")
+                    results.append(_scripts_of(by_job[(variant, prop.name, environment)], spec))
+                    if progress is not None:
+                        progress(f"  checked {variant} / {prop.name} / {environment}: {len(results[-1])} trace(s)")
     scripts: list[Script] = []
     distinct: set[tuple[int, tuple[LedgerCall, ...]]] = set()
     for found in results:
