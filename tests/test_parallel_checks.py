@@ -72,14 +72,14 @@ def test_parallel_progress_names_each_finished_check(spec_file):
     assert sorted(line.rsplit(" [", 1)[1] for line in finished) == ["1/2]", "2/2]"]
 
 
-def test_check_report_and_ci_default_to_one_worker_per_core_and_others_to_one_process():
+def test_the_commands_with_independent_jobs_default_to_one_worker_per_core_and_others_to_one_process():
     parser = cli.build_parser()
-    for command in (["check"], ["report", "--html", "x.html"], ["ci"]):
+    for command in (["check"], ["report", "--html", "x.html"], ["ci"], ["mutate"], ["conform"]):
         config = executor.for_command(cli.parse(parser, command))
         assert (config.kind, config.local_workers) == ("local", executor.available_cores())
         assert executor.for_command(cli.parse(parser, [*command, "--jobs", "1"])) == executor.SERIAL
     assert executor.for_command(cli.parse(parser, ["gen"])) == executor.SERIAL
-    assert executor.for_command(cli.parse(parser, ["conform", "--jobs", "3"])) == executor.SERIAL
+    assert executor.for_command(cli.parse(parser, ["conform", "--jobs", "3"])) == executor.ExecutorConfig("local", 3)
     assert executor.for_command(cli.parse(parser, ["check", "--executor", "ray"])).kind == "ray"
 
 
