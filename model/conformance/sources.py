@@ -168,10 +168,9 @@ def counterexample_scripts(
     as ledger calls. The checks are independent jobs of `model.runs.run_checks`, on `jobs`
     workers of `executor` (`local`: a process pool, or one after the other in this process
     for 1; `ray`: a Ray cluster; None: every core, or what the cluster offers), and the
-    scripts come in the same order whichever ran them. The result
-    is kept for the process and, with `cache` (a directory), on disk: keyed by the spec's
-    text, ledgercheck's own source and the parameters, so a changed spec or checker is
-    checked afresh."""
+    scripts come in the same order whichever ran them. The result is kept for the process
+    and, with `cache` (a directory), on disk: keyed by the spec's text, ledgercheck's own
+    source and the parameters, so a changed spec or checker is checked afresh."""
     sha256 = spec_file.variant().sha256
     key = (sha256, spec_file.path, shards, tuple(sorted(overrides.items())), depth, traces)
     if key in _COUNTEREXAMPLES:
