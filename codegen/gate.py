@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from ledgercheck.model.errors import EXIT_MISMATCH, EXIT_OK, EXIT_UNKNOWN
-from ledgercheck.model.executor import ExecutorConfig
 from ledgercheck.model.result import Result, Status
 from ledgercheck.model.runs import CheckRequest, run_checks
 from ledgercheck.model.spec import SpecFile
@@ -84,25 +83,6 @@ def establish(spec_file: SpecFile, max_depth: int, max_traces: int, progress: An
             del _ESTABLISHED[next(iter(_ESTABLISHED))]
         _ESTABLISHED[key] = verdicts
     return verdicts
-
-
-def establish_counterexamples(
-    spec_file: SpecFile, max_depth: int, max_traces: int, config: ExecutorConfig | None = None
-) -> Verdicts:
-    """The checks `plan_tests` draws its traces from, and only those: each property in each
-    variant that does not expect it to hold, in every environment it applies to (the checks
-    of `establish`, narrowed), run as one batch on `config`'s executor. For a caller that
-    plans the generated tests without judging the spec by them (`mutate`): `plan_tests`
-    left to itself would run them one after the other."""
-    wanted = {
-        (variant, name)
-        for variant in spec_file.variants
-        for name, prop in spec_file.variant(variant).properties.items()
-        if prop.expect.get(variant) != "holds"
-    }
-    request = verdict_request(spec_file, max_depth, max_traces)
-    found = run_checks(request, config=config, only=lambda job: job[:2] in wanted)
-    return Verdicts({(r.variant, r.property, r.environment): r for r in found if r.status != Status.NOT_APPLICABLE})
 
 
 # The verdicts of the last few spec texts this process established: `ci` and then `gen` on

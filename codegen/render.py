@@ -41,8 +41,11 @@ from ledgercheck.model.binding import expected_announcements
 from ledgercheck.model.conformance.implementation import ManualClock
 from ledgercheck.model.console import progress_for
 from ledgercheck.model.errors import EXIT_BAD_INPUT, EXIT_MISMATCH, EXIT_OK, LedgercheckError
+from ledgercheck.model.executor import ExecutorConfig
 from ledgercheck.model.figure import trace_figure
 from ledgercheck.model.interpreter import Notice, advance_timers, build_api, clock_steps
+from ledgercheck.model.result import Status
+from ledgercheck.model.runs import run_checks
 from ledgercheck.model.spec import Event, Spec, SpecFile, load_spec, reference_variant
 from ledgercheck.model.trace import Trace, base_url
 
@@ -327,6 +330,27 @@ def _outcome(test: GeneratedTest, spec: Spec, monitor: Spec, prop: str) -> str |
     return None
 
 
+def _draws_tests(spec: Spec, prop_name: str) -> bool:
+    """Whether the checks of `prop_name` in the variant `spec` give it generated tests: every
+    variant but one the spec expects to hold it (those are the tests' expected side)."""
+    return spec.properties[prop_name].expect.get(spec.variant) != "holds"
+
+
+def establish_counterexamples(
+    spec_file: SpecFile, max_depth: int, max_traces: int, config: ExecutorConfig | None = None
+) -> Verdicts:
+    """The checks `plan_tests` draws its traces from, and only those (`_draws_tests`, in every
+    environment the property applies to: the checks of `gate.establish`, narrowed), run as
+    one batch on `config`'s executor. For a caller that plans the generated tests without
+    judging the spec by them (`mutate`): `plan_tests` left to itself runs them one after the
+    other."""
+    variants = [spec_file.variant(v) for v in spec_file.variants]
+    wanted = {(spec.variant, name) for spec in variants for name in spec.properties if _draws_tests(spec, name)}
+    request = gate.verdict_request(spec_file, max_depth, max_traces)
+    found = run_checks(request, config=config, only=lambda job: job[:2] in wanted)
+    return Verdicts({(r.variant, r.property, r.environment): r for r in found if r.status != Status.NOT_APPLICABLE})
+
+
 def plan_tests(
     spec_file: SpecFile,
     max_depth: int = DEFAULT_DEPTH,
@@ -350,7 +374,7 @@ def plan_tests(
         tests: dict[str, GeneratedTest] = {}
         violating_names: list[str] = []
         for spec in variants:
-            if spec.properties[prop_name].expect.get(spec.variant) == "holds":
+            if not _draws_tests(spec, prop_name):
                 continue
             for env_name in spec.environments:
                 if not spec.properties[prop_name].applies_to(env_name):

@@ -456,8 +456,7 @@ def run_mutation(
     progress: Any = None,
 ) -> tuple[Baseline, list[Mutant], list[Outcome]]:
     """The baseline, then every (sampled) mutant checked against what the baseline passes."""
-    from ledgercheck.codegen.gate import establish_counterexamples
-    from ledgercheck.codegen.render import DEFAULT_DEPTH, DEFAULT_TRACES, plan_tests
+    from ledgercheck.codegen.render import DEFAULT_DEPTH, DEFAULT_TRACES, establish_counterexamples, plan_tests
 
     _remember_guards(spec_file)
     variant = reference_variant(spec_file)

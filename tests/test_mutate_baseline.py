@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ledgercheck.codegen.gate import establish_counterexamples
-from ledgercheck.codegen.render import DEFAULT_DEPTH, DEFAULT_TRACES, plan_tests
+from ledgercheck.codegen.render import DEFAULT_DEPTH, DEFAULT_TRACES, establish_counterexamples, plan_tests
 from ledgercheck.model import cli
 from ledgercheck.model.executor import ExecutorConfig
 from ledgercheck.model.runs import CheckRequest, run_checks
