@@ -95,6 +95,7 @@ def run_checks(
     into: list[Result] | None = None,
     config: executor.ExecutorConfig | None = None,
     only: Callable[[tuple[str, str, str]], bool] | None = None,
+    poll: Callable[[], None] | None = None,
 ) -> list[Result]:
     """Check each (variant, property, environment) the request covers, in the spec's order
     (with `only`, just those of them it accepts: a caller that needs some pairs of variant
@@ -107,7 +108,8 @@ def run_checks(
     far), so an interrupted run still has what it established. With several workers,
     `progress` also gets a line as each check finishes, naming it and its verdict. A job asked
     before is answered by `model.resultcache` (what a fresh check would print) and never
-    reaches an executor."""
+    reaches an executor. `poll` is asked while the checks run (`executor.run_all`): an
+    exception it raises stops them and is raised here."""
     results = into if into is not None else []
     plan = _plan(request)
     if only is not None:
@@ -139,7 +141,7 @@ def run_checks(
         return _not_established(plan, job, why)
 
     try:
-        executor.run_all(_check_job, plan, [plan.jobs[i] for i in missing], config, lost, progress, done)
+        executor.run_all(_check_job, plan, [plan.jobs[i] for i in missing], config, lost, progress, done, poll)
     finally:
         known.close()
     return results

@@ -222,3 +222,45 @@ def test_pytest_plugin_runs_conformance_traces(tmp_path: Path) -> None:
     assert "FAILED ledgercheck-conform::conformance[enumerate-any-depth3-shards2]" in failing.stdout
     assert "diverges from the model of 'fixed'" in failing.stdout, failing.stdout
     assert "mark_loaded(" in failing.stdout and "(impl: " in failing.stdout, failing.stdout
+
+
+def _masked(lines: list[str]) -> list[str]:
+    return [re.sub(r"\d+\.\d s\b", "X s", line) for line in lines]
+
+
+def test_the_enumeration_beside_the_checks_reads_as_one_after_the_other(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ledgercheck.model.conformance import session, sources
+
+    beside = []
+    original = session._beside_checks
+    monkeypatch.setattr(session, "_beside_checks", lambda *a: beside.append(original(*a)) or beside[-1])
+    spec_file = load_spec(str(ROOT / "spec" / "examples" / "listener_breaker.toml"))
+    spec = spec_file.variant(conform.default_variant(spec_file))
+    impl = conform.load_target(f"{IMPL / 'listener_breaker.py'}:ListenerBreaker", spec)
+    summaries = []
+    for jobs in (1, 2):
+        sources._COUNTEREXAMPLES.clear()
+        checker = conform.Conformance(spec, impl, spec.resolve_policy({}))
+        summaries.append(conform.check(checker, spec_file, {}, depth=3, random_calls=50, cex_depth=6, jobs=jobs))
+    assert len(beside) == 1 and beside[0] is not None and beside[0].scripts  # two workers: beside the checks
+    one, two = summaries
+    assert one.divergence is None and two.divergence is None
+    assert [line.split()[0] for line in one.lines[:4]] == ["enumeration", "enumeration", "random", "counterexamples"]
+    assert _masked(one.lines) == _masked(two.lines)  # the counts of traces and calls compared too
+
+
+def test_a_divergence_the_enumeration_finds_beside_the_checks_stops_them() -> None:
+    from ledgercheck.model.conformance import sources
+
+    spec_file = load_spec()
+    spec = spec_file.variant("fixed")
+    found = []
+    for jobs in (1, 2):
+        sources._COUNTEREXAMPLES.clear()
+        checker = conform.Conformance(spec, conform.load_target(target("fleet_health_as_written"), spec), {})
+        summary = conform.check(checker, spec_file, {}, depth=4, random_calls=0, jobs=jobs, cache=None)
+        assert summary.divergence is not None
+        assert not sources._COUNTEREXAMPLES  # the 96 checks were stopped (one after the other: never started)
+        found.append((summary.lines, summary.divergence.script, checker.report(summary.divergence, "fixed", width=200)))
+    assert found[0] == found[1]
+    assert "divergence at depth" in found[0][0][-1]

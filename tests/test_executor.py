@@ -4,6 +4,7 @@ process, a local pool, or Ray; `ledgercheck mutate` prints the same bytes whiche
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -46,6 +47,80 @@ def test_closing_early_stops_the_pool():
     assert next(results)[0] == 0
     results.close()
     assert list(results) == []
+
+
+def _announced_square(shared: int, job: int, progress: executor.Progress | None) -> tuple[int, int]:
+    """A `Beside` or `run_all` job: says what it does, fails on a negative number, dies on 99."""
+    if progress is not None:
+        progress(f"squaring {job}")
+    if job < 0:
+        raise ValueError(f"no square of {job} here")
+    if job == 99:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return shared * job * job, os.getpid()
+
+
+def test_beside_runs_its_job_in_a_process_of_its_own_and_forwards_what_it_says():
+    heard: list[str] = []
+    side = executor.Beside(_announced_square, 10, 3, heard.append, "a square")
+    value, pid = side.result()
+    assert value == 90 and pid != os.getpid()
+    assert heard == ["squaring 3"] and side.done()
+    assert not side.process.is_alive()
+
+
+def test_beside_raises_what_its_job_raised_and_says_how_its_process_died():
+    with pytest.raises(ValueError, match="no square of -2 here"):
+        executor.Beside(_announced_square, 1, -2, None, "a square").result()
+    with pytest.raises(RuntimeError, match="the process running a square was killed by SIGKILL"):
+        executor.Beside(_announced_square, 1, 99, None, "a square").result()
+
+
+def _sleeper(folder: str, job: int, progress: executor.Progress | None) -> int:
+    """Leaves its pid in `folder`, then sleeps far longer than any test waits."""
+    import time
+
+    Path(folder, f"{job}.pid").write_text(str(os.getpid()))
+    time.sleep(120)
+    return job
+
+
+class _Enough(Exception):
+    pass
+
+
+def test_an_exception_from_poll_stops_the_running_workers_and_is_raised(tmp_path):
+    asked: list[int] = []
+
+    def poll() -> None:
+        asked.append(len(list(tmp_path.glob("*.pid"))))
+        if asked[-1] == 2:  # both workers are inside a job
+            raise _Enough
+
+    lost = lambda job, why: -1  # noqa: E731 - never called: the jobs are stopped, not lost
+    with pytest.raises(_Enough):
+        executor.run_all(_sleeper, str(tmp_path), [1, 2, 3], executor.ExecutorConfig(jobs=2), lost, poll=poll)
+    pids = [int(p.read_text()) for p in tmp_path.glob("*.pid")]
+    assert len(pids) == 2
+    for pid in pids:  # stopped and reaped, not left sleeping
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def test_one_after_the_other_poll_is_asked_before_each_job():
+    seen: list[int] = []
+
+    def poll() -> None:
+        if len(seen) == 2:
+            raise _Enough
+
+    def done(index: int, result: tuple[int, int]) -> None:
+        seen.append(result[0])
+
+    lost = lambda job, why: (-1, -1)  # noqa: E731
+    with pytest.raises(_Enough):
+        executor.run_all(_announced_square, 1, [1, 2, 3], executor.SERIAL, lost, done=done, poll=poll)
+    assert seen == [1, 4]
 
 
 def test_bad_settings_are_usage_errors():

@@ -1,24 +1,30 @@
 """One conformance session: every source of call sequences in turn (the enumeration, random
-traces, the checker's counterexamples), stopping at the first divergence, shrunk."""
+traces, the checker's counterexamples), stopping at the first divergence, shrunk. With
+workers, the enumeration runs beside the checker's checks, and the session reads as if the
+sources had run one after the other."""
 
 from __future__ import annotations
 
+import pickle
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ledgercheck.model import budget
+from ledgercheck.model.budget import BudgetExhausted
 from ledgercheck.model.conformance.calls import Script
-from ledgercheck.model.conformance.checker import ENUMERATION_SHARDS, Conformance
+from ledgercheck.model.conformance.checker import ENUMERATION_SHARDS, Conformance, Enumeration
 from ledgercheck.model.conformance.divergence import Divergence
 from ledgercheck.model.conformance.sources import (
     COUNTEREXAMPLE_DEPTH,
     COUNTEREXAMPLE_TRACES,
     DEFAULT_RANDOM,
     counterexample_scripts,
+    known_counterexample_scripts,
     random_scripts,
 )
+from ledgercheck.model.executor import Beside, ExecutorConfig
 from ledgercheck.model.spec import SpecFile
 
 DEFAULT_DEPTH = 4
@@ -28,6 +34,113 @@ DEFAULT_DEPTH = 4
 class Summary:
     lines: list[str] = field(default_factory=list)
     divergence: Divergence | None = None
+
+
+_MODES = ((True, "calls the callers' contracts allow"), (False, "any call"))
+"""The enumeration's two passes, in order: the calls the contracts allow, then any call."""
+
+
+@dataclass(frozen=True)
+class _EnumerationJob:
+    shards: int
+    depth: int
+    merge: str
+
+
+@dataclass
+class _Enumerated:
+    """The enumeration's passes (up to the first that diverged), and the traces and calls
+    they added to the session's counts."""
+
+    passes: list[tuple[str, Enumeration]]
+    """(what the pass enumerates, its result)."""
+    traces: int = 0
+    calls_compared: int = 0
+    again: bool = False
+    """Its divergence could not be sent back (it does not pickle): the command's process
+    runs the enumeration again itself."""
+
+    @property
+    def diverged(self) -> bool:
+        return self.again or any(result.divergence is not None for _, result in self.passes)
+
+
+def _enumerate(conformance: Conformance, job: _EnumerationJob, progress: Callable[[str], None] | None) -> _Enumerated:
+    traces, compared = conformance.traces, conformance.calls_compared
+    passes: list[tuple[str, Enumeration]] = []
+    for contract, what in _MODES:
+        result = conformance.enumerate(job.shards, job.depth, progress, job.merge, contract)
+        passes.append((what, result))
+        if result.divergence is not None:
+            break
+    return _Enumerated(passes, conformance.traces - traces, conformance.calls_compared - compared)
+
+
+def _enumerate_beside(
+    conformance: Conformance, job: _EnumerationJob, progress: Callable[[str], None] | None
+) -> _Enumerated:
+    """The enumeration in the process beside the checks (`executor.Beside`)."""
+    enumerated = _enumerate(conformance, job, progress)
+    try:
+        pickle.dumps(enumerated)
+    except Exception:  # noqa: BLE001 - a value the implementation returned, of any kind
+        return _Enumerated([], again=True)
+    return enumerated
+
+
+class _Diverged(Exception):
+    """The enumeration beside the checks diverged: the checks are not needed."""
+
+
+@dataclass
+class _BesideChecks:
+    """What the enumeration beside the checker's checks gave (`_beside_checks`)."""
+
+    enumerated: _Enumerated | None
+    scripts: list[Script] | None
+    seconds: float
+    stopped: BudgetExhausted | None = None
+    """The budget ran out during the checks: raised once the enumeration's lines are printed
+    (or not at all if it diverged), as one after the other, where the enumeration comes first."""
+
+
+def _beside_checks(
+    conformance: Conformance,
+    job: _EnumerationJob,
+    checks: Callable[[Callable[[], None]], list[Script]],
+    progress: Callable[[str], None] | None,
+) -> _BesideChecks | None:
+    """The enumeration in a process of its own while the executor runs the checker's checks
+    (`checks(poll)`): the two are independent, and the enumeration is most of the work that
+    needs no solver. An enumeration that diverges stops the checks, which its verdict does
+    not need. None if the enumeration's process cannot be started (its implementation does
+    not pickle where processes are not forked): then it runs one after the other."""
+    try:
+        side = Beside(_enumerate_beside, conformance, job, progress, "the enumeration")
+    except (pickle.PicklingError, TypeError, AttributeError):
+        return None
+
+    def poll() -> None:
+        if side.done() and side.result().diverged:
+            raise _Diverged
+
+    start = time.monotonic()
+    scripts: list[Script] | None = None
+    stopped: BudgetExhausted | None = None
+    try:
+        try:
+            scripts = checks(poll)
+        except _Diverged:
+            pass
+        except BudgetExhausted as spent:  # the enumeration, not bound by it, still comes first
+            stopped = spent
+        seconds = time.monotonic() - start
+        enumerated = side.result()
+    finally:
+        side.stop()
+    conformance.traces += enumerated.traces
+    conformance.calls_compared += enumerated.calls_compared
+    return _BesideChecks(None if enumerated.again else enumerated, scripts, seconds, stopped)
 
 
 def check(
@@ -49,7 +162,10 @@ def check(
     progress: Callable[[str], None] | None = None,
     echo: Callable[[str], None] | None = None,
 ) -> Summary:
-    """Every source in turn, stopping at the first divergence (shrunk)."""
+    """Every source in turn, stopping at the first divergence (shrunk). With more than one
+    worker, the enumeration runs in a process of its own while the workers run the
+    checker's checks (`_beside_checks`); the lines and the verdict are those of the sources
+    taken one after the other."""
     spec = conformance.spec
     summary = Summary()
 
@@ -68,24 +184,52 @@ def check(
                 return conformance.shrink(found)
         return None
 
+    other_shards = shards or spec.default_shards
+    notes: list[str] = []
+
+    def checks(poll: Callable[[], None] | None = None) -> list[Script]:
+        return counterexample_scripts(
+            spec_file,
+            shards=other_shards,
+            overrides=overrides,
+            depth=cex_depth,
+            traces=cex_traces,
+            jobs=jobs,
+            executor=executor,
+            progress=progress,
+            cache=cache,
+            notes=notes,
+            poll=poll,
+        )
+
+    def known() -> bool:
+        scripts = known_counterexample_scripts(
+            spec_file, shards=other_shards, overrides=overrides, depth=cex_depth, traces=cex_traces, cache=cache
+        )
+        return scripts is not None
+
+    job = _EnumerationJob(shards or min(ENUMERATION_SHARDS, spec.default_shards) or 1, depth, merge)
+    beside = None
+    if depth > 0 and counterexamples and ExecutorConfig(executor, jobs).parallel(2) and not known():
+        beside = _beside_checks(conformance, job, checks, progress)
     if depth > 0:
-        enum_shards = shards or min(ENUMERATION_SHARDS, spec.default_shards) or 1
-        for contract, what in ((True, "calls the callers' contracts allow"), (False, "any call")):
-            result = conformance.enumerate(enum_shards, depth, progress, merge, contract)
+        enumerated = beside.enumerated if beside is not None and beside.enumerated is not None else None
+        for what, result in (enumerated or _enumerate(conformance, job, progress)).passes:
             if result.divergence is not None:
                 say(
-                    f"  enumeration      {enum_shards} shards, {what}: divergence at depth {result.depth + 1} "
+                    f"  enumeration      {job.shards} shards, {what}: divergence at depth {result.depth + 1} "
                     f"({result.sequences} call sequences)"
                 )
-                result.divergence.found_by = f"enumeration of every sequence of {what} at {enum_shards} shards"
+                result.divergence.found_by = f"enumeration of every sequence of {what} at {job.shards} shards"
                 summary.divergence = conformance.shrink(result.divergence)
                 return summary
             note = ", every reachable state seen" if result.exhausted else ""
             say(
-                f"  enumeration      {enum_shards} shards, {what}, depth {result.depth}: "
+                f"  enumeration      {job.shards} shards, {what}, depth {result.depth}: "
                 f"{result.sequences} call sequences, {result.states} distinct states{note} ({result.seconds:.1f} s)"
             )
-    other_shards = shards or spec.default_shards
+    if beside is not None and beside.stopped is not None:
+        raise beside.stopped
     budget.stop_if_spent("the enumeration", "the lines above found no divergence")
     if random_calls > 0:
         start = time.monotonic()
@@ -100,19 +244,8 @@ def check(
         )
     if counterexamples:
         start = time.monotonic()
-        notes: list[str] = []
-        scripts = counterexample_scripts(
-            spec_file,
-            shards=other_shards,
-            overrides=overrides,
-            depth=cex_depth,
-            traces=cex_traces,
-            jobs=jobs,
-            executor=executor,
-            progress=progress,
-            cache=cache,
-            notes=notes,
-        )
+        earlier = beside.seconds if beside is not None and beside.scripts is not None else 0.0
+        scripts = beside.scripts if beside is not None and beside.scripts is not None else checks()
         found = scripts_diverge(scripts, "a counterexample of the checker")
         if found is not None:
             summary.divergence = found
@@ -120,7 +253,7 @@ def check(
         calls = sum(len(s.calls) for s in scripts)
         say(
             f"  counterexamples  {len(scripts)} traces of the checker (depth {cex_depth}, {cex_traces} per result), "
-            f"{calls} calls ({time.monotonic() - start:.1f} s{'; ' + notes[0] if notes else ''})"
+            f"{calls} calls ({earlier + time.monotonic() - start:.1f} s{'; ' + notes[0] if notes else ''})"
         )
     say(f"{conformance.traces} traces, {conformance.calls_compared} calls compared, no divergence")
     return summary

@@ -151,6 +151,48 @@ def _scripts_of(result: Result, spec: Spec) -> list[Script]:
 _COUNTEREXAMPLES: dict[tuple[Any, ...], list[Script]] = {}
 
 
+def _memo_key(
+    spec_file: SpecFile, shards: int, overrides: Mapping[str, int], depth: int, traces: int
+) -> tuple[Any, ...]:
+    """The key of the process's memo."""
+    return (spec_file.variant().sha256, spec_file.path, shards, tuple(sorted(overrides.items())), depth, traces)
+
+
+def _cache_file(
+    cache: Path, spec_file: SpecFile, shards: int, overrides: Mapping[str, int], depth: int, traces: int
+) -> Path:
+    """The file on disk: named by the spec's text, ledgercheck's own source and the parameters."""
+    sha256 = spec_file.variant().sha256
+    fingerprint = json.dumps([sha256, _code_fingerprint(), shards, sorted(overrides.items()), depth, traces])
+    return cache / f"conform-counterexamples-{hashlib.sha256(fingerprint.encode()).hexdigest()[:24]}.json"
+
+
+def known_counterexample_scripts(
+    spec_file: SpecFile,
+    *,
+    shards: int,
+    overrides: Mapping[str, int],
+    depth: int = COUNTEREXAMPLE_DEPTH,
+    traces: int = COUNTEREXAMPLE_TRACES,
+    cache: Path | None = None,
+    notes: list[str] | None = None,
+) -> list[Script] | None:
+    """What `counterexample_scripts` would return without running a check: the scripts kept
+    for this process or, with `cache`, on disk (then `notes` gets where); None if neither."""
+    key = _memo_key(spec_file, shards, overrides, depth, traces)
+    if key in _COUNTEREXAMPLES:
+        return _COUNTEREXAMPLES[key]
+    if cache is None:
+        return None
+    cache_file = _cache_file(cache, spec_file, shards, overrides, depth, traces)
+    cached = _read_cache(cache_file)
+    if cached is not None:
+        if notes is not None:
+            notes.append(f"cached in {cache_file}")
+        _COUNTEREXAMPLES[key] = cached
+    return cached
+
+
 def counterexample_scripts(
     spec_file: SpecFile,
     *,
@@ -163,34 +205,29 @@ def counterexample_scripts(
     cache: Path | None = None,
     notes: list[str] | None = None,
     executor: str = "local",
+    poll: Callable[[], None] | None = None,
 ) -> list[Script]:
     """Every distinct trace the checker finds for every (variant, property, environment),
     as ledger calls. The checks are independent jobs of `model.runs.run_checks`, on `jobs`
     workers of `executor` (`local`: a process pool, or one after the other in this process
     for 1; `ray`: a Ray cluster; None: every core, or what the cluster offers), and the
-    scripts come in the same order whichever ran them. The result is kept for the process
-    and, with `cache` (a directory), on disk: keyed by the spec's text, ledgercheck's own
-    source and the parameters, so a changed spec or checker is checked afresh."""
-    sha256 = spec_file.variant().sha256
-    key = (sha256, spec_file.path, shards, tuple(sorted(overrides.items())), depth, traces)
-    if key in _COUNTEREXAMPLES:
-        return _COUNTEREXAMPLES[key]
-    cache_file = None
-    if cache is not None:
-        fingerprint = json.dumps([sha256, _code_fingerprint(), shards, sorted(overrides.items()), depth, traces])
-        cache_file = cache / f"conform-counterexamples-{hashlib.sha256(fingerprint.encode()).hexdigest()[:24]}.json"
-        cached = _read_cache(cache_file)
-        if cached is not None:
-            if notes is not None:
-                notes.append(f"cached in {cache_file}")
-            _COUNTEREXAMPLES[key] = cached
-            return cached
+    scripts come in the same order whichever ran them; `poll` is asked while they run (an
+    exception it raises stops them). The result is kept for the process and, with `cache`
+    (a directory), on disk: keyed by the spec's text, ledgercheck's own source and the
+    parameters, so a changed spec or checker is checked afresh."""
+    known = known_counterexample_scripts(
+        spec_file, shards=shards, overrides=overrides, depth=depth, traces=traces, cache=cache, notes=notes
+    )
+    if known is not None:
+        return known
+    key = _memo_key(spec_file, shards, overrides, depth, traces)
+    cache_file = None if cache is None else _cache_file(cache, spec_file, shards, overrides, depth, traces)
     from ledgercheck.model import budget
     from ledgercheck.model.executor import ExecutorConfig
     from ledgercheck.model.runs import CheckRequest, run_checks
 
     request = CheckRequest(spec_file, shards=shards, policy=dict(overrides), max_depth=depth, max_traces=traces)
-    checked = run_checks(request, config=ExecutorConfig(executor, jobs))
+    checked = run_checks(request, config=ExecutorConfig(executor, jobs), poll=poll)
     budget.stop_if_spent("the checker's counterexamples", "the lines above found no divergence")
     by_job = {(r.variant, r.property, r.environment): r for r in checked}
     results: list[list[Script]] = []
