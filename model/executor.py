@@ -43,6 +43,7 @@ import argparse
 import contextlib
 import os
 import signal
+import sys
 import time
 import traceback
 from collections.abc import Callable, Generator, Iterator, Sequence
@@ -474,10 +475,20 @@ class Beside(Generic[Shared, In, Out]):
     """`function(shared, job, progress)` in a local process of its own, started at once and
     collected later, so the command can wait on other jobs meanwhile. It runs as a pool's
     worker does (`_worker_main`): under the command's budget, its progress forwarded when the
-    command looks (`done`, `result`), an exception it raises raised again by `result`. The
-    process is started by the platform's start method: with `fork` nothing is pickled but
-    the result; otherwise `function`, `shared` and `job` must pickle (`start` raises if not).
+    command looks (`done`, `result`), an exception it raises raised again by `result`.
+
+    The process is a fork of the command's, so `shared` is the command's live state as it is
+    (an implementation loaded from a file need not pickle, nor import in a fresh process);
+    only `job` and the result are sent. Forking is safe on Linux only (macOS's system
+    libraries are not, Windows has none): elsewhere `possible()` is false and the caller
+    runs the job itself.
     """
+
+    @staticmethod
+    def possible() -> bool:
+        import multiprocessing
+
+        return sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods()
 
     def __init__(
         self,
@@ -490,7 +501,7 @@ class Beside(Generic[Shared, In, Out]):
         """`what` names the job in the error of a process that died ("the enumeration")."""
         import multiprocessing
 
-        context = multiprocessing.get_context()
+        context = multiprocessing.get_context("fork")
         ours, theirs = context.Pipe()
         limits = _Limits.of(budget.active())
         args = (theirs, function, shared, limits, progress is not None)

@@ -60,6 +60,10 @@ def _announced_square(shared: int, job: int, progress: executor.Progress | None)
     return shared * job * job, os.getpid()
 
 
+FORKS = pytest.mark.skipif(not executor.Beside.possible(), reason="Beside forks, on Linux only")
+
+
+@FORKS
 def test_beside_runs_its_job_in_a_process_of_its_own_and_forwards_what_it_says():
     heard: list[str] = []
     side = executor.Beside(_announced_square, 10, 3, heard.append, "a square")
@@ -69,6 +73,7 @@ def test_beside_runs_its_job_in_a_process_of_its_own_and_forwards_what_it_says()
     assert not side.process.is_alive()
 
 
+@FORKS
 def test_beside_raises_what_its_job_raised_and_says_how_its_process_died():
     with pytest.raises(ValueError, match="no square of -2 here"):
         executor.Beside(_announced_square, 1, -2, None, "a square").result()

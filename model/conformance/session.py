@@ -113,12 +113,11 @@ def _beside_checks(
     """The enumeration in a process of its own while the executor runs the checker's checks
     (`checks(poll)`): the two are independent, and the enumeration is most of the work that
     needs no solver. An enumeration that diverges stops the checks, which its verdict does
-    not need. None if the enumeration's process cannot be started (its implementation does
-    not pickle where processes are not forked): then it runs one after the other."""
-    try:
-        side = Beside(_enumerate_beside, conformance, job, progress, "the enumeration")
-    except (pickle.PicklingError, TypeError, AttributeError):
+    not need. None where a process cannot be forked (`Beside.possible`): then the
+    enumeration runs first, in this process."""
+    if not Beside.possible():
         return None
+    side = Beside(_enumerate_beside, conformance, job, progress, "the enumeration")
 
     def poll() -> None:
         if side.done() and side.result().diverged:
