@@ -266,3 +266,42 @@ def test_a_divergence_the_enumeration_finds_beside_the_checks_stops_them() -> No
         found.append((summary.lines, summary.divergence.script, checker.report(summary.divergence, "fixed", width=200)))
     assert found[0] == found[1]
     assert "divergence at depth" in found[0][0][-1]
+
+
+def test_a_divergence_that_does_not_pickle_is_found_again_in_the_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The enumeration's process sends its result back by pickle; a divergence holding a value
+    that does not pickle (here an object of a class local to a method) is found again by the
+    command's own process, and reads as one after the other."""
+    from ledgercheck.model.conformance import session, sources
+    from ledgercheck.model.executor import Beside
+
+    beside = []
+    original = session._beside_checks
+    monkeypatch.setattr(session, "_beside_checks", lambda *a: beside.append(original(*a)) or beside[-1])
+
+    source = (IMPL / "listener_breaker.py").read_text()
+    broken = source.replace(
+        "        self.failures += 1\n",
+        "        self.failures += 1\n        if self.failures == 2:\n"
+        "            class Count(int):  # local to the method: pickle cannot name it\n                pass\n\n"
+        "            self.failures = Count(3)\n",
+    )
+    assert broken != source
+    module = tmp_path / "listener_breaker_local_count.py"
+    module.write_text(broken)
+    spec_file = load_spec(str(ROOT / "spec" / "examples" / "listener_breaker.toml"))
+    spec = spec_file.variant(conform.default_variant(spec_file))
+    found = []
+    for jobs in (1, 2):
+        sources._COUNTEREXAMPLES.clear()
+        checker = conform.Conformance(spec, conform.load_target(f"{module}:ListenerBreaker", spec), {})
+        summary = conform.check(checker, spec_file, {}, depth=3, random_calls=0, cex_depth=6, jobs=jobs, cache=None)
+        assert summary.divergence is not None
+        found.append((summary.lines, summary.divergence.script, [d.key for d in summary.divergence.differences]))
+    assert found[0] == found[1]
+    assert any(key[-1] == "failures" for key in found[0][2]), found[0][2]
+    if Beside.possible():  # the enumeration beside the checks diverged, and could not say how
+        assert len(beside) == 1 and beside[0] is not None
+        assert beside[0].enumerated is None and beside[0].scripts is None
