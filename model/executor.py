@@ -513,7 +513,8 @@ class Beside(Generic[Shared, In, Out]):
         self.conn, self.progress, self.what = ours, progress, what
         self.outcome: tuple[str, Any] | None = None
         self.stopped = False
-        ours.send((0, job))
+        with contextlib.suppress(OSError):  # it died at once: `done` and `result` say how
+            ours.send((0, job))
 
     def done(self) -> bool:
         """Whether the job has finished (or its process died); never waits."""

@@ -408,15 +408,36 @@ def _baseline_job(args: tuple[Spec, tuple[str, str, str], int, int]) -> Baseline
 _WORKER_SPEC: dict[tuple[str, str], Spec] = {}
 
 
+def baseline_checks(
+    spec: Spec, shards: int, depth: int, config: executors.ExecutorConfig | None = None
+) -> tuple[BaselineCheck, ...]:
+    """Every property check on the unmutated reference variant `spec`, as independent jobs on
+    `config`'s executor (default: one after the other)."""
+    jobs = [(spec, check, shards, depth) for check in _checks(spec)]
+    return tuple(executors.run_jobs(_baseline_job, jobs, config or executors.SERIAL))
+
+
+def _baseline_checks_beside(spec: Spec, job: tuple[int, int], progress: Any) -> tuple[BaselineCheck, ...]:
+    """`baseline_checks` one after the other, in the process `run_mutation` starts beside the
+    checks its generated tests are drawn from (`executors.Beside`)."""
+    shards, depth = job
+    return baseline_checks(spec, shards, depth)
+
+
 def run_baseline(
-    spec: Spec, tests: list[tuple[str, Any]], shards: int, depth: int, config: executors.ExecutorConfig | None = None
+    spec: Spec,
+    tests: list[tuple[str, Any]],
+    shards: int,
+    depth: int,
+    config: executors.ExecutorConfig | None = None,
+    checks: tuple[BaselineCheck, ...] | None = None,
 ) -> Baseline:
-    """Every property check and generated test on the unmutated reference variant `spec`;
-    the checks are independent jobs, run on `config`'s executor (default: one after the other)."""
+    """Every property check (`checks` when already run, else `baseline_checks` on `config`'s
+    executor) and generated test on the unmutated reference variant `spec`."""
     from ledgercheck.codegen.render import _outcome
 
-    jobs = [(spec, check, shards, depth) for check in _checks(spec)]
-    checks = tuple(executors.run_jobs(_baseline_job, jobs, config or executors.ExecutorConfig(jobs=1)))
+    if checks is None:
+        checks = baseline_checks(spec, shards, depth, config)
     failing = []
     for prop_name, test in tests:
         failure = _outcome(test, spec, spec, prop_name)
@@ -466,12 +487,22 @@ def run_mutation(
         mutants = sorted(random.Random(seed).sample(mutants, max_mutants), key=lambda m: m.ident)
     config = workers if isinstance(workers, executors.ExecutorConfig) else executors.ExecutorConfig(jobs=workers)
     # The checks the plan draws its traces from run on the workers too (the same results
-    # `plan_tests` would find one after the other: the same tests).
-    found = establish_counterexamples(spec_file, DEFAULT_DEPTH, DEFAULT_TRACES, config)
-    budget.stop_if_spent("mutate (planning the generated tests)", "no mutant was evaluated")
-    planned = plan_tests(spec_file, verdicts=found)
+    # `plan_tests` would find one after the other: the same tests). Meanwhile, with workers,
+    # the baseline's checks (which need no plan) run one after the other in a process of
+    # their own, filling the cores the plan's last few long checks leave idle.
+    side = None
+    if config.parallel(2) and executors.Beside.possible():
+        side = executors.Beside(_baseline_checks_beside, spec, (shards, depth), None, "the baseline's checks")
+    try:
+        found = establish_counterexamples(spec_file, DEFAULT_DEPTH, DEFAULT_TRACES, config)
+        budget.stop_if_spent("mutate (planning the generated tests)", "no mutant was evaluated")
+        planned = plan_tests(spec_file, verdicts=found)
+        checked = side.result() if side is not None else None
+    finally:
+        if side is not None:
+            side.stop()
     all_tests = [(name, test) for name, (_, _, group) in planned.items() for test in group]
-    baseline = run_baseline(spec, all_tests, shards, depth, config)
+    baseline = run_baseline(spec, all_tests, shards, depth, config, checked)
     failing = {(t.property, t.test) for t in baseline.failing_tests}
     tests = [(name, test) for name, test in all_tests if (name, f"test_{test.name}") not in failing]
     checks = baseline.usable_checks

@@ -132,3 +132,24 @@ def test_run_checks_keeps_only_the_jobs_it_is_asked_for_in_the_specs_order():
     kept = {every[-1], every[0]}
     some = run_checks(request, only=lambda job: job in kept)
     assert [(r.variant, r.property, r.environment) for r in some] == [every[0], every[-1]]
+
+
+def test_the_baseline_found_beside_the_plan_is_the_baseline_found_on_the_workers(monkeypatch):
+    """With workers, `mutate` runs the baseline's checks one after the other in a process of
+    their own while the workers run the plan's checks: the same baseline as on the workers."""
+    from ledgercheck.model import executor, mutate
+
+    started = []
+
+    class Spy(executor.Beside):  # type: ignore[type-arg]
+        def __init__(self, *args):
+            started.append(args[-1])
+            super().__init__(*args)
+
+    monkeypatch.setattr(executor, "Beside", Spy)
+    spec_file = load_spec(str(ROOT / "spec" / "examples" / "listener_breaker.toml"))
+    spec = spec_file.variant(spec_file.variants[0])
+    baseline, _, _ = mutate.run_mutation(spec_file, shards=2, depth=4, workers=2, max_mutants=1, seed=0)
+    assert started == (["the baseline's checks"] if executor.Beside.possible() else [])
+    on_workers = mutate.baseline_checks(spec, 2, 4, ExecutorConfig(jobs=2))
+    assert baseline.checks == on_workers and len(on_workers) == len(mutate._checks(spec))
