@@ -409,19 +409,36 @@ _WORKER_SPEC: dict[tuple[str, str], Spec] = {}
 
 
 def baseline_checks(
-    spec: Spec, shards: int, depth: int, config: executors.ExecutorConfig | None = None
+    spec: Spec, shards: int, depth: int, config: executors.ExecutorConfig | None = None, start: int = 0
 ) -> tuple[BaselineCheck, ...]:
-    """Every property check on the unmutated reference variant `spec`, as independent jobs on
-    `config`'s executor (default: one after the other)."""
-    jobs = [(spec, check, shards, depth) for check in _checks(spec)]
+    """The property checks on the unmutated reference variant `spec` (all of them, or those
+    from position `start` on), as independent jobs on `config`'s executor (default: one after
+    the other)."""
+    jobs = [(spec, check, shards, depth) for check in _checks(spec)[start:]]
     return tuple(executors.run_jobs(_baseline_job, jobs, config or executors.SERIAL))
 
 
-def _baseline_checks_beside(spec: Spec, job: tuple[int, int], progress: Any) -> tuple[BaselineCheck, ...]:
-    """`baseline_checks` one after the other, in the process `run_mutation` starts beside the
-    checks its generated tests are drawn from (`executors.Beside`)."""
+def _baseline_checks_beside(spec: Spec, job: tuple[int, int], progress: executors.Progress | None) -> int:
+    """The baseline's checks one after the other, in the process `run_mutation` starts beside
+    the checks its generated tests are drawn from (`executors.Beside`). Each result is sent as
+    it comes (as JSON, through `progress`), so the command keeps those finished when the
+    plan's checks are done and gives the rest to its workers."""
     shards, depth = job
-    return baseline_checks(spec, shards, depth)
+    checks = _checks(spec)
+    for check in checks:
+        result = _baseline_check(spec, check, shards, depth)
+        if progress is not None:
+            progress(json.dumps(asdict(result)))
+    return len(checks)
+
+
+def _baseline_check_sent(sent: str) -> BaselineCheck:
+    """A `BaselineCheck` as `_baseline_checks_beside` sent it, its verdicts `Status`es again."""
+    fields = json.loads(sent)
+    fields["verdict"] = Status(fields["verdict"])
+    if fields["contract_verdict"] is not None:
+        fields["contract_verdict"] = Status(fields["contract_verdict"])
+    return BaselineCheck(**fields)
 
 
 def run_baseline(
@@ -489,18 +506,27 @@ def run_mutation(
     # The checks the plan draws its traces from run on the workers too (the same results
     # `plan_tests` would find one after the other: the same tests). Meanwhile, with workers,
     # the baseline's checks (which need no plan) run one after the other in a process of
-    # their own, filling the cores the plan's last few long checks leave idle.
+    # their own, filling the cores the plan's last long checks leave idle; those it has not
+    # finished when the plan is made go to the workers.
+    finished: list[BaselineCheck] = []
     side = None
     if config.parallel(2) and executors.Beside.possible():
-        side = executors.Beside(_baseline_checks_beside, spec, (shards, depth), None, "the baseline's checks")
+        side = executors.Beside(
+            _baseline_checks_beside,
+            spec,
+            (shards, depth),
+            lambda sent: finished.append(_baseline_check_sent(sent)),
+            "the baseline's checks",
+        )
     try:
         found = establish_counterexamples(spec_file, DEFAULT_DEPTH, DEFAULT_TRACES, config)
         budget.stop_if_spent("mutate (planning the generated tests)", "no mutant was evaluated")
         planned = plan_tests(spec_file, verdicts=found)
-        checked = side.result() if side is not None else None
     finally:
         if side is not None:
+            side.done()  # reads what it has sent so far
             side.stop()
+    checked = (*finished, *baseline_checks(spec, shards, depth, config, start=len(finished)))
     all_tests = [(name, test) for name, (_, _, group) in planned.items() for test in group]
     baseline = run_baseline(spec, all_tests, shards, depth, config, checked)
     failing = {(t.property, t.test) for t in baseline.failing_tests}

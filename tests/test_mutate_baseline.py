@@ -153,3 +153,50 @@ def test_the_baseline_found_beside_the_plan_is_the_baseline_found_on_the_workers
     assert started == (["the baseline's checks"] if executor.Beside.possible() else [])
     on_workers = mutate.baseline_checks(spec, 2, 4, ExecutorConfig(jobs=2))
     assert baseline.checks == on_workers and len(on_workers) == len(mutate._checks(spec))
+
+
+def test_the_baseline_checks_not_finished_beside_the_plan_go_to_the_workers(monkeypatch, tmp_path):
+    """The process beside the plan's checks is stopped when the plan is made: the checks it
+    finished are kept, the others run on the workers, and the baseline is the same."""
+    import multiprocessing
+    import time
+
+    from ledgercheck.codegen import render
+    from ledgercheck.model import executor, mutate
+
+    if not executor.Beside.possible():
+        pytest.skip("Beside forks, on Linux only")
+    marker = tmp_path / "two-done"
+    real_check, real_establish = mutate._baseline_check, render.establish_counterexamples
+    real_baseline = mutate.baseline_checks
+    done_beside = []
+
+    def check_then_stall(spec, check, shards, depth):
+        if multiprocessing.current_process().name == "ledgercheck-beside":
+            done_beside.append(check)
+            if len(done_beside) == 3:  # two sent: stall until the command stops this process
+                marker.write_text("two")
+                time.sleep(120)
+        return real_check(spec, check, shards, depth)
+
+    def establish_after_two(*args):
+        for _ in range(600):
+            if marker.exists():
+                break
+            time.sleep(0.1)
+        return real_establish(*args)
+
+    starts = []
+
+    def baseline_from(spec, shards, depth, config=None, start=0):
+        starts.append(start)
+        return real_baseline(spec, shards, depth, config, start)
+
+    monkeypatch.setattr(mutate, "_baseline_check", check_then_stall)
+    monkeypatch.setattr(render, "establish_counterexamples", establish_after_two)
+    monkeypatch.setattr(mutate, "baseline_checks", baseline_from)
+    spec_file = load_spec(str(ROOT / "spec" / "examples" / "listener_breaker.toml"))
+    baseline, _, _ = mutate.run_mutation(spec_file, shards=2, depth=4, workers=2, max_mutants=1, seed=0)
+    assert starts[0] == 2  # two from beside the plan, the rest from the workers
+    spec = spec_file.variant(spec_file.variants[0])
+    assert baseline.checks == real_baseline(spec, 2, 4) and len(baseline.checks) > 2
