@@ -22,9 +22,10 @@ held across the workers (`model.budget`):
 * each worker runs under a copy of the command's budget: the same deadline (measured from
   the command's start, not the worker's) and the same memory ceiling for its own process, so
   a search in a worker stops and answers `unknown` exactly where it would have in one process;
-* the local pool also adds up the resident memory of the command and all its workers: when
-  the total reaches the memory budget, the command's budget is spent, the workers are stopped
-  and every job not answered gets `lost(job, why)` (an `unknown` result, never a pass);
+* the local pool also adds up the resident memory of the command, all its workers and any
+  `Beside` process running: when the total reaches the memory budget, the command's budget
+  is spent, the workers are stopped and every job not answered gets `lost(job, why)` (an
+  `unknown` result, never a pass);
 * a worker that does not stop within `GRACE` seconds of the deadline is stopped, and a worker
   that dies (killed, out of memory, a crash in native code) loses only the job it was running,
   which gets `lost(job, why)` naming how it died; the other jobs go on in a new worker;
@@ -378,6 +379,7 @@ class _LocalPool(Generic[Shared, In, Out]):
         limits = self.limits
         if limits.spent is None and limits.memory_mib is not None:
             children = sum(budget.resident_mib(w.process.pid) for w in self.workers if w.process.is_alive())
+            children += sum(budget.resident_mib(pid) for pid in _BESIDE)
             limits.exhausted(extra_mib=children)
         spent = limits.spent
         deadline = limits.deadline
@@ -511,6 +513,8 @@ class Beside(Generic[Shared, In, Out]):
         finally:
             theirs.close()
         self.conn, self.progress, self.what = ours, progress, what
+        self.pid: int = self.process.pid or 0
+        _BESIDE.add(self.pid)
         self.outcome: tuple[str, Any] | None = None
         self.stopped = False
         with contextlib.suppress(OSError):  # it died at once: `done` and `result` say how
@@ -539,6 +543,7 @@ class Beside(Generic[Shared, In, Out]):
         if not self.stopped:
             self.stopped = True
             _stop(self.process, self.conn, kill=self.outcome is None)
+            _BESIDE.discard(self.pid)
 
     def _read(self, wait: bool) -> bool:
         while self.outcome is None:
@@ -558,6 +563,11 @@ class Beside(Generic[Shared, In, Out]):
             else:
                 self.outcome = (kind, payload)
         return True
+
+
+_BESIDE: set[int] = set()
+"""The processes of the running `Beside` jobs: a local pool counts their memory with its own
+workers' against the command's budget."""
 
 
 def _ray_task(function: Callable[[Any, Any, Progress | None], Any], boxed: list[Any], job: Any, limits: _Limits) -> Any:

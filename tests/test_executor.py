@@ -67,8 +67,10 @@ FORKS = pytest.mark.skipif(not executor.Beside.possible(), reason="Beside forks,
 def test_beside_runs_its_job_in_a_process_of_its_own_and_forwards_what_it_says():
     heard: list[str] = []
     side = executor.Beside(_announced_square, 10, 3, heard.append, "a square")
+    assert side.pid in executor._BESIDE  # a local pool counts its memory with its workers'
     value, pid = side.result()
-    assert value == 90 and pid != os.getpid()
+    assert value == 90 and pid == side.pid != os.getpid()
+    assert side.pid not in executor._BESIDE
     assert heard == ["squaring 3"] and side.done()
     assert not side.process.is_alive()
 
