@@ -34,8 +34,9 @@ held across the workers (`model.budget`):
   passed to `done`; and so is one raised by the caller's `poll`, asked while the jobs run, which
   is how a command stops its checks when other work it does meanwhile has already decided.
 
-`Beside` runs one job in a local process of its own while the command waits on other jobs
-(`conform`'s enumeration while the executor runs its checker's checks), under the same budget.
+`Beside` runs one job in a forked local process of its own while the command waits on other
+jobs, under the same budget: `conform`'s enumeration while the executor runs its checker's
+checks, `mutate`'s baseline checks while it runs those its generated tests are drawn from.
 """
 
 from __future__ import annotations
