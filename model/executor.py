@@ -475,10 +475,12 @@ def _stop(process: Any, conn: Any, kill: bool) -> None:
 
 
 class Beside(Generic[Shared, In, Out]):
-    """`function(shared, job, progress)` in a local process of its own, started at once and
+    """`function(shared, job, send)` in a local process of its own, started at once and
     collected later, so the command can wait on other jobs meanwhile. It runs as a pool's
-    worker does (`_worker_main`): under the command's budget, its progress forwarded when the
-    command looks (`done`, `result`), an exception it raises raised again by `result`.
+    worker does (`_worker_main`): under the command's budget, an exception it raises raised
+    again by `result`. What it passes to `send` (a line of progress, or a result it has
+    finished before the whole job) reaches the command's `send` when the command looks
+    (`done`, `result`).
 
     The process is a fork of the command's, so `shared` is the command's live state as it is
     (an implementation loaded from a file need not pickle, nor import in a fresh process);
@@ -495,10 +497,10 @@ class Beside(Generic[Shared, In, Out]):
 
     def __init__(
         self,
-        function: Callable[[Shared, In, Progress | None], Out],
+        function: Callable[[Shared, In, Callable[[Any], None] | None], Out],
         shared: Shared,
         job: In,
-        progress: Progress | None,
+        send: Callable[[Any], None] | None,
         what: str,
     ) -> None:
         """`what` names the job in the error of a process that died ("the enumeration")."""
@@ -507,13 +509,13 @@ class Beside(Generic[Shared, In, Out]):
         context = multiprocessing.get_context("fork")
         ours, theirs = context.Pipe()
         limits = _Limits.of(budget.active())
-        args = (theirs, function, shared, limits, progress is not None)
+        args = (theirs, function, shared, limits, send is not None)
         self.process = context.Process(target=_worker_main, args=args, name="ledgercheck-beside", daemon=False)
         try:
             self.process.start()
         finally:
             theirs.close()
-        self.conn, self.progress, self.what = ours, progress, what
+        self.conn, self.send, self.what = ours, send, what
         self.pid: int = self.process.pid or 0
         _BESIDE.add(self.pid)
         self.outcome: tuple[str, Any] | None = None
@@ -559,8 +561,8 @@ class Beside(Generic[Shared, In, Out]):
                 self.outcome = ("died", f"the process running {self.what} {_ending(self.process)}")
                 break
             if kind == "progress":
-                if self.progress is not None:
-                    self.progress(payload)
+                if self.send is not None:
+                    self.send(payload)
             else:
                 self.outcome = (kind, payload)
         return True

@@ -33,7 +33,7 @@ import random
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -418,43 +418,25 @@ def baseline_checks(
     return tuple(executors.run_jobs(_baseline_job, jobs, config or executors.SERIAL))
 
 
-def _baseline_checks_beside(spec: Spec, job: tuple[int, int], progress: executors.Progress | None) -> int:
+def _baseline_checks_beside(spec: Spec, job: tuple[int, int], send: Callable[[BaselineCheck], None] | None) -> int:
     """The baseline's checks one after the other, in the process `run_mutation` starts beside
     the checks its generated tests are drawn from (`executors.Beside`). Each result is sent as
-    it comes (as JSON, through `progress`), so the command keeps those finished when the
-    plan's checks are done and gives the rest to its workers."""
+    it comes, so the command keeps those finished when the plan's checks are done and gives
+    the rest to its workers."""
     shards, depth = job
     checks = _checks(spec)
     for check in checks:
         result = _baseline_check(spec, check, shards, depth)
-        if progress is not None:
-            progress(json.dumps(asdict(result)))
+        if send is not None:
+            send(result)
     return len(checks)
 
 
-def _baseline_check_sent(sent: str) -> BaselineCheck:
-    """A `BaselineCheck` as `_baseline_checks_beside` sent it, its verdicts `Status`es again."""
-    fields = json.loads(sent)
-    fields["verdict"] = Status(fields["verdict"])
-    if fields["contract_verdict"] is not None:
-        fields["contract_verdict"] = Status(fields["contract_verdict"])
-    return BaselineCheck(**fields)
-
-
-def run_baseline(
-    spec: Spec,
-    tests: list[tuple[str, Any]],
-    shards: int,
-    depth: int,
-    config: executors.ExecutorConfig | None = None,
-    checks: tuple[BaselineCheck, ...] | None = None,
-) -> Baseline:
-    """Every property check (`checks` when already run, else `baseline_checks` on `config`'s
-    executor) and generated test on the unmutated reference variant `spec`."""
+def run_baseline(spec: Spec, tests: list[tuple[str, Any]], checks: tuple[BaselineCheck, ...]) -> Baseline:
+    """The baseline of the unmutated reference variant `spec`: its property checks
+    (`baseline_checks`) and which of the generated `tests` fail on it."""
     from ledgercheck.codegen.render import _outcome
 
-    if checks is None:
-        checks = baseline_checks(spec, shards, depth, config)
     failing = []
     for prop_name, test in tests:
         failure = _outcome(test, spec, spec, prop_name)
@@ -515,7 +497,7 @@ def run_mutation(
             _baseline_checks_beside,
             spec,
             (shards, depth),
-            lambda sent: finished.append(_baseline_check_sent(sent)),
+            finished.append,
             "the baseline's checks",
         )
     try:
@@ -528,7 +510,7 @@ def run_mutation(
             side.stop()
     checked = (*finished, *baseline_checks(spec, shards, depth, config, start=len(finished)))
     all_tests = [(name, test) for name, (_, _, group) in planned.items() for test in group]
-    baseline = run_baseline(spec, all_tests, shards, depth, config, checked)
+    baseline = run_baseline(spec, all_tests, checked)
     failing = {(t.property, t.test) for t in baseline.failing_tests}
     tests = [(name, test) for name, test in all_tests if (name, f"test_{test.name}") not in failing]
     checks = baseline.usable_checks

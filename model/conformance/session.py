@@ -212,7 +212,7 @@ def check(
     if depth > 0 and counterexamples and ExecutorConfig(executor, jobs).parallel(2) and not known():
         beside = _beside_checks(conformance, job, checks, progress)
     if depth > 0:
-        enumerated = beside.enumerated if beside is not None and beside.enumerated is not None else None
+        enumerated = beside.enumerated if beside is not None else None
         for what, result in (enumerated or _enumerate(conformance, job, progress)).passes:
             if result.divergence is not None:
                 say(
@@ -243,8 +243,9 @@ def check(
         )
     if counterexamples:
         start = time.monotonic()
-        earlier = beside.seconds if beside is not None and beside.scripts is not None else 0.0
-        scripts = beside.scripts if beside is not None and beside.scripts is not None else checks()
+        found_beside = beside.scripts if beside is not None else None
+        earlier = beside.seconds if beside is not None and found_beside is not None else 0.0
+        scripts = found_beside if found_beside is not None else checks()
         found = scripts_diverge(scripts, "a counterexample of the checker")
         if found is not None:
             summary.divergence = found
