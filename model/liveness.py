@@ -43,10 +43,15 @@ MAX_STATES = 100_000
 CHECK_STATES = 5_000
 """States `check` lets it build (under a second): enough to exhaust one shard's graph."""
 CHECK_LASSO_DEPTH = 8
-"""Where the explicit graph is too large, `check` runs the Z3 lasso search (`model.lasso`) to
-at most this depth (about 2 s at 4 shards; depth 12 takes 11 s, so plain `ledgercheck` would
-slow down by half a minute); `prove` runs it to PROVE_LASSO_DEPTH."""
+"""Where the explicit graph is too large and no WF1 proof lands, `check` runs the Z3 lasso
+search (`model.lasso`) to at most this depth (about 2 s at 4 shards; depth 12 takes 11 s, so
+plain `ledgercheck` would slow down by half a minute); `prove` runs it to PROVE_LASSO_DEPTH."""
 PROVE_LASSO_DEPTH = 12
+WF1_RLIMIT = 3_000_000
+"""Z3's resource count for each WF1 proof `check` tries (`model.wf1`), as for the proof tried
+before a safety property's bounded search (`bmc.PROOF_FIRST_RLIMIT`): a count, not a timeout,
+so whether it lands does not depend on the machine's load. The bundled liveness property needs
+0.13 million at 4 shards and 1.25 million at 16. `prove` allows ten times as much."""
 
 
 def check_eventually(
@@ -60,25 +65,48 @@ def check_eventually(
     timeout: float | None = None,
     prove: bool = False,
 ) -> Result:
-    """The liveness verdict: the explicit search first (it proves by exhaustion where the
-    reduced graph is small, and finds lassos); where it stops at its bound, the Z3 lasso
-    search, which reaches deeper for the same time."""
+    """The liveness verdict, the cheapest answer first: the explicit search within
+    CHECK_STATES (it proves by exhaustion where the reduced graph is small, and finds short
+    lassos); where it stops at that bound, a WF1 proof (`model.wf1`); failing that, with
+    `prove`, the explicit search within MAX_STATES; then the Z3 lasso search, which reaches
+    deeper for the same time.
+
+    A WF1 proof is reported as a safety property's proof tried first is: by `check` as holding
+    to `max_depth` (engine `spacer`: every depth holds), by `prove` as proved."""
     explicit = check_liveness(
-        spec,
-        environment,
-        prop,
-        shards=shards,
-        policy=policy,
-        timeout=timeout,
-        max_states=MAX_STATES if prove else CHECK_STATES,
+        spec, environment, prop, shards=shards, policy=policy, timeout=timeout, max_states=CHECK_STATES
     )
     if explicit.status != Status.HOLDS_TO_DEPTH or policy is None:
         return explicit
+    from ledgercheck.model.wf1 import wf1_proof
+
+    start = time.monotonic()
+    rlimit = WF1_RLIMIT * (10 if prove else 1)
+    proof = wf1_proof(spec, environment, prop, shards=shards, policy=policy, timeout=timeout, rlimit=rlimit)
+    if proof is not None:  # the explicit search's result, with the proof's verdict
+        return replace(
+            explicit,
+            status=Status.PROVED if prove else Status.HOLDS_TO_DEPTH,
+            depth=0 if prove else max_depth,
+            traces=[],
+            seconds=explicit.seconds + time.monotonic() - start,
+            note=proof.note(prop, shards),
+            engine="spacer",
+            invariant=proof.invariant.text if prove else "",
+        )
+    spent = time.monotonic() - start
+    if prove:
+        explicit = check_liveness(
+            spec, environment, prop, shards=shards, policy=policy, timeout=timeout, max_states=MAX_STATES
+        )
+        explicit.seconds += spent
+        if explicit.status != Status.HOLDS_TO_DEPTH:
+            return explicit
     from ledgercheck.model.lasso import z3_lasso
 
     depth = PROVE_LASSO_DEPTH if prove else min(max_depth, CHECK_LASSO_DEPTH)
     deeper = z3_lasso(spec, environment, prop, shards=shards, policy=policy, max_depth=depth, timeout=timeout)
-    deeper.seconds += explicit.seconds
+    deeper.seconds += explicit.seconds + (0.0 if prove else spent)
     if deeper.status == Status.HOLDS_TO_DEPTH:
         if deeper.depth < explicit.depth:
             return explicit

@@ -11,7 +11,7 @@ bounded refutation, before k-induction) both use it and neither imports the othe
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import z3
@@ -33,7 +33,32 @@ def _horn(
     rlimit: int | None = None,
     certify: bool = False,
 ) -> tuple[Any, Invariant | str, bool | None]:
-    """Ask Spacer for an inductive invariant; returns (z3 answer, the invariant or the reason,
+    """Ask Spacer for an inductive invariant that excludes the property's violations (and
+    its lemmas'); see `horn_proof`."""
+
+    def bads() -> list[tuple[bool, Any]]:
+        lemmas = lemma_violation(enc, prop, focus, enc.template)
+        if prop.kind == PropertyKind.INVARIANT:
+            return [(False, z3.Or(enc.invariant_violation(prop, focus, enc.template), lemmas))]
+        found: list[tuple[bool, Any]] = [(True, enc.step_violation(prop, focus))]
+        return found + ([] if z3.is_false(lemmas) else [(False, lemmas)])
+
+    return horn_proof(enc, bads, timeout, rlimit, certify)
+
+
+def horn_proof(
+    enc: Encoding,
+    bads: Callable[[], Sequence[tuple[bool, Any]]],
+    timeout: float | None,
+    rlimit: int | None = None,
+    certify: bool = False,
+) -> tuple[Any, Invariant | str, bool | None]:
+    """Ask Spacer for an inductive invariant `Inv(state)` of the encoding that excludes every
+    bad condition `bads()` builds: `(False, term)` a bad state (over the template), `(True,
+    term)` a bad step (over the template, the next state and the action's parameters; the
+    transition is conjoined here). They are built after the initial and transition clauses,
+    so a proof's terms are made in the same order for every caller (Spacer's answer, and the
+    invariant printed, can depend on it). Returns (z3 answer, the invariant or the reason,
     whether `_certified` checked the invariant: None when not asked). `rlimit` caps the
     search by Z3's resource count (deterministic, unlike a timeout)."""
     ctx = enc.ctx
@@ -52,17 +77,13 @@ def _horn(
     solver.add(z3.ForAll(cur + policy, z3.Implies(enc.initial(enc.template), inv(*cur, *policy))))
     step = z3.And(inv(*cur, *policy), enc.transition_template)
     solver.add(z3.ForAll(cur + nxt + params + policy, z3.Implies(step, inv(*nxt, *policy))))
-    lemmas = lemma_violation(enc, prop, focus, enc.template)
-    if prop.kind == PropertyKind.INVARIANT:
-        bad = z3.Or(enc.invariant_violation(prop, focus, enc.template), lemmas)
-        solver.add(z3.ForAll(cur + policy, z3.Implies(z3.And(inv(*cur, *policy), bad), false)))
-        bad_from = [bad]
-    else:
-        breaks = enc.step_violation(prop, focus)
-        solver.add(z3.ForAll(cur + nxt + params + policy, z3.Implies(z3.And(step, breaks), false)))
-        if not z3.is_false(lemmas):
-            solver.add(z3.ForAll(cur + policy, z3.Implies(z3.And(inv(*cur, *policy), lemmas), false)))
-        bad_from = [z3.And(enc.transition_template, breaks), lemmas]
+    conditions = list(bads())
+    for is_step, bad in conditions:
+        if is_step:
+            solver.add(z3.ForAll(cur + nxt + params + policy, z3.Implies(z3.And(step, bad), false)))
+        else:
+            solver.add(z3.ForAll(cur + policy, z3.Implies(z3.And(inv(*cur, *policy), bad), false)))
+    bad_from = [z3.And(enc.transition_template, bad) if is_step else bad for is_step, bad in conditions]
     spent = budget.limit_solver(solver, timeout)
     if spent is not None:
         return z3.unknown, f"the {spent} ran out", None
@@ -221,4 +242,4 @@ def lemma_violation(enc: Encoding, prop: Property, focus: int | None, state: Map
     return enc.backend.or_(parts)
 
 
-__all__ = ["lemma_violation", "spacer_proof"]
+__all__ = ["horn_proof", "lemma_violation", "spacer_proof"]

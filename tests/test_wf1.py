@@ -1,0 +1,149 @@
+"""Liveness proofs by the WF1 rule (`model.wf1`): proved where the premises hold, never where a
+fair lasso exists, and the lasso search still decides where the rule does not apply."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from test_liveness import PROPERTY, hanging_spec
+from tiers import fast_slice
+
+from ledgercheck.model.errors import LedgercheckError
+from ledgercheck.model.liveness import check_eventually, check_liveness
+from ledgercheck.model.mutate import spec_mutants
+from ledgercheck.model.spec import SpecFile, load_spec, load_spec_text
+from ledgercheck.model.wf1 import wf1_proof
+
+FAIRNESS = 'fairness = [{ weak = ["restart_loaded", "restart_fails"]'
+
+
+def _with_fairness(groups: str) -> SpecFile:
+    """The bundled spec with its controller's fairness groups replaced."""
+    text = load_spec().source.text
+    assert FAIRNESS in text
+    return load_spec_text(text.replace(FAIRNESS, f"fairness = [{groups}"), "fleet_health.toml")
+
+
+@pytest.mark.parametrize("variant", ["as_written", "fixed", "refit_keeps_streak"])
+def test_prove_proves_the_restart_ends_at_four_shards_by_wf1(variant: str) -> None:
+    spec = load_spec().variant(variant)
+    result = check_eventually(
+        spec, "controller", spec.property(PROPERTY), shards=4, policy=spec.default_policy(), max_depth=12, prove=True
+    )
+    assert result.status == "proved" and result.matches is True, result.note
+    assert result.engine == "spacer" and "WF1 rule for 4 shards" in result.note
+    assert "restart_loaded | restart_fails on shard 0" in result.note
+    # Spacer's invariant, checked: a RESTARTING shard 0 is never left in a run that has ended.
+    assert "phase" in result.invariant and "state[0]" in result.invariant, result.invariant
+    assert "a background restart always ends" in result.assumptions
+
+
+def test_check_reports_a_wf1_proof_as_holding_to_its_depth() -> None:
+    """As a safety property's proof tried first is reported: `check` holds to its depth (every
+    depth holds), where the lasso search alone stopped at depth 8."""
+    spec = load_spec().variant("fixed")
+    result = check_eventually(
+        spec, "controller", spec.property(PROPERTY), shards=4, policy=spec.default_policy(), max_depth=12
+    )
+    assert (result.status, result.depth, result.engine) == ("holds_to_depth", 12, "spacer"), result.note
+    assert result.invariant == ""  # shown by `prove`, as for safety
+
+
+@pytest.mark.parametrize("shards", [1, 2, 4])
+def test_a_restart_that_can_hang_is_never_proved(shards: int) -> None:
+    spec = hanging_spec().variant("restart_hangs")
+    prop = spec.property(PROPERTY)
+    assert wf1_proof(spec, "controller", prop, shards=shards, policy=spec.default_policy(), rlimit=30_000_000) is None
+    result = check_eventually(spec, "controller", prop, shards=shards, policy=spec.default_policy(), max_depth=8)
+    assert result.status == "violated" and result.traces[0].loop_start is not None
+
+
+def test_without_fairness_there_is_no_wf1_proof() -> None:
+    text = re.sub(r"^fairness = .*\n", "", load_spec().source.text, flags=re.MULTILINE)
+    spec = load_spec_text(text, "fleet_health.toml").variant("fixed")
+    assert wf1_proof(spec, "controller", spec.property(PROPERTY), shards=2, policy=spec.default_policy()) is None
+
+
+def test_one_plain_action_of_the_group_is_enough_and_a_parametrised_one_is_left_to_the_lasso_search() -> None:
+    """`restart_fails` alone carries the proof (enabled whenever the shard is RESTARTING in a
+    running fleet). `restart_loaded` alone would too, but it takes a parameter (some new
+    address): whether it is enabled is "for some value", which the rule does not state, so
+    the lasso search decides, and finds no lasso."""
+    alone = _with_fairness('{ weak = ["restart_fails"]').variant("fixed")
+    proof = wf1_proof(alone, "controller", alone.property(PROPERTY), shards=4, policy=alone.default_policy())
+    assert proof is not None and proof.group == "restart_fails on shard 0"
+    loaded = _with_fairness('{ weak = ["restart_loaded"]').variant("fixed")
+    prop = loaded.property(PROPERTY)
+    assert wf1_proof(loaded, "controller", prop, shards=2, policy=loaded.default_policy()) is None
+    result = check_eventually(loaded, "controller", prop, shards=2, policy=loaded.default_policy(), max_depth=4)
+    assert result.status in ("holds_to_depth", "proved") and result.engine != "spacer", result.note
+
+
+def test_a_fleet_level_group_carries_a_proof() -> None:
+    """A DEAD shard is restarted: the supervisor's tick is one fleet-level action (no shard
+    parameter), fair as a group of the fleet."""
+    groups = (
+        '{ weak = ["supervisor_tick"], doc = "the supervisor ticks" }, { weak = ["restart_loaded", "restart_fails"]'
+    )
+    text = _with_fairness(groups).source.text
+    text += (
+        "\n[properties.dead_is_restarted]\n"
+        'doc = "a DEAD shard is restarted (or retired)"\nkind = "eventually"\nenvironments = ["controller"]\n'
+        'when = "state == DEAD"\nassert = "state != DEAD"\nmessage = "a shard stayed DEAD forever"\n'
+        'expect = { default = "holds" }\n'
+    )
+    spec = load_spec_text(text, "fleet_health.toml").variant("fixed")
+    prop = spec.property("dead_is_restarted")
+    proof = wf1_proof(spec, "controller", prop, shards=4, policy=spec.default_policy())
+    assert proof is not None and proof.group == "supervisor_tick of the fleet"
+    # And at one shard, where the graph is exhausted, the explicit search agrees.
+    assert check_liveness(spec, "controller", prop, shards=1, policy=spec.default_policy()).status == "proved"
+
+
+def _mutants() -> list[object]:
+    spec_file = load_spec()
+    chosen = [
+        m
+        for m in spec_mutants(spec_file, "fixed")
+        if m.event in ("mark_restarting", "mark_loaded", "mark_restart_failed")
+    ]
+    return fast_slice(chosen, keep=range(0, len(chosen), 8))
+
+
+@pytest.mark.parametrize("mutant", _mutants(), ids=lambda m: m.ident)
+def test_a_wf1_proof_never_contradicts_the_exhaustive_search(mutant: object) -> None:
+    """Over the single-point mutants of the restart path (one in eight in the fast lane): where
+    WF1 proves the restart ends at one or two shards, the explicit search finds no fair lasso
+    (at one shard it exhausts the graph, so there it must prove it too)."""
+    spec_file = load_spec()
+    try:
+        spec = load_spec_text(spec_file.source.text + mutant.patch, spec_file.path).variant("fixed")  # type: ignore[attr-defined]
+    except LedgercheckError:
+        pytest.skip("the mutant does not load")
+    prop = spec.property(PROPERTY)
+    for shards in (1, 2):
+        proof = wf1_proof(spec, "controller", prop, shards=shards, policy=spec.default_policy())
+        explicit = check_liveness(
+            spec, "controller", prop, shards=shards, policy=spec.default_policy(), max_states=30_000
+        )
+        if proof is not None:
+            assert explicit.status != "violated", (shards, explicit.note)
+            if shards == 1:
+                assert explicit.status == "proved", explicit.note
+
+
+def test_the_mutants_include_both_answers() -> None:
+    """The sweep above is not vacuous: some mutant of the restart path hangs (WF1 proves
+    nothing, the search finds its lasso) and some keep the property (WF1 proves it)."""
+    spec_file = load_spec()
+    seen = set()
+    for mutant in spec_mutants(spec_file, "fixed"):
+        if mutant.event != "mark_restart_failed":
+            continue
+        spec = load_spec_text(spec_file.source.text + mutant.patch, spec_file.path).variant("fixed")
+        prop = spec.property(PROPERTY)
+        proof = wf1_proof(spec, "controller", prop, shards=1, policy=spec.default_policy())
+        explicit = check_liveness(spec, "controller", prop, shards=1, policy=spec.default_policy())
+        seen.add((proof is not None, explicit.status))
+    assert (True, "proved") in seen and (False, "violated") in seen, seen
