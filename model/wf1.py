@@ -16,7 +16,8 @@ from there on (3), so weak fairness makes it take A, which reaches Q (2): there 
 (Premise 3 also rules out a run that stops there: a state with A enabled has a successor.)
 "Reachable" is an inductive invariant that Spacer finds (the Horn query of a safety proof,
 `spacer.horn_proof`, with the premises' violations as its bad conditions), and the invariant is
-checked by a plain solver before the proof is believed.
+checked by a plain solver before the proof is believed. Where the premises hold in every state,
+reachable or not, a plain solver shows that first and the invariant is `True`.
 
 What it does not try, so the lasso search still decides: a group whose members all take value
 parameters (being enabled is then "for some value", a quantifier; premise 3 counts only members
@@ -38,7 +39,7 @@ import z3
 from ledgercheck.model import budget, ir
 from ledgercheck.model.encoding import Encoding, Instance, encoding_for
 from ledgercheck.model.result import FOCUS
-from ledgercheck.model.spacer import Invariant, horn_proof
+from ledgercheck.model.spacer import CERTIFY_RLIMIT, Invariant, horn_proof
 from ledgercheck.model.spec import Environment, Fairness, Property, Spec
 
 _TRUE = ir.Const(True, ir.BOOL)
@@ -125,14 +126,33 @@ def _prove_with(
             (False, z3.And(waiting, z3.Not(enabled))),
         ]
 
+    where = f"on shard {FOCUS}" if owner is not None else "of the fleet"
+    name = f"{' | '.join(group.actions)} {where}"
     try:
+        if _everywhere(enc, premises()):
+            return LeadsTo(group=name, invariant=Invariant(z3.BoolVal(True, enc.ctx)))
         answer, found, checked = horn_proof(enc, premises, timeout, rlimit, certify=True)
     except z3.Z3Exception:  # e.g. the memory cap: the lasso search decides
         return None
     if answer != z3.sat or not checked or not isinstance(found, Invariant):
         return None
-    where = f"on shard {FOCUS}" if owner is not None else "of the fleet"
-    return LeadsTo(group=f"{' | '.join(group.actions)} {where}", invariant=found)
+    return LeadsTo(group=name, invariant=found)
+
+
+def _everywhere(enc: Encoding, premises: list[tuple[bool, Any]]) -> bool:
+    """The premises hold in every state, reachable or not (the invariant `True`): shown by a
+    plain solver, before Spacer is asked. Where they do, Spacer answers with a quantified
+    formula (it needed no strengthening), which `spacer._certified` cannot check."""
+    solver = z3.SolverFor("QF_LIA", ctx=enc.ctx)
+    solver.set("rlimit", CERTIFY_RLIMIT)
+    for is_step, bad in premises:
+        solver.push()
+        solver.add(z3.And(enc.transition_template, bad) if is_step else bad)
+        answer = solver.check()
+        solver.pop()
+        if answer != z3.unsat:
+            return False
+    return True
 
 
 def _next(enc: Encoding, term: Any) -> Any:

@@ -12,7 +12,7 @@ from tiers import fast_slice
 from ledgercheck.model.errors import LedgercheckError
 from ledgercheck.model.liveness import check_eventually, check_liveness
 from ledgercheck.model.mutate import spec_mutants
-from ledgercheck.model.spec import SpecFile, load_spec, load_spec_text
+from ledgercheck.model.spec import SpecFile, bundled_spec_folder, load_spec, load_spec_text
 from ledgercheck.model.wf1 import wf1_proof
 
 FAIRNESS = 'fairness = [{ weak = ["restart_loaded", "restart_fails"]'
@@ -99,6 +99,59 @@ def test_a_fleet_level_group_carries_a_proof() -> None:
     assert proof is not None and proof.group == "supervisor_tick of the fleet"
     # And at one shard, where the graph is exhausted, the explicit search agrees.
     assert check_liveness(spec, "controller", prop, shards=1, policy=spec.default_policy()).status == "proved"
+
+
+BREAKER_SERVICE = """
+[environments.service]
+doc = "requests succeed or fail on admitting breakers; an open breaker cools down"
+fairness = [{ weak = ["cooling_ends"], doc = "an open breaker's cool-down always ends" }]
+
+[environments.service.actions.request_fails]
+params = "i: shard"
+when = "i.state in ADMITS"
+body = "record_failure(i)"
+
+[environments.service.actions.request_succeeds]
+params = "i: shard"
+when = "i.state in ADMITS"
+body = "record_success(i)"
+
+[environments.service.actions.cooling_ends]
+params = "i: shard"
+when = "i.state == OPEN"
+body = "cool_down(i)"
+
+[properties.an_open_breaker_lets_a_trial_through]
+doc = "An open breaker half-opens: it does not refuse calls forever."
+kind = "eventually"
+environments = ["service"]
+when = "state == OPEN"
+assert = "state != OPEN"
+message = "a breaker stayed open forever"
+expect = { base = "holds" }
+"""
+
+
+@pytest.mark.parametrize("shards", [1, 2, 4])
+def test_another_state_machine_a_breaker_that_always_cools_down(shards: int) -> None:
+    """The bundled example breaker with a service loop: an open breaker half-opens, under weak
+    fairness of its cool-down. The premises hold in every state, so the invariant is `True`
+    (shown by a plain solver; Spacer would answer with a quantified formula); the explicit
+    search exhausts the graph and agrees. Without the fairness, a breaker can stay open while
+    another's requests go on: a fair lasso, and no proof."""
+    text = (bundled_spec_folder() / "examples" / "breaker.toml").read_text(encoding="utf-8") + BREAKER_SERVICE
+    spec = load_spec_text(text, "breaker.toml").variant("base")
+    prop = spec.property("an_open_breaker_lets_a_trial_through")
+    proof = wf1_proof(spec, "service", prop, shards=shards, policy=spec.default_policy())
+    assert proof is not None and proof.group == "cooling_ends on shard 0" and proof.invariant.text == "True"
+    assert check_liveness(spec, "service", prop, shards=shards, policy=spec.default_policy()).status == "proved"
+    unfair = load_spec_text(re.sub(r"^fairness = .*\n", "", text, flags=re.MULTILINE), "breaker.toml").variant("base")
+    prop = unfair.property("an_open_breaker_lets_a_trial_through")
+    assert wf1_proof(unfair, "service", prop, shards=shards, policy=unfair.default_policy()) is None
+    if shards > 1:
+        assert (
+            check_liveness(unfair, "service", prop, shards=shards, policy=unfair.default_policy()).status == "violated"
+        )
 
 
 def _mutants() -> list[object]:
