@@ -397,7 +397,17 @@ PROOF_FIRST_RLIMIT = 3_000_000
 """Z3's resource count allowed for the proof tried before the bounded search of a property
 the spec expects to hold (`_proof_first`): about a second here, the time the bounded search
 to depth 12 takes on the controller's properties. A count, not a timeout, so whether the
-proof lands does not depend on the machine's load, and the output is the same on every run."""
+proof lands does not depend on the machine's load, and the output is the same on every run.
+Larger fleets and deeper searches allow more (`proof_first_rlimit`)."""
+
+
+def proof_first_rlimit(shards: int, max_depth: int) -> int:
+    """The count for the proof tried first: PROOF_FIRST_RLIMIT up to 4 shards and depth 12,
+    and in proportion to shards times depth beyond, as the bounded search it would spare grows
+    at least that fast (its unrolling is that big). At 8 shards the headline property's proof
+    needs 3.15 million, just over the flat count: the search to depth 20 then ran 2.4 s after a
+    failed attempt of 1.9 s, where the proof alone takes about 1 s."""
+    return max(PROOF_FIRST_RLIMIT, PROOF_FIRST_RLIMIT * shards * max_depth // (4 * 12))
 
 
 class _ProofRace:
@@ -487,10 +497,11 @@ def _proof_first(
     shards: int,
     policy: Mapping[str, int] | None,
     timeout: float | None,
+    max_depth: int,
     contracts: bool | None = None,
 ) -> bool:
     """For a property the spec expects to hold, with a fixed policy: whether an inductive
-    invariant, found by Spacer within `PROOF_FIRST_RLIMIT` and checked by a plain solver
+    invariant, found by Spacer within `proof_first_rlimit` and checked by a plain solver
     (`spacer._certified`), settles every depth at once, so that the bounded search need not
     run; its result (holds up to the depth asked, no trace) is what the search would have
     printed. False when there is no such invariant within the count (or the spec expects a
@@ -509,7 +520,7 @@ def _proof_first(
             shards,
             policy,
             timeout,
-            rlimit=PROOF_FIRST_RLIMIT,
+            rlimit=proof_first_rlimit(shards, max_depth),
             certify=True,
             contracts=contracts,
             text=False,
@@ -559,7 +570,9 @@ def check_property(
     if not prop.applies_to(environment):
         return Result.not_applicable(spec, prop, environment, shards, policy)
     start = time.monotonic()
-    proved_first = _proof_first(spec, environment, prop, shards=shards, policy=policy, timeout=timeout)
+    proved_first = _proof_first(
+        spec, environment, prop, shards=shards, policy=policy, timeout=timeout, max_depth=max_depth
+    )
     # No race where the spec expects a violation: the search is expected to end on a trace,
     # and a second process would only take a core from it (and from the other checks).
     race = (
@@ -625,7 +638,7 @@ def check_property(
         # A property that holds even without the contracts has no trace outside them: a
         # checked invariant of that system settles the lax search as it settled the verdict.
         if proved_first and _proof_first(
-            spec, environment, prop, shards=shards, policy=policy, timeout=timeout, contracts=False
+            spec, environment, prop, shards=shards, policy=policy, timeout=timeout, max_depth=max_depth, contracts=False
         ):
             return result
         lax_checker = Checker(spec, environment, prop, shards, policy, contracts=False, timeout=timeout, view=view)

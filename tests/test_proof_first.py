@@ -155,3 +155,22 @@ def test_traces_outside_the_contracts_are_still_searched_for(spec_file, monkeypa
     monkeypatch.setattr(bmc.Checker, "run", spy)
     result = _check(spec, "no_repeat_spurious_condemnation", "ledger")
     assert (result.status, result.engine, result.lax_traces, searched) == (Status.HOLDS_TO_DEPTH, "spacer", [], [])
+
+
+def test_the_count_grows_with_the_fleet_and_the_depth_and_lands_at_eight_shards(spec_file):
+    """The flat count up to 4 shards and depth 12 (so the default run's route is unchanged),
+    more beyond; at 8 shards and depth 20 the headline property's proof (3.15 million, just
+    over the flat count) lands, where the search would run."""
+    assert bmc.proof_first_rlimit(4, 12) == bmc.proof_first_rlimit(1, 6) == bmc.PROOF_FIRST_RLIMIT
+    assert bmc.proof_first_rlimit(8, 20) == bmc.PROOF_FIRST_RLIMIT * 8 * 20 // 48
+    spec = spec_file.variant("fixed")
+    result = bmc.check_property(
+        spec,
+        "controller",
+        spec.properties[HEADLINE],
+        shards=8,
+        policy=spec.default_policy(),
+        max_depth=20,
+        max_traces=1,
+    )
+    assert (result.status, result.depth, result.engine) == (Status.HOLDS_TO_DEPTH, 20, "spacer")
