@@ -19,9 +19,11 @@ from there on (3), so weak fairness makes it take A, which reaches Q (2): there 
 checked by a plain solver before the proof is believed. Where the premises hold in every state,
 reachable or not, a plain solver shows that first and the invariant is `True`.
 
-What it does not try, so the lasso search still decides: a group whose members all take value
-parameters (being enabled is then "for some value", a quantifier; premise 3 counts only members
-without any), and a property that needs more than one fair step (a chain P ~> R ~> Q).
+A member that takes value parameters is enabled when some value enables it (a quantifier):
+premise 3 asks instead that one of a few witness values does (`_witnessed`), which is stronger
+and so sound. What it does not try, so the lasso search still decides: a property that needs
+more than one fair step (a chain P ~> R ~> Q), and a member whose enabling values none of the
+witnesses covers.
 
 Groups are per shard as the fairness of `model.spec.Fairness` is: an action belongs to the
 shard its first shard parameter names, or to the fleet when it has none. The group on the focus
@@ -30,6 +32,7 @@ shard is tried first, then the fleet's.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -37,7 +40,7 @@ from typing import Any
 import z3
 
 from ledgercheck.model import budget, ir
-from ledgercheck.model.encoding import Encoding, Instance, encoding_for
+from ledgercheck.model.encoding import NONE_CODE, Encoding, Instance, encoding_for
 from ledgercheck.model.result import FOCUS
 from ledgercheck.model.spacer import CERTIFY_RLIMIT, Invariant, horn_proof
 from ledgercheck.model.spec import Environment, Fairness, Property, Spec
@@ -106,20 +109,20 @@ def _prove_with(
         return inst.action.name in group.actions and next(iter(inst.shards.values()), None) == owner
 
     members = [inst for inst in enc.instances if member(inst)]
-    plain = [inst for inst in members if not inst.params]
-    if not plain:
+    if not members:
         return None
+    able = [guard for inst in members for guard in _witnessed(enc, inst)]
     p = enc.machine.invariant(None, prop.when or _TRUE, FOCUS, enc.template)
     q = enc.machine.invariant(None, prop.check, FOCUS, enc.template)
     # The cone: what P and Q read, what the members' guards read; the members stay even where
     # they change nothing P or Q reads (premise 2 is about their steps).
-    enc.restrict_to([p, q, *(inst.enabled for inst in plain)], member)
+    enc.restrict_to([p, q, *able], member)
 
     def premises() -> list[tuple[bool, Any]]:
         waiting = z3.And(p, z3.Not(q))
         p_next, q_next = _next(enc, p), _next(enc, q)
         taken = z3.Or([enc.act == inst.index for inst in members])
-        enabled = z3.Or([inst.enabled for inst in plain])
+        enabled = z3.Or(able)
         return [
             (True, z3.And(waiting, z3.Not(p_next), z3.Not(q_next))),
             (True, z3.And(waiting, taken, z3.Not(q_next))),
@@ -153,6 +156,42 @@ def _everywhere(enc: Encoding, premises: list[tuple[bool, Any]]) -> bool:
         if answer != z3.unsat:
             return False
     return True
+
+
+MAX_WITNESSES = 64
+"""At most this many choices of a member's parameter values are tried as witnesses."""
+
+
+def _witnessed(enc: Encoding, inst: Instance) -> list[Any]:
+    """Conditions over the state under which `inst` is enabled: its guard, with each value
+    parameter replaced by one of a few witnesses. Some value enables the action when one of
+    these holds, so premise 3 stated with them is stronger than the rule needs: sound, and
+    proved where one witness works in every waiting state. The witnesses: every value of a
+    bool or enum parameter (exact); for an int or str parameter, None when it is optional, 0,
+    1, and one more than each int or str state variable the guard reads (a token other than a
+    given one, a number above a given one; the guard of `restart_loaded`, a new address, takes
+    0 or 1)."""
+    if not inst.params:
+        return [inst.enabled]
+    read = enc._reads(inst.enabled)
+    numbers = [var for key, var in enc.template.items() if key in read and enc.vars[key].type.kind in ("int", "str")]
+    choices: list[list[Any]] = []
+    for param in inst.action.value_params:
+        kind, ctx = param.type.kind, enc.ctx
+        values: list[Any] = [z3.IntVal(NONE_CODE, ctx)] if param.type.optional else []
+        if kind == "bool" and not param.type.optional:
+            values = [z3.BoolVal(True, ctx), z3.BoolVal(False, ctx)]
+        elif kind == "enum":
+            values += [z3.IntVal(i, ctx) for i in range(len(enc.spec.enums[param.type.enum or ""].members))]
+        elif kind in ("int", "str"):
+            values += [z3.IntVal(0, ctx), z3.IntVal(1, ctx), *(var + 1 for var in numbers)]
+        else:
+            return []
+        choices.append([(inst.params[param.name], value) for value in values])
+    guards = []
+    for combo in itertools.islice(itertools.product(*choices), MAX_WITNESSES):
+        guards.append(z3.substitute(inst.enabled, *combo))
+    return guards
 
 
 def _next(enc: Encoding, term: Any) -> Any:

@@ -65,19 +65,37 @@ def test_without_fairness_there_is_no_wf1_proof() -> None:
     assert wf1_proof(spec, "controller", spec.property(PROPERTY), shards=2, policy=spec.default_policy()) is None
 
 
-def test_one_plain_action_of_the_group_is_enough_and_a_parametrised_one_is_left_to_the_lasso_search() -> None:
+def test_one_action_of_the_group_is_enough_and_a_parametrised_one_by_a_witness() -> None:
     """`restart_fails` alone carries the proof (enabled whenever the shard is RESTARTING in a
-    running fleet). `restart_loaded` alone would too, but it takes a parameter (some new
-    address): whether it is enabled is "for some value", which the rule does not state, so
-    the lasso search decides, and finds no lasso."""
+    running fleet). So does `restart_loaded` alone, though it takes a parameter (a new
+    address): "enabled" means "for some address", and premise 3 asks for one of a few
+    witnesses instead (0 or 1: the shard's address is not both)."""
     alone = _with_fairness('{ weak = ["restart_fails"]').variant("fixed")
     proof = wf1_proof(alone, "controller", alone.property(PROPERTY), shards=4, policy=alone.default_policy())
     assert proof is not None and proof.group == "restart_fails on shard 0"
     loaded = _with_fairness('{ weak = ["restart_loaded"]').variant("fixed")
     prop = loaded.property(PROPERTY)
-    assert wf1_proof(loaded, "controller", prop, shards=2, policy=loaded.default_policy()) is None
-    result = check_eventually(loaded, "controller", prop, shards=2, policy=loaded.default_policy(), max_depth=4)
-    assert result.status in ("holds_to_depth", "proved") and result.engine != "spacer", result.note
+    proof = wf1_proof(loaded, "controller", prop, shards=4, policy=loaded.default_policy())
+    assert proof is not None and proof.group == "restart_loaded on shard 0"
+
+
+def test_a_parametrised_action_no_value_enables_carries_no_proof() -> None:
+    """Where no address enables `restart_loaded` (its guard asks for one that both is and is
+    not the shard's), its fairness promises nothing: the shard can stay RESTARTING while the
+    rest of the fleet goes on. No witness passes premise 3, so the rule proves nothing, and the
+    search finds the lasso. (Asking for the shard's own address would not do: that value
+    exists, and the rule proves the restart ends, rightly.)"""
+    spec_file = _with_fairness('{ weak = ["restart_loaded"]')
+    text = spec_file.source.text.replace(
+        'when = "phase != ENDED and i.state == RESTARTING and url != i.base_url"',
+        'when = "phase != ENDED and i.state == RESTARTING and url != i.base_url and url == i.base_url"',
+    )
+    assert text != spec_file.source.text
+    spec = load_spec_text(text, "fleet_health.toml").variant("fixed")
+    prop = spec.property(PROPERTY)
+    assert wf1_proof(spec, "controller", prop, shards=2, policy=spec.default_policy()) is None
+    result = check_eventually(spec, "controller", prop, shards=2, policy=spec.default_policy(), max_depth=8)
+    assert result.status == "violated", result.note
 
 
 def test_a_fleet_level_group_carries_a_proof() -> None:
@@ -166,24 +184,26 @@ def _mutants() -> list[object]:
 
 @pytest.mark.parametrize("mutant", _mutants(), ids=lambda m: m.ident)
 def test_a_wf1_proof_never_contradicts_the_exhaustive_search(mutant: object) -> None:
-    """Over the single-point mutants of the restart path (one in eight in the fast lane): where
-    WF1 proves the restart ends at one or two shards, the explicit search finds no fair lasso
-    (at one shard it exhausts the graph, so there it must prove it too)."""
-    spec_file = load_spec()
-    try:
-        spec = load_spec_text(spec_file.source.text + mutant.patch, spec_file.path).variant("fixed")  # type: ignore[attr-defined]
-    except LedgercheckError:
-        pytest.skip("the mutant does not load")
-    prop = spec.property(PROPERTY)
-    for shards in (1, 2):
-        proof = wf1_proof(spec, "controller", prop, shards=shards, policy=spec.default_policy())
-        explicit = check_liveness(
-            spec, "controller", prop, shards=shards, policy=spec.default_policy(), max_states=30_000
-        )
-        if proof is not None:
-            assert explicit.status != "violated", (shards, explicit.note)
-            if shards == 1:
-                assert explicit.status == "proved", explicit.note
+    """Over the single-point mutants of the restart path (one in eight in the fast lane), under
+    the spec's fairness and under `restart_loaded`'s alone (a parametrised action: witnesses):
+    where WF1 proves the restart ends at one or two shards, the explicit search finds no fair
+    lasso (at one shard it exhausts the graph, so there it must prove it too)."""
+    for spec_file in (load_spec(), _with_fairness('{ weak = ["restart_loaded"]')):
+        try:
+            text = spec_file.source.text + mutant.patch  # type: ignore[attr-defined]
+            spec = load_spec_text(text, spec_file.path).variant("fixed")
+        except LedgercheckError:
+            pytest.skip("the mutant does not load")
+        prop = spec.property(PROPERTY)
+        for shards in (1, 2):
+            proof = wf1_proof(spec, "controller", prop, shards=shards, policy=spec.default_policy())
+            explicit = check_liveness(
+                spec, "controller", prop, shards=shards, policy=spec.default_policy(), max_states=30_000
+            )
+            if proof is not None:
+                assert explicit.status != "violated", (shards, explicit.note)
+                if shards == 1:
+                    assert explicit.status == "proved", explicit.note
 
 
 def test_the_mutants_include_both_answers() -> None:
