@@ -112,6 +112,8 @@ def _prove_with(
     if not members:
         return None
     able = [guard for inst in members for guard in _witnessed(enc, inst)]
+    if not able:  # no member whose being enabled can be stated: premise 3 cannot be shown
+        return None
     p = enc.machine.invariant(None, prop.when or _TRUE, FOCUS, enc.template)
     q = enc.machine.invariant(None, prop.check, FOCUS, enc.template)
     # The cone: what P and Q read, what the members' guards read; the members stay even where

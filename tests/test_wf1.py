@@ -220,3 +220,13 @@ def test_the_mutants_include_both_answers() -> None:
         explicit = check_liveness(spec, "controller", prop, shards=1, policy=spec.default_policy())
         seen.add((proof is not None, explicit.status))
     assert (True, "proved") in seen and (False, "violated") in seen, seen
+
+
+def test_a_member_with_no_witness_proves_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A group whose members' being enabled cannot be stated (no witness for a parameter's
+    kind) gives no proof, rather than premise 3 over an empty disjunction."""
+    from ledgercheck.model import wf1
+
+    monkeypatch.setattr(wf1, "_witnessed", lambda enc, inst: [])
+    spec = load_spec().variant("fixed")
+    assert wf1_proof(spec, "controller", spec.property(PROPERTY), shards=2, policy=spec.default_policy()) is None
