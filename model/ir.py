@@ -47,6 +47,10 @@ class Const:
     type: Type
 
 
+TRUE = Const(True, BOOL)
+"""The constant true (a condition that is absent, as a property without `when`)."""
+
+
 @dataclass(frozen=True)
 class FieldRef:
     """A per-shard field. `shard` is "self" (the event's shard) or a shard variable;

@@ -30,8 +30,6 @@ from ledgercheck.model.bmc import Checker
 from ledgercheck.model.result import FOCUS, EncodingMismatch, Result, Status
 from ledgercheck.model.spec import Property, PropertyKind, Spec
 
-_TRUE = ir.Const(True, ir.BOOL)
-
 
 def z3_lasso(
     spec: Spec,
@@ -45,7 +43,7 @@ def z3_lasso(
 ) -> Result:
     start = time.monotonic()
     env = spec.environment(environment)
-    both = ir.BoolOp("and", (prop.when or _TRUE, prop.check))
+    both = ir.BoolOp("and", (prop.leads_from, prop.check))
     # An invariant over P and Q: its violation term makes both part of the cone; the view
     # is the state field alone, so fields nothing here reads (versions) stay out of it.
     probe = replace(prop, kind=PropertyKind.INVARIANT, when=None, check=both)
@@ -68,7 +66,7 @@ def z3_lasso(
         solver.set("timeout", max(1, int(timeout * 1000)))
     solver.add(enc.initial(checker.states[0].state))
     checker.solver = solver
-    p_t = enc.machine.invariant(None, prop.when or _TRUE, FOCUS, enc.template)
+    p_t = enc.machine.invariant(None, prop.leads_from, FOCUS, enc.template)
     q_t = enc.machine.invariant(None, prop.check, FOCUS, enc.template)
     params = [enc.param_template(a, p.name) for a in env.actions for p in a.value_params]
 

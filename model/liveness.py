@@ -37,7 +37,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ledgercheck.model import ir
 from ledgercheck.model.errors import UsageError
 from ledgercheck.model.explicit import Explorer, Label
 from ledgercheck.model.result import FOCUS, EncodingMismatch, Result, Status
@@ -118,9 +117,6 @@ def check_eventually(
             return explicit
         deeper.note += f"; the explicit search: {explicit.note}"
     return deeper
-
-
-_TRUE = ir.Const(True, ir.BOOL)
 
 
 @dataclass
@@ -210,7 +206,7 @@ def _explorer(spec: Spec, env: Environment, prop: Property, shards: int, policy:
     """An explorer whose two invariants are P (index 0) and Q (index 1) of the focus shard.
     Its cone holds what P and Q read and everything that can change it; a fair action outside
     the cone still decides which cycles are fair, so then the reduction is not used."""
-    p_prop = replace(prop, kind=PropertyKind.INVARIANT, when=None, check=prop.when or _TRUE)
+    p_prop = replace(prop, kind=PropertyKind.INVARIANT, when=None, check=prop.leads_from)
     q_prop = replace(prop, kind=PropertyKind.INVARIANT, when=None)
     props = [p_prop, q_prop]
     explorer = Explorer(spec, env, props, shards, policy, symmetry=False, contracts=env.any_call)

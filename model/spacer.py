@@ -83,7 +83,7 @@ def horn_proof(
             solver.add(z3.ForAll(cur + nxt + params + policy, z3.Implies(z3.And(step, bad), false)))
         else:
             solver.add(z3.ForAll(cur + policy, z3.Implies(z3.And(inv(*cur, *policy), bad), false)))
-    bad_from = [z3.And(enc.transition_template, bad) if is_step else bad for is_step, bad in conditions]
+    bad_from = _bad_terms(enc, conditions)
     spent = budget.limit_solver(solver, timeout)
     if spent is not None:
         return z3.unknown, f"the {spent} ran out", None
@@ -138,13 +138,31 @@ def _certified(enc: Encoding, body: Any, cur: list[Any], nxt: list[Any], bad_fro
         return False
     now = z3.substitute_vars(body, *cur)
     then = z3.substitute_vars(body, *nxt)
-    solver = z3.SolverFor("QF_LIA", ctx=enc.ctx)
-    solver.set("rlimit", CERTIFY_RLIMIT)
     obligations = [
         z3.And(enc.initial(enc.template), z3.Not(now)),
         z3.And(now, enc.transition_template, z3.Not(then)),
         *(z3.And(now, bad) for bad in bad_from if not z3.is_false(bad)),
     ]
+    return _unsatisfiable(enc, obligations)
+
+
+def holds_everywhere(enc: Encoding, bads: Sequence[tuple[bool, Any]]) -> bool:
+    """No state, reachable or not, meets a bad condition (as `horn_proof` takes them): the
+    invariant `True` excludes them all, shown by a plain solver. Where that is so, Spacer
+    answers with a quantified formula (it needed no strengthening), which `_certified`
+    cannot check."""
+    return _unsatisfiable(enc, _bad_terms(enc, bads))
+
+
+def _bad_terms(enc: Encoding, bads: Sequence[tuple[bool, Any]]) -> list[Any]:
+    """The bad conditions as terms, a bad step with the transition that takes it."""
+    return [z3.And(enc.transition_template, bad) if is_step else bad for is_step, bad in bads]
+
+
+def _unsatisfiable(enc: Encoding, obligations: Sequence[Any]) -> bool:
+    """Each obligation unsatisfiable, shown by a plain solver within `CERTIFY_RLIMIT`."""
+    solver = z3.SolverFor("QF_LIA", ctx=enc.ctx)
+    solver.set("rlimit", CERTIFY_RLIMIT)
     for obligation in obligations:
         solver.push()
         solver.add(obligation)
@@ -242,4 +260,4 @@ def lemma_violation(enc: Encoding, prop: Property, focus: int | None, state: Map
     return enc.backend.or_(parts)
 
 
-__all__ = ["horn_proof", "lemma_violation", "spacer_proof"]
+__all__ = ["holds_everywhere", "horn_proof", "lemma_violation", "spacer_proof"]

@@ -263,6 +263,11 @@ class Property:
     def applies_to(self, environment: str) -> bool:
         return self.environments is None or environment in self.environments
 
+    @property
+    def leads_from(self) -> ir.Expr:
+        """P of an `eventually` property (P leads to `assert`): its `when`, true without one."""
+        return self.when if self.when is not None else ir.TRUE
+
 
 @dataclass(frozen=True)
 class Scenario:

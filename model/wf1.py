@@ -39,13 +39,11 @@ from typing import Any
 
 import z3
 
-from ledgercheck.model import budget, ir
+from ledgercheck.model import budget
 from ledgercheck.model.encoding import NONE_CODE, Encoding, Instance, encoding_for
 from ledgercheck.model.result import FOCUS
-from ledgercheck.model.spacer import CERTIFY_RLIMIT, Invariant, horn_proof
+from ledgercheck.model.spacer import Invariant, holds_everywhere, horn_proof
 from ledgercheck.model.spec import Environment, Fairness, Property, Spec
-
-_TRUE = ir.Const(True, ir.BOOL)
 
 
 @dataclass(frozen=True)
@@ -83,6 +81,8 @@ def wf1_proof(
     env = spec.environment(environment)
     for group in env.fairness:
         for owner in (FOCUS, None):
+            if not any(a.name in group.actions and bool(a.shard_params) == (owner is not None) for a in env.actions):
+                continue  # no action of the group belongs there: no encoding to copy
             if budget.active().exhausted() is not None:
                 return None
             found = _prove_with(spec, env, prop, group, owner, shards, dict(policy), timeout, rlimit)
@@ -114,50 +114,31 @@ def _prove_with(
     able = [guard for inst in members for guard in _witnessed(enc, inst)]
     if not able:  # no member whose being enabled can be stated: premise 3 cannot be shown
         return None
-    p = enc.machine.invariant(None, prop.when or _TRUE, FOCUS, enc.template)
+    p = enc.machine.invariant(None, prop.leads_from, FOCUS, enc.template)
     q = enc.machine.invariant(None, prop.check, FOCUS, enc.template)
     # The cone: what P and Q read, what the members' guards read; the members stay even where
     # they change nothing P or Q reads (premise 2 is about their steps).
     enc.restrict_to([p, q, *able], member)
 
-    def premises() -> list[tuple[bool, Any]]:
-        waiting = z3.And(p, z3.Not(q))
-        p_next, q_next = _next(enc, p), _next(enc, q)
-        taken = z3.Or([enc.act == inst.index for inst in members])
-        enabled = z3.Or(able)
-        return [
-            (True, z3.And(waiting, z3.Not(p_next), z3.Not(q_next))),
-            (True, z3.And(waiting, taken, z3.Not(q_next))),
-            (False, z3.And(waiting, z3.Not(enabled))),
-        ]
-
+    waiting = z3.And(p, z3.Not(q))
+    p_next, q_next = _next(enc, p), _next(enc, q)
+    taken = z3.Or([enc.act == inst.index for inst in members])
+    premises: list[tuple[bool, Any]] = [
+        (True, z3.And(waiting, z3.Not(p_next), z3.Not(q_next))),
+        (True, z3.And(waiting, taken, z3.Not(q_next))),
+        (False, z3.And(waiting, z3.Not(z3.Or(able)))),
+    ]
     where = f"on shard {FOCUS}" if owner is not None else "of the fleet"
     name = f"{' | '.join(group.actions)} {where}"
     try:
-        if _everywhere(enc, premises()):
+        if holds_everywhere(enc, premises):
             return LeadsTo(group=name, invariant=Invariant(z3.BoolVal(True, enc.ctx)))
-        answer, found, checked = horn_proof(enc, premises, timeout, rlimit, certify=True)
+        answer, found, checked = horn_proof(enc, lambda: premises, timeout, rlimit, certify=True)
     except z3.Z3Exception:  # e.g. the memory cap: the lasso search decides
         return None
     if answer != z3.sat or not checked or not isinstance(found, Invariant):
         return None
     return LeadsTo(group=name, invariant=found)
-
-
-def _everywhere(enc: Encoding, premises: list[tuple[bool, Any]]) -> bool:
-    """The premises hold in every state, reachable or not (the invariant `True`): shown by a
-    plain solver, before Spacer is asked. Where they do, Spacer answers with a quantified
-    formula (it needed no strengthening), which `spacer._certified` cannot check."""
-    solver = z3.SolverFor("QF_LIA", ctx=enc.ctx)
-    solver.set("rlimit", CERTIFY_RLIMIT)
-    for is_step, bad in premises:
-        solver.push()
-        solver.add(z3.And(enc.transition_template, bad) if is_step else bad)
-        answer = solver.check()
-        solver.pop()
-        if answer != z3.unsat:
-            return False
-    return True
 
 
 MAX_WITNESSES = 64
