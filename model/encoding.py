@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import z3
+from z3 import z3core
 
 from ledgercheck.model import ir
 from ledgercheck.model.operators import Operators
@@ -162,6 +163,24 @@ class StepVars:
     params: dict[tuple[str, str], Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class _CopyPlan:
+    """An encoding's terms in the order `copy_into` translates them (`vector`, in the
+    encoding's own context), and for each place that holds a term, its position there."""
+
+    vector: Any
+    classes: list[type]
+    policy_vars: dict[str, int]
+    policy: dict[str, int]
+    template: dict[Key, int]
+    next_template: dict[Key, int]
+    next_terms: dict[Key, int]
+    act: int
+    enabled_term: int
+    transition: int
+    shapes: list[tuple[Instance, dict[str, int], int, dict[Key, int], list[tuple[CallRecord[Any], dict[str, Any]]]]]
+
+
 class Encoding:
     """The transition system of one (spec variant, environment, fleet size, policy)."""
 
@@ -207,6 +226,7 @@ class Encoding:
         self._reads_memo: dict[int, tuple[Any, frozenset[Key]]] = {}
         self._footprints: dict[tuple[str, tuple[tuple[str, int], ...]], Footprint] = {}
         self._origin: Encoding | None = None  # the encoding this one was copied from
+        self._plan: _CopyPlan | None = None  # how `copy_into` lays its terms out (`_copy_plan`)
         self.act = z3.Int("act", ctx)
         self.contracts = contracts
         self.instances = self._instances()
@@ -218,6 +238,63 @@ class Encoding:
         The copy's terms are created in the same order whatever else the process did before,
         so a solver over it answers as one over a freshly built encoding would each time:
         a check's counterexamples do not depend on which checks ran before it in a worker."""
+        plan = self._copy_plan()
+        moved = plan.vector.translate(ctx)
+        # Each term wrapped as the class its original has (a translation keeps sorts and
+        # kinds), without the three questions to Z3 per term that `moved[i]` asks to find it.
+        ref, vector, fetch = ctx.ref(), moved.vector, z3core.Z3_ast_vector_get
+        out = [cls(fetch(ref, vector, i), ctx) for i, cls in enumerate(plan.classes)]
+
+        def get_map(indices: Mapping[Any, int]) -> dict[Any, Any]:
+            return {name: out[i] for name, i in indices.items()}
+
+        def get_slot(slot: tuple[str, Any]) -> Any:
+            kind, where = slot
+            if kind == "emits":
+                return tuple(
+                    dataclasses.replace(e, pc=out[pc], args=tuple((n, out[i]) for n, i in args))
+                    for e, pc, args in where
+                )
+            return out[where] if kind == "term" else get_map(where)
+
+        twin = copy.copy(self)
+        twin.ctx = ctx
+        twin.backend = Z3Backend(self.spec, ctx)
+        twin.backend.tokens = dict(self.backend.tokens)
+        twin.policy_vars, twin.policy = get_map(plan.policy_vars), get_map(plan.policy)
+        twin.machine = Machine(self.spec, twin.backend, twin.policy, self.shards)
+        twin.keys = list(self.keys)
+        twin.template, twin.next_template = get_map(plan.template), get_map(plan.next_template)
+        twin.next_terms = get_map(plan.next_terms)
+        twin.act, twin.enabled_term = out[plan.act], out[plan.enabled_term]
+        twin.transition_template = out[plan.transition]
+        twin._template_ids, twin._reads_memo, twin._plan = None, {}, None
+        twin._origin = self if self._origin is None else self._origin
+        twin._footprints = self._footprints  # the one table of them all: the same instances, translated
+        twin.instances = [
+            Instance(
+                inst.index,
+                inst.action,
+                dict(inst.shards),
+                get_map(params),
+                out[enabled],
+                get_map(store),
+                [
+                    dataclasses.replace(call, **{name: get_slot(slot) for name, slot in slots.items()})
+                    for call, slots in calls
+                ],
+            )
+            for inst, params, enabled, store, calls in plan.shapes
+        ]
+        return twin
+
+    def _copy_plan(self) -> _CopyPlan:
+        """Where each of this encoding's terms goes in the one vector `copy_into` translates:
+        worked out at the first copy and kept until the encoding changes (`_build`), since a
+        process copies the same base encoding for every check of a variant. The vector's order
+        is the same either way, so the copies' terms are created in the same order."""
+        if self._plan is not None:
+            return self._plan
         terms: list[Any] = []
         position: dict[int, int] = {}  # a term shared by many places (an unchanged field) goes once
         # The same Python object in many places (an unchanged field is the template's own
@@ -264,52 +341,23 @@ class Encoding:
         vector = z3.AstVector(ctx=self.ctx)
         for term in terms:
             vector.push(term)
-        moved = vector.translate(ctx)
-        out = [moved[i] for i in range(len(terms))]
-
-        def get_map(indices: Mapping[Any, int]) -> dict[Any, Any]:
-            return {name: out[i] for name, i in indices.items()}
-
-        def get_slot(slot: tuple[str, Any]) -> Any:
-            kind, where = slot
-            if kind == "emits":
-                return tuple(
-                    dataclasses.replace(e, pc=out[pc], args=tuple((n, out[i]) for n, i in args))
-                    for e, pc, args in where
-                )
-            return out[where] if kind == "term" else get_map(where)
-
-        twin = copy.copy(self)
-        twin.ctx = ctx
-        twin.backend = Z3Backend(self.spec, ctx)
-        twin.backend.tokens = dict(self.backend.tokens)
-        twin.policy_vars, twin.policy = get_map(policy_vars), get_map(policy)
-        twin.machine = Machine(self.spec, twin.backend, twin.policy, self.shards)
-        twin.keys = list(self.keys)
-        twin.template, twin.next_template = get_map(template), get_map(next_template)
-        twin.next_terms = get_map(next_terms)
-        twin.act, twin.enabled_term, twin.transition_template = out[act], out[enabled_term], out[transition]
-        twin._template_ids, twin._reads_memo = None, {}
-        twin._origin = self if self._origin is None else self._origin
-        twin._footprints = self._footprints  # the one table of them all: the same instances, translated
-        twin.instances = [
-            Instance(
-                inst.index,
-                inst.action,
-                dict(inst.shards),
-                get_map(params),
-                out[enabled],
-                get_map(store),
-                [
-                    dataclasses.replace(call, **{name: get_slot(slot) for name, slot in slots.items()})
-                    for call, slots in calls
-                ],
-            )
-            for inst, params, enabled, store, calls in shapes
-        ]
-        return twin
+        self._plan = _CopyPlan(
+            vector,
+            [type(term) for term in terms],
+            policy_vars,
+            policy,
+            template,
+            next_template,
+            next_terms,
+            act,
+            enabled_term,
+            transition,
+            shapes,
+        )
+        return self._plan
 
     def _build(self) -> None:
+        self._plan = None
         self.next_terms = self._next_terms()
         self.enabled_term = self.backend.or_([self._selected(inst) for inst in self.instances])
         self.next_template = {key: self._var(key, "next") for key in self.keys}

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import z3
 
-from ledgercheck.model import bmc
+from ledgercheck.model import bmc, cone
 from ledgercheck.model import encoding as encoding_module
 from ledgercheck.model.encoding import Encoding, encoding_for
 from ledgercheck.model.spec import bundled_spec_folder, load_spec
@@ -59,8 +59,25 @@ def test_a_copy_holds_only_terms_of_its_own_context(spec_path: Path, environment
         terms = _terms(copy)
         assert len(terms) == len(_terms(original))
         assert all(term.ctx is copy.ctx for term in terms)
-    # The same formulas, term for term (printed the same way), as a fresh build.
+    # The same formulas, term for term (printed the same way), as a fresh build, each wrapped
+    # as the same kind of term (the copy wraps them without asking Z3 what they are).
     assert [t.sexpr() for t in _terms(first)] == [t.sexpr() for t in _terms(original)]
+    assert [type(t) for t in _terms(second)] == [type(t) for t in _terms(original)]
+
+
+def test_a_copy_of_a_sliced_encoding_is_of_the_slice() -> None:
+    """The layout a copy is made from is worked out once per encoding and kept: an encoding
+    sliced after it was copied is copied as the slice, not as it was."""
+    spec = load_spec(bundled_spec_folder() / "fleet_health.toml").variant("as_written")
+    prop = spec.property("no_condemnation_by_inherited_streak")
+    enc = encoding_for(spec, spec.environment("controller"), 3, spec.default_policy())
+    whole = enc.copy_into(z3.Context())
+    assert cone.slice_encoding(enc, prop, ("state",)) > 0
+    sliced = enc.copy_into(z3.Context())
+    assert len(sliced.keys) == len(enc.keys) < len(whole.keys)
+    assert len(sliced.instances) == len(enc.instances)
+    assert sliced.transition_template.sexpr() == enc.transition_template.sexpr()
+    assert [t.sexpr() for t in _terms(sliced)] == [t.sexpr() for t in _terms(enc)]
 
 
 def test_a_copy_is_sliced_without_touching_the_one_kept() -> None:
