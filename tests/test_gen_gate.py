@@ -183,28 +183,38 @@ def assert_clean_verdict(root: Path, tests: subprocess.CompletedProcess[str]) ->
 
 @pytest.mark.slow
 def test_gen_refuses_a_regression_of_the_fix_and_writes_nothing(tmp_path: Path) -> None:
+    """`gen` refuses the regression, and so does `gen --check` after it, answered from the cache
+    of results `gen` filled (as a user's second command is): a mismatch read back from the cache
+    is refused as a fresh one is. Neither writes or removes a file."""
     root = project(tmp_path, edited(REGRESSION))
-    before = snapshot(tmp_path)
+    before = snapshot(root)
     spec = str(root / "spec" / "fleet_health.toml")
-    commands = (["gen", spec], ["gen", spec, "--check"])
+    env = {key: value for key, value in os.environ.items() if key != "LEDGERCHECK_RESULTS"}
+    env["LEDGERCHECK_CACHE"] = str(tmp_path / "cache")
     runs = [
-        subprocess.Popen(
-            [sys.executable, "-m", "ledgercheck.model.cli", *c], cwd=ROOT, stdout=subprocess.PIPE, text=True
+        subprocess.run(
+            [sys.executable, "-m", "ledgercheck.model.cli", *command],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=600,
         )
-        for c in commands
+        for command in (["gen", spec], ["gen", spec, "--check", "--progress"])
     ]
-    outputs = [proc.communicate(timeout=600)[0] for proc in runs]
-    assert snapshot(tmp_path) == before, "a file was written or removed"
-    for proc, stdout in zip(runs, outputs, strict=True):
-        assert proc.returncode == 1, stdout
-        for env in ("controller", "ledger"):
+    assert "answered from the cache of results" not in runs[0].stderr
+    assert re.search(r"\b(\d+) of \1 checks answered from the cache of results", runs[1].stderr), runs[1].stderr
+    assert snapshot(root) == before, "a file was written or removed"
+    for proc in runs:
+        assert proc.returncode == 1, proc.stdout
+        for env_name in ("controller", "ledger"):
             assert re.search(
-                rf"fixed / restarted_engine_refits_healthy \({env}, 4 shards\): "
+                rf"fixed / restarted_engine_refits_healthy \({env_name}, 4 shards\): "
                 r"violated \(shortest trace: \d+ steps\); the spec expects holds",
-                stdout,
-            ), stdout
-        assert "verdict(s) differ from the spec's expectations" in stdout
-        assert "run `ledgercheck gen`" not in stdout  # a mismatch is not drift
+                proc.stdout,
+            ), proc.stdout
+        assert "verdict(s) differ from the spec's expectations" in proc.stdout
+        assert "run `ledgercheck gen`" not in proc.stdout  # a mismatch is not drift
 
 
 def result(variant: str, status: str, expected: str, traces: int = 0, note: str = "") -> Result:
