@@ -8,6 +8,7 @@ directory, never on the real files, and runs the command in a subprocess as CI w
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -31,8 +32,12 @@ def project_copy(tmp_path: Path) -> Path:
     return tmp_path / "spec" / "fleet_health.toml"
 
 
-def ci(spec: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def ci(spec: Path, *args: str, cache: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """`ledgercheck ci` on `spec`; with `cache`, its caches (results included) in that folder."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    if cache is not None:
+        env.pop("LEDGERCHECK_RESULTS", None)
+        env["LEDGERCHECK_CACHE"] = str(cache)
     return subprocess.run(
         [sys.executable, "-m", "ledgercheck.model.cli", "ci", str(spec), *args],
         cwd=spec.parent.parent,
@@ -77,12 +82,18 @@ def test_a_comment_edit_changes_nothing(tmp_path: Path) -> None:
 
 def test_an_implementation_is_tested_and_conformance_checked(tmp_path: Path) -> None:
     """The implementation of the reference variant (both fixes) passes; the implementation of
-    `fixed` alone fails the wedged-engine tests and diverges from the reference."""
+    `fixed` alone fails the wedged-engine tests and diverges from the reference. The second
+    run's verdicts come from the cache of results the first filled (a user's second run): they
+    hide nothing of the implementation's own failures."""
     spec = project_copy(tmp_path)
-    good = ci(spec, "--impl", BOTH_FIXES, "--conform-depth", "3")
+    cache = tmp_path / "cache"
+    good = ci(spec, "--impl", BOTH_FIXES, "--conform-depth", "3", cache=cache)
     assert good.returncode == 0, good.stdout + good.stderr
     assert "tests vs implementation" in good.stdout and "conformance" in good.stdout
-    bad = ci(spec, "--impl", CLEAN, "--conform-depth", "3")
+    assert "answered from the cache of results" not in good.stdout
+    bad = ci(spec, "--impl", CLEAN, "--conform-depth", "3", cache=cache)
+    reused = re.search(r"verdicts .* (\d+) verdict\(s\) .*; \1 answered from the cache of results", bad.stdout)
+    assert reused, bad.stdout
     assert bad.returncode == 1, bad.stdout + bad.stderr
     head = bad.stdout.split("\n\n", 1)[0]
     assert "TESTS     tests vs implementation" in head and "test_wedged_engine_is_taken_out.py" in head
