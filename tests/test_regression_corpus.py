@@ -36,11 +36,15 @@ END_TO_END_SEEN = [SEEN[0], next(r for r in SEEN if len(r.properties) > 1)]
 END_TO_END_UNSEEN = [UNSEEN[0]]
 
 
-def _verdicts(regression: Regression, workers: executor.ExecutorConfig, **narrowed: object) -> list[Result]:
+def _verdicts(
+    regression: Regression, workers: executor.ExecutorConfig, traces: int = 1, **narrowed: object
+) -> list[Result]:
     """The verdicts `ci` would reach on the regressed spec (narrowed to `narrowed`'s
-    properties or environment), on `workers`."""
+    properties or environment), on `workers`. One trace per check by default: a verdict (the
+    status, and the length of the shortest trace) is reached with the first trace, and `ci`
+    collects DEFAULT_TRACES for the tests it generates (`test_one_trace_reaches_cis_verdicts`)."""
     spec_file = load_spec_text(apply(SPEC.read_text(encoding="utf-8"), regression), f"{regression.name}.toml")
-    request = verdict_request(spec_file, DEFAULT_DEPTH, DEFAULT_TRACES).overlay(**narrowed)
+    request = verdict_request(spec_file, DEFAULT_DEPTH, traces).overlay(**narrowed)
     return run_checks(request, config=workers)
 
 
@@ -83,6 +87,21 @@ def test_a_named_property_sees_the_regression(regression: Regression):
     seen = {prop for env, prop in _mismatches(results) if env == regression.environment}
     found = [(r.variant, r.property, str(r.status)) for r in results]
     assert seen, f"{regression.name}: no named property mismatches: {found}"
+
+
+def test_one_trace_reaches_cis_verdicts():
+    """The checks above collect one trace each; `ci` collects DEFAULT_TRACES. On a regression
+    that breaks a property, in an environment where the broken checks have more than one trace,
+    both reach the same verdict for every check: status, expectation and shortest length."""
+    regression = SEEN[0]
+    narrowed = {"environment": regression.environment}
+    one = _verdicts(regression, executor.ExecutorConfig(), **narrowed)
+    full = _verdicts(regression, executor.ExecutorConfig(), traces=DEFAULT_TRACES, **narrowed)
+    assert any(len(r.traces) > 1 for r in full), "no check had a second trace: the comparison shows nothing"
+    assert _mismatches(one)
+    assert [(r.variant, r.property, r.status, r.expected, r.depth) for r in one] == [
+        (r.variant, r.property, r.status, r.expected, r.depth) for r in full
+    ]
 
 
 @pytest.mark.slow
