@@ -20,7 +20,8 @@ from ledgercheck.model.spec import SpecFile, load_spec
 def pytest_configure(config: pytest.Config) -> None:
     os.environ["LEDGERCHECK_SPEC"] = str(LEDGER_SPEC)
     # The tests are about solving: no check of theirs is answered by an earlier one's result
-    # (tests/test_resultcache.py turns the cache of results back on, in a folder of its own).
+    # (tests/test_resultcache.py turns the cache of results back on, in a folder of its own, and
+    # so do the tests of a user's second command, through `caches.own_caches`).
     os.environ["LEDGERCHECK_RESULTS"] = "off"
 
 

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from caches import own_caches
 from ledger_fixture import LEDGER_GENERATED, LEDGER_SPEC
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,8 +37,7 @@ def ci(spec: Path, *args: str, cache: Path | None = None) -> subprocess.Complete
     """`ledgercheck ci` on `spec`; with `cache`, its caches (results included) in that folder."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
     if cache is not None:
-        env.pop("LEDGERCHECK_RESULTS", None)
-        env["LEDGERCHECK_CACHE"] = str(cache)
+        env = own_caches(cache, env)
     return subprocess.run(
         [sys.executable, "-m", "ledgercheck.model.cli", "ci", str(spec), *args],
         cwd=spec.parent.parent,

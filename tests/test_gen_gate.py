@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from caches import own_caches
 from ledger_fixture import LEDGER_GENERATED, LEDGER_SPEC
 
 from ledgercheck.codegen.changes import compare
@@ -189,8 +190,7 @@ def test_gen_refuses_a_regression_of_the_fix_and_writes_nothing(tmp_path: Path) 
     root = project(tmp_path, edited(REGRESSION))
     before = snapshot(root)
     spec = str(root / "spec" / "fleet_health.toml")
-    env = {key: value for key, value in os.environ.items() if key != "LEDGERCHECK_RESULTS"}
-    env["LEDGERCHECK_CACHE"] = str(tmp_path / "cache")
+    env = own_caches(tmp_path / "cache")
     runs = [
         subprocess.run(
             [sys.executable, "-m", "ledgercheck.model.cli", *command],
