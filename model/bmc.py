@@ -19,9 +19,10 @@ from typing import Any
 
 import z3
 
-from ledgercheck.model import budget, cone, ir
+from ledgercheck.model import budget, cone, ir, widths
 from ledgercheck.model.encoding import NONE_CODE, StepVars, encoding_for
 from ledgercheck.model.errors import UsageError
+from ledgercheck.model.numbers import DISABLED, INTEGERS, bitvectors_enabled, number_of
 from ledgercheck.model.result import FOCUS, EncodingMismatch, Result, Status, view_of
 from ledgercheck.model.result import trace_key as _trace_key
 from ledgercheck.model.spec import Property, PropertyKind, Spec
@@ -48,7 +49,12 @@ class Checker:
         por: bool = False,
         symmetry_breaking: bool = False,
         bounds: bool = True,
+        depth: int | None = None,
     ) -> None:
+        """`depth`: the deepest this checker will unroll, where the caller knows it; the
+        numbers are then bit-vectors of the width `model.widths` proves for that depth
+        (unbounded integers where it proves none), which Z3 bit-blasts. Without it, or
+        deeper than it, the encoding keeps Z3's integers."""
         self.spec = spec
         self.env = spec.environment(environment)
         self.prop = prop
@@ -59,11 +65,20 @@ class Checker:
         self.timeout = timeout
         self.progress = progress
         self.view_fields = cone.view_fields(spec, prop, view)
-        self.enc = encoding_for(spec, self.env, shards, self.policy, contracts=contracts)
+        self.width = (
+            widths.width_for(spec, self.env, shards, self.policy, depth)
+            if depth is not None and bitvectors_enabled()
+            else widths.Width(INTEGERS, why="no depth given" if depth is None else DISABLED)
+        )
+        self.depth_bound = depth if self.width.numbers.bounded else None
+        self.enc = encoding_for(spec, self.env, shards, self.policy, contracts=contracts, numbers=self.width.numbers)
         self.sliced = cone.slice_encoding(self.enc, prop, self.view_fields) if slicing else 0
         ctx = self.enc.ctx
         self.ctx = ctx
-        self.solver = z3.SolverFor("QF_LIA", ctx=ctx) if self.policy is not None else z3.Solver(ctx=ctx)
+        if self.width.numbers.bounded:
+            self.solver = z3.SolverFor("QF_BV", ctx=ctx)
+        else:
+            self.solver = z3.SolverFor("QF_LIA", ctx=ctx) if self.policy is not None else z3.Solver(ctx=ctx)
         if timeout:
             self.solver.set("timeout", max(1, int(timeout * 1000)))
         if memory:
@@ -128,6 +143,10 @@ class Checker:
     def deepen(self) -> None:
         """Unroll one more step: the transition from the last state to a new one."""
         depth = len(self.states)
+        if self.depth_bound is not None and depth > self.depth_bound:
+            raise EncodingMismatch(
+                f"internal error: unrolled to depth {depth}, beyond the {self.depth_bound} its bit-vectors were proven for"
+            )
         cur = self.states[-1]
         nxt = self.enc.step_vars(depth)
         self._bound(nxt)
@@ -199,7 +218,7 @@ class Checker:
                     note = f"{why}; holds up to depth {max(depth - 1, 0)}"
                     return self._result(Status.UNKNOWN, max(reached, 0), traces + found_here, start, note)
                 model = self.solver.model()
-                trace = self.extract(model, depth)
+                trace = self.extract(model, depth, breaks=True)
                 key = view_of(trace, self.spec, self.focus, self.view_fields)
                 if key not in views:
                     views.add(key)
@@ -265,28 +284,37 @@ class Checker:
             ]
         )
 
-    def extract(self, model: z3.ModelRef, depth: int) -> Trace:
+    def extract(self, model: z3.ModelRef, depth: int, breaks: bool = False) -> Trace:
         """Read the actions off the model and replay them on the executable model (raising
-        `EncodingMismatch` where the two disagree)."""
+        `EncodingMismatch` where the two disagree: a state, or with `breaks`, whether the
+        last step breaks the property, as the interpreter judges it)."""
         policy = self.policy or {
-            name: model.eval(var, model_completion=True).as_long() for name, var in self.enc.policy_vars.items()
+            name: number_of(model.eval(var, model_completion=True)) for name, var in self.enc.policy_vars.items()
         }
         sim = Simulation(self.spec, self.env, self.shards, policy)
         tokens: dict[tuple[int, int], str] = {}
         steps: list[Step] = [sim.initial_step()]
         self._compare(model, 0, sim, tokens)
+        before: dict[Any, Any] = dict(sim.store)
+        effects: Any = None
         for t in range(depth):
             state = self.states[t]
-            index = model.eval(state.act, model_completion=True).as_long()
+            index = number_of(model.eval(state.act, model_completion=True))
             inst = self.enc.instances[index]
             values: dict[str, Any] = {}
             owner = next(iter(inst.shards.values()), 0)
             for param in inst.action.value_params:
                 raw = model.eval(state.params[(inst.action.name, param.name)], model_completion=True)
                 values[param.name] = self._concrete(raw, param.type, owner, tokens)
-            step, _ = sim.apply(inst.action, inst.shards, values)
+            before = dict(sim.store)
+            step, effects = sim.apply(inst.action, inst.shards, values)
             steps.append(step)
             self._compare(model, t + 1, sim, tokens)
+        if breaks and not self._broken(sim, before, effects):
+            raise EncodingMismatch(
+                f"internal error: the solver's trace of {depth} steps breaks {self.prop.name}, "
+                "but the interpreter's replay of it does not"
+            )
         classification = "reachable"
         if any(not c.contract_ok for s in steps[1:] for c in s.calls):
             classification = "lax_guard"
@@ -299,6 +327,20 @@ class Checker:
             tuple(steps),
             self.focus,
             classification,
+        )
+
+    def _broken(self, sim: Simulation, before: dict[Any, Any], effects: Any) -> bool:
+        """Whether the interpreter's replay breaks the property at its last step, where the
+        solver said it does: on the focus shard (or the fleet), as `_bad_at` asks."""
+        machine = sim.machine
+        if self.prop.kind == PropertyKind.INVARIANT:
+            return not machine.invariant(self.prop.when, self.prop.check, self.focus, sim.store)
+        if effects is None:
+            return False
+        return any(
+            machine.step_violations(self.prop.when, self.prop.check, call, before)
+            for call in effects.calls
+            if call.event in self.prop.on and (self.focus is None or call.shard == self.focus)
         )
 
     def _concrete(self, raw: Any, vtype: ir.Type, shard: int, tokens: dict[tuple[int, int], str]) -> Any:
@@ -350,7 +392,7 @@ class ViewBlocker:
         dead = self.length + 1
         while len(self.pos) <= depth:
             t = len(self.pos)
-            var = z3.Int(f"view{self.index}@{t}", chk.ctx)
+            var = chk.enc.numbers.selector(dead + 1).var(f"view{self.index}@{t}", chk.ctx)
             if t == 0:
                 chk.solver.add(var == 0)
             else:
@@ -374,7 +416,7 @@ def concrete_value(spec: Spec, raw: Any, vtype: ir.Type, shard: int, tokens: dic
     strings named after the shard (`http://shard-1.restarted`), fresh per token."""
     if vtype.kind == "bool":
         return z3.is_true(raw)
-    value = raw.as_long()
+    value = number_of(raw)
     if vtype.optional and value == NONE_CODE:
         return None
     if vtype.kind == "int":
@@ -607,6 +649,7 @@ def check_property(
             progress=progress,
             view=view,
             memory=memory,
+            depth=max_depth,
         )
         try:
             result = checker.run(max_depth, max_traces, stop=race.proved if race else None)
@@ -641,7 +684,9 @@ def check_property(
             spec, environment, prop, shards=shards, policy=policy, timeout=timeout, max_depth=max_depth, contracts=False
         ):
             return result
-        lax_checker = Checker(spec, environment, prop, shards, policy, contracts=False, timeout=timeout, view=view)
+        lax_checker = Checker(
+            spec, environment, prop, shards, policy, contracts=False, timeout=timeout, view=view, depth=max_depth
+        )
 
         broken: Any = None  # over the template: a call outside the contracts (built at the first ask)
         broken_at: list[Any] = []  # the same at step t, each step built once

@@ -9,7 +9,9 @@ template, so no step is ever re-encoded from the spec.
 
 Value representation: bool as Bool; int as Int; an enum member as its index (None = -1);
 str values are opaque tokens: 0 is the value a shard was constructed with, -1 is None,
-every other integer is some other string (only equality is observable).
+every other integer is some other string (only equality is observable). A bounded search
+may ask for the numbers as bit-vectors of a proven width instead (`model.numbers`); the
+tokens of text constants are then small (1, 2, ...) rather than a million and up.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import z3
 from z3 import z3core
 
 from ledgercheck.model import ir
+from ledgercheck.model.numbers import INTEGERS, Numbers
 from ledgercheck.model.operators import Operators
 from ledgercheck.model.semantics import CallRecord, Emission, Key, Machine
 from ledgercheck.model.spec import Action, Environment, Property, Spec, VarDecl
@@ -35,26 +38,29 @@ NONE_CODE = -1
 class Z3Backend(Operators):
     """Z3 terms for the shared executor."""
 
-    def __init__(self, spec: Spec, ctx: z3.Context | None = None) -> None:
+    def __init__(self, spec: Spec, ctx: z3.Context | None = None, numbers: Numbers = INTEGERS) -> None:
         self.spec = spec
         self.ctx = ctx
+        self.numbers = numbers
         self.index = {e.name: {m: i for i, m in enumerate(e.members)} for e in spec.enums.values()}
         self.tokens: dict[str, int] = {}
+        self.token_base = 1 if numbers.bounded else 1_000_000
         self.TRUE = z3.BoolVal(True, ctx)
         self.FALSE = z3.BoolVal(False, ctx)
 
     def const(self, value: object, vtype: ir.Type) -> Any:
+        number = self.numbers.value
         if value is None:
-            return z3.IntVal(NONE_CODE, self.ctx)
+            return number(NONE_CODE, self.ctx)
         if vtype.kind == "bool" or isinstance(value, bool):
             return self.TRUE if value else self.FALSE
         if vtype.kind == "int":
-            return z3.IntVal(int(value), self.ctx)  # type: ignore[call-overload]
+            return number(int(value), self.ctx)  # type: ignore[call-overload]
         if vtype.kind == "enum":
-            return z3.IntVal(self.index[vtype.enum or ""][str(value)], self.ctx)
+            return number(self.index[vtype.enum or ""][str(value)], self.ctx)
         if vtype.kind in ("str", "any"):
-            token = self.tokens.setdefault(str(value), 1_000_000 + len(self.tokens))
-            return z3.IntVal(token, self.ctx)
+            token = self.tokens.setdefault(str(value), self.token_base + len(self.tokens))
+            return number(token, self.ctx)
         raise TypeError(f"no Z3 value for {vtype}")
 
     def and_(self, operands: Sequence[Any]) -> Any:
@@ -102,8 +108,9 @@ class Z3Backend(Operators):
         return operand == NONE_CODE
 
     def count(self, operands: Sequence[Any]) -> Any:
-        terms = [z3.If(o, z3.IntVal(1, self.ctx), z3.IntVal(0, self.ctx)) for o in operands]
-        return z3.Sum(terms) if terms else z3.IntVal(0, self.ctx)
+        one, zero = self.numbers.value(1, self.ctx), self.numbers.value(0, self.ctx)
+        terms = [z3.If(o, one, zero) for o in operands]
+        return z3.Sum(terms) if terms else zero
 
     def decide(self, cond: Any) -> bool | None:
         if z3.is_true(cond):
@@ -113,8 +120,8 @@ class Z3Backend(Operators):
         return None
 
 
-def sort_of(vtype: ir.Type, ctx: z3.Context | None = None) -> z3.SortRef:
-    return z3.BoolSort(ctx) if vtype.kind == "bool" and not vtype.optional else z3.IntSort(ctx)
+def sort_of(vtype: ir.Type, ctx: z3.Context | None = None, numbers: Numbers = INTEGERS) -> z3.SortRef:
+    return z3.BoolSort(ctx) if vtype.kind == "bool" and not vtype.optional else numbers.sort(ctx)
 
 
 def domain(var: Any, vtype: ir.Type, spec: Spec) -> Any:
@@ -195,22 +202,26 @@ class Encoding:
         ctx: z3.Context | None = None,
         prefix: str = "",
         keep_disabled: bool = False,
+        numbers: Numbers = INTEGERS,
     ) -> None:
         """`ctx` and `prefix` let two encodings share one solver (a product, as `diff`
         builds): their state variables are told apart by the prefix, while the action
-        selector and the action parameters keep their names, so both take the same step."""
+        selector and the action parameters keep their names, so both take the same step.
+        `numbers`: how the spec's numbers are written (`model.numbers`); bit-vectors only
+        where `model.widths` proved the width for the search that unrolls this encoding."""
         self.spec = spec
         self.environment = environment
         self.shards = shards
         self.prefix = prefix
         self.keep_disabled = keep_disabled
+        self.numbers = numbers
         self.ctx = ctx if ctx is not None else z3.Context()
         ctx = self.ctx
-        self.backend = Z3Backend(spec, ctx)
+        self.backend = Z3Backend(spec, ctx, numbers)
         self.symbolic_policy = policy is None
-        self.policy_vars = {name: z3.Int(f"policy.{name}", ctx) for name in spec.policy}
+        self.policy_vars = {name: numbers.var(f"policy.{name}", ctx) for name in spec.policy}
         policy_terms: dict[str, Any] = (
-            dict(self.policy_vars) if policy is None else {k: z3.IntVal(v, ctx) for k, v in policy.items()}
+            dict(self.policy_vars) if policy is None else {k: numbers.value(v, ctx) for k, v in policy.items()}
         )
         self.policy = policy_terms
         self.machine: Machine[Any] = Machine(spec, self.backend, policy_terms, shards)
@@ -227,7 +238,13 @@ class Encoding:
         self._footprints: dict[tuple[str, tuple[tuple[str, int], ...]], Footprint] = {}
         self._origin: Encoding | None = None  # the encoding this one was copied from
         self._plan: _CopyPlan | None = None  # how `copy_into` lays its terms out (`_copy_plan`)
-        self.act = z3.Int("act", ctx)
+        # The action selector, the shard a step works on alone (`local_shard_term`) and the
+        # bit mask of the events called on the focus shard are never mixed with the spec's
+        # data: with bit-vectors each has the width its own values need.
+        self.selector = numbers.selector(self._instance_bound())
+        self.shard_numbers = numbers.selector(shards)
+        self.event_numbers = numbers.selector(1 << len(spec.events))
+        self.act = self.selector.var("act", ctx)
         self.contracts = contracts
         self.instances = self._instances()
         self._build()
@@ -259,7 +276,7 @@ class Encoding:
 
         twin = copy.copy(self)
         twin.ctx = ctx
-        twin.backend = Z3Backend(self.spec, ctx)
+        twin.backend = Z3Backend(self.spec, ctx, self.numbers)
         twin.backend.tokens = dict(self.backend.tokens)
         twin.policy_vars, twin.policy = get_map(plan.policy_vars), get_map(plan.policy)
         twin.machine = Machine(self.spec, twin.backend, twin.policy, self.shards)
@@ -459,7 +476,7 @@ class Encoding:
             if key[0] is not None:
                 keys_of.setdefault(key[0], set()).add(key)
         fleet = {key for key in self.template if key[0] is None}
-        term: Any = z3.IntVal(-1, self.ctx)
+        term: Any = self.shard_numbers.value(-1, self.ctx)
         local = False
         for inst in reversed(self.instances):
             writes = {key for key in self.keys if not inst.store[key].eq(self.template[key])}
@@ -479,7 +496,7 @@ class Encoding:
             if not reads <= keys_of[shard] | fleet:
                 continue
             local = True
-            term = z3.If(self.act == inst.index, z3.IntVal(shard, self.ctx), term)
+            term = z3.If(self.act == inst.index, self.shard_numbers.value(shard, self.ctx), term)
         return term if local else None
 
     # -- naming --
@@ -487,13 +504,17 @@ class Encoding:
     def _var(self, key: Key, suffix: str | int) -> Any:
         shard, name = key
         label = self.prefix + (f"{name}[{shard}]" if shard is not None else name)
-        return z3.Const(f"{label}@{suffix}", sort_of(self.vars[key].type, self.ctx))
+        return z3.Const(f"{label}@{suffix}", sort_of(self.vars[key].type, self.ctx, self.numbers))
 
     def param_template(self, action: Action, name: str) -> Any:
         param = next(p for p in action.value_params if p.name == name)
-        return z3.Const(f"{action.name}.{name}", sort_of(param.type, self.ctx))
+        return z3.Const(f"{action.name}.{name}", sort_of(param.type, self.ctx, self.numbers))
 
     # -- the template transition --
+
+    def _instance_bound(self) -> int:
+        """At most how many instances the environment's actions make (the selector's range)."""
+        return max(1, sum(self.shards ** len(a.shard_params) for a in self.environment.actions))
 
     def _instances(self) -> list[Instance]:
         instances: list[Instance] = []
@@ -557,10 +578,11 @@ class Encoding:
     def focus_events(self, focus: int) -> Any:
         """Over the template: a bit mask of the events called on the focus shard."""
         events = list(self.spec.events)
-        term: Any = z3.IntVal(0, self.ctx)
+        value = self.event_numbers.value
+        term: Any = value(0, self.ctx)
         for inst in reversed(self.instances):
             bits = [
-                z3.If(c.pc, z3.IntVal(1 << events.index(c.event), self.ctx), z3.IntVal(0, self.ctx))
+                z3.If(c.pc, value(1 << events.index(c.event), self.ctx), value(0, self.ctx))
                 for c in inst.calls
                 if c.shard == focus
             ]
@@ -584,7 +606,7 @@ class Encoding:
         for key in self.keys:
             var = self.vars[key]
             if var.initial_from is not None:
-                value = z3.IntVal(0, self.ctx)
+                value = self.numbers.value(0, self.ctx)
             else:
                 value = self.backend.const(var.initial, var.type)
             parts.append(state[key] == value)
@@ -600,12 +622,12 @@ class Encoding:
     def substitution(self, cur: StepVars, step: int) -> list[tuple[Any, Any]]:
         """Template variables -> the variables of transition `step` (from state `step`)."""
         pairs = [(self.template[key], cur.state[key]) for key in self.keys]
-        cur.act = z3.Int(f"act@{step}", self.ctx)
+        cur.act = self.selector.var(f"act@{step}", self.ctx)
         pairs.append((self.act, cur.act))
         for action in self.environment.actions:
             for param in action.value_params:
                 template = self.param_template(action, param.name)
-                var = z3.Const(f"{action.name}.{param.name}@{step}", sort_of(param.type, self.ctx))
+                var = z3.Const(f"{action.name}.{param.name}@{step}", sort_of(param.type, self.ctx, self.numbers))
                 cur.params[(action.name, param.name)] = var
                 pairs.append((template, var))
         return pairs
@@ -616,13 +638,19 @@ class Encoding:
 
 
 _BASES: dict[tuple[Any, ...], tuple[Spec, Encoding]] = {}
-"""The encodings this process built, by (spec variant, environment, fleet, policy, contracts):
-every property of a variant in an environment starts from the same one."""
-_KEPT = 8
+"""The encodings this process built, by (spec variant, environment, fleet, policy, contracts,
+numbers): every property of a variant in an environment starts from the same one."""
+_KEPT = 16
 
 
 def encoding_for(
-    spec: Spec, environment: Environment, shards: int, policy: Mapping[str, int] | None, *, contracts: bool = False
+    spec: Spec,
+    environment: Environment,
+    shards: int,
+    policy: Mapping[str, int] | None,
+    *,
+    contracts: bool = False,
+    numbers: Numbers = INTEGERS,
 ) -> Encoding:
     """A fresh encoding of (spec variant, environment, fleet size, policy) in a Z3 context of
     its own, for one check to slice and unroll.
@@ -633,10 +661,11 @@ def encoding_for(
     each check gets a translated copy (`Encoding.copy_into`), always a copy, even the first,
     so every check sees the same terms in the same order however the jobs were spread over
     workers, and prints the same counterexamples."""
-    key = (id(spec), environment.name, shards, None if policy is None else tuple(sorted(policy.items())), contracts)
+    fixed = None if policy is None else tuple(sorted(policy.items()))
+    key = (id(spec), environment.name, shards, fixed, contracts, numbers)
     hit = _BASES.get(key)
     if hit is None or hit[0] is not spec:
-        base = Encoding(spec, environment, shards, policy, contracts=contracts)
+        base = Encoding(spec, environment, shards, policy, contracts=contracts, numbers=numbers)
         while len(_BASES) >= _KEPT:
             del _BASES[next(iter(_BASES))]
         _BASES[key] = (spec, base)  # the spec is kept alive with it, so its id names no other

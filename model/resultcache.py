@@ -12,7 +12,8 @@ is exactly what a fresh run would have printed:
 * the question: property, environment, fleet size, policy, depth, trace count, view, proof,
   engine and the lax search;
 * the tool: its own code (`speccache.code_fingerprint`: every module of the `model` package),
-  the Python version and the Z3 version.
+  the Python version, the Z3 version, and whether searches may use bit-vectors
+  (`model.numbers.bitvectors_enabled`).
 
 Only a definitive answer is kept (violated, holds to the depth asked, proved, not
 applicable): an `unknown` is never stored, so a budget that ran out in one run never answers
@@ -41,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from ledgercheck.model import speccache
+from ledgercheck.model.numbers import bitvectors_enabled
 from ledgercheck.model.result import Result, Status
 from ledgercheck.model.spec import Spec
 
@@ -117,7 +119,10 @@ def spec_digest(spec: Spec) -> str | None:
 
 
 def entry_path(where: Path, spec_hash: str, question: Question) -> Path:
-    digest = hashlib.sha256(_tool().encode())
+    # Whether the bounded search may write numbers as bit-vectors: a switch that changes
+    # which of equally short traces it finds, so answers of one never stand for the other.
+    numbers = "bitvectors" if bitvectors_enabled() else "integers"
+    digest = hashlib.sha256(f"{_tool()} {numbers}".encode())
     digest.update(b"\0" + spec_hash.encode() + b"\0" + repr(question).encode())
     return where / f"result-{digest.hexdigest()}.pickle"
 

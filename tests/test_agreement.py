@@ -23,6 +23,10 @@ Values are coded as the encoding's docstring says: enum members by index (None =
 strings as per-shard tokens (the shard's constructor URL = 0, None = -1, every other string
 a distinct positive integer, consistent over the whole run). The walk must take every action
 and enter every state, so it cannot pass by idling in a corner.
+
+Each walk runs twice: over Z3's integers and over the bit-vectors a bounded search may use
+(`model.numbers`), wide enough for every value the walk reaches, so that the two ways of
+writing the spec's numbers are each checked against the interpreter.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from z3terms import apply, substitute
 
 from ledgercheck.model import ir
 from ledgercheck.model.encoding import NONE_CODE, Encoding, Instance
+from ledgercheck.model.numbers import INTEGERS, Numbers, number_of
 from ledgercheck.model.semantics import Key
 from ledgercheck.model.spec import Action, Spec, load_spec
 from ledgercheck.model.trace import Simulation, base_url
@@ -61,6 +66,9 @@ DISABLED_PER_STEP = 2
 TRACE_LENGTH = (5, 80)  # a new trace (from the initial state) after this many steps, or on deadlock
 INTS = (0, 1, 2, 3)
 OTHER_URL = "http://elsewhere"
+# Wide enough for the walk's values (traces of at most 80 steps; string tokens above 1000).
+BITVECTORS = Numbers(16)
+FRESH_TOKENS = 1000
 
 Choice = tuple[Action, dict[str, int], dict[str, Any]]
 
@@ -81,13 +89,14 @@ class Run:
 
     def __post_init__(self) -> None:
         self.ctx = self.enc.act.ctx
+        self.numbers = self.enc.numbers
         self.by_choice: dict[tuple[str, tuple[tuple[str, int], ...]], Instance] = {
             (inst.action.name, _binding(inst.shards)): inst for inst in self.enc.instances
         }
         self.tokens: dict[str, int] = {}
         self.values: dict[tuple[str, Any], Any] = {}  # Z3 values, made once
         self.fresh = 0
-        self.solver = z3.SolverFor("QF_LIA", ctx=self.ctx)
+        self.solver = z3.SolverFor("QF_BV" if self.numbers.bounded else "QF_LIA", ctx=self.ctx)
         self.solver.add(self.enc.transition_template)
         # Everything a step compares, as one term, so that the concrete state is substituted
         # once per step: Row(enabled_term, every instance's guard, State(next values)).
@@ -114,7 +123,7 @@ class Run:
             return 0
         if value in self.enc.backend.tokens:  # a string literal of the spec
             return self.enc.backend.tokens[value]
-        return self.tokens.setdefault(value, len(self.tokens) + 1)
+        return self.tokens.setdefault(value, len(self.tokens) + (FRESH_TOKENS if self.numbers.bounded else 1))
 
     def code(self, value: Any, vtype: ir.Type, shard: int | None) -> Any:
         """The interpreter's value as the encoding codes it."""
@@ -139,7 +148,7 @@ class Run:
     def value(self, sort: str, value: Any) -> Any:
         made = self.values.get((sort, value))
         if made is None:
-            made = z3.BoolVal(value, self.ctx) if sort == "bool" else z3.IntVal(value, self.ctx)
+            made = z3.BoolVal(value, self.ctx) if sort == "bool" else self.numbers.value(value, self.ctx)
             self.values[(sort, value)] = made
         return made
 
@@ -152,7 +161,7 @@ class Run:
 
     def choice_pairs(self, inst: Instance, values: Mapping[str, Any]) -> list[tuple[Any, Any]]:
         owner = next(iter(inst.shards.values()), None)
-        pairs = [(self.enc.act, z3.IntVal(inst.index, self.ctx))]
+        pairs = [(self.enc.act, self.enc.selector.value(inst.index, self.ctx))]
         for param in inst.action.value_params:
             pairs.append((inst.params[param.name], self.code(values[param.name], param.type, owner)))
         return pairs
@@ -234,8 +243,8 @@ def _literal(term: Any) -> Any:
         return True
     if z3.is_false(term):
         return False
-    if z3.is_int_value(term):
-        return term.as_long()
+    if z3.is_int_value(term) or z3.is_bv_value(term):
+        return number_of(term)
     return None
 
 
@@ -244,12 +253,12 @@ def _perturbed(run: Run, key: Key, current: Any, rng: random.Random) -> Any:
     vtype = run.enc.vars[key].type
     if z3.is_bool(current):
         return z3.BoolVal(not z3.is_true(current), run.ctx)
-    value = current.as_long()
+    value = number_of(current)
     if vtype.kind == "enum":
         count = len(run.spec.enums[vtype.enum or ""].members)
         low = NONE_CODE if vtype.optional else 0
-        return z3.IntVal(rng.choice([v for v in range(low, count) if v != value]), run.ctx)
-    return z3.IntVal(value + 1, run.ctx)
+        return run.numbers.value(rng.choice([v for v in range(low, count) if v != value]), run.ctx)
+    return run.numbers.value(value + 1, run.ctx)
 
 
 def _check_step(
@@ -334,19 +343,25 @@ def _check_outcomes(
     return compared
 
 
-# The fast lane walks the fixed ledger under the controller and the timed spec; the full suite every run.
-FAST_RUNS = [RUNS.index((SPEC_PATH, "fixed", "controller"))] + [i for i, run in enumerate(RUNS) if run[0] == TIMED_PATH]
+# The fast lane walks the fixed ledger under the controller (both numbers) and the timed spec
+# (integers); the full suite every run with both.
+CASES = [(*run, numbers) for numbers in (INTEGERS, BITVECTORS) for run in RUNS]
+FAST_RUNS = [CASES.index((SPEC_PATH, "fixed", "controller", n)) for n in (INTEGERS, BITVECTORS)]
+FAST_RUNS += [i for i, case in enumerate(CASES) if case[0] == TIMED_PATH and case[3] == INTEGERS]
 
 
 @pytest.mark.parametrize(
-    ("path", "variant", "env"),
-    fast_slice([pytest.param(*run, id=f"{run[0].stem}-{run[1]}-{run[2]}") for run in RUNS], FAST_RUNS),
+    ("path", "variant", "env", "numbers"),
+    fast_slice(
+        [pytest.param(*case, id=f"{case[0].stem}-{case[1]}-{case[2]}-{case[3]}") for case in CASES],
+        FAST_RUNS,
+    ),
 )
-def test_z3_transition_agrees_with_interpreter(path: Path, variant: str, env: str) -> None:
+def test_z3_transition_agrees_with_interpreter(path: Path, variant: str, env: str, numbers: Numbers) -> None:
     spec = _spec_file(path).variant(variant)
     environment = spec.environment(env)
     policy = spec.default_policy()
-    run = Run(variant, env, spec, Encoding(spec, environment, SHARDS, policy))
+    run = Run(variant, env, spec, Encoding(spec, environment, SHARDS, policy, numbers=numbers))
     rng = random.Random(f"agreement/{variant}/{env}")
     steps = solver_checks = disabled_seen = disabled_checks = traces = outcomes = 0
     taken: set[str] = set()
