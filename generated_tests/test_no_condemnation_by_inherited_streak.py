@@ -444,7 +444,7 @@ def test_controller_49d150e59e(ledger_factory: LedgerFactory) -> None:
     check.finish()
 
 
-def test_controller_276d8b5c37(ledger_factory: LedgerFactory) -> None:
+def test_controller_eb5ed25558(ledger_factory: LedgerFactory) -> None:
     """as_written breaks this in 9 steps (controller environment, 4 shards): a restarted shard was
     condemned by a streak its own process did not fail.
 
@@ -463,13 +463,13 @@ def test_controller_276d8b5c37(ledger_factory: LedgerFactory) -> None:
     base_url                      | http://shard-0 | http://shard-0   | http://shard-0
     ~incarnation                  | 0              | 0                | 0
     ~own_request_streak           | 0              | 1*               | 2*
+    ~own_probe_streak             | 0              | 0                | 0
     ~refits_this_incarnation      | 0              | 0                | 0
     ~aborted_while_suspect        | false          | false            | false
     ~carries_rule_verdict         | false          | false            | false
     ~verdict_reads                | 0              | 0                | 0
     ~genuine_deaths               | 0              | 0                | 0
     ~inherited_deaths             | 0              | 0                | 0
-    ~answered_probes              | 0              | 0                | 0
     ~failed_since_load            | false          | true*            | true
     ~restarts_started             | 0              | 0                | 0
 
@@ -486,13 +486,13 @@ def test_controller_276d8b5c37(ledger_factory: LedgerFactory) -> None:
     base_url                      | http://shard-0       | http://shard-0
     ~incarnation                  | 0                    | 0
     ~own_request_streak           | 2                    | 2
+    ~own_probe_streak             | 0                    | 0
     ~refits_this_incarnation      | 0                    | 0
     ~aborted_while_suspect        | true*                | true
     ~carries_rule_verdict         | false                | true*
     ~verdict_reads                | 0                    | 0
     ~genuine_deaths               | 0                    | 1*
     ~inherited_deaths             | 0                    | 0
-    ~answered_probes              | 0                    | 0
     ~failed_since_load            | true                 | true
     ~restarts_started             | 0                    | 0
 
@@ -509,22 +509,22 @@ def test_controller_276d8b5c37(ledger_factory: LedgerFactory) -> None:
     base_url                      | http://shard-0    | http://shard-0.restarted*
     ~incarnation                  | 0                 | 1*
     ~own_request_streak           | 2                 | 0*
+    ~own_probe_streak             | 0                 | 0
     ~refits_this_incarnation      | 0                 | 0
     ~aborted_while_suspect        | true              | false*
     ~carries_rule_verdict         | true              | false*
     ~verdict_reads                | 0                 | 0
     ~genuine_deaths               | 1                 | 1
     ~inherited_deaths             | 0                 | 0
-    ~answered_probes              | 0                 | 0
     ~failed_since_load            | true              | false*
     ~restarts_started             | 1*                | 1
 
-    shard 0                       | refit_lands()            | probe_answers(0)
-    ---------------------------------------------------------------------------
+    shard 0                       | refit_lands()            | probe_fails(0)
+    -------------------------------------------------------------------------
     calls on shard                | report_refit             | record_probe
     state                         | SUSPECT*                 | SUSPECT
-    consecutive_probe_failures    | 0                        | 0
-    consecutive_probe_successes   | 0                        | 1*
+    consecutive_probe_failures    | 0                        | 1*
+    consecutive_probe_successes   | 0                        | 0
     consecutive_reported_failures | 2!                       | 2!
     restart_attempts              | 1                        | 1
     state_before_partial          | None*                    | None
@@ -532,22 +532,22 @@ def test_controller_276d8b5c37(ledger_factory: LedgerFactory) -> None:
     base_url                      | http://shard-0.restarted | http://shard-0.restarted
     ~incarnation                  | 1                        | 1
     ~own_request_streak           | 0                        | 0
+    ~own_probe_streak             | 0                        | 1*
     ~refits_this_incarnation      | 1*                       | 1
     ~aborted_while_suspect        | false                    | false
     ~carries_rule_verdict         | false                    | false
     ~verdict_reads                | 1*                       | 1
     ~genuine_deaths               | 1                        | 1
     ~inherited_deaths             | 0                        | 0
-    ~answered_probes              | 0                        | 1*
-    ~failed_since_load            | false                    | false
+    ~failed_since_load            | false                    | true*
     ~restarts_started             | 1                        | 1
 
     shard 0                       | request_fails(0)
     ------------------------------------------------
     calls on shard                | report_failure
     state                         | DEAD*
-    consecutive_probe_failures    | 0
-    consecutive_probe_successes   | 1
+    consecutive_probe_failures    | 1
+    consecutive_probe_successes   | 0
     consecutive_reported_failures | 3*
     restart_attempts              | 1
     state_before_partial          | None
@@ -555,14 +555,14 @@ def test_controller_276d8b5c37(ledger_factory: LedgerFactory) -> None:
     base_url                      | http://shard-0.restarted
     ~incarnation                  | 1
     ~own_request_streak           | 1*
+    ~own_probe_streak             | 1
     ~refits_this_incarnation      | 1
     ~aborted_while_suspect        | false
     ~carries_rule_verdict         | false
     ~verdict_reads                | 1
     ~genuine_deaths               | 1
     ~inherited_deaths             | 1*
-    ~answered_probes              | 1
-    ~failed_since_load            | true*
+    ~failed_since_load            | true
     ~restarts_started             | 1
 
     * changed by the step; ! held over from an earlier process incarnation; ~ history variable
@@ -639,10 +639,10 @@ def test_controller_276d8b5c37(ledger_factory: LedgerFactory) -> None:
     with check.call("report_refit", 3, weight_version=1):
         ledger.report_refit(3, weight_version=1)
     check.expect(3, state="HEALTHY", state_before_partial=None, weight_version=1)
-    # step 8: probe_answers(0)
-    with check.call("record_probe", 0, ok=True):
-        ledger.record_probe(0, ok=True)
-    check.expect(0, state="HEALTHY", consecutive_probe_successes=1, consecutive_reported_failures=0)
+    # step 8: probe_fails(0)
+    with check.call("record_probe", 0, ok=False):
+        ledger.record_probe(0, ok=False, error="probe timed out")
+    check.expect(0, state="SUSPECT", consecutive_probe_failures=1, consecutive_reported_failures=0)
     # step 9: request_fails(0)
     with check.call("report_failure", 0):
         ledger.report_failure(0, RuntimeError("generation failed"))

@@ -476,33 +476,33 @@ def test_controller_d050faba14(ledger_factory: LedgerFactory) -> None:
     check.finish()
 
 
-def test_controller_c8d3be9ff1(ledger_factory: LedgerFactory) -> None:
+def test_controller_32934dff4e(ledger_factory: LedgerFactory) -> None:
     """as_written breaks this in 10 steps (controller environment, 4 shards): a restart attempt was
     spent on a condemnation the process did not earn.
 
     Trace found in as_written:
 
-    shard 0                       | start          | probe_answers(0) | request_fails(0)
+    shard 0                       | start          | request_fails(0) | request_fails(0)
     ------------------------------------------------------------------------------------
-    calls on shard                | -              | record_probe     | report_failure
-    state                         | HEALTHY        | HEALTHY          | SUSPECT*
+    calls on shard                | -              | report_failure   | report_failure
+    state                         | HEALTHY        | SUSPECT*         | SUSPECT
     consecutive_probe_failures    | 0              | 0                | 0
-    consecutive_probe_successes   | 0              | 1*               | 1
-    consecutive_reported_failures | 0              | 0                | 1*
+    consecutive_probe_successes   | 0              | 0                | 0
+    consecutive_reported_failures | 0              | 1*               | 2*
     restart_attempts              | 0              | 0                | 0
     state_before_partial          | None           | None             | None
     weight_version                | 0              | 0                | 0
     base_url                      | http://shard-0 | http://shard-0   | http://shard-0
     ~incarnation                  | 0              | 0                | 0
-    ~own_request_streak           | 0              | 0                | 1*
+    ~own_request_streak           | 0              | 1*               | 2*
     ~refits_this_incarnation      | 0              | 0                | 0
     ~aborted_while_suspect        | false          | false            | false
     ~carries_rule_verdict         | false          | false            | false
     ~verdict_reads                | 0              | 0                | 0
     ~genuine_deaths               | 0              | 0                | 0
     ~inherited_deaths             | 0              | 0                | 0
-    ~answered_probes              | 0              | 1*               | 1
-    ~failed_since_load            | false          | false            | true*
+    ~answered_probes              | 0              | 0                | 0
+    ~failed_since_load            | false          | true*            | true
     ~restarts_started             | 0              | 0                | 0
 
     shard 0                       | refit_aborts()       | recovery()
@@ -510,21 +510,21 @@ def test_controller_c8d3be9ff1(ledger_factory: LedgerFactory) -> None:
     calls on shard                | mark_weights_partial | condemn_silent_participant
     state                         | STALE*               | DEAD*
     consecutive_probe_failures    | 0                    | 0
-    consecutive_probe_successes   | 1                    | 1
-    consecutive_reported_failures | 1                    | 1
+    consecutive_probe_successes   | 0                    | 0
+    consecutive_reported_failures | 2                    | 2
     restart_attempts              | 0                    | 0
     state_before_partial          | SUSPECT*             | SUSPECT
     weight_version                | 0                    | 0
     base_url                      | http://shard-0       | http://shard-0
     ~incarnation                  | 0                    | 0
-    ~own_request_streak           | 1                    | 1
+    ~own_request_streak           | 2                    | 2
     ~refits_this_incarnation      | 0                    | 0
     ~aborted_while_suspect        | true*                | true
     ~carries_rule_verdict         | false                | true*
     ~verdict_reads                | 0                    | 0
     ~genuine_deaths               | 0                    | 1*
     ~inherited_deaths             | 0                    | 0
-    ~answered_probes              | 1                    | 1
+    ~answered_probes              | 0                    | 0
     ~failed_since_load            | true                 | true
     ~restarts_started             | 0                    | 0
 
@@ -533,45 +533,45 @@ def test_controller_c8d3be9ff1(ledger_factory: LedgerFactory) -> None:
     calls on shard                | mark_restarting   | mark_loaded
     state                         | RESTARTING*       | STALE*
     consecutive_probe_failures    | 0                 | 0
-    consecutive_probe_successes   | 1                 | 0*
-    consecutive_reported_failures | 1                 | 1!
+    consecutive_probe_successes   | 0                 | 0
+    consecutive_reported_failures | 2                 | 2!
     restart_attempts              | 1*                | 1
     state_before_partial          | SUSPECT           | SUSPECT!
     weight_version                | 0                 | 0
     base_url                      | http://shard-0    | http://shard-0.restarted*
     ~incarnation                  | 0                 | 1*
-    ~own_request_streak           | 1                 | 0*
+    ~own_request_streak           | 2                 | 0*
     ~refits_this_incarnation      | 0                 | 0
     ~aborted_while_suspect        | true              | false*
     ~carries_rule_verdict         | true              | false*
     ~verdict_reads                | 0                 | 0
     ~genuine_deaths               | 1                 | 1
     ~inherited_deaths             | 0                 | 0
-    ~answered_probes              | 1                 | 0*
+    ~answered_probes              | 0                 | 0
     ~failed_since_load            | true              | false*
     ~restarts_started             | 1*                | 1
 
-    shard 0                       | refit_lands()            | request_fails(0)
+    shard 0                       | refit_lands()            | probe_answers(0)
     ---------------------------------------------------------------------------
-    calls on shard                | report_refit             | report_failure
+    calls on shard                | report_refit             | record_probe
     state                         | SUSPECT*                 | SUSPECT
     consecutive_probe_failures    | 0                        | 0
-    consecutive_probe_successes   | 0                        | 0
-    consecutive_reported_failures | 1!                       | 2*
+    consecutive_probe_successes   | 0                        | 1*
+    consecutive_reported_failures | 2!                       | 2!
     restart_attempts              | 1                        | 1
     state_before_partial          | None*                    | None
     weight_version                | 1*                       | 1
     base_url                      | http://shard-0.restarted | http://shard-0.restarted
     ~incarnation                  | 1                        | 1
-    ~own_request_streak           | 0                        | 1*
+    ~own_request_streak           | 0                        | 0
     ~refits_this_incarnation      | 1*                       | 1
     ~aborted_while_suspect        | false                    | false
     ~carries_rule_verdict         | false                    | false
     ~verdict_reads                | 1*                       | 1
     ~genuine_deaths               | 1                        | 1
     ~inherited_deaths             | 0                        | 0
-    ~answered_probes              | 0                        | 0
-    ~failed_since_load            | false                    | true*
+    ~answered_probes              | 0                        | 1*
+    ~failed_since_load            | false                    | false
     ~restarts_started             | 1                        | 1
 
     shard 0                       | request_fails(0)         | supervisor_tick()
@@ -579,22 +579,22 @@ def test_controller_c8d3be9ff1(ledger_factory: LedgerFactory) -> None:
     calls on shard                | report_failure           | mark_restarting
     state                         | DEAD*                    | RESTARTING*
     consecutive_probe_failures    | 0                        | 0
-    consecutive_probe_successes   | 0                        | 0
+    consecutive_probe_successes   | 1                        | 1
     consecutive_reported_failures | 3*                       | 3
     restart_attempts              | 1                        | 2*
     state_before_partial          | None                     | None
     weight_version                | 1                        | 1
     base_url                      | http://shard-0.restarted | http://shard-0.restarted
     ~incarnation                  | 1                        | 1
-    ~own_request_streak           | 2*                       | 2
+    ~own_request_streak           | 1*                       | 1
     ~refits_this_incarnation      | 1                        | 1
     ~aborted_while_suspect        | false                    | false
     ~carries_rule_verdict         | false                    | false
     ~verdict_reads                | 1                        | 1
     ~genuine_deaths               | 1                        | 1
     ~inherited_deaths             | 1*                       | 1
-    ~answered_probes              | 0                        | 0
-    ~failed_since_load            | true                     | true
+    ~answered_probes              | 1                        | 1
+    ~failed_since_load            | true*                    | true
     ~restarts_started             | 1                        | 2*
 
     * changed by the step; ! held over from an earlier process incarnation; ~ history variable
@@ -613,14 +613,14 @@ def test_controller_c8d3be9ff1(ledger_factory: LedgerFactory) -> None:
             "min_healthy_shards": 1,
         },
     )
-    # step 1: probe_answers(0)
-    with check.call("record_probe", 0, ok=True):
-        ledger.record_probe(0, ok=True)
-    check.expect(0, state="HEALTHY", consecutive_probe_successes=1)
-    # step 2: request_fails(0)
+    # step 1: request_fails(0)
     with check.call("report_failure", 0):
         ledger.report_failure(0, RuntimeError("generation failed"))
     check.expect(0, state="SUSPECT", consecutive_reported_failures=1)
+    # step 2: request_fails(0)
+    with check.call("report_failure", 0):
+        ledger.report_failure(0, RuntimeError("generation failed"))
+    check.expect(0, state="SUSPECT", consecutive_reported_failures=2)
     # step 3: refit_aborts()
     with check.call("mark_weights_partial", 0):
         ledger.mark_weights_partial(0)
@@ -648,7 +648,6 @@ def test_controller_c8d3be9ff1(ledger_factory: LedgerFactory) -> None:
     check.expect(
         0,
         state="STALE",
-        consecutive_probe_successes=0,
         consecutive_reported_failures=0,
         state_before_partial=None,
         base_url="http://shard-0.restarted",
@@ -672,19 +671,19 @@ def test_controller_c8d3be9ff1(ledger_factory: LedgerFactory) -> None:
     with check.call("report_refit", 3, weight_version=1):
         ledger.report_refit(3, weight_version=1)
     check.expect(3, state="HEALTHY", state_before_partial=None, weight_version=1)
-    # step 8: request_fails(0)
-    with check.call("report_failure", 0):
-        ledger.report_failure(0, RuntimeError("generation failed"))
-    check.expect(0, state="SUSPECT", consecutive_reported_failures=1)
+    # step 8: probe_answers(0)
+    with check.call("record_probe", 0, ok=True):
+        ledger.record_probe(0, ok=True)
+    check.expect(0, state="HEALTHY", consecutive_probe_successes=1, consecutive_reported_failures=0)
     # step 9: request_fails(0)
     with check.call("report_failure", 0):
         ledger.report_failure(0, RuntimeError("generation failed"))
-    check.expect(0, state="SUSPECT", consecutive_reported_failures=2)
+    check.expect(0, state="SUSPECT", consecutive_reported_failures=1)
     # step 10: supervisor_tick()
     if check.callers_would_call("mark_restarting", 0):
         with check.call("mark_restarting", 0):
             ledger.mark_restarting(0)
-        check.expect(0, state="SUSPECT", consecutive_reported_failures=2, restart_attempts=1)
+        check.expect(0, state="SUSPECT", consecutive_reported_failures=1, restart_attempts=1)
     check.finish()
 
 

@@ -73,7 +73,7 @@ PROPERTY = "single_suspect_rule_needs_own_evidence"
 EXPECTED_FROM = "refit_keeps_streak"
 
 
-def test_controller_486625c144(ledger_factory: LedgerFactory) -> None:
+def test_controller_94356483d4(ledger_factory: LedgerFactory) -> None:
     """as_written breaks this in 8 steps (controller environment, 4 shards): the single-suspect rule
     condemned a process that had never failed.
 
@@ -92,76 +92,49 @@ def test_controller_486625c144(ledger_factory: LedgerFactory) -> None:
     base_url                      | http://shard-0 | http://shard-0   | http://shard-0
     ~incarnation                  | 0              | 0                | 0
     ~own_request_streak           | 0              | 1*               | 1
-    ~refits_this_incarnation      | 0              | 0                | 0
     ~aborted_while_suspect        | false          | false            | true*
     ~carries_rule_verdict         | false          | false            | false
-    ~verdict_reads                | 0              | 0                | 0
     ~genuine_deaths               | 0              | 0                | 0
     ~failed_since_load            | false          | true*            | true
     ~restarts_started             | 0              | 0                | 0
 
-    shard 0                       | recovery()                 | supervisor_tick()
-    ------------------------------------------------------------------------------
-    calls on shard                | condemn_silent_participant | mark_restarting
-    state                         | DEAD*                      | RESTARTING*
-    consecutive_probe_failures    | 0                          | 0
-    consecutive_probe_successes   | 0                          | 0
-    consecutive_reported_failures | 1                          | 1
-    restart_attempts              | 0                          | 1*
-    state_before_partial          | SUSPECT                    | SUSPECT
-    weight_version                | 0                          | 0
-    base_url                      | http://shard-0             | http://shard-0
-    ~incarnation                  | 0                          | 0
-    ~own_request_streak           | 1                          | 1
-    ~refits_this_incarnation      | 0                          | 0
-    ~aborted_while_suspect        | true                       | true
-    ~carries_rule_verdict         | true*                      | true
-    ~verdict_reads                | 0                          | 0
-    ~genuine_deaths               | 1*                         | 1
-    ~failed_since_load            | true                       | true
-    ~restarts_started             | 0                          | 1*
+    shard 0                       | recovery()                 | supervisor_tick() | refit_lands()
+    ----------------------------------------------------------------------------------------------
+    calls on shard                | condemn_silent_participant | mark_restarting   | -
+    state                         | DEAD*                      | RESTARTING*       | RESTARTING
+    consecutive_probe_failures    | 0                          | 0                 | 0
+    consecutive_probe_successes   | 0                          | 0                 | 0
+    consecutive_reported_failures | 1                          | 1                 | 1
+    restart_attempts              | 0                          | 1*                | 1
+    state_before_partial          | SUSPECT                    | SUSPECT           | SUSPECT
+    weight_version                | 0                          | 0                 | 0
+    base_url                      | http://shard-0             | http://shard-0    | http://shard-0
+    ~incarnation                  | 0                          | 0                 | 0
+    ~own_request_streak           | 1                          | 1                 | 1
+    ~aborted_while_suspect        | true                       | true              | true
+    ~carries_rule_verdict         | true*                      | true              | true
+    ~genuine_deaths               | 1*                         | 1                 | 1
+    ~failed_since_load            | true                       | true              | true
+    ~restarts_started             | 0                          | 1*                | 1
 
-    shard 0                       | restart_loaded(0, url=http://shard-0.restarted)
-    -------------------------------------------------------------------------------
-    calls on shard                | mark_loaded
-    state                         | STALE*
-    consecutive_probe_failures    | 0
-    consecutive_probe_successes   | 0
-    consecutive_reported_failures | 1!
-    restart_attempts              | 1
-    state_before_partial          | SUSPECT!
-    weight_version                | 0
-    base_url                      | http://shard-0.restarted*
-    ~incarnation                  | 1*
-    ~own_request_streak           | 0*
-    ~refits_this_incarnation      | 0
-    ~aborted_while_suspect        | false*
-    ~carries_rule_verdict         | false*
-    ~verdict_reads                | 0
-    ~genuine_deaths               | 1
-    ~failed_since_load            | false*
-    ~restarts_started             | 1
-
-    shard 0                       | refit_lands()            | refit_aborts()
-    -------------------------------------------------------------------------
-    calls on shard                | report_refit             | mark_weights_partial
-    state                         | SUSPECT*                 | STALE*
-    consecutive_probe_failures    | 0                        | 0
-    consecutive_probe_successes   | 0                        | 0
-    consecutive_reported_failures | 1!                       | 1!
-    restart_attempts              | 1                        | 1
-    state_before_partial          | None*                    | SUSPECT*
-    weight_version                | 1*                       | 1
-    base_url                      | http://shard-0.restarted | http://shard-0.restarted
-    ~incarnation                  | 1                        | 1
-    ~own_request_streak           | 0                        | 0
-    ~refits_this_incarnation      | 1*                       | 1
-    ~aborted_while_suspect        | false                    | true*
-    ~carries_rule_verdict         | false                    | false
-    ~verdict_reads                | 1*                       | 0*
-    ~genuine_deaths               | 1                        | 1
-    ~failed_since_load            | false                    | false
-    ~restarts_started             | 1                        | 1
+    shard 0                       | refit_aborts() | restart_loaded(0, url=http://shard-0.restarted)
+    ------------------------------------------------------------------------------------------------
+    calls on shard                | -              | mark_loaded
+    state                         | RESTARTING     | STALE*
+    consecutive_probe_failures    | 0              | 0
+    consecutive_probe_successes   | 0              | 0
+    consecutive_reported_failures | 1              | 1!
+    restart_attempts              | 1              | 1
+    state_before_partial          | SUSPECT        | SUSPECT!
+    weight_version                | 0              | 0
+    base_url                      | http://shard-0 | http://shard-0.restarted*
+    ~incarnation                  | 0              | 1*
+    ~own_request_streak           | 1              | 0*
+    ~aborted_while_suspect        | true           | false*
+    ~carries_rule_verdict         | true           | false*
+    ~genuine_deaths               | 1              | 1
+    ~failed_since_load            | true           | false*
+    ~restarts_started             | 1              | 1
 
     shard 0                       | recovery()
     ------------------------------------------
@@ -171,15 +144,13 @@ def test_controller_486625c144(ledger_factory: LedgerFactory) -> None:
     consecutive_probe_successes   | 0
     consecutive_reported_failures | 1!
     restart_attempts              | 1
-    state_before_partial          | SUSPECT
-    weight_version                | 1
+    state_before_partial          | SUSPECT!
+    weight_version                | 0
     base_url                      | http://shard-0.restarted
     ~incarnation                  | 1
     ~own_request_streak           | 0
-    ~refits_this_incarnation      | 1
-    ~aborted_while_suspect        | true
+    ~aborted_while_suspect        | false
     ~carries_rule_verdict         | true*
-    ~verdict_reads                | 0
     ~genuine_deaths               | 2*
     ~failed_since_load            | false
     ~restarts_started             | 1
@@ -225,26 +196,7 @@ def test_controller_486625c144(ledger_factory: LedgerFactory) -> None:
     with check.call("mark_restarting", 0):
         ledger.mark_restarting(0)
     check.expect(0, state="RESTARTING", restart_attempts=1)
-    # step 5: restart_loaded(0, url="http://shard-0.restarted")
-    with check.call("mark_loaded", 0, base_url="http://shard-0.restarted"):
-        ledger.mark_loaded(0, base_url="http://shard-0.restarted")
-    check.expect(
-        0,
-        state="STALE",
-        consecutive_reported_failures=0,
-        state_before_partial=None,
-        base_url="http://shard-0.restarted",
-    )
-    # step 6: refit_lands()
-    with check.call("report_refit", 0, weight_version=1):
-        ledger.report_refit(0, weight_version=1)
-    check.expect(
-        0,
-        state="HEALTHY",
-        consecutive_reported_failures=0,
-        state_before_partial=None,
-        weight_version=1,
-    )
+    # step 5: refit_lands()
     with check.call("report_refit", 1, weight_version=1):
         ledger.report_refit(1, weight_version=1)
     check.expect(1, state="HEALTHY", state_before_partial=None, weight_version=1)
@@ -254,10 +206,7 @@ def test_controller_486625c144(ledger_factory: LedgerFactory) -> None:
     with check.call("report_refit", 3, weight_version=1):
         ledger.report_refit(3, weight_version=1)
     check.expect(3, state="HEALTHY", state_before_partial=None, weight_version=1)
-    # step 7: refit_aborts()
-    with check.call("mark_weights_partial", 0):
-        ledger.mark_weights_partial(0)
-    check.expect(0, state="STALE", consecutive_reported_failures=0, state_before_partial="HEALTHY")
+    # step 6: refit_aborts()
     with check.call("mark_weights_partial", 1):
         ledger.mark_weights_partial(1)
     check.expect(1, state="STALE", state_before_partial="HEALTHY")
@@ -267,11 +216,21 @@ def test_controller_486625c144(ledger_factory: LedgerFactory) -> None:
     with check.call("mark_weights_partial", 3):
         ledger.mark_weights_partial(3)
     check.expect(3, state="STALE", state_before_partial="HEALTHY")
+    # step 7: restart_loaded(0, url="http://shard-0.restarted")
+    with check.call("mark_loaded", 0, base_url="http://shard-0.restarted"):
+        ledger.mark_loaded(0, base_url="http://shard-0.restarted")
+    check.expect(
+        0,
+        state="STALE",
+        consecutive_reported_failures=0,
+        state_before_partial=None,
+        base_url="http://shard-0.restarted",
+    )
     # step 8: recovery()
     if check.callers_would_call("condemn_silent_participant", 0):
         with check.call("condemn_silent_participant", 0):
             ledger.condemn_silent_participant(0, reason="silent during weight transfer")
-        check.expect(0, state="STALE", consecutive_reported_failures=0, state_before_partial="HEALTHY")
+        check.expect(0, state="STALE", consecutive_reported_failures=0, state_before_partial=None)
     check.finish()
 
 
@@ -471,7 +430,7 @@ def test_controller_a24978129c(ledger_factory: LedgerFactory) -> None:
     check.finish()
 
 
-def test_controller_ef717605ea(ledger_factory: LedgerFactory) -> None:
+def test_controller_f4b4cbe4f7(ledger_factory: LedgerFactory) -> None:
     """as_written breaks this in 8 steps (controller environment, 4 shards): the single-suspect rule
     condemned a process that had never failed.
 
@@ -496,24 +455,24 @@ def test_controller_ef717605ea(ledger_factory: LedgerFactory) -> None:
     ~failed_since_load            | false          | true*          | true
     ~restarts_started             | 0              | 0              | 0
 
-    shard 0                       | recovery()                 | refit_lands()  | supervisor_tick()
-    -----------------------------------------------------------------------------------------------
-    calls on shard                | condemn_silent_participant | -              | mark_restarting
-    state                         | DEAD*                      | DEAD           | RESTARTING*
-    consecutive_probe_failures    | 1                          | 1              | 1
-    consecutive_probe_successes   | 0                          | 0              | 0
-    consecutive_reported_failures | 0                          | 0              | 0
-    restart_attempts              | 0                          | 0              | 1*
-    state_before_partial          | SUSPECT                    | SUSPECT        | SUSPECT
-    weight_version                | 0                          | 0              | 0
-    base_url                      | http://shard-0             | http://shard-0 | http://shard-0
-    ~incarnation                  | 0                          | 0              | 0
-    ~own_probe_streak             | 1                          | 1              | 1
-    ~aborted_while_suspect        | true                       | true           | true
-    ~carries_rule_verdict         | true*                      | true           | true
-    ~genuine_deaths               | 1*                         | 1              | 1
-    ~failed_since_load            | true                       | true           | true
-    ~restarts_started             | 0                          | 0              | 1*
+    shard 0                       | recovery()                 | supervisor_tick() | refit_lands()
+    ----------------------------------------------------------------------------------------------
+    calls on shard                | condemn_silent_participant | mark_restarting   | -
+    state                         | DEAD*                      | RESTARTING*       | RESTARTING
+    consecutive_probe_failures    | 1                          | 1                 | 1
+    consecutive_probe_successes   | 0                          | 0                 | 0
+    consecutive_reported_failures | 0                          | 0                 | 0
+    restart_attempts              | 0                          | 1*                | 1
+    state_before_partial          | SUSPECT                    | SUSPECT           | SUSPECT
+    weight_version                | 0                          | 0                 | 0
+    base_url                      | http://shard-0             | http://shard-0    | http://shard-0
+    ~incarnation                  | 0                          | 0                 | 0
+    ~own_probe_streak             | 1                          | 1                 | 1
+    ~aborted_while_suspect        | true                       | true              | true
+    ~carries_rule_verdict         | true*                      | true              | true
+    ~genuine_deaths               | 1*                         | 1                 | 1
+    ~failed_since_load            | true                       | true              | true
+    ~restarts_started             | 0                          | 1*                | 1
 
     shard 0                       | refit_aborts() | restart_loaded(0, url=http://shard-0.restarted)
     ------------------------------------------------------------------------------------------------
@@ -590,7 +549,11 @@ def test_controller_ef717605ea(ledger_factory: LedgerFactory) -> None:
     with check.call("condemn_silent_participant", 0):
         ledger.condemn_silent_participant(0, reason="silent during weight transfer")
     check.expect(0, state="DEAD")
-    # step 4: refit_lands()
+    # step 4: supervisor_tick()
+    with check.call("mark_restarting", 0):
+        ledger.mark_restarting(0)
+    check.expect(0, state="RESTARTING", restart_attempts=1)
+    # step 5: refit_lands()
     with check.call("report_refit", 1, weight_version=1):
         ledger.report_refit(1, weight_version=1)
     check.expect(1, state="HEALTHY", state_before_partial=None, weight_version=1)
@@ -600,10 +563,6 @@ def test_controller_ef717605ea(ledger_factory: LedgerFactory) -> None:
     with check.call("report_refit", 3, weight_version=1):
         ledger.report_refit(3, weight_version=1)
     check.expect(3, state="HEALTHY", state_before_partial=None, weight_version=1)
-    # step 5: supervisor_tick()
-    with check.call("mark_restarting", 0):
-        ledger.mark_restarting(0)
-    check.expect(0, state="RESTARTING", restart_attempts=1)
     # step 6: refit_aborts()
     with check.call("mark_weights_partial", 1):
         ledger.mark_weights_partial(1)

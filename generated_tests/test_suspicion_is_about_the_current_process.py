@@ -307,38 +307,38 @@ def test_controller_d9e3d34de5(ledger_factory: LedgerFactory) -> None:
     check.finish()
 
 
-def test_controller_9fab19f6de(ledger_factory: LedgerFactory) -> None:
+def test_controller_3a3960b541(ledger_factory: LedgerFactory) -> None:
     """as_written breaks this in 6 steps (controller environment, 4 shards): a shard is suspected
     although its current process has never failed.
 
     Trace found in as_written:
 
-    shard 0                       | start          | probe_answers(0) | request_fails(0)
-    ------------------------------------------------------------------------------------
-    calls on shard                | -              | record_probe     | report_failure
-    state                         | HEALTHY        | HEALTHY          | SUSPECT*
-    consecutive_probe_failures    | 0              | 0                | 0
-    consecutive_probe_successes   | 0              | 1*               | 1
-    consecutive_reported_failures | 0              | 0                | 1*
+    shard 0                       | start          | request_fails(0) | probe_fails(0)
+    ----------------------------------------------------------------------------------
+    calls on shard                | -              | report_failure   | record_probe
+    state                         | HEALTHY        | SUSPECT*         | SUSPECT
+    consecutive_probe_failures    | 0              | 0                | 1*
+    consecutive_probe_successes   | 0              | 0                | 0
+    consecutive_reported_failures | 0              | 1*               | 1
     restart_attempts              | 0              | 0                | 0
     state_before_partial          | None           | None             | None
     weight_version                | 0              | 0                | 0
     base_url                      | http://shard-0 | http://shard-0   | http://shard-0
     ~incarnation                  | 0              | 0                | 0
-    ~own_request_streak           | 0              | 0                | 1*
+    ~own_request_streak           | 0              | 1*               | 1
+    ~own_probe_streak             | 0              | 0                | 1*
     ~aborted_while_suspect        | false          | false            | false
     ~carries_rule_verdict         | false          | false            | false
     ~genuine_deaths               | 0              | 0                | 0
-    ~answered_probes              | 0              | 1*               | 1
-    ~failed_since_load            | false          | false            | true*
+    ~failed_since_load            | false          | true*            | true
     ~restarts_started             | 0              | 0                | 0
 
     shard 0                       | refit_aborts()       | recovery()
     -----------------------------------------------------------------
     calls on shard                | mark_weights_partial | condemn_silent_participant
     state                         | STALE*               | DEAD*
-    consecutive_probe_failures    | 0                    | 0
-    consecutive_probe_successes   | 1                    | 1
+    consecutive_probe_failures    | 1                    | 1
+    consecutive_probe_successes   | 0                    | 0
     consecutive_reported_failures | 1                    | 1
     restart_attempts              | 0                    | 0
     state_before_partial          | SUSPECT*             | SUSPECT
@@ -346,10 +346,10 @@ def test_controller_9fab19f6de(ledger_factory: LedgerFactory) -> None:
     base_url                      | http://shard-0       | http://shard-0
     ~incarnation                  | 0                    | 0
     ~own_request_streak           | 1                    | 1
+    ~own_probe_streak             | 1                    | 1
     ~aborted_while_suspect        | true*                | true
     ~carries_rule_verdict         | false                | true*
     ~genuine_deaths               | 0                    | 1*
-    ~answered_probes              | 1                    | 1
     ~failed_since_load            | true                 | true
     ~restarts_started             | 0                    | 0
 
@@ -357,8 +357,8 @@ def test_controller_9fab19f6de(ledger_factory: LedgerFactory) -> None:
     ---------------------------------------------------------------------------------------------------
     calls on shard                | mark_restarting   | mark_loaded
     state                         | RESTARTING*       | STALE*
-    consecutive_probe_failures    | 0                 | 0
-    consecutive_probe_successes   | 1                 | 0*
+    consecutive_probe_failures    | 1                 | 0*
+    consecutive_probe_successes   | 0                 | 0
     consecutive_reported_failures | 1                 | 1!
     restart_attempts              | 1*                | 1
     state_before_partial          | SUSPECT           | SUSPECT!
@@ -366,10 +366,10 @@ def test_controller_9fab19f6de(ledger_factory: LedgerFactory) -> None:
     base_url                      | http://shard-0    | http://shard-0.restarted*
     ~incarnation                  | 0                 | 1*
     ~own_request_streak           | 1                 | 0*
+    ~own_probe_streak             | 1                 | 0*
     ~aborted_while_suspect        | true              | false*
     ~carries_rule_verdict         | true              | false*
     ~genuine_deaths               | 1                 | 1
-    ~answered_probes              | 1                 | 0*
     ~failed_since_load            | true              | false*
     ~restarts_started             | 1*                | 1
 
@@ -389,14 +389,14 @@ def test_controller_9fab19f6de(ledger_factory: LedgerFactory) -> None:
             "min_healthy_shards": 1,
         },
     )
-    # step 1: probe_answers(0)
-    with check.call("record_probe", 0, ok=True):
-        ledger.record_probe(0, ok=True)
-    check.expect(0, state="HEALTHY", consecutive_probe_successes=1)
-    # step 2: request_fails(0)
+    # step 1: request_fails(0)
     with check.call("report_failure", 0):
         ledger.report_failure(0, RuntimeError("generation failed"))
     check.expect(0, state="SUSPECT", consecutive_reported_failures=1)
+    # step 2: probe_fails(0)
+    with check.call("record_probe", 0, ok=False):
+        ledger.record_probe(0, ok=False, error="probe timed out")
+    check.expect(0, state="SUSPECT", consecutive_probe_failures=1)
     # step 3: refit_aborts()
     with check.call("mark_weights_partial", 0):
         ledger.mark_weights_partial(0)
@@ -424,7 +424,7 @@ def test_controller_9fab19f6de(ledger_factory: LedgerFactory) -> None:
     check.expect(
         0,
         state="STALE",
-        consecutive_probe_successes=0,
+        consecutive_probe_failures=0,
         consecutive_reported_failures=0,
         state_before_partial=None,
         base_url="http://shard-0.restarted",

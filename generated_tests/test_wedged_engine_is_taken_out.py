@@ -75,154 +75,7 @@ PROPERTY = "wedged_engine_is_taken_out"
 EXPECTED_FROM = "refit_keeps_streak"
 
 
-def test_controller_2ce9f988b2(ledger_factory: LedgerFactory) -> None:
-    """as_written breaks this in 9 steps (controller environment, 4 shards): an engine kept serving
-    after its own process failed unhealthy_threshold requests in a row.
-
-    Trace found in as_written:
-
-    shard 0                       | start          | request_fails(0) | probe_answers(0)
-    ------------------------------------------------------------------------------------
-    calls on shard                | -              | report_failure   | record_probe
-    state                         | HEALTHY        | SUSPECT*         | SUSPECT
-    consecutive_probe_failures    | 0              | 0                | 0
-    consecutive_probe_successes   | 0              | 0                | 1*
-    consecutive_reported_failures | 0              | 1*               | 1
-    restart_attempts              | 0              | 0                | 0
-    state_before_partial          | None           | None             | None
-    weight_version                | 0              | 0                | 0
-    base_url                      | http://shard-0 | http://shard-0   | http://shard-0
-    ~own_request_streak           | 0              | 1*               | 1
-    ~refits_this_incarnation      | 0              | 0                | 0
-    ~answered_probes              | 0              | 0                | 1*
-    ~failed_since_load            | false          | true*            | true
-
-    shard 0                       | request_fails(3) | request_fails(0) | probe_answers(0)
-    --------------------------------------------------------------------------------------
-    calls on shard                | -                | report_failure   | record_probe
-    state                         | SUSPECT          | SUSPECT          | HEALTHY*
-    consecutive_probe_failures    | 0                | 0                | 0
-    consecutive_probe_successes   | 1                | 1                | 2*
-    consecutive_reported_failures | 1                | 2*               | 2
-    restart_attempts              | 0                | 0                | 0
-    state_before_partial          | None             | None             | None
-    weight_version                | 0                | 0                | 0
-    base_url                      | http://shard-0   | http://shard-0   | http://shard-0
-    ~own_request_streak           | 1                | 2*               | 2
-    ~refits_this_incarnation      | 0                | 0                | 0
-    ~answered_probes              | 1                | 1                | 2*
-    ~failed_since_load            | true             | true             | true
-
-    shard 0                       | refit_aborts()       | recovery()     | refit_lands()
-    -------------------------------------------------------------------------------------
-    calls on shard                | mark_weights_partial | -              | report_refit
-    state                         | STALE*               | STALE          | HEALTHY*
-    consecutive_probe_failures    | 0                    | 0              | 0
-    consecutive_probe_successes   | 2                    | 2              | 0*
-    consecutive_reported_failures | 2                    | 2              | 0*
-    restart_attempts              | 0                    | 0              | 0
-    state_before_partial          | HEALTHY*             | HEALTHY        | None*
-    weight_version                | 0                    | 0              | 1*
-    base_url                      | http://shard-0       | http://shard-0 | http://shard-0
-    ~own_request_streak           | 2                    | 2              | 2
-    ~refits_this_incarnation      | 0                    | 0              | 1*
-    ~answered_probes              | 2                    | 2              | 0*
-    ~failed_since_load            | true                 | true           | true
-
-    shard 0                       | request_fails(0)
-    ------------------------------------------------
-    calls on shard                | report_failure
-    state                         | SUSPECT*
-    consecutive_probe_failures    | 0
-    consecutive_probe_successes   | 0
-    consecutive_reported_failures | 1*
-    restart_attempts              | 0
-    state_before_partial          | None
-    weight_version                | 1
-    base_url                      | http://shard-0
-    ~own_request_streak           | 3*
-    ~refits_this_incarnation      | 1
-    ~answered_probes              | 0
-    ~failed_since_load            | true
-
-    * changed by the step; ! held over from an earlier process incarnation; ~ history variable
-    """
-    ledger, check = ledger_factory(
-        SPEC,
-        SPEC_MEANING,
-        PROPERTY,
-        EXPECTED_FROM,
-        parts=SPEC_PARTS,
-        shards=4,
-        policy={
-            "unhealthy_threshold": 3,
-            "healthy_threshold": 2,
-            "max_restart_attempts_per_shard": 5,
-            "min_healthy_shards": 1,
-        },
-    )
-    # step 1: request_fails(0)
-    with check.call("report_failure", 0):
-        ledger.report_failure(0, RuntimeError("generation failed"))
-    check.expect(0, state="SUSPECT", consecutive_reported_failures=1)
-    # step 2: probe_answers(0)
-    with check.call("record_probe", 0, ok=True):
-        ledger.record_probe(0, ok=True)
-    check.expect(0, state="SUSPECT", consecutive_probe_successes=1)
-    # step 3: request_fails(3)
-    with check.call("report_failure", 3):
-        ledger.report_failure(3, RuntimeError("generation failed"))
-    check.expect(3, state="SUSPECT", consecutive_reported_failures=1)
-    # step 4: request_fails(0)
-    with check.call("report_failure", 0):
-        ledger.report_failure(0, RuntimeError("generation failed"))
-    check.expect(0, state="SUSPECT", consecutive_reported_failures=2)
-    # step 5: probe_answers(0)
-    with check.call("record_probe", 0, ok=True):
-        ledger.record_probe(0, ok=True)
-    check.expect(0, state="HEALTHY", consecutive_probe_successes=2)
-    # step 6: refit_aborts()
-    with check.call("mark_weights_partial", 0):
-        ledger.mark_weights_partial(0)
-    check.expect(0, state="STALE", state_before_partial="HEALTHY")
-    with check.call("mark_weights_partial", 1):
-        ledger.mark_weights_partial(1)
-    check.expect(1, state="STALE", state_before_partial="HEALTHY")
-    with check.call("mark_weights_partial", 2):
-        ledger.mark_weights_partial(2)
-    check.expect(2, state="STALE", state_before_partial="HEALTHY")
-    with check.call("mark_weights_partial", 3):
-        ledger.mark_weights_partial(3)
-    check.expect(3, state="STALE", state_before_partial="SUSPECT")
-    # step 7: recovery()
-    with check.call("condemn_silent_participant", 3):
-        ledger.condemn_silent_participant(3, reason="silent during weight transfer")
-    check.expect(3, state="DEAD")
-    # step 8: refit_lands()
-    with check.call("report_refit", 0, weight_version=1):
-        ledger.report_refit(0, weight_version=1)
-    check.expect(
-        0,
-        state="SUSPECT",
-        consecutive_probe_successes=0,
-        consecutive_reported_failures=2,
-        state_before_partial=None,
-        weight_version=1,
-    )
-    with check.call("report_refit", 1, weight_version=1):
-        ledger.report_refit(1, weight_version=1)
-    check.expect(1, state="HEALTHY", state_before_partial=None, weight_version=1)
-    with check.call("report_refit", 2, weight_version=1):
-        ledger.report_refit(2, weight_version=1)
-    check.expect(2, state="HEALTHY", state_before_partial=None, weight_version=1)
-    # step 9: request_fails(0)
-    with check.call("report_failure", 0):
-        ledger.report_failure(0, RuntimeError("generation failed"))
-    check.expect(0, state="DEAD", consecutive_reported_failures=3)
-    check.finish()
-
-
-def test_controller_3654642bef(ledger_factory: LedgerFactory) -> None:
+def test_controller_1de33f7ba7(ledger_factory: LedgerFactory) -> None:
     """as_written breaks this in 9 steps (controller environment, 4 shards): an engine kept serving
     after its own process failed unhealthy_threshold requests in a row.
 
@@ -244,296 +97,8 @@ def test_controller_3654642bef(ledger_factory: LedgerFactory) -> None:
     ~answered_probes              | 0              | 1*               | 1
     ~failed_since_load            | false          | false            | true*
 
-    shard 0                       | probe_finds_process_gone(1) | request_fails(0) | probe_answers(0)
+    shard 0                       | request_fails(0) | probe_answers(0) | probe_finds_process_gone(3)
     -------------------------------------------------------------------------------------------------
-    calls on shard                | -                           | report_failure   | record_probe
-    state                         | SUSPECT                     | SUSPECT          | HEALTHY*
-    consecutive_probe_failures    | 0                           | 0                | 0
-    consecutive_probe_successes   | 1                           | 1                | 2*
-    consecutive_reported_failures | 1                           | 2*               | 2
-    restart_attempts              | 0                           | 0                | 0
-    state_before_partial          | None                        | None             | None
-    weight_version                | 0                           | 0                | 0
-    base_url                      | http://shard-0              | http://shard-0   | http://shard-0
-    ~own_request_streak           | 1                           | 2*               | 2
-    ~refits_this_incarnation      | 0                           | 0                | 0
-    ~answered_probes              | 1                           | 1                | 2*
-    ~failed_since_load            | true                        | true             | true
-
-    shard 0                       | refit_aborts()       | recovery()     | refit_lands()
-    -------------------------------------------------------------------------------------
-    calls on shard                | mark_weights_partial | -              | report_refit
-    state                         | STALE*               | STALE          | HEALTHY*
-    consecutive_probe_failures    | 0                    | 0              | 0
-    consecutive_probe_successes   | 2                    | 2              | 0*
-    consecutive_reported_failures | 2                    | 2              | 0*
-    restart_attempts              | 0                    | 0              | 0
-    state_before_partial          | HEALTHY*             | HEALTHY        | None*
-    weight_version                | 0                    | 0              | 1*
-    base_url                      | http://shard-0       | http://shard-0 | http://shard-0
-    ~own_request_streak           | 2                    | 2              | 2
-    ~refits_this_incarnation      | 0                    | 0              | 1*
-    ~answered_probes              | 2                    | 2              | 0*
-    ~failed_since_load            | true                 | true           | true
-
-    shard 0                       | request_fails(0)
-    ------------------------------------------------
-    calls on shard                | report_failure
-    state                         | SUSPECT*
-    consecutive_probe_failures    | 0
-    consecutive_probe_successes   | 0
-    consecutive_reported_failures | 1*
-    restart_attempts              | 0
-    state_before_partial          | None
-    weight_version                | 1
-    base_url                      | http://shard-0
-    ~own_request_streak           | 3*
-    ~refits_this_incarnation      | 1
-    ~answered_probes              | 0
-    ~failed_since_load            | true
-
-    * changed by the step; ! held over from an earlier process incarnation; ~ history variable
-    """
-    ledger, check = ledger_factory(
-        SPEC,
-        SPEC_MEANING,
-        PROPERTY,
-        EXPECTED_FROM,
-        parts=SPEC_PARTS,
-        shards=4,
-        policy={
-            "unhealthy_threshold": 3,
-            "healthy_threshold": 2,
-            "max_restart_attempts_per_shard": 5,
-            "min_healthy_shards": 1,
-        },
-    )
-    # step 1: probe_answers(0)
-    with check.call("record_probe", 0, ok=True):
-        ledger.record_probe(0, ok=True)
-    check.expect(0, state="HEALTHY", consecutive_probe_successes=1)
-    # step 2: request_fails(0)
-    with check.call("report_failure", 0):
-        ledger.report_failure(0, RuntimeError("generation failed"))
-    check.expect(0, state="SUSPECT", consecutive_reported_failures=1)
-    # step 3: probe_finds_process_gone(1)
-    with check.call("record_actor_death", 1):
-        ledger.record_actor_death(1, "actor died")
-    check.expect(1, state="DEAD", consecutive_probe_failures=3)
-    # step 4: request_fails(0)
-    with check.call("report_failure", 0):
-        ledger.report_failure(0, RuntimeError("generation failed"))
-    check.expect(0, state="SUSPECT", consecutive_reported_failures=2)
-    # step 5: probe_answers(0)
-    with check.call("record_probe", 0, ok=True):
-        ledger.record_probe(0, ok=True)
-    check.expect(0, state="HEALTHY", consecutive_probe_successes=2)
-    # step 6: refit_aborts()
-    with check.call("mark_weights_partial", 0):
-        ledger.mark_weights_partial(0)
-    check.expect(0, state="STALE", state_before_partial="HEALTHY")
-    with check.call("mark_weights_partial", 2):
-        ledger.mark_weights_partial(2)
-    check.expect(2, state="STALE", state_before_partial="HEALTHY")
-    with check.call("mark_weights_partial", 3):
-        ledger.mark_weights_partial(3)
-    check.expect(3, state="STALE", state_before_partial="HEALTHY")
-    # step 7: recovery()
-    # step 8: refit_lands()
-    with check.call("report_refit", 0, weight_version=1):
-        ledger.report_refit(0, weight_version=1)
-    check.expect(
-        0,
-        state="SUSPECT",
-        consecutive_probe_successes=0,
-        consecutive_reported_failures=2,
-        state_before_partial=None,
-        weight_version=1,
-    )
-    with check.call("report_refit", 2, weight_version=1):
-        ledger.report_refit(2, weight_version=1)
-    check.expect(2, state="HEALTHY", state_before_partial=None, weight_version=1)
-    with check.call("report_refit", 3, weight_version=1):
-        ledger.report_refit(3, weight_version=1)
-    check.expect(3, state="HEALTHY", state_before_partial=None, weight_version=1)
-    # step 9: request_fails(0)
-    with check.call("report_failure", 0):
-        ledger.report_failure(0, RuntimeError("generation failed"))
-    check.expect(0, state="DEAD", consecutive_reported_failures=3)
-    check.finish()
-
-
-def test_controller_59843401ae(ledger_factory: LedgerFactory) -> None:
-    """fixed breaks this in 9 steps (controller environment, 4 shards): an engine kept serving after
-    its own process failed unhealthy_threshold requests in a row.
-
-    Trace found in fixed:
-
-    shard 0                       | start          | probe_answers(0) | request_fails(1)
-    ------------------------------------------------------------------------------------
-    calls on shard                | -              | record_probe     | -
-    state                         | HEALTHY        | HEALTHY          | HEALTHY
-    consecutive_probe_failures    | 0              | 0                | 0
-    consecutive_probe_successes   | 0              | 1*               | 1
-    consecutive_reported_failures | 0              | 0                | 0
-    restart_attempts              | 0              | 0                | 0
-    state_before_partial          | None           | None             | None
-    weight_version                | 0              | 0                | 0
-    base_url                      | http://shard-0 | http://shard-0   | http://shard-0
-    ~own_request_streak           | 0              | 0                | 0
-    ~refits_this_incarnation      | 0              | 0                | 0
-    ~answered_probes              | 0              | 1*               | 1
-    ~failed_since_load            | false          | false            | false
-
-    shard 0                       | request_fails(0) | probe_answers(0) | refit_aborts()
-    ------------------------------------------------------------------------------------
-    calls on shard                | report_failure   | record_probe     | mark_weights_partial
-    state                         | SUSPECT*         | HEALTHY*         | STALE*
-    consecutive_probe_failures    | 0                | 0                | 0
-    consecutive_probe_successes   | 1                | 2*               | 2
-    consecutive_reported_failures | 1*               | 1                | 1
-    restart_attempts              | 0                | 0                | 0
-    state_before_partial          | None             | None             | HEALTHY*
-    weight_version                | 0                | 0                | 0
-    base_url                      | http://shard-0   | http://shard-0   | http://shard-0
-    ~own_request_streak           | 1*               | 1                | 1
-    ~refits_this_incarnation      | 0                | 0                | 0
-    ~answered_probes              | 1                | 2*               | 2
-    ~failed_since_load            | true*            | true             | true
-
-    shard 0                       | recovery()     | refit_lands()  | request_fails(0)
-    ----------------------------------------------------------------------------------
-    calls on shard                | -              | report_refit   | report_failure
-    state                         | STALE          | HEALTHY*       | SUSPECT*
-    consecutive_probe_failures    | 0              | 0              | 0
-    consecutive_probe_successes   | 2              | 0*             | 0
-    consecutive_reported_failures | 1              | 0*             | 1*
-    restart_attempts              | 0              | 0              | 0
-    state_before_partial          | HEALTHY        | None*          | None
-    weight_version                | 0              | 1*             | 1
-    base_url                      | http://shard-0 | http://shard-0 | http://shard-0
-    ~own_request_streak           | 1              | 1              | 2*
-    ~refits_this_incarnation      | 0              | 1*             | 1
-    ~answered_probes              | 2              | 0*             | 0
-    ~failed_since_load            | true           | true           | true
-
-    shard 0                       | request_fails(0)
-    ------------------------------------------------
-    calls on shard                | report_failure
-    state                         | SUSPECT
-    consecutive_probe_failures    | 0
-    consecutive_probe_successes   | 0
-    consecutive_reported_failures | 2*
-    restart_attempts              | 0
-    state_before_partial          | None
-    weight_version                | 1
-    base_url                      | http://shard-0
-    ~own_request_streak           | 3*
-    ~refits_this_incarnation      | 1
-    ~answered_probes              | 0
-    ~failed_since_load            | true
-
-    * changed by the step; ! held over from an earlier process incarnation; ~ history variable
-    """
-    ledger, check = ledger_factory(
-        SPEC,
-        SPEC_MEANING,
-        PROPERTY,
-        EXPECTED_FROM,
-        parts=SPEC_PARTS,
-        shards=4,
-        policy={
-            "unhealthy_threshold": 3,
-            "healthy_threshold": 2,
-            "max_restart_attempts_per_shard": 5,
-            "min_healthy_shards": 1,
-        },
-    )
-    # step 1: probe_answers(0)
-    with check.call("record_probe", 0, ok=True):
-        ledger.record_probe(0, ok=True)
-    check.expect(0, state="HEALTHY", consecutive_probe_successes=1)
-    # step 2: request_fails(1)
-    with check.call("report_failure", 1):
-        ledger.report_failure(1, RuntimeError("generation failed"))
-    check.expect(1, state="SUSPECT", consecutive_reported_failures=1)
-    # step 3: request_fails(0)
-    with check.call("report_failure", 0):
-        ledger.report_failure(0, RuntimeError("generation failed"))
-    check.expect(0, state="SUSPECT", consecutive_reported_failures=1)
-    # step 4: probe_answers(0)
-    with check.call("record_probe", 0, ok=True):
-        ledger.record_probe(0, ok=True)
-    check.expect(0, state="HEALTHY", consecutive_probe_successes=2)
-    # step 5: refit_aborts()
-    with check.call("mark_weights_partial", 0):
-        ledger.mark_weights_partial(0)
-    check.expect(0, state="STALE", state_before_partial="HEALTHY")
-    with check.call("mark_weights_partial", 1):
-        ledger.mark_weights_partial(1)
-    check.expect(1, state="STALE", state_before_partial="SUSPECT")
-    with check.call("mark_weights_partial", 2):
-        ledger.mark_weights_partial(2)
-    check.expect(2, state="STALE", state_before_partial="HEALTHY")
-    with check.call("mark_weights_partial", 3):
-        ledger.mark_weights_partial(3)
-    check.expect(3, state="STALE", state_before_partial="HEALTHY")
-    # step 6: recovery()
-    with check.call("condemn_silent_participant", 1):
-        ledger.condemn_silent_participant(1, reason="silent during weight transfer")
-    check.expect(1, state="DEAD")
-    # step 7: refit_lands()
-    with check.call("report_refit", 0, weight_version=1):
-        ledger.report_refit(0, weight_version=1)
-    check.expect(
-        0,
-        state="SUSPECT",
-        consecutive_probe_successes=0,
-        consecutive_reported_failures=1,
-        state_before_partial=None,
-        weight_version=1,
-    )
-    with check.call("report_refit", 2, weight_version=1):
-        ledger.report_refit(2, weight_version=1)
-    check.expect(2, state="HEALTHY", state_before_partial=None, weight_version=1)
-    with check.call("report_refit", 3, weight_version=1):
-        ledger.report_refit(3, weight_version=1)
-    check.expect(3, state="HEALTHY", state_before_partial=None, weight_version=1)
-    # step 8: request_fails(0)
-    with check.call("report_failure", 0):
-        ledger.report_failure(0, RuntimeError("generation failed"))
-    check.expect(0, state="SUSPECT", consecutive_reported_failures=2)
-    # step 9: request_fails(0)
-    with check.call("report_failure", 0):
-        ledger.report_failure(0, RuntimeError("generation failed"))
-    check.expect(0, state="DEAD", consecutive_reported_failures=3)
-    check.finish()
-
-
-def test_controller_6357730382(ledger_factory: LedgerFactory) -> None:
-    """fixed breaks this in 9 steps (controller environment, 4 shards): an engine kept serving after
-    its own process failed unhealthy_threshold requests in a row.
-
-    Trace found in fixed:
-
-    shard 0                       | start          | probe_answers(0) | request_fails(0)
-    ------------------------------------------------------------------------------------
-    calls on shard                | -              | record_probe     | report_failure
-    state                         | HEALTHY        | HEALTHY          | SUSPECT*
-    consecutive_probe_failures    | 0              | 0                | 0
-    consecutive_probe_successes   | 0              | 1*               | 1
-    consecutive_reported_failures | 0              | 0                | 1*
-    restart_attempts              | 0              | 0                | 0
-    state_before_partial          | None           | None             | None
-    weight_version                | 0              | 0                | 0
-    base_url                      | http://shard-0 | http://shard-0   | http://shard-0
-    ~own_request_streak           | 0              | 0                | 1*
-    ~refits_this_incarnation      | 0              | 0                | 0
-    ~answered_probes              | 0              | 1*               | 1
-    ~failed_since_load            | false          | false            | true*
-
-    shard 0                       | request_fails(0) | probe_answers(0) | request_fails(3)
-    --------------------------------------------------------------------------------------
     calls on shard                | report_failure   | record_probe     | -
     state                         | SUSPECT          | HEALTHY*         | HEALTHY
     consecutive_probe_failures    | 0                | 0                | 0
@@ -612,10 +177,10 @@ def test_controller_6357730382(ledger_factory: LedgerFactory) -> None:
     with check.call("record_probe", 0, ok=True):
         ledger.record_probe(0, ok=True)
     check.expect(0, state="HEALTHY", consecutive_probe_successes=2)
-    # step 5: request_fails(3)
-    with check.call("report_failure", 3):
-        ledger.report_failure(3, RuntimeError("generation failed"))
-    check.expect(3, state="SUSPECT", consecutive_reported_failures=1)
+    # step 5: probe_finds_process_gone(3)
+    with check.call("record_actor_death", 3):
+        ledger.record_actor_death(3, "actor died")
+    check.expect(3, state="DEAD", consecutive_probe_failures=3)
     # step 6: refit_aborts()
     with check.call("mark_weights_partial", 0):
         ledger.mark_weights_partial(0)
@@ -626,13 +191,7 @@ def test_controller_6357730382(ledger_factory: LedgerFactory) -> None:
     with check.call("mark_weights_partial", 2):
         ledger.mark_weights_partial(2)
     check.expect(2, state="STALE", state_before_partial="HEALTHY")
-    with check.call("mark_weights_partial", 3):
-        ledger.mark_weights_partial(3)
-    check.expect(3, state="STALE", state_before_partial="SUSPECT")
     # step 7: recovery()
-    with check.call("condemn_silent_participant", 3):
-        ledger.condemn_silent_participant(3, reason="silent during weight transfer")
-    check.expect(3, state="DEAD")
     # step 8: refit_lands()
     with check.call("report_refit", 0, weight_version=1):
         ledger.report_refit(0, weight_version=1)
@@ -657,7 +216,7 @@ def test_controller_6357730382(ledger_factory: LedgerFactory) -> None:
     check.finish()
 
 
-def test_controller_7a3e94b0b6(ledger_factory: LedgerFactory) -> None:
+def test_controller_1f513072c2(ledger_factory: LedgerFactory) -> None:
     """as_written breaks this in 9 steps (controller environment, 4 shards): an engine kept serving
     after its own process failed unhealthy_threshold requests in a row.
 
@@ -679,12 +238,153 @@ def test_controller_7a3e94b0b6(ledger_factory: LedgerFactory) -> None:
     ~answered_probes              | 0              | 0                | 1*
     ~failed_since_load            | false          | true*            | true
 
-    shard 0                       | request_fails(3) | probe_answers(0) | refit_aborts()
-    ------------------------------------------------------------------------------------
-    calls on shard                | -                | record_probe     | mark_weights_partial
-    state                         | SUSPECT          | HEALTHY*         | STALE*
+    shard 0                       | request_fails(0) | probe_answers(0) | probe_finds_process_gone(3)
+    -------------------------------------------------------------------------------------------------
+    calls on shard                | report_failure   | record_probe     | -
+    state                         | SUSPECT          | HEALTHY*         | HEALTHY
     consecutive_probe_failures    | 0                | 0                | 0
     consecutive_probe_successes   | 1                | 2*               | 2
+    consecutive_reported_failures | 2*               | 2                | 2
+    restart_attempts              | 0                | 0                | 0
+    state_before_partial          | None             | None             | None
+    weight_version                | 0                | 0                | 0
+    base_url                      | http://shard-0   | http://shard-0   | http://shard-0
+    ~own_request_streak           | 2*               | 2                | 2
+    ~refits_this_incarnation      | 0                | 0                | 0
+    ~answered_probes              | 1                | 2*               | 2
+    ~failed_since_load            | true             | true             | true
+
+    shard 0                       | refit_aborts()       | recovery()     | refit_lands()
+    -------------------------------------------------------------------------------------
+    calls on shard                | mark_weights_partial | -              | report_refit
+    state                         | STALE*               | STALE          | HEALTHY*
+    consecutive_probe_failures    | 0                    | 0              | 0
+    consecutive_probe_successes   | 2                    | 2              | 0*
+    consecutive_reported_failures | 2                    | 2              | 0*
+    restart_attempts              | 0                    | 0              | 0
+    state_before_partial          | HEALTHY*             | HEALTHY        | None*
+    weight_version                | 0                    | 0              | 1*
+    base_url                      | http://shard-0       | http://shard-0 | http://shard-0
+    ~own_request_streak           | 2                    | 2              | 2
+    ~refits_this_incarnation      | 0                    | 0              | 1*
+    ~answered_probes              | 2                    | 2              | 0*
+    ~failed_since_load            | true                 | true           | true
+
+    shard 0                       | request_fails(0)
+    ------------------------------------------------
+    calls on shard                | report_failure
+    state                         | SUSPECT*
+    consecutive_probe_failures    | 0
+    consecutive_probe_successes   | 0
+    consecutive_reported_failures | 1*
+    restart_attempts              | 0
+    state_before_partial          | None
+    weight_version                | 1
+    base_url                      | http://shard-0
+    ~own_request_streak           | 3*
+    ~refits_this_incarnation      | 1
+    ~answered_probes              | 0
+    ~failed_since_load            | true
+
+    * changed by the step; ! held over from an earlier process incarnation; ~ history variable
+    """
+    ledger, check = ledger_factory(
+        SPEC,
+        SPEC_MEANING,
+        PROPERTY,
+        EXPECTED_FROM,
+        parts=SPEC_PARTS,
+        shards=4,
+        policy={
+            "unhealthy_threshold": 3,
+            "healthy_threshold": 2,
+            "max_restart_attempts_per_shard": 5,
+            "min_healthy_shards": 1,
+        },
+    )
+    # step 1: request_fails(0)
+    with check.call("report_failure", 0):
+        ledger.report_failure(0, RuntimeError("generation failed"))
+    check.expect(0, state="SUSPECT", consecutive_reported_failures=1)
+    # step 2: probe_answers(0)
+    with check.call("record_probe", 0, ok=True):
+        ledger.record_probe(0, ok=True)
+    check.expect(0, state="SUSPECT", consecutive_probe_successes=1)
+    # step 3: request_fails(0)
+    with check.call("report_failure", 0):
+        ledger.report_failure(0, RuntimeError("generation failed"))
+    check.expect(0, state="SUSPECT", consecutive_reported_failures=2)
+    # step 4: probe_answers(0)
+    with check.call("record_probe", 0, ok=True):
+        ledger.record_probe(0, ok=True)
+    check.expect(0, state="HEALTHY", consecutive_probe_successes=2)
+    # step 5: probe_finds_process_gone(3)
+    with check.call("record_actor_death", 3):
+        ledger.record_actor_death(3, "actor died")
+    check.expect(3, state="DEAD", consecutive_probe_failures=3)
+    # step 6: refit_aborts()
+    with check.call("mark_weights_partial", 0):
+        ledger.mark_weights_partial(0)
+    check.expect(0, state="STALE", state_before_partial="HEALTHY")
+    with check.call("mark_weights_partial", 1):
+        ledger.mark_weights_partial(1)
+    check.expect(1, state="STALE", state_before_partial="HEALTHY")
+    with check.call("mark_weights_partial", 2):
+        ledger.mark_weights_partial(2)
+    check.expect(2, state="STALE", state_before_partial="HEALTHY")
+    # step 7: recovery()
+    # step 8: refit_lands()
+    with check.call("report_refit", 0, weight_version=1):
+        ledger.report_refit(0, weight_version=1)
+    check.expect(
+        0,
+        state="SUSPECT",
+        consecutive_probe_successes=0,
+        consecutive_reported_failures=2,
+        state_before_partial=None,
+        weight_version=1,
+    )
+    with check.call("report_refit", 1, weight_version=1):
+        ledger.report_refit(1, weight_version=1)
+    check.expect(1, state="HEALTHY", state_before_partial=None, weight_version=1)
+    with check.call("report_refit", 2, weight_version=1):
+        ledger.report_refit(2, weight_version=1)
+    check.expect(2, state="HEALTHY", state_before_partial=None, weight_version=1)
+    # step 9: request_fails(0)
+    with check.call("report_failure", 0):
+        ledger.report_failure(0, RuntimeError("generation failed"))
+    check.expect(0, state="DEAD", consecutive_reported_failures=3)
+    check.finish()
+
+
+def test_controller_22cf6a8bae(ledger_factory: LedgerFactory) -> None:
+    """fixed breaks this in 9 steps (controller environment, 4 shards): an engine kept serving after
+    its own process failed unhealthy_threshold requests in a row.
+
+    Trace found in fixed:
+
+    shard 0                       | start          | request_fails(2) | request_fails(0)
+    ------------------------------------------------------------------------------------
+    calls on shard                | -              | -                | report_failure
+    state                         | HEALTHY        | HEALTHY          | SUSPECT*
+    consecutive_probe_failures    | 0              | 0                | 0
+    consecutive_probe_successes   | 0              | 0                | 0
+    consecutive_reported_failures | 0              | 0                | 1*
+    restart_attempts              | 0              | 0                | 0
+    state_before_partial          | None           | None             | None
+    weight_version                | 0              | 0                | 0
+    base_url                      | http://shard-0 | http://shard-0   | http://shard-0
+    ~own_request_streak           | 0              | 0                | 1*
+    ~refits_this_incarnation      | 0              | 0                | 0
+    ~answered_probes              | 0              | 0                | 0
+    ~failed_since_load            | false          | false            | true*
+
+    shard 0                       | probe_answers(0) | probe_answers(0) | refit_aborts()
+    ------------------------------------------------------------------------------------
+    calls on shard                | record_probe     | record_probe     | mark_weights_partial
+    state                         | SUSPECT          | HEALTHY*         | STALE*
+    consecutive_probe_failures    | 0                | 0                | 0
+    consecutive_probe_successes   | 1*               | 2*               | 2
     consecutive_reported_failures | 1                | 1                | 1
     restart_attempts              | 0                | 0                | 0
     state_before_partial          | None             | None             | HEALTHY*
@@ -692,7 +392,7 @@ def test_controller_7a3e94b0b6(ledger_factory: LedgerFactory) -> None:
     base_url                      | http://shard-0   | http://shard-0   | http://shard-0
     ~own_request_streak           | 1                | 1                | 1
     ~refits_this_incarnation      | 0                | 0                | 0
-    ~answered_probes              | 1                | 2*               | 2
+    ~answered_probes              | 1*               | 2*               | 2
     ~failed_since_load            | true             | true             | true
 
     shard 0                       | recovery()     | refit_lands()  | request_fails(0)
@@ -743,18 +443,18 @@ def test_controller_7a3e94b0b6(ledger_factory: LedgerFactory) -> None:
             "min_healthy_shards": 1,
         },
     )
-    # step 1: request_fails(0)
+    # step 1: request_fails(2)
+    with check.call("report_failure", 2):
+        ledger.report_failure(2, RuntimeError("generation failed"))
+    check.expect(2, state="SUSPECT", consecutive_reported_failures=1)
+    # step 2: request_fails(0)
     with check.call("report_failure", 0):
         ledger.report_failure(0, RuntimeError("generation failed"))
     check.expect(0, state="SUSPECT", consecutive_reported_failures=1)
-    # step 2: probe_answers(0)
+    # step 3: probe_answers(0)
     with check.call("record_probe", 0, ok=True):
         ledger.record_probe(0, ok=True)
     check.expect(0, state="SUSPECT", consecutive_probe_successes=1)
-    # step 3: request_fails(3)
-    with check.call("report_failure", 3):
-        ledger.report_failure(3, RuntimeError("generation failed"))
-    check.expect(3, state="SUSPECT", consecutive_reported_failures=1)
     # step 4: probe_answers(0)
     with check.call("record_probe", 0, ok=True):
         ledger.record_probe(0, ok=True)
@@ -768,14 +468,14 @@ def test_controller_7a3e94b0b6(ledger_factory: LedgerFactory) -> None:
     check.expect(1, state="STALE", state_before_partial="HEALTHY")
     with check.call("mark_weights_partial", 2):
         ledger.mark_weights_partial(2)
-    check.expect(2, state="STALE", state_before_partial="HEALTHY")
+    check.expect(2, state="STALE", state_before_partial="SUSPECT")
     with check.call("mark_weights_partial", 3):
         ledger.mark_weights_partial(3)
-    check.expect(3, state="STALE", state_before_partial="SUSPECT")
+    check.expect(3, state="STALE", state_before_partial="HEALTHY")
     # step 6: recovery()
-    with check.call("condemn_silent_participant", 3):
-        ledger.condemn_silent_participant(3, reason="silent during weight transfer")
-    check.expect(3, state="DEAD")
+    with check.call("condemn_silent_participant", 2):
+        ledger.condemn_silent_participant(2, reason="silent during weight transfer")
+    check.expect(2, state="DEAD")
     # step 7: refit_lands()
     with check.call("report_refit", 0, weight_version=1):
         ledger.report_refit(0, weight_version=1)
@@ -790,9 +490,9 @@ def test_controller_7a3e94b0b6(ledger_factory: LedgerFactory) -> None:
     with check.call("report_refit", 1, weight_version=1):
         ledger.report_refit(1, weight_version=1)
     check.expect(1, state="HEALTHY", state_before_partial=None, weight_version=1)
-    with check.call("report_refit", 2, weight_version=1):
-        ledger.report_refit(2, weight_version=1)
-    check.expect(2, state="HEALTHY", state_before_partial=None, weight_version=1)
+    with check.call("report_refit", 3, weight_version=1):
+        ledger.report_refit(3, weight_version=1)
+    check.expect(3, state="HEALTHY", state_before_partial=None, weight_version=1)
     # step 8: request_fails(0)
     with check.call("report_failure", 0):
         ledger.report_failure(0, RuntimeError("generation failed"))
@@ -804,11 +504,158 @@ def test_controller_7a3e94b0b6(ledger_factory: LedgerFactory) -> None:
     check.finish()
 
 
-def test_controller_a643671d14(ledger_factory: LedgerFactory) -> None:
+def test_controller_a1e9e6d39d(ledger_factory: LedgerFactory) -> None:
     """fixed breaks this in 9 steps (controller environment, 4 shards): an engine kept serving after
     its own process failed unhealthy_threshold requests in a row.
 
     Trace found in fixed:
+
+    shard 0                       | start          | request_fails(0) | request_fails(0)
+    ------------------------------------------------------------------------------------
+    calls on shard                | -              | report_failure   | report_failure
+    state                         | HEALTHY        | SUSPECT*         | SUSPECT
+    consecutive_probe_failures    | 0              | 0                | 0
+    consecutive_probe_successes   | 0              | 0                | 0
+    consecutive_reported_failures | 0              | 1*               | 2*
+    restart_attempts              | 0              | 0                | 0
+    state_before_partial          | None           | None             | None
+    weight_version                | 0              | 0                | 0
+    base_url                      | http://shard-0 | http://shard-0   | http://shard-0
+    ~own_request_streak           | 0              | 1*               | 2*
+    ~refits_this_incarnation      | 0              | 0                | 0
+    ~answered_probes              | 0              | 0                | 0
+    ~failed_since_load            | false          | true*            | true
+
+    shard 0                       | probe_answers(0) | probe_answers(0) | request_fails(2)
+    --------------------------------------------------------------------------------------
+    calls on shard                | record_probe     | record_probe     | -
+    state                         | SUSPECT          | HEALTHY*         | HEALTHY
+    consecutive_probe_failures    | 0                | 0                | 0
+    consecutive_probe_successes   | 1*               | 2*               | 2
+    consecutive_reported_failures | 2                | 2                | 2
+    restart_attempts              | 0                | 0                | 0
+    state_before_partial          | None             | None             | None
+    weight_version                | 0                | 0                | 0
+    base_url                      | http://shard-0   | http://shard-0   | http://shard-0
+    ~own_request_streak           | 2                | 2                | 2
+    ~refits_this_incarnation      | 0                | 0                | 0
+    ~answered_probes              | 1*               | 2*               | 2
+    ~failed_since_load            | true             | true             | true
+
+    shard 0                       | refit_aborts()       | recovery()     | refit_lands()
+    -------------------------------------------------------------------------------------
+    calls on shard                | mark_weights_partial | -              | report_refit
+    state                         | STALE*               | STALE          | HEALTHY*
+    consecutive_probe_failures    | 0                    | 0              | 0
+    consecutive_probe_successes   | 2                    | 2              | 0*
+    consecutive_reported_failures | 2                    | 2              | 0*
+    restart_attempts              | 0                    | 0              | 0
+    state_before_partial          | HEALTHY*             | HEALTHY        | None*
+    weight_version                | 0                    | 0              | 1*
+    base_url                      | http://shard-0       | http://shard-0 | http://shard-0
+    ~own_request_streak           | 2                    | 2              | 2
+    ~refits_this_incarnation      | 0                    | 0              | 1*
+    ~answered_probes              | 2                    | 2              | 0*
+    ~failed_since_load            | true                 | true           | true
+
+    shard 0                       | request_fails(0)
+    ------------------------------------------------
+    calls on shard                | report_failure
+    state                         | SUSPECT*
+    consecutive_probe_failures    | 0
+    consecutive_probe_successes   | 0
+    consecutive_reported_failures | 1*
+    restart_attempts              | 0
+    state_before_partial          | None
+    weight_version                | 1
+    base_url                      | http://shard-0
+    ~own_request_streak           | 3*
+    ~refits_this_incarnation      | 1
+    ~answered_probes              | 0
+    ~failed_since_load            | true
+
+    * changed by the step; ! held over from an earlier process incarnation; ~ history variable
+    """
+    ledger, check = ledger_factory(
+        SPEC,
+        SPEC_MEANING,
+        PROPERTY,
+        EXPECTED_FROM,
+        parts=SPEC_PARTS,
+        shards=4,
+        policy={
+            "unhealthy_threshold": 3,
+            "healthy_threshold": 2,
+            "max_restart_attempts_per_shard": 5,
+            "min_healthy_shards": 1,
+        },
+    )
+    # step 1: request_fails(0)
+    with check.call("report_failure", 0):
+        ledger.report_failure(0, RuntimeError("generation failed"))
+    check.expect(0, state="SUSPECT", consecutive_reported_failures=1)
+    # step 2: request_fails(0)
+    with check.call("report_failure", 0):
+        ledger.report_failure(0, RuntimeError("generation failed"))
+    check.expect(0, state="SUSPECT", consecutive_reported_failures=2)
+    # step 3: probe_answers(0)
+    with check.call("record_probe", 0, ok=True):
+        ledger.record_probe(0, ok=True)
+    check.expect(0, state="SUSPECT", consecutive_probe_successes=1)
+    # step 4: probe_answers(0)
+    with check.call("record_probe", 0, ok=True):
+        ledger.record_probe(0, ok=True)
+    check.expect(0, state="HEALTHY", consecutive_probe_successes=2)
+    # step 5: request_fails(2)
+    with check.call("report_failure", 2):
+        ledger.report_failure(2, RuntimeError("generation failed"))
+    check.expect(2, state="SUSPECT", consecutive_reported_failures=1)
+    # step 6: refit_aborts()
+    with check.call("mark_weights_partial", 0):
+        ledger.mark_weights_partial(0)
+    check.expect(0, state="STALE", state_before_partial="HEALTHY")
+    with check.call("mark_weights_partial", 1):
+        ledger.mark_weights_partial(1)
+    check.expect(1, state="STALE", state_before_partial="HEALTHY")
+    with check.call("mark_weights_partial", 2):
+        ledger.mark_weights_partial(2)
+    check.expect(2, state="STALE", state_before_partial="SUSPECT")
+    with check.call("mark_weights_partial", 3):
+        ledger.mark_weights_partial(3)
+    check.expect(3, state="STALE", state_before_partial="HEALTHY")
+    # step 7: recovery()
+    with check.call("condemn_silent_participant", 2):
+        ledger.condemn_silent_participant(2, reason="silent during weight transfer")
+    check.expect(2, state="DEAD")
+    # step 8: refit_lands()
+    with check.call("report_refit", 0, weight_version=1):
+        ledger.report_refit(0, weight_version=1)
+    check.expect(
+        0,
+        state="SUSPECT",
+        consecutive_probe_successes=0,
+        consecutive_reported_failures=2,
+        state_before_partial=None,
+        weight_version=1,
+    )
+    with check.call("report_refit", 1, weight_version=1):
+        ledger.report_refit(1, weight_version=1)
+    check.expect(1, state="HEALTHY", state_before_partial=None, weight_version=1)
+    with check.call("report_refit", 3, weight_version=1):
+        ledger.report_refit(3, weight_version=1)
+    check.expect(3, state="HEALTHY", state_before_partial=None, weight_version=1)
+    # step 9: request_fails(0)
+    with check.call("report_failure", 0):
+        ledger.report_failure(0, RuntimeError("generation failed"))
+    check.expect(0, state="DEAD", consecutive_reported_failures=3)
+    check.finish()
+
+
+def test_controller_a643671d14(ledger_factory: LedgerFactory) -> None:
+    """as_written breaks this in 9 steps (controller environment, 4 shards): an engine kept serving
+    after its own process failed unhealthy_threshold requests in a row.
+
+    Trace found in as_written:
 
     shard 0                       | start          | request_fails(0) | probe_answers(0)
     ------------------------------------------------------------------------------------
@@ -937,6 +784,153 @@ def test_controller_a643671d14(ledger_factory: LedgerFactory) -> None:
     with check.call("report_refit", 2, weight_version=1):
         ledger.report_refit(2, weight_version=1)
     check.expect(2, state="HEALTHY", state_before_partial=None, weight_version=1)
+    with check.call("report_refit", 3, weight_version=1):
+        ledger.report_refit(3, weight_version=1)
+    check.expect(3, state="HEALTHY", state_before_partial=None, weight_version=1)
+    # step 8: request_fails(0)
+    with check.call("report_failure", 0):
+        ledger.report_failure(0, RuntimeError("generation failed"))
+    check.expect(0, state="SUSPECT", consecutive_reported_failures=2)
+    # step 9: request_fails(0)
+    with check.call("report_failure", 0):
+        ledger.report_failure(0, RuntimeError("generation failed"))
+    check.expect(0, state="DEAD", consecutive_reported_failures=3)
+    check.finish()
+
+
+def test_controller_dce4058fce(ledger_factory: LedgerFactory) -> None:
+    """fixed breaks this in 9 steps (controller environment, 4 shards): an engine kept serving after
+    its own process failed unhealthy_threshold requests in a row.
+
+    Trace found in fixed:
+
+    shard 0                       | start          | probe_answers(0) | request_fails(0)
+    ------------------------------------------------------------------------------------
+    calls on shard                | -              | record_probe     | report_failure
+    state                         | HEALTHY        | HEALTHY          | SUSPECT*
+    consecutive_probe_failures    | 0              | 0                | 0
+    consecutive_probe_successes   | 0              | 1*               | 1
+    consecutive_reported_failures | 0              | 0                | 1*
+    restart_attempts              | 0              | 0                | 0
+    state_before_partial          | None           | None             | None
+    weight_version                | 0              | 0                | 0
+    base_url                      | http://shard-0 | http://shard-0   | http://shard-0
+    ~own_request_streak           | 0              | 0                | 1*
+    ~refits_this_incarnation      | 0              | 0                | 0
+    ~answered_probes              | 0              | 1*               | 1
+    ~failed_since_load            | false          | false            | true*
+
+    shard 0                       | probe_answers(0) | request_fails(2) | refit_aborts()
+    ------------------------------------------------------------------------------------
+    calls on shard                | record_probe     | -                | mark_weights_partial
+    state                         | HEALTHY*         | HEALTHY          | STALE*
+    consecutive_probe_failures    | 0                | 0                | 0
+    consecutive_probe_successes   | 2*               | 2                | 2
+    consecutive_reported_failures | 1                | 1                | 1
+    restart_attempts              | 0                | 0                | 0
+    state_before_partial          | None             | None             | HEALTHY*
+    weight_version                | 0                | 0                | 0
+    base_url                      | http://shard-0   | http://shard-0   | http://shard-0
+    ~own_request_streak           | 1                | 1                | 1
+    ~refits_this_incarnation      | 0                | 0                | 0
+    ~answered_probes              | 2*               | 2                | 2
+    ~failed_since_load            | true             | true             | true
+
+    shard 0                       | recovery()     | refit_lands()  | request_fails(0)
+    ----------------------------------------------------------------------------------
+    calls on shard                | -              | report_refit   | report_failure
+    state                         | STALE          | HEALTHY*       | SUSPECT*
+    consecutive_probe_failures    | 0              | 0              | 0
+    consecutive_probe_successes   | 2              | 0*             | 0
+    consecutive_reported_failures | 1              | 0*             | 1*
+    restart_attempts              | 0              | 0              | 0
+    state_before_partial          | HEALTHY        | None*          | None
+    weight_version                | 0              | 1*             | 1
+    base_url                      | http://shard-0 | http://shard-0 | http://shard-0
+    ~own_request_streak           | 1              | 1              | 2*
+    ~refits_this_incarnation      | 0              | 1*             | 1
+    ~answered_probes              | 2              | 0*             | 0
+    ~failed_since_load            | true           | true           | true
+
+    shard 0                       | request_fails(0)
+    ------------------------------------------------
+    calls on shard                | report_failure
+    state                         | SUSPECT
+    consecutive_probe_failures    | 0
+    consecutive_probe_successes   | 0
+    consecutive_reported_failures | 2*
+    restart_attempts              | 0
+    state_before_partial          | None
+    weight_version                | 1
+    base_url                      | http://shard-0
+    ~own_request_streak           | 3*
+    ~refits_this_incarnation      | 1
+    ~answered_probes              | 0
+    ~failed_since_load            | true
+
+    * changed by the step; ! held over from an earlier process incarnation; ~ history variable
+    """
+    ledger, check = ledger_factory(
+        SPEC,
+        SPEC_MEANING,
+        PROPERTY,
+        EXPECTED_FROM,
+        parts=SPEC_PARTS,
+        shards=4,
+        policy={
+            "unhealthy_threshold": 3,
+            "healthy_threshold": 2,
+            "max_restart_attempts_per_shard": 5,
+            "min_healthy_shards": 1,
+        },
+    )
+    # step 1: probe_answers(0)
+    with check.call("record_probe", 0, ok=True):
+        ledger.record_probe(0, ok=True)
+    check.expect(0, state="HEALTHY", consecutive_probe_successes=1)
+    # step 2: request_fails(0)
+    with check.call("report_failure", 0):
+        ledger.report_failure(0, RuntimeError("generation failed"))
+    check.expect(0, state="SUSPECT", consecutive_reported_failures=1)
+    # step 3: probe_answers(0)
+    with check.call("record_probe", 0, ok=True):
+        ledger.record_probe(0, ok=True)
+    check.expect(0, state="HEALTHY", consecutive_probe_successes=2)
+    # step 4: request_fails(2)
+    with check.call("report_failure", 2):
+        ledger.report_failure(2, RuntimeError("generation failed"))
+    check.expect(2, state="SUSPECT", consecutive_reported_failures=1)
+    # step 5: refit_aborts()
+    with check.call("mark_weights_partial", 0):
+        ledger.mark_weights_partial(0)
+    check.expect(0, state="STALE", state_before_partial="HEALTHY")
+    with check.call("mark_weights_partial", 1):
+        ledger.mark_weights_partial(1)
+    check.expect(1, state="STALE", state_before_partial="HEALTHY")
+    with check.call("mark_weights_partial", 2):
+        ledger.mark_weights_partial(2)
+    check.expect(2, state="STALE", state_before_partial="SUSPECT")
+    with check.call("mark_weights_partial", 3):
+        ledger.mark_weights_partial(3)
+    check.expect(3, state="STALE", state_before_partial="HEALTHY")
+    # step 6: recovery()
+    with check.call("condemn_silent_participant", 2):
+        ledger.condemn_silent_participant(2, reason="silent during weight transfer")
+    check.expect(2, state="DEAD")
+    # step 7: refit_lands()
+    with check.call("report_refit", 0, weight_version=1):
+        ledger.report_refit(0, weight_version=1)
+    check.expect(
+        0,
+        state="SUSPECT",
+        consecutive_probe_successes=0,
+        consecutive_reported_failures=1,
+        state_before_partial=None,
+        weight_version=1,
+    )
+    with check.call("report_refit", 1, weight_version=1):
+        ledger.report_refit(1, weight_version=1)
+    check.expect(1, state="HEALTHY", state_before_partial=None, weight_version=1)
     with check.call("report_refit", 3, weight_version=1):
         ledger.report_refit(3, weight_version=1)
     check.expect(3, state="HEALTHY", state_before_partial=None, weight_version=1)

@@ -145,7 +145,8 @@ class Checker:
         depth = len(self.states)
         if self.depth_bound is not None and depth > self.depth_bound:
             raise EncodingMismatch(
-                f"internal error: unrolled to depth {depth}, beyond the {self.depth_bound} its bit-vectors were proven for"
+                f"internal error: unrolled to depth {depth}, "
+                f"beyond the {self.depth_bound} its bit-vectors were proven for"
             )
         cur = self.states[-1]
         nxt = self.enc.step_vars(depth)

@@ -514,7 +514,7 @@ class Encoding:
 
     def _instance_bound(self) -> int:
         """At most how many instances the environment's actions make (the selector's range)."""
-        return max(1, sum(self.shards ** len(a.shard_params) for a in self.environment.actions))
+        return max(1, sum(int(self.shards ** len(a.shard_params)) for a in self.environment.actions))
 
     def _instances(self) -> list[Instance]:
         instances: list[Instance] = []

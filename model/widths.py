@@ -49,7 +49,6 @@ costs more than linear arithmetic saves)."""
 MIN_WIDTH = 4
 
 
-
 @dataclass(frozen=True)
 class Interval:
     """The integers lo..hi (either end may be infinite)."""
@@ -276,7 +275,7 @@ def _analyse(
     else:
         terms = {name: backend.note(Interval(value, value)) for name, value in policy.items()}
     machine: Machine[Any] = Machine(spec, backend, terms, shards)
-    decls = {(i, v.name): v for i in range(shards) for v in spec.shard_vars}
+    decls: dict[Key, Any] = {(i, v.name): v for i in range(shards) for v in spec.shard_vars}
     decls.update({(None, v.name): v for v in (*spec.globals, *env.vars)})
     store: dict[Key, Any] = {key: backend.note(_initial(backend, var)) for key, var in decls.items()}
     instances = _instances(env, shards)

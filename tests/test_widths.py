@@ -61,7 +61,9 @@ expect = {{ base = "violated" }}
 """
 
 
-def _counter(tmp_path: Path, check: str = "ticks < 40", *, params: str = "", extra_fields: str = "", body: str = "") -> Spec:
+def _counter(
+    tmp_path: Path, check: str = "ticks < 40", *, params: str = "", extra_fields: str = "", body: str = ""
+) -> Spec:
     text = COUNTER.replace("{{", "{").replace("}}", "}")
     text = text.replace("{check}", check).replace("{params}", params)
     text = text.replace("{extra_fields}", extra_fields).replace("{extra_body}", body)
