@@ -441,16 +441,27 @@ PROOF_FIRST_RLIMIT = 3_000_000
 the spec expects to hold (`_proof_first`): about a second here, the time the bounded search
 to depth 12 takes on the controller's properties. A count, not a timeout, so whether the
 proof lands does not depend on the machine's load, and the output is the same on every run.
-Larger fleets and deeper searches allow more (`proof_first_rlimit`)."""
+Larger fleets and deeper searches allow more, a search in bit-vectors less
+(`proof_first_rlimit`)."""
+
+BITVECTOR_SHARE = 3
+"""How much faster the bounded search runs in bit-vectors than in integers, so how much less
+of a count the proof tried before it may spend: the controller's five properties that have no
+invariant within the count took 0.3-1.3 s to depth 12 in bit-vectors, against a failed
+attempt of about 1.5 s at 3 million (bench/RESULTS.md); the proofs that land need under
+one million but for `restarts_stay_within_budget` (1.2-1.7 million, whose search in
+bit-vectors takes 0.3 s)."""
 
 
-def proof_first_rlimit(shards: int, max_depth: int) -> int:
+def proof_first_rlimit(shards: int, max_depth: int, bitvectors: bool = False) -> int:
     """The count for the proof tried first: PROOF_FIRST_RLIMIT up to 4 shards and depth 12,
     and in proportion to shards times depth beyond, as the bounded search it would spare grows
     at least that fast (its unrolling is that big). At 8 shards the headline property's proof
     needs 3.15 million, just over the flat count: the search to depth 20 then ran 2.4 s after a
-    failed attempt of 1.9 s, where the proof alone takes about 1 s."""
-    return max(PROOF_FIRST_RLIMIT, PROOF_FIRST_RLIMIT * shards * max_depth // (4 * 12))
+    failed attempt of 1.9 s, where the proof alone takes about 1 s. A third of that where the
+    search it would spare runs in bit-vectors (`BITVECTOR_SHARE`)."""
+    count = max(PROOF_FIRST_RLIMIT, PROOF_FIRST_RLIMIT * shards * max_depth // (4 * 12))
+    return count // BITVECTOR_SHARE if bitvectors else count
 
 
 class _ProofRace:
@@ -555,6 +566,8 @@ def _proof_first(
 
     if policy is None or prop.expect.get(spec.variant) != "holds":
         return False
+    env = spec.environment(environment)
+    bitvectors = bitvectors_enabled() and widths.width_for(spec, env, shards, policy, max_depth).numbers.bounded
     try:
         answer, _, _ = spacer_proof(
             spec,
@@ -563,7 +576,7 @@ def _proof_first(
             shards,
             policy,
             timeout,
-            rlimit=proof_first_rlimit(shards, max_depth),
+            rlimit=proof_first_rlimit(shards, max_depth, bitvectors),
             certify=True,
             contracts=contracts,
             text=False,
@@ -613,7 +626,14 @@ def check_property(
     if not prop.applies_to(environment):
         return Result.not_applicable(spec, prop, environment, shards, policy)
     start = time.monotonic()
-    proved_first = _proof_first(
+    # Where the traces outside the callers' contracts are searched for too, a proof for the
+    # system without the contracts (which has every trace the one with them has) settles the
+    # verdict and that search at once, so it is tried first.
+    searches_lax = env.any_call and lax
+    proved_lax = searches_lax and _proof_first(
+        spec, environment, prop, shards=shards, policy=policy, timeout=timeout, max_depth=max_depth, contracts=False
+    )
+    proved_first = proved_lax or _proof_first(
         spec, environment, prop, shards=shards, policy=policy, timeout=timeout, max_depth=max_depth
     )
     # No race where the spec expects a violation: the search is expected to end on a trace,
@@ -678,12 +698,8 @@ def check_property(
             scope = "every fleet size" if every_size else f"{shards} shards"
             result.note = f"proved by spacer for {scope} (an inductive invariant exists)"
         result.region_depth = max_depth
-    if env.any_call and lax and result.status != Status.UNKNOWN:
-        # A property that holds even without the contracts has no trace outside them: a
-        # checked invariant of that system settles the lax search as it settled the verdict.
-        if proved_first and _proof_first(
-            spec, environment, prop, shards=shards, policy=policy, timeout=timeout, max_depth=max_depth, contracts=False
-        ):
+    if searches_lax and result.status != Status.UNKNOWN:
+        if proved_lax:  # a property that holds even without the contracts has no trace outside them
             return result
         lax_checker = Checker(
             spec, environment, prop, shards, policy, contracts=False, timeout=timeout, view=view, depth=max_depth

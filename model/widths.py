@@ -23,15 +23,18 @@ steps holds at most one value per text parameter per step besides the constants,
 renaming them (keeping which are equal) gives another trace of the same system, so the width
 need only have room for that many.
 
-An `int` parameter has no upper bound: wherever the spec reads one, the numbers are not
-bounded and the search keeps Z3's integers (`width` None). So does a width above
-`MAX_WIDTH`, where bit-blasting stops paying.
+An `int` parameter has no upper bound, but where the spec only copies it and compares it for
+equality (a version number stored as it is given), its values are as opaque as text's
+(`OPAQUE`), with one difference: the numbers they may meet (what they are compared with, what
+else the variables holding them hold: `fixed`) keep their values, and the parameters' values
+are renamed around them. Where the spec computes with one or orders it, the numbers are not
+bounded and the search keeps Z3's integers (`width` None). So does a width above `MAX_WIDTH`,
+where bit-blasting stops paying.
 """
 
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -71,6 +74,13 @@ class _Token:
         return "TOKEN"
 
 
+class _Opaque:
+    """A number from an int parameter, only ever copied or compared for equality."""
+
+    def __repr__(self) -> str:
+        return "OPAQUE"
+
+
 class _Maybe:
     """A condition that may be true or false."""
 
@@ -79,6 +89,7 @@ class _Maybe:
 
 
 TOKEN = _Token()
+OPAQUE = _Opaque()
 MAYBE = _Maybe()
 NONE_VALUE = Interval(-1, -1)
 
@@ -99,13 +110,17 @@ class IntervalBackend(Operators):
         self.index = {e.name: {m: i for i, m in enumerate(e.members)} for e in spec.enums.values()}
         self.peak = 0.0
         self.texts: set[str] = set()
+        self.fixed: Interval | None = None
+        """The numbers `OPAQUE` values meet: a renaming of the parameters' values keeps these."""
 
     def note(self, value: Any) -> Any:
         if isinstance(value, Interval):
-            if math.isinf(value.magnitude):
-                raise Unbounded("an int parameter (no upper bound) is read")
             self.peak = max(self.peak, value.magnitude)
         return value
+
+    def fix(self, value: Interval) -> None:
+        self.note(value)
+        self.fixed = value if self.fixed is None else self.fixed.join(value)
 
     def join(self, left: Any, right: Any) -> Any:
         """The values either of two may be."""
@@ -119,6 +134,11 @@ class IntervalBackend(Operators):
             return TOKEN
         if right is TOKEN and left == NONE_VALUE:
             return TOKEN
+        if OPAQUE in (left, right):
+            other = right if left is OPAQUE else left
+            if isinstance(other, Interval):
+                self.fix(other)
+                return OPAQUE
         raise Unbounded(f"a value is both {left!r} and {right!r}")
 
     # -- the Backend protocol --
@@ -145,11 +165,20 @@ class IntervalBackend(Operators):
             if op not in ("==", "!=") or not (other is TOKEN or other == NONE_VALUE):
                 raise Unbounded(f"text is compared ({op}) with {other!r}")
             return MAYBE
+        if left is OPAQUE or right is OPAQUE:
+            other = right if left is OPAQUE else left
+            if op not in ("==", "!=") or not (other is OPAQUE or isinstance(other, Interval)):
+                raise Unbounded(f"an int parameter is compared ({op}) with {other!r}")
+            if isinstance(other, Interval):
+                self.fix(other)
+            return MAYBE
         self.note(left)
         self.note(right)
         return MAYBE
 
     def arith(self, op: str, left: Any, right: Any) -> Any:
+        if OPAQUE in (left, right):
+            raise Unbounded(f"an int parameter is computed with ({op})")
         if not (isinstance(left, Interval) and isinstance(right, Interval)):
             raise Unbounded(f"arithmetic ({op}) on {left!r} and {right!r}")
         self.note(left)
@@ -159,6 +188,8 @@ class IntervalBackend(Operators):
         return self.note(Interval(left.lo - right.hi, left.hi - right.lo))
 
     def neg(self, operand: Any) -> Any:
+        if operand is OPAQUE:
+            raise Unbounded("an int parameter is computed with (-)")
         if not isinstance(operand, Interval):
             raise Unbounded(f"negation of {operand!r}")
         return self.note(Interval(-operand.hi, -operand.lo))
@@ -196,6 +227,8 @@ class IntervalBackend(Operators):
         return MAYBE if members else False
 
     def is_none(self, operand: Any, vtype: ir.Type) -> Any:
+        if operand is OPAQUE:
+            self.fix(NONE_VALUE)
         self.note(operand)
         return MAYBE
 
@@ -236,7 +269,7 @@ def _param(backend: IntervalBackend, spec: Spec, ptype: ir.Type) -> Any:
         return backend.note(Interval(low, len(spec.enums[ptype.enum or ""].members)))
     if ptype.kind in ("str", "any"):
         return TOKEN
-    return Interval(low, math.inf)
+    return OPAQUE
 
 
 def _instances(env: Environment, shards: int) -> list[tuple[Any, dict[str, int]]]:
@@ -280,12 +313,12 @@ def _analyse(
     store: dict[Key, Any] = {key: backend.note(_initial(backend, var)) for key, var in decls.items()}
     instances = _instances(env, shards)
     shard_names = [v.name for v in spec.shard_vars]
-    text_params = 0
     values: list[dict[str, Any]] = []
     for action, _ in instances:
         values.append({p.name: _param(backend, spec, p.type) for p in action.value_params})
-    for action in env.actions:
-        text_params += sum(1 for p in action.value_params if p.type.kind in ("str", "any"))
+    kinds = [p.type.kind for action in env.actions for p in action.value_params]
+    text_params = sum(1 for kind in kinds if kind in ("str", "any"))
+    int_params = sum(1 for kind in kinds if kind == "int")
 
     def step(current: dict[Key, Any]) -> tuple[dict[Key, Any], list[Any]]:
         """The hull of `current` and of every state one action takes it to, the same
@@ -321,6 +354,9 @@ def _analyse(
     width = max(MIN_WIDTH, signed_bits(int(backend.peak)))
     tokens = 2 + len(backend.texts) + (depth + 1) * text_params
     width = max(width, signed_bits(tokens + 1))
+    if int_params:  # the parameters' values renamed to numbers above every fixed one
+        above = max(0, int(backend.fixed.hi) + 1 if backend.fixed is not None else 0)
+        width = max(width, signed_bits(above + (depth + 1) * int_params))
     if width > MAX_WIDTH:
         return Width(INTEGERS, int(backend.peak), tokens, f"{width} bits needed, more than {MAX_WIDTH}")
     return Width(Numbers(width), int(backend.peak), tokens)

@@ -125,14 +125,47 @@ def test_a_property_that_computes_needs_room_for_its_sums(tmp_path: Path) -> Non
     assert (result.status, result.depth) == ("violated", 40)
 
 
-def test_an_int_parameter_that_is_read_keeps_integers(tmp_path: Path) -> None:
+def test_an_int_parameter_computed_with_keeps_integers(tmp_path: Path) -> None:
     spec = _counter(tmp_path, params=", step: int", body="ticks = ticks + args.step")
     width = widths.analyse(spec, spec.environment("ledger"), 1, spec.default_policy(), 12)
     assert width.numbers == INTEGERS
-    assert "int parameter" in width.why
+    assert "int parameter is computed with" in width.why
     # The search still finds the shortest violation: one call with a step of 39 or more.
     result = _check(spec, 12)
     assert (result.status, result.depth) == ("violated", 1)
+
+
+def test_an_int_parameter_compared_by_order_keeps_integers(tmp_path: Path) -> None:
+    spec = _counter(
+        tmp_path,
+        params=", version: int",
+        extra_fields='version = { type = "int", initial = 0 }',
+        body="if args.version > version:\n    version = args.version",
+    )
+    width = widths.analyse(spec, spec.environment("ledger"), 1, spec.default_policy(), 12)
+    assert width.numbers == INTEGERS and "compared (>)" in width.why
+
+
+def test_an_int_parameter_only_stored_is_renamed_around_what_it_meets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A version only stored and compared for equality: its values are renamed around the
+    numbers it meets (here 37, in the property), which the width must hold."""
+    spec = _counter(
+        tmp_path,
+        check="version != 37",
+        params=", version: int",
+        extra_fields='version = { type = "int", initial = 0 }',
+        body="version = args.version",
+    )
+    width = widths.analyse(spec, spec.environment("ledger"), 1, spec.default_policy(), 12)
+    assert width.numbers.bounded and width.peak >= 37
+    result = _check(spec, 12)
+    assert (result.status, result.depth) == ("violated", 1)
+    assert result.traces[0].steps[1].args == {"version": 37}
+    # In six bits 37 is -27, which no parameter value (>= 0) equals: the property would hold.
+    monkeypatch.setattr(bmc.widths, "width_for", lambda *args: widths.Width(Numbers(6)))
+    assert _check(spec, 12).status == "holds_to_depth"
 
 
 def test_numbers_beyond_the_widest_bit_vector_keep_integers(tmp_path: Path) -> None:
@@ -227,17 +260,16 @@ def test_every_value_the_interpreter_reaches_fits(path: Path, environment: str, 
         assert reached <= width.peak < 2 ** (width.numbers.width - 1), (variant, reached, width)
 
 
-def test_the_coupled_fleet_is_bit_vectors_and_the_ledger_environment_keeps_integers() -> None:
-    """Where the bundled ledger stands: its controller environment has no int parameter, its
-    any-call environment does (report_refit's weight_version)."""
+def test_the_bundled_ledger_is_bit_vectors_in_both_environments() -> None:
+    """Its `int` parameter (report_refit's weight_version) is only stored, so it is renamed as
+    text is; the widths stay small."""
     spec_file = load_spec(LEDGER)
     for variant in spec_file.variants:
         spec = spec_file.variant(variant)
-        for shards in (1, 4, 8):
-            controller = widths.analyse(spec, spec.environment("controller"), shards, spec.default_policy(), 12)
-            assert controller.numbers.bounded and controller.numbers.width <= 10, controller
-        ledger = widths.analyse(spec, spec.environment("ledger"), 4, spec.default_policy(), 12)
-        assert ledger.numbers == INTEGERS and "int parameter" in ledger.why
+        for environment in ("ledger", "controller"):
+            for shards in (1, 4, 8):
+                width = widths.analyse(spec, spec.environment(environment), shards, spec.default_policy(), 12)
+                assert width.numbers.bounded and width.numbers.width <= 10, (environment, shards, width)
 
 
 CHECKS = [
