@@ -687,7 +687,7 @@ def test_controller_32934dff4e(ledger_factory: LedgerFactory) -> None:
     check.finish()
 
 
-def test_ledger_6d0f5718d8(ledger_factory: LedgerFactory) -> None:
+def test_ledger_0512f11d59(ledger_factory: LedgerFactory) -> None:
     """as_written breaks this in 9 steps (ledger environment, 4 shards): a restart attempt was spent on
     a condemnation the process did not earn.
 
@@ -707,96 +707,71 @@ def test_ledger_6d0f5718d8(ledger_factory: LedgerFactory) -> None:
     ~own_request_streak           | 0              | 1*                | 1
     ~refits_this_incarnation      | 0              | 0                 | 0
     ~aborted_while_suspect        | false          | false             | true*
-    ~carries_rule_verdict         | false          | false             | false
     ~verdict_reads                | 0              | 0                 | 0
     ~genuine_deaths               | 0              | 0                 | 0
     ~inherited_deaths             | 0              | 0                 | 0
     ~failed_since_load            | false          | true*             | true
     ~restarts_started             | 0              | 0                 | 0
 
-    shard 0                       | condemn_silent_participant(0) | mark_restarting(0)
-    ----------------------------------------------------------------------------------
-    state                         | DEAD*                         | RESTARTING*
-    consecutive_probe_failures    | 0                             | 0
+    shard 0                       | record_actor_death(0) | mark_restarting(0)
+    --------------------------------------------------------------------------
+    state                         | DEAD*                 | RESTARTING*
+    consecutive_probe_failures    | 3*                    | 3
+    consecutive_probe_successes   | 0                     | 0
+    consecutive_reported_failures | 1                     | 1
+    restart_attempts              | 0                     | 1*
+    state_before_partial          | SUSPECT               | SUSPECT
+    weight_version                | 0                     | 0
+    base_url                      | http://shard-0        | http://shard-0
+    ~incarnation                  | 0                     | 0
+    ~own_request_streak           | 1                     | 1
+    ~refits_this_incarnation      | 0                     | 0
+    ~aborted_while_suspect        | true                  | true
+    ~verdict_reads                | 0                     | 0
+    ~genuine_deaths               | 1*                    | 1
+    ~inherited_deaths             | 0                     | 0
+    ~failed_since_load            | true                  | true
+    ~restarts_started             | 0                     | 1*
+
+    shard 0                       | mark_loaded(0, base_url=None) | report_refit(0, weight_version=0)
+    -------------------------------------------------------------------------------------------------
+    state                         | STALE*                        | SUSPECT*
+    consecutive_probe_failures    | 0*                            | 0
     consecutive_probe_successes   | 0                             | 0
-    consecutive_reported_failures | 1                             | 1
-    restart_attempts              | 0                             | 1*
-    state_before_partial          | SUSPECT                       | SUSPECT
+    consecutive_reported_failures | 1!                            | 1!
+    restart_attempts              | 1                             | 1
+    state_before_partial          | SUSPECT!                      | None*
     weight_version                | 0                             | 0
     base_url                      | http://shard-0                | http://shard-0
-    ~incarnation                  | 0                             | 0
-    ~own_request_streak           | 1                             | 1
-    ~refits_this_incarnation      | 0                             | 0
-    ~aborted_while_suspect        | true                          | true
-    ~carries_rule_verdict         | true*                         | true
-    ~verdict_reads                | 0                             | 0
-    ~genuine_deaths               | 1*                            | 1
+    ~incarnation                  | 1*                            | 1
+    ~own_request_streak           | 0*                            | 0
+    ~refits_this_incarnation      | 0                             | 1*
+    ~aborted_while_suspect        | false*                        | false
+    ~verdict_reads                | 0                             | 1*
+    ~genuine_deaths               | 1                             | 1
     ~inherited_deaths             | 0                             | 0
-    ~failed_since_load            | true                          | true
-    ~restarts_started             | 0                             | 1*
+    ~failed_since_load            | false*                        | false
+    ~restarts_started             | 1                             | 1
 
-    shard 0                       | mark_loaded(0, base_url=http://shard-0)
-    -----------------------------------------------------------------------
-    state                         | STALE*
-    consecutive_probe_failures    | 0
-    consecutive_probe_successes   | 0
-    consecutive_reported_failures | 1!
-    restart_attempts              | 1
-    state_before_partial          | SUSPECT!
-    weight_version                | 0
-    base_url                      | http://shard-0
-    ~incarnation                  | 1*
-    ~own_request_streak           | 0*
-    ~refits_this_incarnation      | 0
-    ~aborted_while_suspect        | false*
-    ~carries_rule_verdict         | false*
-    ~verdict_reads                | 0
-    ~genuine_deaths               | 1
-    ~inherited_deaths             | 0
-    ~failed_since_load            | false*
-    ~restarts_started             | 1
-
-    shard 0                       | report_refit(0, weight_version=0) | report_failure(0)
-    -------------------------------------------------------------------------------------
-    state                         | SUSPECT*                          | SUSPECT
-    consecutive_probe_failures    | 0                                 | 0
-    consecutive_probe_successes   | 0                                 | 0
-    consecutive_reported_failures | 1!                                | 2*
-    restart_attempts              | 1                                 | 1
-    state_before_partial          | None*                             | None
-    weight_version                | 0                                 | 0
-    base_url                      | http://shard-0                    | http://shard-0
-    ~incarnation                  | 1                                 | 1
-    ~own_request_streak           | 0                                 | 1*
-    ~refits_this_incarnation      | 1*                                | 1
-    ~aborted_while_suspect        | false                             | false
-    ~carries_rule_verdict         | false                             | false
-    ~verdict_reads                | 1*                                | 1
-    ~genuine_deaths               | 1                                 | 1
-    ~inherited_deaths             | 0                                 | 0
-    ~failed_since_load            | false                             | true*
-    ~restarts_started             | 1                                 | 1
-
-    shard 0                       | report_failure(0) | mark_restarting(0)
-    ----------------------------------------------------------------------
-    state                         | DEAD*             | RESTARTING*
-    consecutive_probe_failures    | 0                 | 0
-    consecutive_probe_successes   | 0                 | 0
-    consecutive_reported_failures | 3*                | 3
-    restart_attempts              | 1                 | 2*
-    state_before_partial          | None              | None
-    weight_version                | 0                 | 0
-    base_url                      | http://shard-0    | http://shard-0
-    ~incarnation                  | 1                 | 1
-    ~own_request_streak           | 2*                | 2
-    ~refits_this_incarnation      | 1                 | 1
-    ~aborted_while_suspect        | false             | false
-    ~carries_rule_verdict         | false             | false
-    ~verdict_reads                | 1                 | 1
-    ~genuine_deaths               | 1                 | 1
-    ~inherited_deaths             | 1*                | 1
-    ~failed_since_load            | true              | true
-    ~restarts_started             | 1                 | 2*
+    shard 0                       | report_failure(0) | report_failure(0) | mark_restarting(0)
+    ------------------------------------------------------------------------------------------
+    state                         | SUSPECT           | DEAD*             | RESTARTING*
+    consecutive_probe_failures    | 0                 | 0                 | 0
+    consecutive_probe_successes   | 0                 | 0                 | 0
+    consecutive_reported_failures | 2*                | 3*                | 3
+    restart_attempts              | 1                 | 1                 | 2*
+    state_before_partial          | None              | None              | None
+    weight_version                | 0                 | 0                 | 0
+    base_url                      | http://shard-0    | http://shard-0    | http://shard-0
+    ~incarnation                  | 1                 | 1                 | 1
+    ~own_request_streak           | 1*                | 2*                | 2
+    ~refits_this_incarnation      | 1                 | 1                 | 1
+    ~aborted_while_suspect        | false             | false             | false
+    ~verdict_reads                | 1                 | 1                 | 1
+    ~genuine_deaths               | 1                 | 1                 | 1
+    ~inherited_deaths             | 0                 | 1*                | 1
+    ~failed_since_load            | true*             | true              | true
+    ~restarts_started             | 1                 | 1                 | 2*
 
     * changed by the step; ! held over from an earlier process incarnation; ~ history variable
     """
@@ -822,18 +797,193 @@ def test_ledger_6d0f5718d8(ledger_factory: LedgerFactory) -> None:
     with check.call("mark_weights_partial", 0):
         ledger.mark_weights_partial(0)
     check.expect(0, state="STALE", state_before_partial="SUSPECT")
-    # step 3: condemn_silent_participant(0)
-    with check.call("condemn_silent_participant", 0):
-        ledger.condemn_silent_participant(0, reason="silent during weight transfer")
-    check.expect(0, state="DEAD")
+    # step 3: record_actor_death(0)
+    with check.call("record_actor_death", 0):
+        ledger.record_actor_death(0)
+    check.expect(0, state="DEAD", consecutive_probe_failures=3)
     # step 4: mark_restarting(0)
     with check.call("mark_restarting", 0):
         ledger.mark_restarting(0)
     check.expect(0, state="RESTARTING", restart_attempts=1)
-    # step 5: mark_loaded(0, base_url="http://shard-0")
-    with check.call("mark_loaded", 0, base_url="http://shard-0"):
-        ledger.mark_loaded(0, base_url="http://shard-0")
-    check.expect(0, state="STALE", consecutive_reported_failures=0, state_before_partial=None)
+    # step 5: mark_loaded(0, base_url=None)
+    with check.call("mark_loaded", 0, base_url=None):
+        ledger.mark_loaded(0)
+    check.expect(
+        0,
+        state="STALE",
+        consecutive_probe_failures=0,
+        consecutive_reported_failures=0,
+        state_before_partial=None,
+    )
+    # step 6: report_refit(0, weight_version=0)
+    with check.call("report_refit", 0, weight_version=0):
+        ledger.report_refit(0, weight_version=0)
+    check.expect(0, state="HEALTHY", consecutive_reported_failures=0, state_before_partial=None)
+    # step 7: report_failure(0)
+    with check.call("report_failure", 0):
+        ledger.report_failure(0, RuntimeError("generation failed"))
+    check.expect(0, state="SUSPECT", consecutive_reported_failures=1)
+    # step 8: report_failure(0)
+    with check.call("report_failure", 0):
+        ledger.report_failure(0, RuntimeError("generation failed"))
+    check.expect(0, state="SUSPECT", consecutive_reported_failures=2)
+    # step 9: mark_restarting(0)
+    if check.callers_would_call("mark_restarting", 0):
+        with check.call("mark_restarting", 0):
+            ledger.mark_restarting(0)
+        check.expect(0, state="SUSPECT", consecutive_reported_failures=2, restart_attempts=1)
+    check.finish()
+
+
+def test_ledger_3050e7f790(ledger_factory: LedgerFactory) -> None:
+    """as_written breaks this in 9 steps (ledger environment, 4 shards): a restart attempt was spent on
+    a condemnation the process did not earn.
+
+    Trace found in as_written:
+
+    shard 0                       | start          | report_failure(0) | mark_weights_partial(0)
+    --------------------------------------------------------------------------------------------
+    state                         | HEALTHY        | SUSPECT*          | STALE*
+    consecutive_probe_failures    | 0              | 0                 | 0
+    consecutive_probe_successes   | 0              | 0                 | 0
+    consecutive_reported_failures | 0              | 1*                | 1
+    restart_attempts              | 0              | 0                 | 0
+    state_before_partial          | None           | None              | SUSPECT*
+    weight_version                | 0              | 0                 | 0
+    base_url                      | http://shard-0 | http://shard-0    | http://shard-0
+    ~incarnation                  | 0              | 0                 | 0
+    ~own_request_streak           | 0              | 1*                | 1
+    ~refits_this_incarnation      | 0              | 0                 | 0
+    ~aborted_while_suspect        | false          | false             | true*
+    ~verdict_reads                | 0              | 0                 | 0
+    ~genuine_deaths               | 0              | 0                 | 0
+    ~inherited_deaths             | 0              | 0                 | 0
+    ~failed_since_load            | false          | true*             | true
+    ~restarts_started             | 0              | 0                 | 0
+
+    shard 0                       | record_actor_death(0) | mark_restarting(0)
+    --------------------------------------------------------------------------
+    state                         | DEAD*                 | RESTARTING*
+    consecutive_probe_failures    | 3*                    | 3
+    consecutive_probe_successes   | 0                     | 0
+    consecutive_reported_failures | 1                     | 1
+    restart_attempts              | 0                     | 1*
+    state_before_partial          | SUSPECT               | SUSPECT
+    weight_version                | 0                     | 0
+    base_url                      | http://shard-0        | http://shard-0
+    ~incarnation                  | 0                     | 0
+    ~own_request_streak           | 1                     | 1
+    ~refits_this_incarnation      | 0                     | 0
+    ~aborted_while_suspect        | true                  | true
+    ~verdict_reads                | 0                     | 0
+    ~genuine_deaths               | 1*                    | 1
+    ~inherited_deaths             | 0                     | 0
+    ~failed_since_load            | true                  | true
+    ~restarts_started             | 0                     | 1*
+
+    shard 0                       | mark_loaded(0, base_url=http://shard-0.restarted)
+    ---------------------------------------------------------------------------------
+    state                         | STALE*
+    consecutive_probe_failures    | 0*
+    consecutive_probe_successes   | 0
+    consecutive_reported_failures | 1!
+    restart_attempts              | 1
+    state_before_partial          | SUSPECT!
+    weight_version                | 0
+    base_url                      | http://shard-0.restarted*
+    ~incarnation                  | 1*
+    ~own_request_streak           | 0*
+    ~refits_this_incarnation      | 0
+    ~aborted_while_suspect        | false*
+    ~verdict_reads                | 0
+    ~genuine_deaths               | 1
+    ~inherited_deaths             | 0
+    ~failed_since_load            | false*
+    ~restarts_started             | 1
+
+    shard 0                       | report_refit(0, weight_version=0) | report_failure(0)
+    -------------------------------------------------------------------------------------
+    state                         | SUSPECT*                          | SUSPECT
+    consecutive_probe_failures    | 0                                 | 0
+    consecutive_probe_successes   | 0                                 | 0
+    consecutive_reported_failures | 1!                                | 2*
+    restart_attempts              | 1                                 | 1
+    state_before_partial          | None*                             | None
+    weight_version                | 0                                 | 0
+    base_url                      | http://shard-0.restarted          | http://shard-0.restarted
+    ~incarnation                  | 1                                 | 1
+    ~own_request_streak           | 0                                 | 1*
+    ~refits_this_incarnation      | 1*                                | 1
+    ~aborted_while_suspect        | false                             | false
+    ~verdict_reads                | 1*                                | 1
+    ~genuine_deaths               | 1                                 | 1
+    ~inherited_deaths             | 0                                 | 0
+    ~failed_since_load            | false                             | true*
+    ~restarts_started             | 1                                 | 1
+
+    shard 0                       | report_failure(0)        | mark_restarting(0)
+    -----------------------------------------------------------------------------
+    state                         | DEAD*                    | RESTARTING*
+    consecutive_probe_failures    | 0                        | 0
+    consecutive_probe_successes   | 0                        | 0
+    consecutive_reported_failures | 3*                       | 3
+    restart_attempts              | 1                        | 2*
+    state_before_partial          | None                     | None
+    weight_version                | 0                        | 0
+    base_url                      | http://shard-0.restarted | http://shard-0.restarted
+    ~incarnation                  | 1                        | 1
+    ~own_request_streak           | 2*                       | 2
+    ~refits_this_incarnation      | 1                        | 1
+    ~aborted_while_suspect        | false                    | false
+    ~verdict_reads                | 1                        | 1
+    ~genuine_deaths               | 1                        | 1
+    ~inherited_deaths             | 1*                       | 1
+    ~failed_since_load            | true                     | true
+    ~restarts_started             | 1                        | 2*
+
+    * changed by the step; ! held over from an earlier process incarnation; ~ history variable
+    """
+    ledger, check = ledger_factory(
+        SPEC,
+        SPEC_MEANING,
+        PROPERTY,
+        EXPECTED_FROM,
+        parts=SPEC_PARTS,
+        shards=4,
+        policy={
+            "unhealthy_threshold": 3,
+            "healthy_threshold": 2,
+            "max_restart_attempts_per_shard": 5,
+            "min_healthy_shards": 1,
+        },
+    )
+    # step 1: report_failure(0)
+    with check.call("report_failure", 0):
+        ledger.report_failure(0, RuntimeError("generation failed"))
+    check.expect(0, state="SUSPECT", consecutive_reported_failures=1)
+    # step 2: mark_weights_partial(0)
+    with check.call("mark_weights_partial", 0):
+        ledger.mark_weights_partial(0)
+    check.expect(0, state="STALE", state_before_partial="SUSPECT")
+    # step 3: record_actor_death(0)
+    with check.call("record_actor_death", 0):
+        ledger.record_actor_death(0)
+    check.expect(0, state="DEAD", consecutive_probe_failures=3)
+    # step 4: mark_restarting(0)
+    with check.call("mark_restarting", 0):
+        ledger.mark_restarting(0)
+    check.expect(0, state="RESTARTING", restart_attempts=1)
+    # step 5: mark_loaded(0, base_url="http://shard-0.restarted")
+    with check.call("mark_loaded", 0, base_url="http://shard-0.restarted"):
+        ledger.mark_loaded(0, base_url="http://shard-0.restarted")
+    check.expect(
+        0,
+        state="STALE",
+        consecutive_probe_failures=0,
+        consecutive_reported_failures=0,
+        state_before_partial=None,
+        base_url="http://shard-0.restarted",
+    )
     # step 6: report_refit(0, weight_version=0)
     with check.call("report_refit", 0, weight_version=0):
         ledger.report_refit(0, weight_version=0)
@@ -1024,173 +1174,4 @@ def test_ledger_8de936307a(ledger_factory: LedgerFactory) -> None:
         with check.call("mark_restarting", 0):
             ledger.mark_restarting(0)
         check.expect(0, state="SUSPECT", consecutive_reported_failures=2, restart_attempts=1)
-    check.finish()
-
-
-def test_ledger_c327ba1fad(ledger_factory: LedgerFactory) -> None:
-    """as_written breaks this in 9 steps (ledger environment, 4 shards): a restart attempt was spent on
-    a condemnation the process did not earn.
-
-    Trace found in as_written:
-
-    shard 0                       | start          | report_failure(0) | report_failure(0)
-    --------------------------------------------------------------------------------------
-    state                         | HEALTHY        | SUSPECT*          | SUSPECT
-    consecutive_probe_failures    | 0              | 0                 | 0
-    consecutive_probe_successes   | 0              | 0                 | 0
-    consecutive_reported_failures | 0              | 1*                | 2*
-    restart_attempts              | 0              | 0                 | 0
-    state_before_partial          | None           | None              | None
-    weight_version                | 0              | 0                 | 0
-    base_url                      | http://shard-0 | http://shard-0    | http://shard-0
-    ~incarnation                  | 0              | 0                 | 0
-    ~own_request_streak           | 0              | 1*                | 2*
-    ~refits_this_incarnation      | 0              | 0                 | 0
-    ~aborted_while_suspect        | false          | false             | false
-    ~verdict_reads                | 0              | 0                 | 0
-    ~genuine_deaths               | 0              | 0                 | 0
-    ~inherited_deaths             | 0              | 0                 | 0
-    ~failed_since_load            | false          | true*             | true
-    ~restarts_started             | 0              | 0                 | 0
-
-    shard 0                       | mark_weights_partial(0) | record_actor_death(0) | mark_restarting(0)
-    ----------------------------------------------------------------------------------------------------
-    state                         | STALE*                  | DEAD*                 | RESTARTING*
-    consecutive_probe_failures    | 0                       | 3*                    | 3
-    consecutive_probe_successes   | 0                       | 0                     | 0
-    consecutive_reported_failures | 2                       | 2                     | 2
-    restart_attempts              | 0                       | 0                     | 1*
-    state_before_partial          | SUSPECT*                | SUSPECT               | SUSPECT
-    weight_version                | 0                       | 0                     | 0
-    base_url                      | http://shard-0          | http://shard-0        | http://shard-0
-    ~incarnation                  | 0                       | 0                     | 0
-    ~own_request_streak           | 2                       | 2                     | 2
-    ~refits_this_incarnation      | 0                       | 0                     | 0
-    ~aborted_while_suspect        | true*                   | true                  | true
-    ~verdict_reads                | 0                       | 0                     | 0
-    ~genuine_deaths               | 0                       | 1*                    | 1
-    ~inherited_deaths             | 0                       | 0                     | 0
-    ~failed_since_load            | true                    | true                  | true
-    ~restarts_started             | 0                       | 0                     | 1*
-
-    shard 0                       | mark_loaded(0, base_url=http://shard-0.restarted)
-    ---------------------------------------------------------------------------------
-    state                         | STALE*
-    consecutive_probe_failures    | 0*
-    consecutive_probe_successes   | 0
-    consecutive_reported_failures | 2!
-    restart_attempts              | 1
-    state_before_partial          | SUSPECT!
-    weight_version                | 0
-    base_url                      | http://shard-0.restarted*
-    ~incarnation                  | 1*
-    ~own_request_streak           | 0*
-    ~refits_this_incarnation      | 0
-    ~aborted_while_suspect        | false*
-    ~verdict_reads                | 0
-    ~genuine_deaths               | 1
-    ~inherited_deaths             | 0
-    ~failed_since_load            | false*
-    ~restarts_started             | 1
-
-    shard 0                       | report_refit(0, weight_version=0) | report_failure(0)
-    -------------------------------------------------------------------------------------
-    state                         | SUSPECT*                          | DEAD*
-    consecutive_probe_failures    | 0                                 | 0
-    consecutive_probe_successes   | 0                                 | 0
-    consecutive_reported_failures | 2!                                | 3*
-    restart_attempts              | 1                                 | 1
-    state_before_partial          | None*                             | None
-    weight_version                | 0                                 | 0
-    base_url                      | http://shard-0.restarted          | http://shard-0.restarted
-    ~incarnation                  | 1                                 | 1
-    ~own_request_streak           | 0                                 | 1*
-    ~refits_this_incarnation      | 1*                                | 1
-    ~aborted_while_suspect        | false                             | false
-    ~verdict_reads                | 1*                                | 1
-    ~genuine_deaths               | 1                                 | 1
-    ~inherited_deaths             | 0                                 | 1*
-    ~failed_since_load            | false                             | true*
-    ~restarts_started             | 1                                 | 1
-
-    shard 0                       | mark_restarting(0)
-    --------------------------------------------------
-    state                         | RESTARTING*
-    consecutive_probe_failures    | 0
-    consecutive_probe_successes   | 0
-    consecutive_reported_failures | 3
-    restart_attempts              | 2*
-    state_before_partial          | None
-    weight_version                | 0
-    base_url                      | http://shard-0.restarted
-    ~incarnation                  | 1
-    ~own_request_streak           | 1
-    ~refits_this_incarnation      | 1
-    ~aborted_while_suspect        | false
-    ~verdict_reads                | 1
-    ~genuine_deaths               | 1
-    ~inherited_deaths             | 1
-    ~failed_since_load            | true
-    ~restarts_started             | 2*
-
-    * changed by the step; ! held over from an earlier process incarnation; ~ history variable
-    """
-    ledger, check = ledger_factory(
-        SPEC,
-        SPEC_MEANING,
-        PROPERTY,
-        EXPECTED_FROM,
-        parts=SPEC_PARTS,
-        shards=4,
-        policy={
-            "unhealthy_threshold": 3,
-            "healthy_threshold": 2,
-            "max_restart_attempts_per_shard": 5,
-            "min_healthy_shards": 1,
-        },
-    )
-    # step 1: report_failure(0)
-    with check.call("report_failure", 0):
-        ledger.report_failure(0, RuntimeError("generation failed"))
-    check.expect(0, state="SUSPECT", consecutive_reported_failures=1)
-    # step 2: report_failure(0)
-    with check.call("report_failure", 0):
-        ledger.report_failure(0, RuntimeError("generation failed"))
-    check.expect(0, state="SUSPECT", consecutive_reported_failures=2)
-    # step 3: mark_weights_partial(0)
-    with check.call("mark_weights_partial", 0):
-        ledger.mark_weights_partial(0)
-    check.expect(0, state="STALE", state_before_partial="SUSPECT")
-    # step 4: record_actor_death(0)
-    with check.call("record_actor_death", 0):
-        ledger.record_actor_death(0)
-    check.expect(0, state="DEAD", consecutive_probe_failures=3)
-    # step 5: mark_restarting(0)
-    with check.call("mark_restarting", 0):
-        ledger.mark_restarting(0)
-    check.expect(0, state="RESTARTING", restart_attempts=1)
-    # step 6: mark_loaded(0, base_url="http://shard-0.restarted")
-    with check.call("mark_loaded", 0, base_url="http://shard-0.restarted"):
-        ledger.mark_loaded(0, base_url="http://shard-0.restarted")
-    check.expect(
-        0,
-        state="STALE",
-        consecutive_probe_failures=0,
-        consecutive_reported_failures=0,
-        state_before_partial=None,
-        base_url="http://shard-0.restarted",
-    )
-    # step 7: report_refit(0, weight_version=0)
-    with check.call("report_refit", 0, weight_version=0):
-        ledger.report_refit(0, weight_version=0)
-    check.expect(0, state="HEALTHY", consecutive_reported_failures=0, state_before_partial=None)
-    # step 8: report_failure(0)
-    with check.call("report_failure", 0):
-        ledger.report_failure(0, RuntimeError("generation failed"))
-    check.expect(0, state="SUSPECT", consecutive_reported_failures=1)
-    # step 9: mark_restarting(0)
-    if check.callers_would_call("mark_restarting", 0):
-        with check.call("mark_restarting", 0):
-            ledger.mark_restarting(0)
-        check.expect(0, state="SUSPECT", consecutive_reported_failures=1, restart_attempts=1)
     check.finish()

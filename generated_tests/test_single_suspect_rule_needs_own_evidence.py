@@ -591,7 +591,7 @@ def test_controller_f4b4cbe4f7(ledger_factory: LedgerFactory) -> None:
     check.finish()
 
 
-def test_ledger_8c6adb0541(ledger_factory: LedgerFactory) -> None:
+def test_ledger_b1bf13d4ff(ledger_factory: LedgerFactory) -> None:
     """as_written breaks this in 6 steps (ledger environment, 4 shards): the single-suspect rule
     condemned a process that had never failed.
 
@@ -615,26 +615,26 @@ def test_ledger_8c6adb0541(ledger_factory: LedgerFactory) -> None:
     ~failed_since_load            | false          | true*                     | true
     ~restarts_started             | 0              | 0                         | 0
 
-    shard 0                       | condemn_silent_participant(0) | mark_restarting(0)
-    ----------------------------------------------------------------------------------
-    state                         | DEAD*                         | RESTARTING*
-    consecutive_probe_failures    | 1                             | 1
-    consecutive_probe_successes   | 0                             | 0
-    consecutive_reported_failures | 0                             | 0
-    restart_attempts              | 0                             | 1*
-    state_before_partial          | SUSPECT                       | SUSPECT
-    weight_version                | 0                             | 0
-    base_url                      | http://shard-0                | http://shard-0
-    ~incarnation                  | 0                             | 0
-    ~own_probe_streak             | 1                             | 1
-    ~aborted_while_suspect        | true                          | true
-    ~carries_rule_verdict         | true*                         | true
-    ~genuine_deaths               | 1*                            | 1
-    ~failed_since_load            | true                          | true
-    ~restarts_started             | 0                             | 1*
+    shard 0                       | record_actor_death(0) | mark_restarting(0)
+    --------------------------------------------------------------------------
+    state                         | DEAD*                 | RESTARTING*
+    consecutive_probe_failures    | 3*                    | 3
+    consecutive_probe_successes   | 0                     | 0
+    consecutive_reported_failures | 0                     | 0
+    restart_attempts              | 0                     | 1*
+    state_before_partial          | SUSPECT               | SUSPECT
+    weight_version                | 0                     | 0
+    base_url                      | http://shard-0        | http://shard-0
+    ~incarnation                  | 0                     | 0
+    ~own_probe_streak             | 1                     | 1
+    ~aborted_while_suspect        | true                  | true
+    ~carries_rule_verdict         | false                 | false
+    ~genuine_deaths               | 1*                    | 1
+    ~failed_since_load            | true                  | true
+    ~restarts_started             | 0                     | 1*
 
-    shard 0                       | mark_loaded(0, base_url=http://shard-0.restarted)
-    ---------------------------------------------------------------------------------
+    shard 0                       | mark_loaded(0, base_url=http://shard-0)
+    -----------------------------------------------------------------------
     state                         | STALE*
     consecutive_probe_failures    | 0*
     consecutive_probe_successes   | 0
@@ -642,11 +642,11 @@ def test_ledger_8c6adb0541(ledger_factory: LedgerFactory) -> None:
     restart_attempts              | 1
     state_before_partial          | SUSPECT!
     weight_version                | 0
-    base_url                      | http://shard-0.restarted*
+    base_url                      | http://shard-0
     ~incarnation                  | 1*
     ~own_probe_streak             | 0*
     ~aborted_while_suspect        | false*
-    ~carries_rule_verdict         | false*
+    ~carries_rule_verdict         | false
     ~genuine_deaths               | 1
     ~failed_since_load            | false*
     ~restarts_started             | 1
@@ -660,7 +660,7 @@ def test_ledger_8c6adb0541(ledger_factory: LedgerFactory) -> None:
     restart_attempts              | 1
     state_before_partial          | SUSPECT!
     weight_version                | 0
-    base_url                      | http://shard-0.restarted
+    base_url                      | http://shard-0
     ~incarnation                  | 1
     ~own_probe_streak             | 0
     ~aborted_while_suspect        | false
@@ -693,24 +693,18 @@ def test_ledger_8c6adb0541(ledger_factory: LedgerFactory) -> None:
     with check.call("mark_weights_partial", 0):
         ledger.mark_weights_partial(0)
     check.expect(0, state="STALE", state_before_partial="SUSPECT")
-    # step 3: condemn_silent_participant(0)
-    with check.call("condemn_silent_participant", 0):
-        ledger.condemn_silent_participant(0, reason="silent during weight transfer")
-    check.expect(0, state="DEAD")
+    # step 3: record_actor_death(0)
+    with check.call("record_actor_death", 0):
+        ledger.record_actor_death(0)
+    check.expect(0, state="DEAD", consecutive_probe_failures=3)
     # step 4: mark_restarting(0)
     with check.call("mark_restarting", 0):
         ledger.mark_restarting(0)
     check.expect(0, state="RESTARTING", restart_attempts=1)
-    # step 5: mark_loaded(0, base_url="http://shard-0.restarted")
-    with check.call("mark_loaded", 0, base_url="http://shard-0.restarted"):
-        ledger.mark_loaded(0, base_url="http://shard-0.restarted")
-    check.expect(
-        0,
-        state="STALE",
-        consecutive_probe_failures=0,
-        state_before_partial=None,
-        base_url="http://shard-0.restarted",
-    )
+    # step 5: mark_loaded(0, base_url="http://shard-0")
+    with check.call("mark_loaded", 0, base_url="http://shard-0"):
+        ledger.mark_loaded(0, base_url="http://shard-0")
+    check.expect(0, state="STALE", consecutive_probe_failures=0, state_before_partial=None)
     # step 6: condemn_silent_participant(0)
     if check.callers_would_call("condemn_silent_participant", 0):
         with check.call("condemn_silent_participant", 0):
@@ -719,7 +713,7 @@ def test_ledger_8c6adb0541(ledger_factory: LedgerFactory) -> None:
     check.finish()
 
 
-def test_ledger_c537c30788(ledger_factory: LedgerFactory) -> None:
+def test_ledger_c8b0fddaa9(ledger_factory: LedgerFactory) -> None:
     """as_written breaks this in 6 steps (ledger environment, 4 shards): the single-suspect rule
     condemned a process that had never failed.
 
@@ -743,41 +737,59 @@ def test_ledger_c537c30788(ledger_factory: LedgerFactory) -> None:
     ~failed_since_load            | false          | true*             | true
     ~restarts_started             | 0              | 0                 | 0
 
-    shard 0                       | condemn_silent_participant(0) | mark_restarting(0)
-    ----------------------------------------------------------------------------------
-    state                         | DEAD*                         | RESTARTING*
-    consecutive_probe_failures    | 0                             | 0
-    consecutive_probe_successes   | 0                             | 0
-    consecutive_reported_failures | 1                             | 1
-    restart_attempts              | 0                             | 1*
-    state_before_partial          | SUSPECT                       | SUSPECT
-    weight_version                | 0                             | 0
-    base_url                      | http://shard-0                | http://shard-0
-    ~incarnation                  | 0                             | 0
-    ~own_request_streak           | 1                             | 1
-    ~aborted_while_suspect        | true                          | true
-    ~carries_rule_verdict         | true*                         | true
-    ~genuine_deaths               | 1*                            | 1
-    ~failed_since_load            | true                          | true
-    ~restarts_started             | 0                             | 1*
+    shard 0                       | record_actor_death(0) | mark_restarting(0)
+    --------------------------------------------------------------------------
+    state                         | DEAD*                 | RESTARTING*
+    consecutive_probe_failures    | 3*                    | 3
+    consecutive_probe_successes   | 0                     | 0
+    consecutive_reported_failures | 1                     | 1
+    restart_attempts              | 0                     | 1*
+    state_before_partial          | SUSPECT               | SUSPECT
+    weight_version                | 0                     | 0
+    base_url                      | http://shard-0        | http://shard-0
+    ~incarnation                  | 0                     | 0
+    ~own_request_streak           | 1                     | 1
+    ~aborted_while_suspect        | true                  | true
+    ~carries_rule_verdict         | false                 | false
+    ~genuine_deaths               | 1*                    | 1
+    ~failed_since_load            | true                  | true
+    ~restarts_started             | 0                     | 1*
 
-    shard 0                       | mark_loaded(0, base_url=None) | condemn_silent_participant(0)
-    ---------------------------------------------------------------------------------------------
-    state                         | STALE*                        | DEAD*
-    consecutive_probe_failures    | 0                             | 0
-    consecutive_probe_successes   | 0                             | 0
-    consecutive_reported_failures | 1!                            | 1!
-    restart_attempts              | 1                             | 1
-    state_before_partial          | SUSPECT!                      | SUSPECT!
-    weight_version                | 0                             | 0
-    base_url                      | http://shard-0                | http://shard-0
-    ~incarnation                  | 1*                            | 1
-    ~own_request_streak           | 0*                            | 0
-    ~aborted_while_suspect        | false*                        | false
-    ~carries_rule_verdict         | false*                        | true*
-    ~genuine_deaths               | 1                             | 2*
-    ~failed_since_load            | false*                        | false
-    ~restarts_started             | 1                             | 1
+    shard 0                       | mark_loaded(0, base_url=http://shard-0.restarted)
+    ---------------------------------------------------------------------------------
+    state                         | STALE*
+    consecutive_probe_failures    | 0*
+    consecutive_probe_successes   | 0
+    consecutive_reported_failures | 1!
+    restart_attempts              | 1
+    state_before_partial          | SUSPECT!
+    weight_version                | 0
+    base_url                      | http://shard-0.restarted*
+    ~incarnation                  | 1*
+    ~own_request_streak           | 0*
+    ~aborted_while_suspect        | false*
+    ~carries_rule_verdict         | false
+    ~genuine_deaths               | 1
+    ~failed_since_load            | false*
+    ~restarts_started             | 1
+
+    shard 0                       | condemn_silent_participant(0)
+    -------------------------------------------------------------
+    state                         | DEAD*
+    consecutive_probe_failures    | 0
+    consecutive_probe_successes   | 0
+    consecutive_reported_failures | 1!
+    restart_attempts              | 1
+    state_before_partial          | SUSPECT!
+    weight_version                | 0
+    base_url                      | http://shard-0.restarted
+    ~incarnation                  | 1
+    ~own_request_streak           | 0
+    ~aborted_while_suspect        | false
+    ~carries_rule_verdict         | true*
+    ~genuine_deaths               | 2*
+    ~failed_since_load            | false
+    ~restarts_started             | 1
 
     * changed by the step; ! held over from an earlier process incarnation; ~ history variable
     """
@@ -803,18 +815,25 @@ def test_ledger_c537c30788(ledger_factory: LedgerFactory) -> None:
     with check.call("mark_weights_partial", 0):
         ledger.mark_weights_partial(0)
     check.expect(0, state="STALE", state_before_partial="SUSPECT")
-    # step 3: condemn_silent_participant(0)
-    with check.call("condemn_silent_participant", 0):
-        ledger.condemn_silent_participant(0, reason="silent during weight transfer")
-    check.expect(0, state="DEAD")
+    # step 3: record_actor_death(0)
+    with check.call("record_actor_death", 0):
+        ledger.record_actor_death(0)
+    check.expect(0, state="DEAD", consecutive_probe_failures=3)
     # step 4: mark_restarting(0)
     with check.call("mark_restarting", 0):
         ledger.mark_restarting(0)
     check.expect(0, state="RESTARTING", restart_attempts=1)
-    # step 5: mark_loaded(0, base_url=None)
-    with check.call("mark_loaded", 0, base_url=None):
-        ledger.mark_loaded(0)
-    check.expect(0, state="STALE", consecutive_reported_failures=0, state_before_partial=None)
+    # step 5: mark_loaded(0, base_url="http://shard-0.restarted")
+    with check.call("mark_loaded", 0, base_url="http://shard-0.restarted"):
+        ledger.mark_loaded(0, base_url="http://shard-0.restarted")
+    check.expect(
+        0,
+        state="STALE",
+        consecutive_probe_failures=0,
+        consecutive_reported_failures=0,
+        state_before_partial=None,
+        base_url="http://shard-0.restarted",
+    )
     # step 6: condemn_silent_participant(0)
     if check.callers_would_call("condemn_silent_participant", 0):
         with check.call("condemn_silent_participant", 0):

@@ -432,7 +432,7 @@ def test_controller_3a3960b541(ledger_factory: LedgerFactory) -> None:
     check.finish()
 
 
-def test_ledger_63ccfb02fc(ledger_factory: LedgerFactory) -> None:
+def test_ledger_890f6a211b(ledger_factory: LedgerFactory) -> None:
     """as_written breaks this in 5 steps (ledger environment, 4 shards): a shard is suspected although
     its current process has never failed.
 
@@ -451,29 +451,31 @@ def test_ledger_63ccfb02fc(ledger_factory: LedgerFactory) -> None:
     ~incarnation                  | 0              | 0                         | 0
     ~own_probe_streak             | 0              | 1*                        | 1
     ~aborted_while_suspect        | false          | false                     | true*
+    ~carries_rule_verdict         | false          | false                     | false
     ~genuine_deaths               | 0              | 0                         | 0
     ~failed_since_load            | false          | true*                     | true
     ~restarts_started             | 0              | 0                         | 0
 
-    shard 0                       | record_actor_death(0) | mark_restarting(0)
-    --------------------------------------------------------------------------
-    state                         | DEAD*                 | RESTARTING*
-    consecutive_probe_failures    | 3*                    | 3
-    consecutive_probe_successes   | 0                     | 0
-    consecutive_reported_failures | 0                     | 0
-    restart_attempts              | 0                     | 1*
-    state_before_partial          | SUSPECT               | SUSPECT
-    weight_version                | 0                     | 0
-    base_url                      | http://shard-0        | http://shard-0
-    ~incarnation                  | 0                     | 0
-    ~own_probe_streak             | 1                     | 1
-    ~aborted_while_suspect        | true                  | true
-    ~genuine_deaths               | 1*                    | 1
-    ~failed_since_load            | true                  | true
-    ~restarts_started             | 0                     | 1*
+    shard 0                       | condemn_silent_participant(0) | mark_restarting(0)
+    ----------------------------------------------------------------------------------
+    state                         | DEAD*                         | RESTARTING*
+    consecutive_probe_failures    | 1                             | 1
+    consecutive_probe_successes   | 0                             | 0
+    consecutive_reported_failures | 0                             | 0
+    restart_attempts              | 0                             | 1*
+    state_before_partial          | SUSPECT                       | SUSPECT
+    weight_version                | 0                             | 0
+    base_url                      | http://shard-0                | http://shard-0
+    ~incarnation                  | 0                             | 0
+    ~own_probe_streak             | 1                             | 1
+    ~aborted_while_suspect        | true                          | true
+    ~carries_rule_verdict         | true*                         | true
+    ~genuine_deaths               | 1*                            | 1
+    ~failed_since_load            | true                          | true
+    ~restarts_started             | 0                             | 1*
 
-    shard 0                       | mark_loaded(0, base_url=http://shard-0.restarted)
-    ---------------------------------------------------------------------------------
+    shard 0                       | mark_loaded(0, base_url=None)
+    -------------------------------------------------------------
     state                         | STALE*
     consecutive_probe_failures    | 0*
     consecutive_probe_successes   | 0
@@ -481,10 +483,11 @@ def test_ledger_63ccfb02fc(ledger_factory: LedgerFactory) -> None:
     restart_attempts              | 1
     state_before_partial          | SUSPECT!
     weight_version                | 0
-    base_url                      | http://shard-0.restarted*
+    base_url                      | http://shard-0
     ~incarnation                  | 1*
     ~own_probe_streak             | 0*
     ~aborted_while_suspect        | false*
+    ~carries_rule_verdict         | false*
     ~genuine_deaths               | 1
     ~failed_since_load            | false*
     ~restarts_started             | 1
@@ -513,6 +516,204 @@ def test_ledger_63ccfb02fc(ledger_factory: LedgerFactory) -> None:
     with check.call("mark_weights_partial", 0):
         ledger.mark_weights_partial(0)
     check.expect(0, state="STALE", state_before_partial="SUSPECT")
+    # step 3: condemn_silent_participant(0)
+    with check.call("condemn_silent_participant", 0):
+        ledger.condemn_silent_participant(0, reason="silent during weight transfer")
+    check.expect(0, state="DEAD")
+    # step 4: mark_restarting(0)
+    with check.call("mark_restarting", 0):
+        ledger.mark_restarting(0)
+    check.expect(0, state="RESTARTING", restart_attempts=1)
+    # step 5: mark_loaded(0, base_url=None)
+    with check.call("mark_loaded", 0, base_url=None):
+        ledger.mark_loaded(0)
+    check.expect(0, state="STALE", consecutive_probe_failures=0, state_before_partial=None)
+    check.finish()
+
+
+def test_ledger_a437324f0c(ledger_factory: LedgerFactory) -> None:
+    """as_written breaks this in 5 steps (ledger environment, 4 shards): a shard is suspected although
+    its current process has never failed.
+
+    Trace found in as_written:
+
+    shard 0                       | start          | report_failure(0) | mark_weights_partial(0)
+    --------------------------------------------------------------------------------------------
+    state                         | HEALTHY        | SUSPECT*          | STALE*
+    consecutive_probe_failures    | 0              | 0                 | 0
+    consecutive_probe_successes   | 0              | 0                 | 0
+    consecutive_reported_failures | 0              | 1*                | 1
+    restart_attempts              | 0              | 0                 | 0
+    state_before_partial          | None           | None              | SUSPECT*
+    weight_version                | 0              | 0                 | 0
+    base_url                      | http://shard-0 | http://shard-0    | http://shard-0
+    ~incarnation                  | 0              | 0                 | 0
+    ~own_request_streak           | 0              | 1*                | 1
+    ~aborted_while_suspect        | false          | false             | true*
+    ~genuine_deaths               | 0              | 0                 | 0
+    ~failed_since_load            | false          | true*             | true
+    ~restarts_started             | 0              | 0                 | 0
+
+    shard 0                       | record_actor_death(0) | mark_restarting(0)
+    --------------------------------------------------------------------------
+    state                         | DEAD*                 | RESTARTING*
+    consecutive_probe_failures    | 3*                    | 3
+    consecutive_probe_successes   | 0                     | 0
+    consecutive_reported_failures | 1                     | 1
+    restart_attempts              | 0                     | 1*
+    state_before_partial          | SUSPECT               | SUSPECT
+    weight_version                | 0                     | 0
+    base_url                      | http://shard-0        | http://shard-0
+    ~incarnation                  | 0                     | 0
+    ~own_request_streak           | 1                     | 1
+    ~aborted_while_suspect        | true                  | true
+    ~genuine_deaths               | 1*                    | 1
+    ~failed_since_load            | true                  | true
+    ~restarts_started             | 0                     | 1*
+
+    shard 0                       | mark_loaded(0, base_url=http://shard-0)
+    -----------------------------------------------------------------------
+    state                         | STALE*
+    consecutive_probe_failures    | 0*
+    consecutive_probe_successes   | 0
+    consecutive_reported_failures | 1!
+    restart_attempts              | 1
+    state_before_partial          | SUSPECT!
+    weight_version                | 0
+    base_url                      | http://shard-0
+    ~incarnation                  | 1*
+    ~own_request_streak           | 0*
+    ~aborted_while_suspect        | false*
+    ~genuine_deaths               | 1
+    ~failed_since_load            | false*
+    ~restarts_started             | 1
+
+    * changed by the step; ! held over from an earlier process incarnation; ~ history variable
+    """
+    ledger, check = ledger_factory(
+        SPEC,
+        SPEC_MEANING,
+        PROPERTY,
+        EXPECTED_FROM,
+        parts=SPEC_PARTS,
+        shards=4,
+        policy={
+            "unhealthy_threshold": 3,
+            "healthy_threshold": 2,
+            "max_restart_attempts_per_shard": 5,
+            "min_healthy_shards": 1,
+        },
+    )
+    # step 1: report_failure(0)
+    with check.call("report_failure", 0):
+        ledger.report_failure(0, RuntimeError("generation failed"))
+    check.expect(0, state="SUSPECT", consecutive_reported_failures=1)
+    # step 2: mark_weights_partial(0)
+    with check.call("mark_weights_partial", 0):
+        ledger.mark_weights_partial(0)
+    check.expect(0, state="STALE", state_before_partial="SUSPECT")
+    # step 3: record_actor_death(0)
+    with check.call("record_actor_death", 0):
+        ledger.record_actor_death(0)
+    check.expect(0, state="DEAD", consecutive_probe_failures=3)
+    # step 4: mark_restarting(0)
+    with check.call("mark_restarting", 0):
+        ledger.mark_restarting(0)
+    check.expect(0, state="RESTARTING", restart_attempts=1)
+    # step 5: mark_loaded(0, base_url="http://shard-0")
+    with check.call("mark_loaded", 0, base_url="http://shard-0"):
+        ledger.mark_loaded(0, base_url="http://shard-0")
+    check.expect(
+        0,
+        state="STALE",
+        consecutive_probe_failures=0,
+        consecutive_reported_failures=0,
+        state_before_partial=None,
+    )
+    check.finish()
+
+
+def test_ledger_e0da556745(ledger_factory: LedgerFactory) -> None:
+    """as_written breaks this in 5 steps (ledger environment, 4 shards): a shard is suspected although
+    its current process has never failed.
+
+    Trace found in as_written:
+
+    shard 0                       | start          | report_failure(0) | mark_weights_partial(0)
+    --------------------------------------------------------------------------------------------
+    state                         | HEALTHY        | SUSPECT*          | STALE*
+    consecutive_probe_failures    | 0              | 0                 | 0
+    consecutive_probe_successes   | 0              | 0                 | 0
+    consecutive_reported_failures | 0              | 1*                | 1
+    restart_attempts              | 0              | 0                 | 0
+    state_before_partial          | None           | None              | SUSPECT*
+    weight_version                | 0              | 0                 | 0
+    base_url                      | http://shard-0 | http://shard-0    | http://shard-0
+    ~incarnation                  | 0              | 0                 | 0
+    ~own_request_streak           | 0              | 1*                | 1
+    ~aborted_while_suspect        | false          | false             | true*
+    ~genuine_deaths               | 0              | 0                 | 0
+    ~failed_since_load            | false          | true*             | true
+    ~restarts_started             | 0              | 0                 | 0
+
+    shard 0                       | record_actor_death(0) | mark_restarting(0)
+    --------------------------------------------------------------------------
+    state                         | DEAD*                 | RESTARTING*
+    consecutive_probe_failures    | 3*                    | 3
+    consecutive_probe_successes   | 0                     | 0
+    consecutive_reported_failures | 1                     | 1
+    restart_attempts              | 0                     | 1*
+    state_before_partial          | SUSPECT               | SUSPECT
+    weight_version                | 0                     | 0
+    base_url                      | http://shard-0        | http://shard-0
+    ~incarnation                  | 0                     | 0
+    ~own_request_streak           | 1                     | 1
+    ~aborted_while_suspect        | true                  | true
+    ~genuine_deaths               | 1*                    | 1
+    ~failed_since_load            | true                  | true
+    ~restarts_started             | 0                     | 1*
+
+    shard 0                       | mark_loaded(0, base_url=http://shard-0.restarted)
+    ---------------------------------------------------------------------------------
+    state                         | STALE*
+    consecutive_probe_failures    | 0*
+    consecutive_probe_successes   | 0
+    consecutive_reported_failures | 1!
+    restart_attempts              | 1
+    state_before_partial          | SUSPECT!
+    weight_version                | 0
+    base_url                      | http://shard-0.restarted*
+    ~incarnation                  | 1*
+    ~own_request_streak           | 0*
+    ~aborted_while_suspect        | false*
+    ~genuine_deaths               | 1
+    ~failed_since_load            | false*
+    ~restarts_started             | 1
+
+    * changed by the step; ! held over from an earlier process incarnation; ~ history variable
+    """
+    ledger, check = ledger_factory(
+        SPEC,
+        SPEC_MEANING,
+        PROPERTY,
+        EXPECTED_FROM,
+        parts=SPEC_PARTS,
+        shards=4,
+        policy={
+            "unhealthy_threshold": 3,
+            "healthy_threshold": 2,
+            "max_restart_attempts_per_shard": 5,
+            "min_healthy_shards": 1,
+        },
+    )
+    # step 1: report_failure(0)
+    with check.call("report_failure", 0):
+        ledger.report_failure(0, RuntimeError("generation failed"))
+    check.expect(0, state="SUSPECT", consecutive_reported_failures=1)
+    # step 2: mark_weights_partial(0)
+    with check.call("mark_weights_partial", 0):
+        ledger.mark_weights_partial(0)
+    check.expect(0, state="STALE", state_before_partial="SUSPECT")
     # step 3: record_actor_death(0)
     with check.call("record_actor_death", 0):
         ledger.record_actor_death(0)
@@ -528,211 +729,8 @@ def test_ledger_63ccfb02fc(ledger_factory: LedgerFactory) -> None:
         0,
         state="STALE",
         consecutive_probe_failures=0,
-        state_before_partial=None,
-        base_url="http://shard-0.restarted",
-    )
-    check.finish()
-
-
-def test_ledger_a850304129(ledger_factory: LedgerFactory) -> None:
-    """as_written breaks this in 5 steps (ledger environment, 4 shards): a shard is suspected although
-    its current process has never failed.
-
-    Trace found in as_written:
-
-    shard 0                       | start          | report_failure(0) | mark_weights_partial(0)
-    --------------------------------------------------------------------------------------------
-    state                         | HEALTHY        | SUSPECT*          | STALE*
-    consecutive_probe_failures    | 0              | 0                 | 0
-    consecutive_probe_successes   | 0              | 0                 | 0
-    consecutive_reported_failures | 0              | 1*                | 1
-    restart_attempts              | 0              | 0                 | 0
-    state_before_partial          | None           | None              | SUSPECT*
-    weight_version                | 0              | 0                 | 0
-    base_url                      | http://shard-0 | http://shard-0    | http://shard-0
-    ~incarnation                  | 0              | 0                 | 0
-    ~own_request_streak           | 0              | 1*                | 1
-    ~aborted_while_suspect        | false          | false             | true*
-    ~carries_rule_verdict         | false          | false             | false
-    ~genuine_deaths               | 0              | 0                 | 0
-    ~failed_since_load            | false          | true*             | true
-    ~restarts_started             | 0              | 0                 | 0
-
-    shard 0                       | condemn_silent_participant(0) | mark_restarting(0)
-    ----------------------------------------------------------------------------------
-    state                         | DEAD*                         | RESTARTING*
-    consecutive_probe_failures    | 0                             | 0
-    consecutive_probe_successes   | 0                             | 0
-    consecutive_reported_failures | 1                             | 1
-    restart_attempts              | 0                             | 1*
-    state_before_partial          | SUSPECT                       | SUSPECT
-    weight_version                | 0                             | 0
-    base_url                      | http://shard-0                | http://shard-0
-    ~incarnation                  | 0                             | 0
-    ~own_request_streak           | 1                             | 1
-    ~aborted_while_suspect        | true                          | true
-    ~carries_rule_verdict         | true*                         | true
-    ~genuine_deaths               | 1*                            | 1
-    ~failed_since_load            | true                          | true
-    ~restarts_started             | 0                             | 1*
-
-    shard 0                       | mark_loaded(0, base_url=http://shard-0.restarted)
-    ---------------------------------------------------------------------------------
-    state                         | STALE*
-    consecutive_probe_failures    | 0
-    consecutive_probe_successes   | 0
-    consecutive_reported_failures | 1!
-    restart_attempts              | 1
-    state_before_partial          | SUSPECT!
-    weight_version                | 0
-    base_url                      | http://shard-0.restarted*
-    ~incarnation                  | 1*
-    ~own_request_streak           | 0*
-    ~aborted_while_suspect        | false*
-    ~carries_rule_verdict         | false*
-    ~genuine_deaths               | 1
-    ~failed_since_load            | false*
-    ~restarts_started             | 1
-
-    * changed by the step; ! held over from an earlier process incarnation; ~ history variable
-    """
-    ledger, check = ledger_factory(
-        SPEC,
-        SPEC_MEANING,
-        PROPERTY,
-        EXPECTED_FROM,
-        parts=SPEC_PARTS,
-        shards=4,
-        policy={
-            "unhealthy_threshold": 3,
-            "healthy_threshold": 2,
-            "max_restart_attempts_per_shard": 5,
-            "min_healthy_shards": 1,
-        },
-    )
-    # step 1: report_failure(0)
-    with check.call("report_failure", 0):
-        ledger.report_failure(0, RuntimeError("generation failed"))
-    check.expect(0, state="SUSPECT", consecutive_reported_failures=1)
-    # step 2: mark_weights_partial(0)
-    with check.call("mark_weights_partial", 0):
-        ledger.mark_weights_partial(0)
-    check.expect(0, state="STALE", state_before_partial="SUSPECT")
-    # step 3: condemn_silent_participant(0)
-    with check.call("condemn_silent_participant", 0):
-        ledger.condemn_silent_participant(0, reason="silent during weight transfer")
-    check.expect(0, state="DEAD")
-    # step 4: mark_restarting(0)
-    with check.call("mark_restarting", 0):
-        ledger.mark_restarting(0)
-    check.expect(0, state="RESTARTING", restart_attempts=1)
-    # step 5: mark_loaded(0, base_url="http://shard-0.restarted")
-    with check.call("mark_loaded", 0, base_url="http://shard-0.restarted"):
-        ledger.mark_loaded(0, base_url="http://shard-0.restarted")
-    check.expect(
-        0,
-        state="STALE",
         consecutive_reported_failures=0,
         state_before_partial=None,
         base_url="http://shard-0.restarted",
     )
-    check.finish()
-
-
-def test_ledger_da0a1a2070(ledger_factory: LedgerFactory) -> None:
-    """as_written breaks this in 5 steps (ledger environment, 4 shards): a shard is suspected although
-    its current process has never failed.
-
-    Trace found in as_written:
-
-    shard 0                       | start          | report_failure(0) | mark_weights_partial(0)
-    --------------------------------------------------------------------------------------------
-    state                         | HEALTHY        | SUSPECT*          | STALE*
-    consecutive_probe_failures    | 0              | 0                 | 0
-    consecutive_probe_successes   | 0              | 0                 | 0
-    consecutive_reported_failures | 0              | 1*                | 1
-    restart_attempts              | 0              | 0                 | 0
-    state_before_partial          | None           | None              | SUSPECT*
-    weight_version                | 0              | 0                 | 0
-    base_url                      | http://shard-0 | http://shard-0    | http://shard-0
-    ~incarnation                  | 0              | 0                 | 0
-    ~own_request_streak           | 0              | 1*                | 1
-    ~aborted_while_suspect        | false          | false             | true*
-    ~carries_rule_verdict         | false          | false             | false
-    ~genuine_deaths               | 0              | 0                 | 0
-    ~failed_since_load            | false          | true*             | true
-    ~restarts_started             | 0              | 0                 | 0
-
-    shard 0                       | condemn_silent_participant(0) | mark_restarting(0)
-    ----------------------------------------------------------------------------------
-    state                         | DEAD*                         | RESTARTING*
-    consecutive_probe_failures    | 0                             | 0
-    consecutive_probe_successes   | 0                             | 0
-    consecutive_reported_failures | 1                             | 1
-    restart_attempts              | 0                             | 1*
-    state_before_partial          | SUSPECT                       | SUSPECT
-    weight_version                | 0                             | 0
-    base_url                      | http://shard-0                | http://shard-0
-    ~incarnation                  | 0                             | 0
-    ~own_request_streak           | 1                             | 1
-    ~aborted_while_suspect        | true                          | true
-    ~carries_rule_verdict         | true*                         | true
-    ~genuine_deaths               | 1*                            | 1
-    ~failed_since_load            | true                          | true
-    ~restarts_started             | 0                             | 1*
-
-    shard 0                       | mark_loaded(0, base_url=None)
-    -------------------------------------------------------------
-    state                         | STALE*
-    consecutive_probe_failures    | 0
-    consecutive_probe_successes   | 0
-    consecutive_reported_failures | 1!
-    restart_attempts              | 1
-    state_before_partial          | SUSPECT!
-    weight_version                | 0
-    base_url                      | http://shard-0
-    ~incarnation                  | 1*
-    ~own_request_streak           | 0*
-    ~aborted_while_suspect        | false*
-    ~carries_rule_verdict         | false*
-    ~genuine_deaths               | 1
-    ~failed_since_load            | false*
-    ~restarts_started             | 1
-
-    * changed by the step; ! held over from an earlier process incarnation; ~ history variable
-    """
-    ledger, check = ledger_factory(
-        SPEC,
-        SPEC_MEANING,
-        PROPERTY,
-        EXPECTED_FROM,
-        parts=SPEC_PARTS,
-        shards=4,
-        policy={
-            "unhealthy_threshold": 3,
-            "healthy_threshold": 2,
-            "max_restart_attempts_per_shard": 5,
-            "min_healthy_shards": 1,
-        },
-    )
-    # step 1: report_failure(0)
-    with check.call("report_failure", 0):
-        ledger.report_failure(0, RuntimeError("generation failed"))
-    check.expect(0, state="SUSPECT", consecutive_reported_failures=1)
-    # step 2: mark_weights_partial(0)
-    with check.call("mark_weights_partial", 0):
-        ledger.mark_weights_partial(0)
-    check.expect(0, state="STALE", state_before_partial="SUSPECT")
-    # step 3: condemn_silent_participant(0)
-    with check.call("condemn_silent_participant", 0):
-        ledger.condemn_silent_participant(0, reason="silent during weight transfer")
-    check.expect(0, state="DEAD")
-    # step 4: mark_restarting(0)
-    with check.call("mark_restarting", 0):
-        ledger.mark_restarting(0)
-    check.expect(0, state="RESTARTING", restart_attempts=1)
-    # step 5: mark_loaded(0, base_url=None)
-    with check.call("mark_loaded", 0, base_url=None):
-        ledger.mark_loaded(0)
-    check.expect(0, state="STALE", consecutive_reported_failures=0, state_before_partial=None)
     check.finish()
