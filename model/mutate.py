@@ -274,7 +274,7 @@ def _check(spec: Spec, env: str, prop: Any, *, shards: int, policy: dict[str, in
         from ledgercheck.model.liveness import check_eventually
 
         return check_eventually(spec, env, prop, shards=shards, policy=policy, max_depth=depth)
-    return bmc.Checker(spec, env, prop, shards, policy, contracts=contracts).run(depth, 1)
+    return bmc.Checker(spec, env, prop, shards, policy, contracts=contracts, depth=depth).run(depth, 1)
 
 
 def _first_violation(spec: Spec, checks: list[tuple[str, str, str]], shards: int, depth: int) -> str | None:
