@@ -441,16 +441,18 @@ PROOF_FIRST_RLIMIT = 3_000_000
 the spec expects to hold (`_proof_first`): about a second here, the time the bounded search
 to depth 12 takes on the controller's properties. A count, not a timeout, so whether the
 proof lands does not depend on the machine's load, and the output is the same on every run.
-Larger fleets and deeper searches allow more, a search in bit-vectors less
+Larger fleets and deeper searches allow more, a search in bit-vectors at most that size less
 (`proof_first_rlimit`)."""
 
 BITVECTOR_SHARE = 3
-"""How much faster the bounded search runs in bit-vectors than in integers, so how much less
-of a count the proof tried before it may spend: the controller's five properties that have no
-invariant within the count took 0.3-1.3 s to depth 12 in bit-vectors, against a failed
-attempt of about 1.5 s at 3 million (bench/RESULTS.md); the proofs that land need under
-one million but for `restarts_stay_within_budget` (1.2-1.7 million, whose search in
-bit-vectors takes 0.3 s)."""
+"""How much less of the flat count the proof may spend where the search it would spare runs in
+bit-vectors: up to 4 shards and depth 12 that search is about three times faster, and the
+controller's five properties that have no invariant within the count took 0.3-1.3 s to depth
+12 in bit-vectors, against a failed attempt of about 1.5 s at 3 million; the proofs that land
+need under one million, but for `restarts_stay_within_budget` (1.2-1.7 million, whose search
+in bit-vectors takes 0.3 s). Beyond that size the proofs need more (the headline property
+3.15 million at 8 shards, where its search in bit-vectors to depth 12 takes seconds), so the
+proportional count stands whichever numbers the search uses (bench/RESULTS.md)."""
 
 
 def proof_first_rlimit(shards: int, max_depth: int, bitvectors: bool = False) -> int:
@@ -458,10 +460,12 @@ def proof_first_rlimit(shards: int, max_depth: int, bitvectors: bool = False) ->
     and in proportion to shards times depth beyond, as the bounded search it would spare grows
     at least that fast (its unrolling is that big). At 8 shards the headline property's proof
     needs 3.15 million, just over the flat count: the search to depth 20 then ran 2.4 s after a
-    failed attempt of 1.9 s, where the proof alone takes about 1 s. A third of that where the
-    search it would spare runs in bit-vectors (`BITVECTOR_SHARE`)."""
-    count = max(PROOF_FIRST_RLIMIT, PROOF_FIRST_RLIMIT * shards * max_depth // (4 * 12))
-    return count // BITVECTOR_SHARE if bitvectors else count
+    failed attempt of 1.9 s, where the proof alone takes about 1 s. A third of the flat count
+    where the search it would spare runs in bit-vectors, up to that size (`BITVECTOR_SHARE`)."""
+    scaled = PROOF_FIRST_RLIMIT * shards * max_depth // (4 * 12)
+    if scaled > PROOF_FIRST_RLIMIT:
+        return scaled
+    return PROOF_FIRST_RLIMIT // BITVECTOR_SHARE if bitvectors else PROOF_FIRST_RLIMIT
 
 
 class _ProofRace:
@@ -567,7 +571,10 @@ def _proof_first(
     if policy is None or prop.expect.get(spec.variant) != "holds":
         return False
     env = spec.environment(environment)
-    bitvectors = bitvectors_enabled() and widths.width_for(spec, env, shards, policy, max_depth).numbers.bounded
+    flat = proof_first_rlimit(shards, max_depth) == PROOF_FIRST_RLIMIT  # else the numbers do not matter
+    bitvectors = (
+        flat and bitvectors_enabled() and widths.width_for(spec, env, shards, policy, max_depth).numbers.bounded
+    )
     try:
         answer, _, _ = spacer_proof(
             spec,
