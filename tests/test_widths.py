@@ -273,25 +273,31 @@ def test_the_bundled_ledger_is_bit_vectors_in_both_environments() -> None:
 
 
 CHECKS = [
-    (path, variant, environment)
+    (path, variant, environment, 3, 10)
     for path in (LEDGER, BREAKER)
     for variant in load_spec(path).variants
     for environment in load_spec(path).variant(variant).environments
 ]
+# The fast lane: the breaker, and the coupled fleet smaller and shallower.
+CHECKS.append((LEDGER, "fixed", "controller", 2, 7))
 
 
 @pytest.mark.parametrize(
-    ("path", "variant", "environment"),
-    fast_slice([pytest.param(*c, id=f"{c[0].stem}-{c[1]}-{c[2]}") for c in CHECKS], (1, len(CHECKS) - 1)),
+    ("path", "variant", "environment", "shards", "depth"),
+    fast_slice(
+        [pytest.param(*c, id=f"{c[0].stem}-{c[1]}-{c[2]}-{c[3]}-{c[4]}") for c in CHECKS],
+        (len(CHECKS) - 2, len(CHECKS) - 1),
+    ),
 )
 def test_bit_vectors_and_integers_give_the_same_verdicts(
-    path: Path, variant: str, environment: str, monkeypatch: pytest.MonkeyPatch
+    path: Path, variant: str, environment: str, shards: int, depth: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Every safety property: the same status, depth and number of traces, and every trace
     replayed on the interpreter (the search does that as it reads a model)."""
     spec = load_spec(path).variant(variant)
     policy = spec.default_policy()
-    shards = min(spec.default_shards, 3)
+    shards = min(spec.default_shards, shards)
+    contracts = spec.environment(environment).any_call
     compared = 0
     for prop in spec.properties.values():
         if prop.kind == "eventually" or not prop.applies_to(environment):
@@ -299,9 +305,9 @@ def test_bit_vectors_and_integers_give_the_same_verdicts(
         answers = []
         for switch in ("on", "off"):
             monkeypatch.setenv(SWITCH, switch)
-            result = bmc.Checker(
-                spec, environment, prop, shards, policy, contracts=spec.environment(environment).any_call, depth=10
-            ).run(10, 2)
+            checker = bmc.Checker(spec, environment, prop, shards, policy, contracts=contracts, depth=depth)
+            assert checker.enc.numbers.bounded == (switch == "on"), checker.width
+            result = checker.run(depth, 2)
             answers.append((result.status, result.depth, [t.depth for t in result.traces]))
         assert answers[0] == answers[1], (prop.name, answers)
         compared += 1
