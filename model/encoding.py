@@ -234,7 +234,8 @@ class Encoding:
         self.keys = list(self.vars)
         self.template = {key: self._var(key, "cur") for key in self.keys}
         self._template_ids: dict[int, Key] | None = None
-        self._reads_memo: dict[int, tuple[Any, frozenset[Key]]] = {}
+        self._reads_memo: dict[int, frozenset[Key]] = {}
+        self._reads_kept: list[Any] = []  # the terms `_reads_memo` was filled from, kept alive
         self._footprints: dict[tuple[str, tuple[tuple[str, int], ...]], Footprint] = {}
         self._origin: Encoding | None = None  # the encoding this one was copied from
         self._plan: _CopyPlan | None = None  # how `copy_into` lays its terms out (`_copy_plan`)
@@ -285,7 +286,7 @@ class Encoding:
         twin.next_terms = get_map(plan.next_terms)
         twin.act, twin.enabled_term = out[plan.act], out[plan.enabled_term]
         twin.transition_template = out[plan.transition]
-        twin._template_ids, twin._reads_memo, twin._plan = None, {}, None
+        twin._template_ids, twin._reads_memo, twin._reads_kept, twin._plan = None, {}, [], None
         twin._origin = self if self._origin is None else self._origin
         twin._footprints = self._footprints  # the one table of them all: the same instances, translated
         twin.instances = [
@@ -384,33 +385,19 @@ class Encoding:
 
     # -- cone of influence --
 
-    def _reads(self, term: Any, memo: dict[int, tuple[Any, frozenset[Key]]] | None = None) -> set[Key]:
+    def _reads(self, term: Any, memo: dict[int, frozenset[Key]] | None = None) -> set[Key]:
         """The template variables `term` reads. Remembered per subterm for the encoding's
-        life: the cone's fixpoint asks about the same guards and updates again and again, and
-        walking a Z3 term from Python costs a call per node (the memo keeps each term alive,
-        so its id is never reused for another)."""
+        life: the cone's fixpoint asks about the same guards and updates again and again.
+        Walked through Z3's C API (`_walk_reads`): from Python a node costs a few calls, not
+        the objects `children()` builds. The term is kept alive with the memo (`_reads_kept`),
+        and so every subterm it holds, so no id in the memo is reused for another term."""
         by_id = self._template_ids
         if by_id is None:
             by_id = self._template_ids = {var.get_id(): key for key, var in self.template.items()}
         if memo is None:
             memo = self._reads_memo
-        stack: list[tuple[Any, list[Any] | None]] = [(term, None)]
-        while stack:
-            node, children = stack.pop()
-            ident = node.get_id()
-            if ident in memo:
-                continue
-            if children is not None:
-                found: frozenset[Key] = frozenset().union(*(memo[c.get_id()][1] for c in children))
-                memo[ident] = (node, found)
-            elif z3.is_const(node):
-                key = by_id.get(ident)
-                memo[ident] = (node, frozenset((key,)) if key is not None else frozenset())
-            else:
-                below = node.children()
-                stack.append((node, below))
-                stack.extend((child, None) for child in below)
-        return set(memo[term.get_id()][1])
+            self._reads_kept.append(term)
+        return set(_walk_reads(term, by_id, memo))
 
     def _footprint_table(self) -> dict[tuple[str, tuple[tuple[str, int], ...]], Footprint]:
         """Every instance's writes and reads, by action and shards: walked once, on the base
@@ -422,7 +409,7 @@ class Encoding:
         table = self._footprints
         if not table:
             source = self._origin if self._origin is not None else self
-            memo: dict[int, tuple[Any, frozenset[Key]]] = {}
+            memo: dict[int, frozenset[Key]] = {}
             for inst in source.instances:
                 writes = frozenset(k for k, value in inst.store.items() if not value.eq(source.template[k]))
                 table[footprint_name(inst)] = Footprint(
@@ -635,6 +622,55 @@ class Encoding:
     def transition(self, nxt: StepVars, pairs: list[tuple[Any, Any]]) -> Any:
         moves = [(self.next_template[key], nxt.state[key]) for key in self.keys]
         return z3.substitute(self.transition_template, *(pairs + moves))
+
+
+_NO_READS: frozenset[Key] = frozenset()
+
+
+def _raw(function: Any) -> Any:
+    """The C function behind one of `z3core`'s wrappers, without its error check after every
+    call (the getters below cannot fail on a term that is alive). A z3 release that lays its
+    wrappers out otherwise gets the wrapper itself: slower, the same answer."""
+    elementaries = (getattr(function, "__defaults__", None) or (None,))[0]
+    return getattr(elementaries, "f", function)
+
+
+def _walk_reads(term: Any, by_id: Mapping[int, Key], memo: dict[int, frozenset[Key]]) -> frozenset[Key]:
+    """The template variables (`by_id`: their ids) under `term`, each subterm's set put in
+    `memo` by id. With the C API's own calls on raw pointers: a subterm is alive while `term`
+    is (its parent holds it), which the caller sees to for as long as `memo` is kept."""
+    ref = term.ctx.ref()
+    get_id, kind_of = _raw(z3core.Z3_get_ast_id), _raw(z3core.Z3_get_ast_kind)
+    num_args, arg_of = _raw(z3core.Z3_get_app_num_args), _raw(z3core.Z3_get_app_arg)
+    body_of = _raw(z3core.Z3_get_quantifier_body)
+    app, quantifier = z3core.Z3_APP_AST, z3core.Z3_QUANTIFIER_AST
+    root = term.as_ast()
+    stack: list[tuple[Any, list[Any] | None]] = [(root, None)]
+    while stack:
+        node, below = stack.pop()
+        ident = get_id(ref, node)
+        if below is not None:
+            if ident not in memo:
+                memo[ident] = frozenset().union(*(memo[get_id(ref, child)] for child in below))
+            continue
+        if ident in memo:
+            continue
+        kind = kind_of(ref, node)
+        if kind == app:
+            count = num_args(ref, node)
+            if count == 0:
+                key = by_id.get(ident)
+                memo[ident] = _NO_READS if key is None else frozenset((key,))
+                continue
+            children = [arg_of(ref, node, i) for i in range(count)]
+        elif kind == quantifier:
+            children = [body_of(ref, node)]
+        else:  # a bound variable
+            memo[ident] = _NO_READS
+            continue
+        stack.append((node, children))
+        stack.extend((child, None) for child in children)
+    return memo[get_id(ref, root)]
 
 
 _BASES: dict[tuple[Any, ...], tuple[Spec, Encoding]] = {}

@@ -151,3 +151,41 @@ def test_the_shared_footprints_slice_as_walking_the_copy_does(environment: str) 
             assert [encoding_module.footprint_name(i) for i in enc.instances] == kept, prop.name
             compared += 1
     assert compared >= 10
+
+
+def _reads_the_slow_way(enc: Encoding, term: Any) -> set[Any]:
+    """The template variables under `term`, found through z3py's own objects."""
+    by_id = {var.get_id(): key for key, var in enc.template.items()}
+    found: set[Any] = set()
+    seen: set[int] = set()
+    stack = [term]
+    while stack:
+        node = stack.pop()
+        if node.get_id() in seen:
+            continue
+        seen.add(node.get_id())
+        if z3.is_quantifier(node):
+            stack.append(node.body())
+        elif z3.is_const(node) and node.get_id() in by_id:
+            found.add(by_id[node.get_id()])
+        elif z3.is_app(node):
+            stack.extend(node.children())
+    return found
+
+
+@pytest.mark.parametrize("environment", ["controller", "ledger"])
+def test_the_reads_walked_through_the_c_api_are_those_z3py_finds(environment: str) -> None:
+    """`Encoding._reads` walks raw pointers for speed; every guard and update of every
+    instance reads what walking z3py's objects reads, and a quantifier's body is walked."""
+    spec = load_spec(bundled_spec_folder() / "fleet_health.toml").variant("as_written")
+    enc = encoding_for(spec, spec.environment(environment), 2, spec.default_policy())
+    terms = [enc.transition_template, enc.enabled_term]
+    for inst in enc.instances:
+        terms.append(inst.enabled)
+        terms.extend(inst.store.values())
+    some = enc.template[enc.keys[0]]
+    bound = z3.Const("bound", some.sort())
+    terms.append(z3.ForAll([bound], z3.Or(bound == some, bound != enc.template[enc.keys[-1]])))
+    assert sum(1 for term in terms if _reads_the_slow_way(enc, term)) > len(terms) // 2
+    for term in terms:
+        assert enc._reads(term) == _reads_the_slow_way(enc, term)
