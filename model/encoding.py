@@ -247,6 +247,8 @@ class Encoding:
         self.event_numbers = numbers.selector(1 << len(spec.events))
         self.act = self.selector.var("act", ctx)
         self.contracts = contracts
+        # each instance's guard and parameter domains, without the contracts (`with_contracts`)
+        self._guards: list[list[Any]] | None = None
         self.instances = self._instances()
         self._build()
 
@@ -287,6 +289,7 @@ class Encoding:
         twin.act, twin.enabled_term = out[plan.act], out[plan.enabled_term]
         twin.transition_template = out[plan.transition]
         twin._template_ids, twin._reads_memo, twin._reads_kept, twin._plan = None, {}, [], None
+        twin._guards = None
         twin._origin = self if self._origin is None else self._origin
         twin._footprints = self._footprints  # the one table of them all: the same instances, translated
         twin.instances = [
@@ -505,6 +508,7 @@ class Encoding:
 
     def _instances(self) -> list[Instance]:
         instances: list[Instance] = []
+        guards: list[list[Any]] = []
         for action in self.environment.actions:
             ranges = [range(self.shards)] * len(action.shard_params)
             for combo in itertools.product(*ranges):
@@ -516,11 +520,34 @@ class Encoding:
                     continue
                 domains = [domain(params[p.name], p.type, self.spec) for p in action.value_params]
                 effects = self.machine.run_action(action, shards, params, store)
+                guards.append([enabled, *domains])
                 if self.contracts:
-                    domains += [z3.Implies(c.pc, c.contract_ok) for c in effects.calls]
+                    domains += _contracts(effects.calls)
                 enabled = self.backend.and_([enabled, *domains])
                 instances.append(Instance(len(instances), action, shards, params, enabled, store, effects.calls))
+        self._guards = guards
         return instances
+
+    def with_contracts(self) -> Encoding:
+        """This encoding (built without the callers' contracts) with them: the same instances,
+        each one's guard conjoined with its calls' contracts, in this encoding's context.
+        Running every action over the template is the same work either way, so a process
+        that needs both (an environment that may call anything: the verdict within the
+        contracts, the lax search without) does it once. Each guard is the conjunction the
+        constructor would build, in the same order, so a copy of either is the same terms."""
+        if self.contracts or self._guards is None or self._origin is not None:
+            raise ValueError("with_contracts derives from a base built without the contracts")
+        twin = copy.copy(self)
+        twin.contracts = True
+        twin.instances = [
+            dataclasses.replace(inst, enabled=self.backend.and_([*guard, *_contracts(inst.calls)]))
+            for inst, guard in zip(self.instances, self._guards, strict=True)
+        ]
+        twin._guards = None
+        twin._template_ids, twin._reads_memo, twin._reads_kept, twin._plan = None, {}, [], None
+        twin._footprints = {}  # the guards read the contracts' variables too
+        twin._build()
+        return twin
 
     def _selected(self, inst: Instance) -> Any:
         return z3.And(self.act == inst.index, inst.enabled)
@@ -624,6 +651,11 @@ class Encoding:
         return z3.substitute(self.transition_template, *(pairs + moves))
 
 
+def _contracts(calls: Sequence[CallRecord[Any]]) -> list[Any]:
+    """Each call's contract, where the call is made."""
+    return [z3.Implies(c.pc, c.contract_ok) for c in calls]
+
+
 _NO_READS: frozenset[Key] = frozenset()
 
 
@@ -698,12 +730,30 @@ def encoding_for(
     so every check sees the same terms in the same order however the jobs were spread over
     workers, and prints the same counterexamples."""
     fixed = None if policy is None else tuple(sorted(policy.items()))
+    return _base(spec, environment, shards, policy, fixed, contracts, numbers).copy_into(z3.Context())
+
+
+def _base(
+    spec: Spec,
+    environment: Environment,
+    shards: int,
+    policy: Mapping[str, int] | None,
+    fixed: tuple[tuple[str, int], ...] | None,
+    contracts: bool,
+    numbers: Numbers,
+) -> Encoding:
+    """The kept encoding `encoding_for` copies: built once, the one with the callers'
+    contracts always derived from the one without (`Encoding.with_contracts`), so either is
+    the same terms whichever was asked for first."""
     key = (id(spec), environment.name, shards, fixed, contracts, numbers)
     hit = _BASES.get(key)
     if hit is None or hit[0] is not spec:
-        base = Encoding(spec, environment, shards, policy, contracts=contracts, numbers=numbers)
+        if contracts:
+            base = _base(spec, environment, shards, policy, fixed, False, numbers).with_contracts()
+        else:
+            base = Encoding(spec, environment, shards, policy, numbers=numbers)
         while len(_BASES) >= _KEPT:
             del _BASES[next(iter(_BASES))]
         _BASES[key] = (spec, base)  # the spec is kept alive with it, so its id names no other
         hit = _BASES[key]
-    return hit[1].copy_into(z3.Context())
+    return hit[1]

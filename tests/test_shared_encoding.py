@@ -189,3 +189,30 @@ def test_the_reads_walked_through_the_c_api_are_those_z3py_finds(environment: st
     assert sum(1 for term in terms if _reads_the_slow_way(enc, term)) > len(terms) // 2
     for term in terms:
         assert enc._reads(term) == _reads_the_slow_way(enc, term)
+
+
+def test_the_encoding_with_contracts_is_derived_and_the_same_terms_as_one_built_with_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where the callers' contracts are asked for, the kept encoding is the one without them
+    with each guard conjoined with its contracts (one run of every action over the template
+    for both): a copy of it is term for term a copy of an encoding built with them, and
+    asking in either order gives the same terms."""
+    spec = load_spec(bundled_spec_folder() / "fleet_health.toml").variant("as_written")
+    env = spec.environment("ledger")
+    policy = spec.default_policy()
+
+    def shown(enc: Encoding) -> list[str]:
+        return [term.sexpr() for term in _terms(enc)]
+
+    built = Encoding(spec, env, 2, policy, contracts=True).copy_into(z3.Context())
+    plain_built = Encoding(spec, env, 2, policy).copy_into(z3.Context())
+    assert shown(built) != shown(plain_built), "the contracts change the guards"
+    for order in ((True, False), (False, True)):
+        monkeypatch.setattr(encoding_module, "_BASES", {})
+        made = {contracts: encoding_for(spec, env, 2, policy, contracts=contracts) for contracts in order}
+        assert made[True].contracts and not made[False].contracts
+        assert shown(made[True]) == shown(built)
+        assert shown(made[False]) == shown(plain_built)
+        kept = [base for _, base in encoding_module._BASES.values()]
+        assert len(kept) == 2 and kept[0].ctx is kept[1].ctx, "one run over the template for both"
