@@ -557,6 +557,7 @@ def _proof_first(
     timeout: float | None,
     max_depth: int,
     contracts: bool | None = None,
+    proof_wanted: bool = False,
 ) -> bool:
     """For a property the spec expects to hold, with a fixed policy: whether an inductive
     invariant, found by Spacer within `proof_first_rlimit` and checked by a plain solver
@@ -565,13 +566,16 @@ def _proof_first(
     printed. False when there is no such invariant within the count (or the spec expects a
     violation): the bounded search decides, so a regression is still found, at the cost of
     the attempt. `contracts` False: the system without the callers' contracts (the lax
-    search's)."""
+    search's). `proof_wanted`: the caller asks Spacer for a proof after the search anyway
+    (`prove`), so the count is never cut for a search in bit-vectors: a proof the cut count
+    misses would only add that search before the same proof."""
     from ledgercheck.model.spacer import spacer_proof
 
     if policy is None or prop.expect.get(spec.variant) != "holds":
         return False
     env = spec.environment(environment)
-    flat = proof_first_rlimit(shards, max_depth) == PROOF_FIRST_RLIMIT  # else the numbers do not matter
+    # beyond the flat count the numbers do not matter, nor where a proof is wanted anyway
+    flat = not proof_wanted and proof_first_rlimit(shards, max_depth) == PROOF_FIRST_RLIMIT
     bitvectors = (
         flat and bitvectors_enabled() and widths.width_for(spec, env, shards, policy, max_depth).numbers.bounded
     )
@@ -609,6 +613,7 @@ def check_property(
     prove: bool = False,
     memory: int | None = None,
     race_proof: bool = False,
+    proof_wanted: bool = False,
 ) -> Result:
     """Check one property. In an environment that may call anything (`any_call`), the
     verdict is about traces within the callers' contracts (`requires`); traces that need a
@@ -623,7 +628,9 @@ def check_property(
 
     A property the spec expects to hold is first given to Spacer within a fixed resource
     count (`_proof_first`); a checked invariant settles it without the search (and without a
-    race): the result is the search's, or `proved` with `prove` or `race_proof`.
+    race): the result is the search's, or `proved` with `prove` or `race_proof`. With
+    `proof_wanted` (or `prove`) the caller asks for a proof after the search anyway, so that
+    count is never cut where the search runs in bit-vectors (`proof_first_rlimit`).
 
     Safety properties only: `model.engines.check_property` routes an `eventually` one to the
     fair-lasso search."""
@@ -637,11 +644,20 @@ def check_property(
     # system without the contracts (which has every trace the one with them has) settles the
     # verdict and that search at once, so it is tried first.
     searches_lax = env.any_call and lax
+    wanted = proof_wanted or prove
     proved_lax = searches_lax and _proof_first(
-        spec, environment, prop, shards=shards, policy=policy, timeout=timeout, max_depth=max_depth, contracts=False
+        spec,
+        environment,
+        prop,
+        shards=shards,
+        policy=policy,
+        timeout=timeout,
+        max_depth=max_depth,
+        contracts=False,
+        proof_wanted=wanted,
     )
     proved_first = proved_lax or _proof_first(
-        spec, environment, prop, shards=shards, policy=policy, timeout=timeout, max_depth=max_depth
+        spec, environment, prop, shards=shards, policy=policy, timeout=timeout, max_depth=max_depth, proof_wanted=wanted
     )
     # No race where the spec expects a violation: the search is expected to end on a trace,
     # and a second process would only take a core from it (and from the other checks).

@@ -241,6 +241,7 @@ def prove_property(
         max_traces=1,
         timeout=timeout,
         lax=False,
+        proof_wanted=True,
     )
     if bounded.status == Status.VIOLATED:
         bounded.note = f"refuted by bounded search at depth {bounded.depth}"

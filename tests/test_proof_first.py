@@ -188,3 +188,25 @@ def test_the_count_grows_with_the_fleet_and_the_depth_and_lands_at_eight_shards(
         max_traces=1,
     )
     assert (result.status, result.depth, result.engine) == (Status.HOLDS_TO_DEPTH, 20, "spacer")
+
+
+def test_where_a_proof_is_wanted_anyway_the_count_is_never_cut(spec_file, monkeypatch):
+    """`prove` asks Spacer after the search: its proof tried first gets the flat count and no
+    width analysis (a cut count would only put a search before the same proof), where a
+    plain check of the same question cuts it for its search in bit-vectors."""
+    spec = spec_file.variant("fixed")
+    counts: list[int | None] = []
+    real_proof = spacer.spacer_proof
+
+    def spy_proof(*args, **kwargs):
+        counts.append(kwargs.get("rlimit"))
+        return real_proof(*args, **kwargs)
+
+    monkeypatch.setattr(spacer, "spacer_proof", spy_proof)
+    _check(spec, HEADLINE, traces=1)
+    assert counts[0] == bmc.PROOF_FIRST_RLIMIT // bmc.BITVECTOR_SHARE
+    counts.clear()
+    monkeypatch.setattr(bmc.widths, "width_for", None)  # would fail if the widths were analysed
+    result = _check(spec, HEADLINE, traces=1, proof_wanted=True)
+    assert counts[0] == bmc.PROOF_FIRST_RLIMIT
+    assert (result.status, result.engine) == (Status.HOLDS_TO_DEPTH, "spacer")
