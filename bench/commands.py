@@ -57,6 +57,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.run import PROPERTY, RESULTS, _child_env, run_process, write_section  # noqa: E402
+from ledgercheck.model.numbers import DISABLED, SWITCH  # noqa: E402  (no Z3: the switch's name)
 
 GROUPS = ("startup", "find", "depth20", "proof", "plain", "ci", "mutate", "conform")
 MARKERS = ("<!-- bench/commands.py: begin -->", "<!-- bench/commands.py: end -->")
@@ -64,8 +65,7 @@ HEADLINE = [("ledger", 1), ("ledger", 4), ("ledger", 16), ("controller", 4), ("c
 LEDGERCHECK = [sys.executable, "-m", "ledgercheck.model.cli"]
 MUTATE_SIZE = ["--max-depth", "6", "--shards", "2"]  # as the mutate tests run it: a sample in minutes
 CACHED = {"LEDGERCHECK_RESULTS": "on"}  # the cache of results, off in every other row
-SWITCH = "LEDGERCHECK_BITVECTORS"  # model.numbers.SWITCH: off keeps Z3's integers in every search
-INTEGERS_ROW = "check, integers (LEDGERCHECK_BITVECTORS=off)"
+INTEGERS_ROW = f"check, integers ({DISABLED})"
 
 
 @dataclass

@@ -20,6 +20,7 @@ from typing import Any
 import z3
 
 from ledgercheck.model import budget, cone, ir, widths
+from ledgercheck.model.breaking import breaks_last_step
 from ledgercheck.model.encoding import NONE_CODE, StepVars, encoding_for
 from ledgercheck.model.errors import UsageError
 from ledgercheck.model.numbers import DISABLED, INTEGERS, bitvectors_enabled, number_of
@@ -311,7 +312,7 @@ class Checker:
             step, effects = sim.apply(inst.action, inst.shards, values)
             steps.append(step)
             self._compare(model, t + 1, sim, tokens)
-        if breaks and not self._broken(sim, before, effects):
+        if breaks and not breaks_last_step(sim.machine, self.prop, self.focus, sim.store, before, effects):
             raise EncodingMismatch(
                 f"internal error: the solver's trace of {depth} steps breaks {self.prop.name}, "
                 "but the interpreter's replay of it does not"
@@ -328,20 +329,6 @@ class Checker:
             tuple(steps),
             self.focus,
             classification,
-        )
-
-    def _broken(self, sim: Simulation, before: dict[Any, Any], effects: Any) -> bool:
-        """Whether the interpreter's replay breaks the property at its last step, where the
-        solver said it does: on the focus shard (or the fleet), as `_bad_at` asks."""
-        machine = sim.machine
-        if self.prop.kind == PropertyKind.INVARIANT:
-            return not machine.invariant(self.prop.when, self.prop.check, self.focus, sim.store)
-        if effects is None:
-            return False
-        return any(
-            machine.step_violations(self.prop.when, self.prop.check, call, before)
-            for call in effects.calls
-            if call.event in self.prop.on and (self.focus is None or call.shard == self.focus)
         )
 
     def _concrete(self, raw: Any, vtype: ir.Type, shard: int, tokens: dict[tuple[int, int], str]) -> Any:
@@ -573,12 +560,15 @@ def _proof_first(
 
     if policy is None or prop.expect.get(spec.variant) != "holds":
         return False
-    env = spec.environment(environment)
+    rlimit = proof_first_rlimit(shards, max_depth)
     # beyond the flat count the numbers do not matter, nor where a proof is wanted anyway
-    flat = not proof_wanted and proof_first_rlimit(shards, max_depth) == PROOF_FIRST_RLIMIT
-    bitvectors = (
-        flat and bitvectors_enabled() and widths.width_for(spec, env, shards, policy, max_depth).numbers.bounded
-    )
+    if (
+        rlimit == PROOF_FIRST_RLIMIT
+        and not proof_wanted
+        and bitvectors_enabled()
+        and widths.width_for(spec, spec.environment(environment), shards, policy, max_depth).numbers.bounded
+    ):
+        rlimit = proof_first_rlimit(shards, max_depth, bitvectors=True)
     try:
         answer, _, _ = spacer_proof(
             spec,
@@ -587,7 +577,7 @@ def _proof_first(
             shards,
             policy,
             timeout,
-            rlimit=proof_first_rlimit(shards, max_depth, bitvectors),
+            rlimit=rlimit,
             certify=True,
             contracts=contracts,
             text=False,

@@ -10,10 +10,12 @@ this finds; a liveness property (`eventually`) breaks on a loop, not at a step.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ledgercheck.model import ir
+from ledgercheck.model.semantics import Effects, Key, Machine
 from ledgercheck.model.spec import Property, PropertyKind, Spec
 from ledgercheck.model.trace import Simulation, Trace
 
@@ -72,6 +74,28 @@ def find_break(trace: Trace, spec: Spec, prop: Property) -> Break | None:
                 if call.event in prop.on and machine.step_violations(prop.when, prop.check, call, before):
                     return Break(prop, index, call.shard, reads)
     return None
+
+
+def breaks_last_step(
+    machine: Machine[Any],
+    prop: Property,
+    focus: int | None,
+    after: Mapping[Key, Any],
+    before: Mapping[Key, Any],
+    effects: Effects[Any] | None,
+) -> bool:
+    """Whether the last step of a replay, from `before` to `after` making `effects`' calls,
+    breaks `prop` on shard `focus` (None: the fleet, or any shard a step property's call is
+    on), as a checker judged its counterexample: an invariant of the state after the step,
+    a step property of a call the step made. What both engines assert of every trace they
+    report (`bmc.Checker.extract`, `explicit` replay)."""
+    if prop.kind == PropertyKind.INVARIANT:
+        return not machine.invariant(prop.when, prop.check, focus, after)
+    return effects is not None and any(
+        machine.step_violations(prop.when, prop.check, call, before)
+        for call in effects.calls
+        if call.event in prop.on and (focus is None or call.shard == focus)
+    )
 
 
 def _shard_order(trace: Trace) -> list[int | None]:

@@ -288,8 +288,7 @@ class Encoding:
         twin.next_terms = get_map(plan.next_terms)
         twin.act, twin.enabled_term = out[plan.act], out[plan.enabled_term]
         twin.transition_template = out[plan.transition]
-        twin._template_ids, twin._reads_memo, twin._reads_kept, twin._plan = None, {}, [], None
-        twin._guards = None
+        twin._forget_walks()
         twin._origin = self if self._origin is None else self._origin
         twin._footprints = self._footprints  # the one table of them all: the same instances, translated
         twin.instances = [
@@ -543,11 +542,17 @@ class Encoding:
             dataclasses.replace(inst, enabled=self.backend.and_([*guard, *_contracts(inst.calls)]))
             for inst, guard in zip(self.instances, self._guards, strict=True)
         ]
-        twin._guards = None
-        twin._template_ids, twin._reads_memo, twin._reads_kept, twin._plan = None, {}, [], None
+        twin._forget_walks()
         twin._footprints = {}  # the guards read the contracts' variables too
         twin._build()
         return twin
+
+    def _forget_walks(self) -> None:
+        """Drop what was worked out from another encoding's terms (a twin made by `copy_into`
+        or `with_contracts` starts from a copy of its fields): the walks of the cone, the
+        layout of a copy and the guards `with_contracts` conjoins, which only a base keeps."""
+        self._template_ids, self._reads_memo, self._reads_kept, self._plan = None, {}, [], None
+        self._guards = None
 
     def _selected(self, inst: Instance) -> Any:
         return z3.And(self.act == inst.index, inst.enabled)
@@ -729,8 +734,7 @@ def encoding_for(
     each check gets a translated copy (`Encoding.copy_into`), always a copy, even the first,
     so every check sees the same terms in the same order however the jobs were spread over
     workers, and prints the same counterexamples."""
-    fixed = None if policy is None else tuple(sorted(policy.items()))
-    return _base(spec, environment, shards, policy, fixed, contracts, numbers).copy_into(z3.Context())
+    return _base(spec, environment, shards, policy, contracts, numbers).copy_into(z3.Context())
 
 
 def _base(
@@ -738,18 +742,18 @@ def _base(
     environment: Environment,
     shards: int,
     policy: Mapping[str, int] | None,
-    fixed: tuple[tuple[str, int], ...] | None,
     contracts: bool,
     numbers: Numbers,
 ) -> Encoding:
     """The kept encoding `encoding_for` copies: built once, the one with the callers'
     contracts always derived from the one without (`Encoding.with_contracts`), so either is
     the same terms whichever was asked for first."""
+    fixed = None if policy is None else tuple(sorted(policy.items()))
     key = (id(spec), environment.name, shards, fixed, contracts, numbers)
     hit = _BASES.get(key)
     if hit is None or hit[0] is not spec:
         if contracts:
-            base = _base(spec, environment, shards, policy, fixed, False, numbers).with_contracts()
+            base = _base(spec, environment, shards, policy, False, numbers).with_contracts()
         else:
             base = Encoding(spec, environment, shards, policy, numbers=numbers)
         while len(_BASES) >= _KEPT:

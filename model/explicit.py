@@ -52,6 +52,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ledgercheck.model import budget, ir
+from ledgercheck.model.breaking import breaks_last_step
 from ledgercheck.model.errors import UsageError
 from ledgercheck.model.interpreter import initial_store
 from ledgercheck.model.lang import Param
@@ -795,15 +796,7 @@ class Explorer:
         prop = self.props[k]
         focus = None if prop.fleet else FOCUS
         trace, sim, last, pre = self.path_trace(labels, focus)
-        if prop.kind == PropertyKind.INVARIANT:
-            broken = self._invariant_broken(prop, sim.store)
-        else:
-            broken = last is not None and any(
-                sim.machine.step_violations(prop.when, prop.check, c, pre)
-                for c in last.calls
-                if c.event in prop.on and (focus is None or c.shard == focus)
-            )
-        if not broken:
+        if not breaks_last_step(sim.machine, prop, focus, sim.store, pre, last):
             raise EncodingMismatch(f"internal error: the explicit engine's trace for {prop.name} does not break it")
         return trace
 

@@ -19,6 +19,8 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ledgercheck.model.speccache import OFF
+
 if TYPE_CHECKING:  # Z3 loads only when a term is made (a cached answer needs none)
     import z3
 
@@ -69,7 +71,7 @@ DISABLED = f"{SWITCH}=off"
 
 def bitvectors_enabled() -> bool:
     """Whether a bounded search may write its numbers as bit-vectors (the default)."""
-    return os.environ.get(SWITCH, "").strip().lower() not in ("off", "0", "no", "false")
+    return os.environ.get(SWITCH, "").strip().lower() not in OFF
 
 
 def signed_bits(largest: int) -> int:

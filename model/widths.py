@@ -67,30 +67,22 @@ class Interval:
         return max(abs(self.lo), abs(self.hi))
 
 
-class _Token:
-    """An opaque text value (or None, where the field is optional text)."""
+class _Abstract:
+    """A value the intervals do not describe, told apart by identity (its name for notes)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
 
     def __repr__(self) -> str:
-        return "TOKEN"
+        return self.name
 
 
-class _Opaque:
-    """A number from an int parameter, only ever copied or compared for equality."""
-
-    def __repr__(self) -> str:
-        return "OPAQUE"
-
-
-class _Maybe:
-    """A condition that may be true or false."""
-
-    def __repr__(self) -> str:
-        return "MAYBE"
-
-
-TOKEN = _Token()
-OPAQUE = _Opaque()
-MAYBE = _Maybe()
+TOKEN = _Abstract("TOKEN")
+"""An opaque text value (or None, where the field is optional text)."""
+OPAQUE = _Abstract("OPAQUE")
+"""A number from an int parameter, only ever copied or compared for equality."""
+MAYBE = _Abstract("MAYBE")
+"""A condition that may be true or false."""
 NONE_VALUE = Interval(-1, -1)
 
 

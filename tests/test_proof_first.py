@@ -27,6 +27,19 @@ def _check(spec, prop, env="controller", depth=12, traces=3, **kw):
     )
 
 
+def _proofs_asked(monkeypatch) -> list[dict]:
+    """The keyword arguments of every Spacer proof asked for from now on (still asked)."""
+    asked: list[dict] = []
+    real_proof = spacer.spacer_proof
+
+    def spy_proof(*args, **kwargs):
+        asked.append(kwargs)
+        return real_proof(*args, **kwargs)
+
+    monkeypatch.setattr(spacer, "spacer_proof", spy_proof)
+    return asked
+
+
 def _as_printed(result) -> tuple:
     return (result.status, result.depth, result.traces, result.lax_traces, result.note, result.expected)
 
@@ -153,18 +166,11 @@ def test_traces_outside_the_contracts_are_still_searched_for(spec_file, monkeypa
         return real(self, *args, **kwargs)
 
     monkeypatch.setattr(bmc.Checker, "run", spy)
-    asked: list[bool | None] = []
-    real_proof = spacer.spacer_proof
-
-    def spy_proof(*args, **kwargs):
-        asked.append(kwargs.get("contracts"))
-        return real_proof(*args, **kwargs)
-
-    monkeypatch.setattr(spacer, "spacer_proof", spy_proof)
+    proofs = _proofs_asked(monkeypatch)
     result = _check(spec, "no_repeat_spurious_condemnation", "ledger")
     assert (result.status, result.engine, result.lax_traces, searched) == (Status.HOLDS_TO_DEPTH, "spacer", [], [])
     # One proof, of the system without the contracts, settled the verdict and the lax search.
-    assert asked == [False]
+    assert [asked.get("contracts") for asked in proofs] == [False]
 
 
 def test_the_count_grows_with_the_fleet_and_the_depth_and_lands_at_eight_shards(spec_file):
@@ -195,18 +201,11 @@ def test_where_a_proof_is_wanted_anyway_the_count_is_never_cut(spec_file, monkey
     width analysis (a cut count would only put a search before the same proof), where a
     plain check of the same question cuts it for its search in bit-vectors."""
     spec = spec_file.variant("fixed")
-    counts: list[int | None] = []
-    real_proof = spacer.spacer_proof
-
-    def spy_proof(*args, **kwargs):
-        counts.append(kwargs.get("rlimit"))
-        return real_proof(*args, **kwargs)
-
-    monkeypatch.setattr(spacer, "spacer_proof", spy_proof)
+    proofs = _proofs_asked(monkeypatch)
     _check(spec, HEADLINE, traces=1)
-    assert counts[0] == bmc.PROOF_FIRST_RLIMIT // bmc.BITVECTOR_SHARE
-    counts.clear()
+    assert proofs[0].get("rlimit") == bmc.PROOF_FIRST_RLIMIT // bmc.BITVECTOR_SHARE
+    proofs.clear()
     monkeypatch.setattr(bmc.widths, "width_for", None)  # would fail if the widths were analysed
     result = _check(spec, HEADLINE, traces=1, proof_wanted=True)
-    assert counts[0] == bmc.PROOF_FIRST_RLIMIT
+    assert proofs[0].get("rlimit") == bmc.PROOF_FIRST_RLIMIT
     assert (result.status, result.engine) == (Status.HOLDS_TO_DEPTH, "spacer")
