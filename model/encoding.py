@@ -47,6 +47,10 @@ class Z3Backend(Operators):
         self.token_base = 1 if numbers.bounded else 1_000_000
         self.TRUE = z3.BoolVal(True, ctx)
         self.FALSE = z3.BoolVal(False, ctx)
+        # Z3 shares every term (one node per structure), so a term is the constant true or
+        # false exactly when it is that node: one comparison, where `z3.is_true` asks Z3
+        # three questions and wraps a declaration (most of the time a build spends outside Z3).
+        self._true, self._false = _node(self.TRUE), _node(self.FALSE)
 
     def const(self, value: object, vtype: ir.Type) -> Any:
         number = self.numbers.value
@@ -66,9 +70,10 @@ class Z3Backend(Operators):
     def and_(self, operands: Sequence[Any]) -> Any:
         kept = []
         for operand in operands:
-            if z3.is_false(operand):
+            node = _node(operand)
+            if node == self._false:
                 return self.FALSE
-            if not z3.is_true(operand):
+            if node != self._true:
                 kept.append(operand)
         if not kept:
             return self.TRUE
@@ -77,27 +82,30 @@ class Z3Backend(Operators):
     def or_(self, operands: Sequence[Any]) -> Any:
         kept = []
         for operand in operands:
-            if z3.is_true(operand):
+            node = _node(operand)
+            if node == self._true:
                 return self.TRUE
-            if not z3.is_false(operand):
+            if node != self._false:
                 kept.append(operand)
         if not kept:
             return self.FALSE
         return kept[0] if len(kept) == 1 else z3.Or(kept)
 
     def not_(self, operand: Any) -> Any:
-        if z3.is_true(operand):
+        node = _node(operand)
+        if node == self._true:
             return self.FALSE
-        if z3.is_false(operand):
+        if node == self._false:
             return self.TRUE
         return z3.Not(operand)
 
     def ite(self, cond: Any, then: Any, orelse: Any) -> Any:
-        if z3.is_true(cond):
+        node = _node(cond)
+        if node == self._true:
             return then
-        if z3.is_false(cond):
+        if node == self._false:
             return orelse
-        if then.eq(orelse):
+        if _node(then) == _node(orelse):
             return then
         return z3.If(cond, then, orelse)
 
@@ -113,11 +121,19 @@ class Z3Backend(Operators):
         return z3.Sum(terms) if terms else zero
 
     def decide(self, cond: Any) -> bool | None:
-        if z3.is_true(cond):
+        node = _node(cond)
+        if node == self._true:
             return True
-        if z3.is_false(cond):
+        if node == self._false:
             return False
         return None
+
+
+def _node(term: Any) -> int | None:
+    """The address of `term`'s node in Z3 (equal for two terms of one context exactly when
+    they are the same term: `eq`, without a call into Z3); None for a non-term."""
+    ast = getattr(term, "ast", None)
+    return None if ast is None else ast.value
 
 
 def sort_of(vtype: ir.Type, ctx: z3.Context | None = None, numbers: Numbers = INTEGERS) -> z3.SortRef:
@@ -413,7 +429,7 @@ class Encoding:
             source = self._origin if self._origin is not None else self
             memo: dict[int, frozenset[Key]] = {}
             for inst in source.instances:
-                writes = frozenset(k for k, value in inst.store.items() if not value.eq(source.template[k]))
+                writes = frozenset(k for k, v in inst.store.items() if _node(v) != _node(source.template[k]))
                 table[footprint_name(inst)] = Footprint(
                     writes,
                     frozenset(source._reads(inst.enabled, memo)),
@@ -468,7 +484,7 @@ class Encoding:
         term: Any = self.shard_numbers.value(-1, self.ctx)
         local = False
         for inst in reversed(self.instances):
-            writes = {key for key in self.keys if not inst.store[key].eq(self.template[key])}
+            writes = {key for key in self.keys if _node(inst.store[key]) != _node(self.template[key])}
             shards = {key[0] for key in writes}
             if len(shards) != 1 or None in shards:
                 continue
@@ -559,16 +575,24 @@ class Encoding:
 
     def _next_terms(self) -> dict[Key, Any]:
         table = self._footprints  # once a slice has been taken: what each instance writes
-        writes = [table[footprint_name(inst)].writes for inst in self.instances] if table else None
+        instances = self.instances
+        if table:
+            writes = [table[footprint_name(inst)].writes for inst in instances]
+        else:
+            writes = [
+                frozenset(k for k, v in inst.store.items() if _node(v) != _node(self.template[k])) for inst in instances
+            ]
+        selected: dict[int, Any] = {}  # `act == index`, made where first needed (the terms' order)
         terms = {}
         for key in self.keys:
-            current = self.template[key]
-            term = current
-            for position in range(len(self.instances) - 1, -1, -1):
-                inst = self.instances[position]
-                value = inst.store[key]
-                if key in writes[position] if writes is not None else not value.eq(current):
-                    term = z3.If(self.act == inst.index, value, term)
+            term = self.template[key]
+            for position in range(len(instances) - 1, -1, -1):
+                if key in writes[position]:
+                    inst = instances[position]
+                    select = selected.get(inst.index)
+                    if select is None:
+                        select = selected[inst.index] = self.act == inst.index
+                    term = z3.If(select, inst.store[key], term)
             terms[key] = term
         return terms
 

@@ -301,12 +301,16 @@ class Machine(Generic[V]):
         else_frame = Frame(frame.self_shard, dict(frame.shard_vars), frame.args, dict(frame.locals), frame.snaps)
         then(then_store, then_frame, b.and_([pc, cond]))
         orelse(else_store, else_frame, b.and_([pc, b.not_(cond)]))
-        for key in list(then_store) + [k for k in else_store if k not in then_store]:
-            left, right = then_store.get(key), else_store.get(key)
+        for key, left in then_store.items():
+            right = else_store.get(key)
             if left is None or right is None:
                 store.pop(key, None)
-            else:
-                store[key] = left if left is right else b.ite(cond, left, right)
+            elif left is not right:
+                store[key] = b.ite(cond, left, right)
+            elif store.get(key) is not left:
+                store[key] = left
+        for key in [k for k in else_store if k not in then_store]:
+            store.pop(key, None)
         frame.locals.clear()
         for name in [n for n in then_frame.locals if n in else_frame.locals]:
             left, right = then_frame.locals[name], else_frame.locals[name]

@@ -34,8 +34,10 @@ where bit-blasting stops paying.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
-from collections.abc import Mapping, Sequence
+import pickle
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -372,18 +374,56 @@ def _property(machine: Machine[Any], prop: Property, shards: int, store: Mapping
 
 
 _WIDTHS: dict[tuple[Any, ...], tuple[Spec, Width]] = {}
+STORED_FORMAT = 1  # bump when the stored entry's layout changes
+STORED_KEEP = 256  # entries kept on disk; the least recently written go first
 
 
 def width_for(spec: Spec, environment: Environment, shards: int, policy: Mapping[str, int] | None, depth: int) -> Width:
-    """`analyse`, once per process for each (spec variant, environment, fleet, policy, depth)."""
+    """`analyse`, once per process for each (spec variant, environment, fleet, policy, depth),
+    and once per machine while neither the spec nor the tool changes (`_stored`)."""
     fixed = None if policy is None else tuple(sorted(policy.items()))
     key = (id(spec), environment.name, shards, fixed, depth)
     hit = _WIDTHS.get(key)
     if hit is None or hit[0] is not spec:
         if len(_WIDTHS) >= 64:
             del _WIDTHS[next(iter(_WIDTHS))]
-        _WIDTHS[key] = hit = (spec, analyse(spec, environment, shards, policy, depth))
+        width = _stored(
+            spec, (environment.name, shards, fixed, depth), lambda: analyse(spec, environment, shards, policy, depth)
+        )
+        _WIDTHS[key] = hit = (spec, width)
     return hit[1]
+
+
+def _stored(spec: Spec, question: tuple[Any, ...], build: Callable[[], Width]) -> Width:
+    """The width of `question` on `spec` from the cache of compiled specs' folder, else
+    `build()`'s, kept there.
+
+    The analysis is a function of the compiled variant, the question and the tool's code
+    alone, like a compile (it runs the spec over intervals, 0.1-1 s on the bundled ledger's
+    coupled fleet), so it is kept the way compiled specs are (`model.speccache`: keyed by the
+    SHA-256 of the compiled variant, the question and the tool's code; written atomically;
+    an entry that does not read back whole, about this question, is rebuilt; turned off with
+    `LEDGERCHECK_CACHE=off`). A wrong entry could not make a wrong verdict either: every
+    trace a search in bit-vectors finds is replayed on the interpreter (`model.bmc`)."""
+    from ledgercheck.model import resultcache, speccache
+
+    base = speccache.cache_dir()
+    digest = resultcache.spec_digest(spec) if base is not None else None
+    if base is None or digest is None:
+        return build()
+    label = repr((STORED_FORMAT, speccache.code_fingerprint(), digest, question))
+    path = base / "widths" / f"width-{hashlib.sha256(label.encode()).hexdigest()}.pickle"
+    try:
+        stored_label, (bits, peak, tokens, why) = pickle.loads(path.read_bytes())
+        if stored_label == label and (bits is None or isinstance(bits, int)):
+            return Width(Numbers(bits), int(peak), int(tokens), str(why))
+    except Exception:  # noqa: BLE001 - missing, truncated, from another version: analysed again
+        pass
+    width = build()
+    entry = (label, (width.numbers.width, width.peak, width.tokens, width.why))
+    if speccache.write_atomically(path, pickle.dumps(entry, protocol=pickle.HIGHEST_PROTOCOL)):
+        speccache.prune(path.parent, "width-*.pickle", STORED_KEEP)
+    return width
 
 
 __all__ = ["MAX_WIDTH", "TOKEN", "Interval", "IntervalBackend", "Unbounded", "Width", "analyse", "width_for"]

@@ -11,6 +11,7 @@ verdicts and shortest lengths of every bundled check, the same with bit-vectors 
 from __future__ import annotations
 
 import itertools
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +108,74 @@ def test_a_violation_the_interpreter_does_not_see_is_an_internal_error(
     monkeypatch.setattr(bmc.widths, "width_for", lambda *args: narrow)
     with pytest.raises(EncodingMismatch, match="the interpreter's replay of it does not"):
         _check(spec, 45)
+
+
+def _stored_widths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A cache folder of the test's own, and no width this process already knows."""
+    monkeypatch.setenv("LEDGERCHECK_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(widths, "_WIDTHS", {})
+    return tmp_path / "cache" / "widths"
+
+
+def _refuse_analysis(monkeypatch: pytest.MonkeyPatch) -> None:
+    def analysed(*args: Any) -> Any:
+        raise AssertionError("analysed although the width was stored")
+
+    monkeypatch.setattr(widths, "analyse", analysed)
+
+
+def test_a_width_is_analysed_once_per_machine_and_read_back_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = _stored_widths(tmp_path, monkeypatch)
+    spec = _counter(tmp_path, check="ticks <= 31")
+    env = spec.environment("ledger")
+    first = widths.width_for(spec, env, 1, spec.default_policy(), 45)
+    assert first == widths.analyse(spec, env, 1, spec.default_policy(), 45) and first.numbers.width == 7
+    assert len(list(folder.glob("width-*.pickle"))) == 1
+    monkeypatch.setattr(widths, "_WIDTHS", {})  # as a new process would start
+    _refuse_analysis(monkeypatch)
+    assert widths.width_for(spec, env, 1, spec.default_policy(), 45) == first
+    # another question is another entry: a deeper search, another policy, another fleet
+    monkeypatch.undo()
+    folder = _stored_widths(tmp_path, monkeypatch)
+    deeper = widths.width_for(spec, env, 1, spec.default_policy(), 100)
+    assert deeper.peak > first.peak
+    widths.width_for(spec, env, 2, spec.default_policy(), 45)
+    assert len(list(folder.glob("width-*.pickle"))) == 3
+
+
+def test_an_edited_spec_never_reads_the_width_of_the_old_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _stored_widths(tmp_path, monkeypatch)
+    small = _counter(tmp_path, check="ticks <= 31")
+    env = small.environment("ledger")
+    assert widths.width_for(small, env, 1, small.default_policy(), 45).peak < 200
+    sums = _counter(tmp_path, check="ticks + 200 < 240")  # the same file, edited
+    monkeypatch.setattr(widths, "_WIDTHS", {})
+    assert widths.width_for(sums, sums.environment("ledger"), 1, sums.default_policy(), 45).peak >= 245
+
+
+def test_a_damaged_stored_width_is_analysed_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = _stored_widths(tmp_path, monkeypatch)
+    spec = _counter(tmp_path, check="ticks <= 31")
+    env = spec.environment("ledger")
+    width = widths.width_for(spec, env, 1, spec.default_policy(), 45)
+    (entry,) = folder.glob("width-*.pickle")
+    for damage in (entry.read_bytes()[:20], b"not a pickle", pickle.dumps(("another question", (3, 0, 0, "")))):
+        entry.write_bytes(damage)
+        monkeypatch.setattr(widths, "_WIDTHS", {})
+        assert widths.width_for(spec, env, 1, spec.default_policy(), 45) == width
+        assert entry.read_bytes() != damage  # rewritten whole
+
+
+def test_with_the_cache_off_no_width_is_stored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LEDGERCHECK_CACHE", "off")
+    monkeypatch.setattr(widths, "_WIDTHS", {})
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    spec = _counter(tmp_path, check="ticks <= 31")
+    assert widths.width_for(spec, spec.environment("ledger"), 1, spec.default_policy(), 45).numbers.width == 7
+    assert not any(tmp_path.rglob("width-*.pickle"))
 
 
 def test_the_width_grows_with_the_depth(tmp_path: Path) -> None:
