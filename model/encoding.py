@@ -25,6 +25,8 @@ from typing import Any
 
 import z3
 from z3 import z3core
+from z3.z3 import _to_expr_ref as _expr  # z3py's wrapping of a new term, by its sort
+from z3.z3types import Ast
 
 from ledgercheck.model import ir
 from ledgercheck.model.numbers import INTEGERS, Numbers
@@ -77,7 +79,7 @@ class Z3Backend(Operators):
                 kept.append(operand)
         if not kept:
             return self.TRUE
-        return kept[0] if len(kept) == 1 else z3.And(kept)
+        return kept[0] if len(kept) == 1 else _and(kept)
 
     def or_(self, operands: Sequence[Any]) -> Any:
         kept = []
@@ -89,7 +91,7 @@ class Z3Backend(Operators):
                 kept.append(operand)
         if not kept:
             return self.FALSE
-        return kept[0] if len(kept) == 1 else z3.Or(kept)
+        return kept[0] if len(kept) == 1 else _or(kept)
 
     def not_(self, operand: Any) -> Any:
         node = _node(operand)
@@ -97,7 +99,7 @@ class Z3Backend(Operators):
             return self.FALSE
         if node == self._false:
             return self.TRUE
-        return z3.Not(operand)
+        return _not(operand)
 
     def ite(self, cond: Any, then: Any, orelse: Any) -> Any:
         node = _node(cond)
@@ -107,7 +109,7 @@ class Z3Backend(Operators):
             return orelse
         if _node(then) == _node(orelse):
             return then
-        return z3.If(cond, then, orelse)
+        return _if(cond, then, orelse)
 
     def in_set(self, operand: Any, members: tuple[str, ...], enum: str) -> Any:
         return self.or_([operand == self.index[enum][m] for m in members])
@@ -134,6 +136,65 @@ def _node(term: Any) -> int | None:
     they are the same term: `eq`, without a call into Z3); None for a non-term."""
     ast = getattr(term, "ast", None)
     return None if ast is None else ast.value
+
+
+# The terms an encoding is built of, made with one call into Z3 each. z3py's And, Or, Not and
+# If first check and coerce every argument in Python (probes, sorts, contexts: a dozen calls
+# into Z3 per term, most of the time a build spends outside Z3); over Boolean terms of one
+# context, and branches of one sort, what they then make is this very call. Anything else
+# goes to z3py's own function, which coerces it or says what is wrong.
+
+
+def _booleans(terms: Sequence[Any]) -> Any:
+    """`terms` as a C array when every one is a Boolean term of the first one's context."""
+    if not terms or not isinstance(terms[0], z3.BoolRef):
+        return None
+    ctx = terms[0].ctx
+    array = (Ast * len(terms))()
+    for i, term in enumerate(terms):
+        if not isinstance(term, z3.BoolRef) or term.ctx is not ctx:
+            return None
+        array[i] = term.ast
+    return array
+
+
+def _and(terms: Sequence[Any]) -> Any:
+    array = _booleans(terms)
+    if array is None:
+        return z3.And(list(terms))
+    ctx = terms[0].ctx
+    return z3.BoolRef(z3core.Z3_mk_and(ctx.ref(), len(terms), array), ctx)
+
+
+def _or(terms: Sequence[Any]) -> Any:
+    array = _booleans(terms)
+    if array is None:
+        return z3.Or(list(terms))
+    ctx = terms[0].ctx
+    return z3.BoolRef(z3core.Z3_mk_or(ctx.ref(), len(terms), array), ctx)
+
+
+def _not(term: Any) -> Any:
+    if not isinstance(term, z3.BoolRef):
+        return z3.Not(term)
+    return z3.BoolRef(z3core.Z3_mk_not(term.ctx.ref(), term.ast), term.ctx)
+
+
+def _if(cond: Any, then: Any, orelse: Any) -> Any:
+    ctx = getattr(cond, "ctx", None)
+    if not (
+        isinstance(cond, z3.BoolRef)
+        and isinstance(then, z3.ExprRef)
+        and isinstance(orelse, z3.ExprRef)
+        and then.ctx is ctx
+        and orelse.ctx is ctx
+    ):
+        return z3.If(cond, then, orelse)
+    try:
+        made = z3core.Z3_mk_ite(ctx.ref(), cond.ast, then.ast, orelse.ast)
+    except z3.Z3Exception:  # branches of two sorts: z3py coerces them, or says why it cannot
+        return z3.If(cond, then, orelse)
+    return _expr(made, ctx)
 
 
 def sort_of(vtype: ir.Type, ctx: z3.Context | None = None, numbers: Numbers = INTEGERS) -> z3.SortRef:
@@ -397,7 +458,7 @@ class Encoding:
         self.next_terms = self._next_terms()
         self.enabled_term = self.backend.or_([self._selected(inst) for inst in self.instances])
         self.next_template = {key: self._var(key, "next") for key in self.keys}
-        self.transition_template = z3.And(
+        self.transition_template = _and(
             [self.enabled_term] + [self.next_template[key] == self.next_terms[key] for key in self.keys]
         )
 
@@ -571,7 +632,7 @@ class Encoding:
         self._guards = None
 
     def _selected(self, inst: Instance) -> Any:
-        return z3.And(self.act == inst.index, inst.enabled)
+        return _and([self.act == inst.index, inst.enabled])
 
     def _next_terms(self) -> dict[Key, Any]:
         table = self._footprints  # once a slice has been taken: what each instance writes
@@ -592,7 +653,7 @@ class Encoding:
                     select = selected.get(inst.index)
                     if select is None:
                         select = selected[inst.index] = self.act == inst.index
-                    term = z3.If(select, inst.store[key], term)
+                    term = _if(select, inst.store[key], term)
             terms[key] = term
         return terms
 

@@ -89,12 +89,17 @@ def test_a_named_property_sees_the_regression(regression: Regression):
     assert seen, f"{regression.name}: no named property mismatches: {found}"
 
 
-def test_one_trace_reaches_cis_verdicts():
+@pytest.mark.parametrize("scope", fast_slice(["named properties", "every property"]))
+def test_one_trace_reaches_cis_verdicts(scope: str):
     """The checks above collect one trace each; `ci` collects DEFAULT_TRACES. On a regression
     that breaks a property, in an environment where the broken checks have more than one trace,
-    both reach the same verdict for every check: status, expectation and shortest length."""
+    both reach the same verdict for every check: status, expectation and shortest length. The
+    fast lane compares the checks the test above runs (the named properties), the full suite
+    every check of the environment."""
     regression = SEEN[0]
-    narrowed = {"environment": regression.environment}
+    narrowed: dict[str, object] = {"environment": regression.environment}
+    if scope == "named properties":
+        narrowed["properties"] = regression.properties
     one = _verdicts(regression, executor.ExecutorConfig(), **narrowed)
     full = _verdicts(regression, executor.ExecutorConfig(), traces=DEFAULT_TRACES, **narrowed)
     assert any(len(r.traces) > 1 for r in full), "no check had a second trace: the comparison shows nothing"

@@ -216,3 +216,39 @@ def test_the_encoding_with_contracts_is_derived_and_the_same_terms_as_one_built_
         assert shown(made[False]) == shown(plain_built)
         kept = [base for _, base in encoding_module._BASES.values()]
         assert len(kept) == 2 and kept[0].ctx is kept[1].ctx, "one run over the template for both"
+
+
+def test_terms_made_with_one_call_into_z3_are_the_terms_z3py_makes() -> None:
+    """`encoding._and`, `_or`, `_not` and `_if` (what a build makes its terms with) give the
+    very terms z3py's And, Or, Not and If give, of the same Python kinds, on Boolean, integer
+    and bit-vector branches; anything z3py would coerce or refuse goes to z3py itself. And a
+    term's node (`_node`) is the same exactly when z3py says the terms are the same."""
+    ctx = z3.Context()
+    p, q, r = (z3.Bool(name, ctx) for name in "pqr")
+    x, y = z3.Int("x", ctx), z3.Int("y", ctx)
+    u, v = z3.BitVec("u", 7, ctx), z3.BitVec("v", 7, ctx)
+    made = [
+        (encoding_module._and([p, q, r]), z3.And(p, q, r)),
+        (encoding_module._and([p]), z3.And([p])),
+        (encoding_module._or([p, x > 1]), z3.Or(p, x > 1)),
+        (encoding_module._not(p == q), z3.Not(p == q)),
+        (encoding_module._if(p, x, y + 1), z3.If(p, x, y + 1)),
+        (encoding_module._if(p, z3.IntVal(2, ctx), z3.IntVal(3, ctx)), z3.If(p, z3.IntVal(2, ctx), z3.IntVal(3, ctx))),
+        (encoding_module._if(q, u, v), z3.If(q, u, v)),
+        (encoding_module._if(r, p, q), z3.If(r, p, q)),
+        # z3py's own coercions: a Python value, an integer beside a real
+        (encoding_module._and([p, True]), z3.And(p, True)),
+        (encoding_module._if(p, x, 3), z3.If(p, x, 3)),
+        (encoding_module._if(p, x, z3.Real("w", ctx)), z3.If(p, x, z3.Real("w", ctx))),
+    ]
+    for ours, theirs in made:
+        assert ours.eq(theirs) and type(ours) is type(theirs), (ours, theirs)
+    with pytest.raises(z3.Z3Exception):  # refused, as z3py refuses it
+        encoding_module._if(p, x, u)
+    other = z3.Bool("p", z3.Context())
+    with pytest.raises(z3.Z3Exception):  # two contexts: z3py's error, not a crash in Z3
+        encoding_module._and([p, other])
+    same, different = [(x + 1, x + 1), (p, p)], [(x + 1, 1 + x), (p, q), (u, v)]
+    assert all(encoding_module._node(a) == encoding_module._node(b) for a, b in same)
+    assert all(encoding_module._node(a) != encoding_module._node(b) for a, b in different)
+    assert encoding_module._node(3) is None

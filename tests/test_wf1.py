@@ -179,12 +179,12 @@ def _mutants() -> list[object]:
         for m in spec_mutants(spec_file, "fixed")
         if m.event in ("mark_restarting", "mark_loaded", "mark_restart_failed")
     ]
-    return fast_slice(chosen, keep=range(0, len(chosen), 8))
+    return fast_slice(chosen, keep=range(0, len(chosen), 16))
 
 
 @pytest.mark.parametrize("mutant", _mutants(), ids=lambda m: m.ident)
 def test_a_wf1_proof_never_contradicts_the_exhaustive_search(mutant: object) -> None:
-    """Over the single-point mutants of the restart path (one in eight in the fast lane), under
+    """Over the single-point mutants of the restart path (one in sixteen in the fast lane), under
     the spec's fairness and under `restart_loaded`'s alone (a parametrised action: witnesses):
     where WF1 proves the restart ends at one or two shards, the explicit search finds no fair
     lasso (at one shard it exhausts the graph, so there it must prove it too)."""
@@ -208,12 +208,15 @@ def test_a_wf1_proof_never_contradicts_the_exhaustive_search(mutant: object) -> 
 
 def test_the_mutants_include_both_answers() -> None:
     """The sweep above is not vacuous: some mutant of the restart path hangs (WF1 proves
-    nothing, the search finds its lasso) and some keep the property (WF1 proves it)."""
+    nothing, the search finds its lasso) and some keep the property (WF1 proves it). The
+    mutants are tried in order until both answers have been seen."""
     spec_file = load_spec()
     seen = set()
     for mutant in spec_mutants(spec_file, "fixed"):
         if mutant.event != "mark_restart_failed":
             continue
+        if {(True, "proved"), (False, "violated")} <= seen:
+            break
         spec = load_spec_text(spec_file.source.text + mutant.patch, spec_file.path).variant("fixed")
         prop = spec.property(PROPERTY)
         proof = wf1_proof(spec, "controller", prop, shards=1, policy=spec.default_policy())
