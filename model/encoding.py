@@ -19,7 +19,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -159,19 +159,19 @@ def _booleans(terms: Sequence[Any]) -> Any:
 
 
 def _and(terms: Sequence[Any]) -> Any:
-    array = _booleans(terms)
-    if array is None:
-        return z3.And(list(terms))
-    ctx = terms[0].ctx
-    return z3.BoolRef(z3core.Z3_mk_and(ctx.ref(), len(terms), array), ctx)
+    return _connective(terms, z3core.Z3_mk_and, z3.And)
 
 
 def _or(terms: Sequence[Any]) -> Any:
+    return _connective(terms, z3core.Z3_mk_or, z3.Or)
+
+
+def _connective(terms: Sequence[Any], make: Callable[..., Any], fallback: Callable[..., Any]) -> Any:
     array = _booleans(terms)
     if array is None:
-        return z3.Or(list(terms))
+        return fallback(list(terms))
     ctx = terms[0].ctx
-    return z3.BoolRef(z3core.Z3_mk_or(ctx.ref(), len(terms), array), ctx)
+    return z3.BoolRef(make(ctx.ref(), len(terms), array), ctx)
 
 
 def _not(term: Any) -> Any:
