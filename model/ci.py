@@ -11,7 +11,8 @@ can say no, and prints a summary that names each failure *before* anything else:
 
 Steps 3 and 4 run in subprocesses started first, so they overlap with step 1, whose checks run
 on the command's executor (`--jobs`, `--executor`: one worker per core by default, see
-`model.executor`); step 2 reuses step 1's verdicts, so it waits for them. Exit codes: 0 every
+`model.executor`); step 2 reuses step 1's verdicts, so it waits for them (its search for the
+shortest trace to every branch, which needs none, runs in a thread beside them). Exit codes: 0 every
 step passed; 1 something failed (a mismatch, drift, a failing test, a divergence), even if
 something else was undecided; 3 something was undecided and nothing failed; 2 bad input.
 """
@@ -105,9 +106,11 @@ def ci_command(
     say = reporter if reporter is not None else (lambda message: None)
     try:
         children = _start_children(impl, conform_depth, spec_file, out_dir)
+        branches = _search_branches_beside(spec_file)
         verdict_step, verdicts = _verdicts(spec_file, reporter)
         steps.append(verdict_step)
         say("ci: is generated_tests/ what the spec produces now?")
+        branches.join()
         steps.append(_drift(spec_file, out_dir, verdicts))
         started_names = {name for name, _ in children}
         for name, child in children:
@@ -154,6 +157,25 @@ def _start_children(
             conform += ["--depth", str(conform_depth)]
         children.append(("conformance", Subprocess.start(conform, Path.cwd())))
     return children
+
+
+def _search_branches_beside(spec_file: SpecFile) -> threading.Thread:
+    """The shortest trace to every branch of the reference variant, which the drift step
+    renders its coverage tests from (most of that step's time, in Python), searched in a
+    thread while the verdicts run: it needs none of them. The drift step joins the thread and
+    reads the search back (`render.search_branches` remembers it per spec text); a search
+    that failed here is left to the drift step, which then raises its error in its turn."""
+    from ledgercheck.codegen.render import search_branches
+
+    def search() -> None:
+        try:
+            search_branches(spec_file)
+        except Exception:  # noqa: BLE001 - the drift step searches again and reports it
+            pass
+
+    thread = threading.Thread(target=search, name="ledgercheck-ci-branches", daemon=True)
+    thread.start()
+    return thread
 
 
 def _absolute_target(target: str) -> str:

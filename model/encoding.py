@@ -641,7 +641,7 @@ class Encoding:
             writes = [table[footprint_name(inst)].writes for inst in instances]
         else:
             writes = [
-                frozenset(k for k, v in inst.store.items() if _node(v) != _node(self.template[k])) for inst in instances
+                frozenset(k for k in self.keys if _node(inst.store[k]) != _node(self.template[k])) for inst in instances
             ]
         selected: dict[int, Any] = {}  # `act == index`, made where first needed (the terms' order)
         terms = {}

@@ -106,3 +106,39 @@ def test_bad_input_exits_2(tmp_path: Path) -> None:
     run = ci(spec)
     assert run.returncode == 2
     assert "fleet_health.toml:" in run.stderr
+
+
+def test_the_branch_search_runs_beside_the_verdicts_and_its_error_is_the_drift_steps(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`ci` searches the shortest trace to every branch in a thread while the verdicts run; the
+    drift step then reads that search back instead of searching again. A search that fails in
+    the thread raises nothing there: the drift step searches again and raises the error."""
+    import threading
+
+    from ledgercheck.codegen import coverage, render
+    from ledgercheck.model import ci
+    from ledgercheck.model.spec import bundled_spec_folder, load_spec
+
+    spec_file = load_spec(str(bundled_spec_folder() / "examples" / "breaker.toml"))
+    searched = coverage.search
+    where: list[str] = []
+
+    def recorded(*args: object) -> coverage.Coverage:
+        where.append(threading.current_thread().name)
+        return searched(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(coverage, "search", recorded)
+    monkeypatch.setattr(render, "_SEARCHED", {})
+    ci._search_branches_beside(spec_file).join()
+    found = render.search_branches(spec_file)
+    assert where == ["ledgercheck-ci-branches"] and found.branches
+
+    def broken(*args: object) -> coverage.Coverage:
+        raise RuntimeError("no branches today")
+
+    monkeypatch.setattr(coverage, "search", broken)
+    monkeypatch.setattr(render, "_SEARCHED", {})
+    ci._search_branches_beside(spec_file).join()
+    with pytest.raises(RuntimeError, match="no branches today"):
+        render.search_branches(spec_file)
