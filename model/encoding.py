@@ -19,7 +19,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import itertools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -490,7 +490,7 @@ class Encoding:
             source = self._origin if self._origin is not None else self
             memo: dict[int, frozenset[Key]] = {}
             for inst in source.instances:
-                writes = frozenset(k for k, v in inst.store.items() if _node(v) != _node(source.template[k]))
+                writes = source._writes(inst, source.template)  # every variable: a copy may slice any
                 table[footprint_name(inst)] = Footprint(
                     writes,
                     frozenset(source._reads(inst.enabled, memo)),
@@ -545,7 +545,7 @@ class Encoding:
         term: Any = self.shard_numbers.value(-1, self.ctx)
         local = False
         for inst in reversed(self.instances):
-            writes = {key for key in self.keys if _node(inst.store[key]) != _node(self.template[key])}
+            writes = self._writes(inst, self.keys)
             shards = {key[0] for key in writes}
             if len(shards) != 1 or None in shards:
                 continue
@@ -597,12 +597,16 @@ class Encoding:
                 domains = [domain(params[p.name], p.type, self.spec) for p in action.value_params]
                 effects = self.machine.run_action(action, shards, params, store)
                 guards.append([enabled, *domains])
-                if self.contracts:
-                    domains += _contracts(effects.calls)
-                enabled = self.backend.and_([enabled, *domains])
+                enabled = self._guarded(guards[-1], effects.calls, self.contracts)
                 instances.append(Instance(len(instances), action, shards, params, enabled, store, effects.calls))
         self._guards = guards
         return instances
+
+    def _guarded(self, guard: Sequence[Any], calls: Sequence[CallRecord[Any]], contracts: bool) -> Any:
+        """An instance's `enabled`: its guard and parameter domains, and with `contracts` the
+        contract of each call it makes, where the call is made (the one conjunction both the
+        constructor and `with_contracts` build, so either makes the same terms)."""
+        return self.backend.and_([*guard, *(_contracts(calls) if contracts else [])])
 
     def with_contracts(self) -> Encoding:
         """This encoding (built without the callers' contracts) with them: the same instances,
@@ -616,7 +620,7 @@ class Encoding:
         twin = copy.copy(self)
         twin.contracts = True
         twin.instances = [
-            dataclasses.replace(inst, enabled=self.backend.and_([*guard, *_contracts(inst.calls)]))
+            dataclasses.replace(inst, enabled=self._guarded(guard, inst.calls, True))
             for inst, guard in zip(self.instances, self._guards, strict=True)
         ]
         twin._forget_walks()
@@ -631,6 +635,10 @@ class Encoding:
         self._template_ids, self._reads_memo, self._reads_kept, self._plan = None, {}, [], None
         self._guards = None
 
+    def _writes(self, inst: Instance, keys: Iterable[Key]) -> frozenset[Key]:
+        """Which of `keys` the instance changes: its value there is not the template's own."""
+        return frozenset(k for k in keys if _node(inst.store[k]) != _node(self.template[k]))
+
     def _selected(self, inst: Instance) -> Any:
         return _and([self.act == inst.index, inst.enabled])
 
@@ -640,9 +648,7 @@ class Encoding:
         if table:
             writes = [table[footprint_name(inst)].writes for inst in instances]
         else:
-            writes = [
-                frozenset(k for k in self.keys if _node(inst.store[k]) != _node(self.template[k])) for inst in instances
-            ]
+            writes = [self._writes(inst, self.keys) for inst in instances]
         selected: dict[int, Any] = {}  # `act == index`, made where first needed (the terms' order)
         terms = {}
         for key in self.keys:
