@@ -398,6 +398,16 @@ class Explorer:
             else self._choices(action, None, ())
             for action, _ in self.instances
         ]
+        # What the choices of an instance with a string parameter depend on: the strings its
+        # shard (or the fleet) holds, which it may pass on, and every string held, which a
+        # fresh one must differ from. Remembered per those values (`_choices_in`).
+        self.choice_of: list[Any] = [
+            None
+            if choices is not None or not memo
+            else _getter(sorted(set(self._holder_positions(plan[3])) | set(self.str_positions)))
+            for choices, plan in zip(self.static_choices, self.plan, strict=True)
+        ]
+        self.choice_memo: dict[Any, list[tuple[tuple[Any, ...], tuple[Any, ...]]]] = {}
         self.param_names = [tuple(p.name for p in action.value_params) for action, _ in self.instances]
         if memo:
             self.machine: Machine[Any] = _MemoMachine(spec, self.policy, shards, event_reads, self.counters)
@@ -616,14 +626,9 @@ class Explorer:
         elif vtype.kind == "int":
             out += [(v, v) for v in INT_DOMAIN]
         elif vtype.kind == "str":
-            holders = (
-                [(owner * self.width + j, self.spec.shard_vars[j].name) for j in self.str_fields]
-                if owner is not None
-                else [(p, self.keys[p][1]) for p in self.tail_str]
-            )
             current: dict[str, str] = {}
-            for position, name in holders:
-                value = state[position]
+            for position in self._holder_positions(owner):
+                value, name = state[position], self._holder_name(position)
                 if isinstance(value, str) and value not in current:
                     current[value] = name
             out += [(("field", name), value) for value, name in current.items()]
@@ -633,6 +638,19 @@ class Explorer:
         else:  # pragma: no cover - actions have no other parameter types
             raise UsageError(f"the explicit engine has no finite domain for a parameter of type {vtype}")
         return out
+
+    def _holder_positions(self, owner: int | None) -> list[int]:
+        """Where the strings a string parameter may pass on are held: the owner shard's
+        string fields, or the fleet's for an action on no shard."""
+        if owner is not None:
+            return [owner * self.width + j for j in self.str_fields]
+        return list(self.tail_str)
+
+    def _holder_name(self, position: int) -> str:
+        """The name of the field (or fleet value) held at `position`."""
+        if position < self.n * self.width:
+            return self.spec.shard_vars[position % self.width].name
+        return str(self.keys[position][1])
 
     def _run(self, index: int, values: Mapping[str, Any], store: Mapping[Key, Any]) -> _Effect | None:
         """Run one enabled action instance on the executable model (None: it makes a call
@@ -673,6 +691,22 @@ class Explorer:
             for combo in self._combos(action, owner, state)
         ]
 
+    def _choices_in(
+        self, index: int, action: Action, owner: int | None, state: tuple[Any, ...]
+    ) -> list[tuple[tuple[Any, ...], tuple[Any, ...]]]:
+        """`_choices` of one instance, remembered per the strings they depend on."""
+        choice_of = self.choice_of[index]
+        if choice_of is None:
+            return self._choices(action, owner, state)
+        key = (index, choice_of(state))
+        choices = self.choice_memo.get(key)
+        if choices is None:
+            choices = self._choices(action, owner, state)
+            if len(self.choice_memo) >= MEMO_LIMIT:
+                self.choice_memo.clear()
+            self.choice_memo[key] = choices
+        return choices
+
     def _combos(self, action: Action, owner: int | None, state: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         """Every choice of the action's value parameters in this state (one value for a
         parameter outside the cone of influence: what it is cannot matter)."""
@@ -693,7 +727,7 @@ class Explorer:
                 continue
             choices = self.static_choices[index]
             if choices is None:
-                choices = self._choices(action, owner, state)
+                choices = self._choices_in(index, action, owner, state)
             read = run_of(state) if run_of is not None else None
             for values, label in choices:
                 # One lookup on the common path: the effect (None: disabled, or outside the
