@@ -16,13 +16,22 @@ from typing import Any
 
 import z3
 
-from ledgercheck.model import budget, cone, ir
+from ledgercheck.model import budget, cone, ir, smallfleet
 from ledgercheck.model.encoding import Encoding
 from ledgercheck.model.spec import Property, PropertyKind, Spec
 
 CERTIFY_RLIMIT = 2_000_000
 """Z3's resource count allowed for checking one obligation of an invariant (they take
 hundredths of a second on the bundled spec); beyond it the invariant is not certified."""
+
+
+def _bads(enc: Encoding, prop: Property, focus: int | None) -> list[tuple[bool, Any]]:
+    """The property's violations (and its lemmas') as `horn_proof` takes them."""
+    lemmas = lemma_violation(enc, prop, focus, enc.template)
+    if prop.kind == PropertyKind.INVARIANT:
+        return [(False, z3.Or(enc.invariant_violation(prop, focus, enc.template), lemmas))]
+    found: list[tuple[bool, Any]] = [(True, enc.step_violation(prop, focus))]
+    return found + ([] if z3.is_false(lemmas) else [(False, lemmas)])
 
 
 def _horn(
@@ -35,15 +44,7 @@ def _horn(
 ) -> tuple[Any, Invariant | str, bool | None]:
     """Ask Spacer for an inductive invariant that excludes the property's violations (and
     its lemmas'); see `horn_proof`."""
-
-    def bads() -> list[tuple[bool, Any]]:
-        lemmas = lemma_violation(enc, prop, focus, enc.template)
-        if prop.kind == PropertyKind.INVARIANT:
-            return [(False, z3.Or(enc.invariant_violation(prop, focus, enc.template), lemmas))]
-        found: list[tuple[bool, Any]] = [(True, enc.step_violation(prop, focus))]
-        return found + ([] if z3.is_false(lemmas) else [(False, lemmas)])
-
-    return horn_proof(enc, bads, timeout, rlimit, certify)
+    return horn_proof(enc, _bads_of(enc, prop, focus), timeout, rlimit, certify)
 
 
 def horn_proof(
@@ -54,20 +55,42 @@ def horn_proof(
     certify: bool = False,
 ) -> tuple[Any, Invariant | str, bool | None]:
     """Ask Spacer for an inductive invariant `Inv(state)` of the encoding that excludes every
-    bad condition `bads()` builds: `(False, term)` a bad state (over the template), `(True,
-    term)` a bad step (over the template, the next state and the action's parameters; the
-    transition is conjoined here). They are built after the initial and transition clauses,
-    so a proof's terms are made in the same order for every caller (Spacer's answer, and the
-    invariant printed, can depend on it). Returns (z3 answer, the invariant or the reason,
-    whether `_certified` checked the invariant: None when not asked). `rlimit` caps the
-    search by Z3's resource count (deterministic, unlike a timeout)."""
+    bad condition `bads()` builds (see `_solve`). Returns (z3 answer, the invariant or the
+    reason, whether `_certified` checked the invariant: None when not asked). `rlimit` caps
+    the search by Z3's resource count (deterministic, unlike a timeout)."""
+    answer, found, bad_from = _solve(enc, bads, timeout, rlimit)
+    if answer != z3.sat:
+        return answer, found, None
+    checked = _certified(enc, found, *_arguments(enc), bad_from) if certify else None
+    return answer, _shown(enc, found), checked
+
+
+def _arguments(enc: Encoding) -> tuple[list[Any], list[Any]]:
+    """The arguments of `Inv` in the current and in the next state: the state variables in
+    the order of `enc.keys`, then the symbolic policy's (the same in both)."""
+    policy = list(enc.policy_vars.values()) if enc.symbolic_policy else []
+    return [enc.template[k] for k in enc.keys] + policy, [enc.next_template[k] for k in enc.keys] + policy
+
+
+def _solve(
+    enc: Encoding,
+    bads: Callable[[], Sequence[tuple[bool, Any]]],
+    timeout: float | None,
+    rlimit: int | None,
+) -> tuple[Any, Any, list[Any]]:
+    """Spacer's answer for `Inv`: (z3 answer, the invariant's body over Z3's bound variables
+    in the order of `_arguments` where sat, else the reason, the bad conditions as terms).
+    `bads()`: `(False, term)` a bad state (over the template), `(True, term)` a bad step
+    (over the template, the next state and the action's parameters; the transition is
+    conjoined here). They are built after the initial and transition clauses, so a proof's
+    terms are made in the same order for every caller (Spacer's answer, and the invariant
+    printed, can depend on it)."""
     ctx = enc.ctx
     cur = [enc.template[k] for k in enc.keys]
     nxt = [enc.next_template[k] for k in enc.keys]
     policy = list(enc.policy_vars.values()) if enc.symbolic_policy else []
     params = [enc.act] + [enc.param_template(a, p.name) for a in enc.environment.actions for p in a.value_params]
-    sorts = [v.sort() for v in cur + policy]
-    inv = z3.Function("Inv", *sorts, z3.BoolSort(ctx))
+    inv = z3.Function("Inv", *[v.sort() for v in cur + policy], z3.BoolSort(ctx))
     solver = z3.SolverFor("HORN", ctx=ctx)
     if timeout:
         solver.set("timeout", max(1, int(timeout * 1000)))
@@ -86,21 +109,25 @@ def horn_proof(
     bad_from = _bad_terms(enc, conditions)
     spent = budget.limit_solver(solver, timeout)
     if spent is not None:
-        return z3.unknown, f"the {spent} ran out", None
+        return z3.unknown, f"the {spent} ran out", bad_from
     answer = solver.check()
     if answer != z3.sat:
         spent = budget.active().exhausted() if answer == z3.unknown else None
         why = (f"the {spent} ran out" if spent else solver.reason_unknown()) if answer == z3.unknown else ""
-        return answer, why, None
+        return answer, why, bad_from
     interp = solver.model()[inv]
-    body = interp.else_value() if isinstance(interp, z3.FuncInterp) else interp
-    checked = _certified(enc, body, cur + policy, nxt + policy, bad_from) if certify else None
-    named = [z3.Const(str(v).replace("@cur", ""), v.sort()) for v in cur] + policy
+    return answer, interp.else_value() if isinstance(interp, z3.FuncInterp) else interp, bad_from
+
+
+def _shown(enc: Encoding, body: Any) -> Invariant:
+    """The invariant with the state variables' names in place of Z3's bound variables."""
+    policy = list(enc.policy_vars.values()) if enc.symbolic_policy else []
+    named = [z3.Const(str(enc.template[k]).replace("@cur", ""), enc.template[k].sort()) for k in enc.keys] + policy
     try:
         shown = z3.simplify(z3.substitute_vars(body, *named))
     except z3.Z3Exception:
         shown = body
-    return answer, Invariant(shown), checked
+    return Invariant(shown)
 
 
 _SHOWN: list[z3.Context] = []
@@ -230,7 +257,6 @@ def spacer_proof(
     else:
         enc = cone.sliced_encoding(spec, environment, prop, shards, policy, contracts=bound)
         focus = cone.focus_of(prop)
-        answer, found, checked = _horn(enc, prop, focus, timeout, rlimit, certify)
         local = (
             focus is not None
             and all(key[0] in (focus, None) for key in enc.keys)
@@ -239,6 +265,16 @@ def spacer_proof(
                 for inst in enc.instances
             )
         )
+        found: Invariant | str | None = None
+        checked: bool | None = True
+        if not local:
+            answer, found, touched = _from_small_fleet(
+                spec, environment, prop, shards, policy, bound, enc, timeout, rlimit
+            )
+            if found is None and touched:  # Spacer on the whole fleet, in an encoding nothing else was built in
+                enc = cone.sliced_encoding(spec, environment, prop, shards, policy, contracts=bound)
+        if found is None:
+            answer, found, checked = _horn(enc, prop, focus, timeout, rlimit, certify)
         if not isinstance(found, Invariant):
             return answer, found, local
         while len(_FOUND) >= _KEPT:
@@ -248,6 +284,60 @@ def spacer_proof(
     if certify and not checked:
         return z3.unknown, "spacer's invariant could not be checked", local
     return z3.sat, invariant.text if text else "", local
+
+
+SMALL_FLEET_RLIMIT = 6_000_000
+"""Z3's resource count allowed for Spacer on each small fleet where a proof is asked for
+with no count of its own (`prove`, `--prove`): the bundled spec's small-fleet proofs that
+check on the large fleet take up to 5 million (about a second), where Spacer on the whole
+fleet takes 2-17 s at 4 and 8 shards. A proof tried first with a count of its own (before
+a bounded search) gives each small fleet that count."""
+
+
+def _from_small_fleet(
+    spec: Spec,
+    environment: str,
+    prop: Property,
+    shards: int,
+    policy: Mapping[str, int] | None,
+    contracts: bool,
+    enc: Encoding,
+    timeout: float | None,
+    rlimit: int | None,
+) -> tuple[Any, Invariant | str | None, bool]:
+    """An invariant Spacer finds on a fleet of `smallfleet.SIZES` shards, placed on every
+    shard of `enc`'s fleet (`smallfleet.instantiate`) and checked there (`_certified`):
+    (sat, the invariant) where one checks, (unknown, why) where the budget ran out, else
+    (None, None) and nothing was decided; then whether any term was built in `enc` (Spacer
+    on the whole fleet is asked in a fresh copy where one was, so that its answer is the
+    one it gives without this attempt)."""
+    focus = cone.focus_of(prop)
+    count = SMALL_FLEET_RLIMIT if rlimit is None else min(rlimit, SMALL_FLEET_RLIMIT)
+    bad_from: list[Any] | None = None
+    touched = False
+    for size in smallfleet.SIZES if rlimit is None else smallfleet.SIZES[:1]:
+        if size >= shards or (focus is not None and focus >= size):
+            continue
+        small = cone.sliced_encoding(spec, environment, prop, size, policy, contracts=contracts)
+        answer, body, _ = _solve(small, _bads_of(small, prop, focus), timeout, count)
+        if answer == z3.unknown and budget.active().exhausted() is not None:
+            return answer, str(body), touched
+        if answer != z3.sat or _has_quantifier(body):
+            continue
+        touched = True
+        candidate = smallfleet.instantiate(small, enc, body, focus)
+        if candidate is None:
+            continue
+        if bad_from is None:
+            bad_from = _bad_terms(enc, _bads(enc, prop, focus))
+        if _certified(enc, candidate, *_arguments(enc), bad_from):
+            return z3.sat, _shown(enc, candidate), touched
+    return None, None, touched
+
+
+def _bads_of(enc: Encoding, prop: Property, focus: int | None) -> Callable[[], list[tuple[bool, Any]]]:
+    """`_bads` of this encoding, built when called."""
+    return lambda: _bads(enc, prop, focus)
 
 
 def lemma_violation(enc: Encoding, prop: Property, focus: int | None, state: Mapping[Any, Any]) -> Any:
