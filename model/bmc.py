@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import z3
 
@@ -28,6 +28,9 @@ from ledgercheck.model.result import FOCUS, EncodingMismatch, Result, Status, vi
 from ledgercheck.model.result import trace_key as _trace_key
 from ledgercheck.model.spec import Property, PropertyKind, Spec
 from ledgercheck.model.trace import Simulation, Step, Trace, base_url
+
+if TYPE_CHECKING:
+    from ledgercheck.model.spacer import Scope
 
 
 class Checker:
@@ -474,7 +477,7 @@ class _ProofRace:
         self.args = (spec, environment, prop)
         self.bounds = {"shards": shards, "policy": dict(policy), "timeout": timeout}
         self.invariant: str | None = None
-        self.every_size = False
+        self.scope: Scope | None = None  # for which fleets the proof holds, once it landed
         self.begun = time.monotonic()
         self.head_start = head_start
         self.process: Any = None
@@ -497,11 +500,11 @@ class _ProofRace:
             return False
         if self.invariant is None and self.conn.poll():
             try:
-                proved, text, every_size = self.conn.recv()
+                proved, text, scope = self.conn.recv()
             except (EOFError, OSError):
                 return False
             if proved:
-                self.invariant, self.every_size = text, every_size
+                self.invariant, self.scope = text, scope
         return self.invariant is not None
 
     def close(self) -> None:
@@ -526,8 +529,8 @@ def _prove_in_child(
     from ledgercheck.model.spacer import spacer_proof
 
     try:
-        answer, text, every_size = spacer_proof(spec, environment, prop, shards, policy, timeout)
-        conn.send((answer == z3.sat, text, every_size))
+        answer, text, scope = spacer_proof(spec, environment, prop, shards, policy, timeout)
+        conn.send((answer == z3.sat, text, scope))
     except Exception:  # noqa: BLE001 - the race is an optimisation: the bounded search decides alone
         conn.send((False, "", False))
     finally:
@@ -691,7 +694,7 @@ def check_property(
             if race is not None:
                 race.close()
     if race is not None and race.invariant is not None and result.status == Status.PROVED:
-        scope = "every fleet size" if race.every_size else f"{shards} shards"
+        scope = race.scope.phrase(shards) if race.scope is not None else f"{shards} shards"
         result.engine, result.invariant = "spacer", race.invariant
         result.note = (
             f"proved by spacer for {scope} (an inductive invariant exists), while the bounded search "
@@ -705,10 +708,10 @@ def check_property(
     if (prove or (race_proof and proved_first)) and result.status == Status.HOLDS_TO_DEPTH:
         from ledgercheck.model.spacer import spacer_proof
 
-        answer, invariant, every_size = spacer_proof(spec, environment, prop, shards, policy, timeout)
+        answer, invariant, proved_for = spacer_proof(spec, environment, prop, shards, policy, timeout)
         if answer == z3.sat:
             result.status, result.engine, result.invariant = Status.PROVED, "spacer", invariant
-            scope = "every fleet size" if every_size else f"{shards} shards"
+            scope = proved_for.phrase(shards)
             result.note = f"proved by spacer for {scope} (an inductive invariant exists)"
         result.region_depth = max_depth
     if searches_lax and result.status != Status.UNKNOWN:

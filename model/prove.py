@@ -254,9 +254,13 @@ def prove_property(
     notes: list[str] = list(notes_before)
     if engine in ("auto", "spacer"):
         phase("spacer")
-        answer, text, every_size = spacer_proof(spec, environment, prop, shards, policy, timeout)
+        answer, text, proved_for = spacer_proof(spec, environment, prop, shards, policy, timeout)
         if answer == z3.sat:
-            scope = "every fleet size (the cone of influence is one shard)" if every_size else f"{shards} shards"
+            scope = (
+                "every fleet size (the cone of influence is one shard)"
+                if proved_for.every_size
+                else proved_for.phrase(shards)
+            )
             return _done(
                 spec,
                 prop,

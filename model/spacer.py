@@ -12,6 +12,7 @@ bounded refutation, before k-induction) both use it and neither imports the othe
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import z3
@@ -19,6 +20,29 @@ import z3
 from ledgercheck.model import budget, cone, ir, smallfleet
 from ledgercheck.model.encoding import Encoding
 from ledgercheck.model.spec import Property, PropertyKind, Spec
+
+
+@dataclass(frozen=True)
+class Scope:
+    """For which fleets a Spacer proof holds, and where its invariant was found."""
+
+    every_size: bool
+    """The cone is the focus shard alone and every action kept acts on it only: the sliced
+    system, and so the proof, is the same for every number of shards."""
+    found_on: int | None = None
+    """The size of the smaller fleet the invariant was found on (`_from_small_fleet`), placed
+    on every shard of the fleet asked and checked there; None: found on the fleet asked."""
+
+    def phrase(self, shards: int) -> str:
+        """How a note names the fleets proved for (`shards`: the fleet asked)."""
+        if self.every_size:
+            return "every fleet size"
+        if self.found_on is None:
+            return f"{shards} shards"
+        plural = "s" if self.found_on > 1 else ""
+        small = f"{self.found_on} shard{plural}"
+        return f"{shards} shards, from an invariant found on {small}, placed on every shard and checked"
+
 
 CERTIFY_RLIMIT = 2_000_000
 """Z3's resource count allowed for checking one obligation of an invariant (they take
@@ -119,15 +143,16 @@ def _solve(
     return answer, interp.else_value() if isinstance(interp, z3.FuncInterp) else interp, bad_from
 
 
-def _shown(enc: Encoding, body: Any) -> Invariant:
-    """The invariant with the state variables' names in place of Z3's bound variables."""
+def _shown(enc: Encoding, body: Any, found_on: int | None = None) -> Invariant:
+    """The invariant with the state variables' names in place of Z3's bound variables
+    (`found_on`: the smaller fleet it was found on, see `Scope`)."""
     policy = list(enc.policy_vars.values()) if enc.symbolic_policy else []
     named = [z3.Const(str(enc.template[k]).replace("@cur", ""), enc.template[k].sort()) for k in enc.keys] + policy
     try:
         shown = z3.simplify(z3.substitute_vars(body, *named))
     except z3.Z3Exception:
         shown = body
-    return Invariant(shown)
+    return Invariant(shown, found_on)
 
 
 _SHOWN: list[z3.Context] = []
@@ -142,7 +167,8 @@ class Invariant:
     remembered invariant does not keep the whole encoding alive; printing reads the term's
     structure only, the same in any context."""
 
-    def __init__(self, term: Any) -> None:
+    def __init__(self, term: Any, found_on: int | None = None) -> None:
+        self.found_on = found_on
         if not _SHOWN:
             _SHOWN.append(z3.Context())
         self._term: Any = term.translate(_SHOWN[0])
@@ -214,7 +240,7 @@ def _has_quantifier(term: Any) -> bool:
     return False
 
 
-_FOUND: dict[tuple[Any, ...], tuple[Spec, Invariant, bool, bool | None]] = {}
+_FOUND: dict[tuple[Any, ...], tuple[Spec, Invariant, Scope, bool | None]] = {}
 """The invariants Spacer found in this process, by question (spec variant, environment,
 property, fleet, policy, contracts), with whether each was certified (None: not asked). A
 found invariant answers the same question again, whatever limits it comes with: the
@@ -236,11 +262,10 @@ def spacer_proof(
     certify: bool = False,
     contracts: bool | None = None,
     text: bool = True,
-) -> tuple[Any, str, bool]:
+) -> tuple[Any, str, Scope]:
     """Spacer on the property's cone of influence. Returns (answer, invariant or reason,
-    every_fleet_size): the last is true when the cone is the focus shard alone and every
-    action kept acts on it only, so the sliced system, and hence the proof, is the same for
-    every number of shards. `rlimit` caps the search by Z3's resource count; with `certify`,
+    scope): for which fleets the proof holds (`Scope`), and where its invariant was found.
+    `rlimit` caps the search by Z3's resource count; with `certify`,
     an invariant `_certified` cannot check is answered as unknown. `contracts` None: the
     callers' contracts bind where the environment may call anything (as the verdict's search).
     `text` False: the invariant is not printed (an empty string in its place), for a caller
@@ -267,23 +292,26 @@ def spacer_proof(
         )
         found: Invariant | str | None = None
         checked: bool | None = True
+        scope = Scope(local)
         if not local:
             answer, found, touched = _from_small_fleet(
                 spec, environment, prop, shards, policy, bound, enc, timeout, rlimit
             )
+            if isinstance(found, Invariant):
+                scope = Scope(local, found.found_on)
             if found is None and touched:  # Spacer on the whole fleet, in an encoding nothing else was built in
                 enc = cone.sliced_encoding(spec, environment, prop, shards, policy, contracts=bound)
         if found is None:
             answer, found, checked = _horn(enc, prop, focus, timeout, rlimit, certify)
         if not isinstance(found, Invariant):
-            return answer, found, local
+            return answer, found, scope
         while len(_FOUND) >= _KEPT:
             del _FOUND[next(iter(_FOUND))]
-        _FOUND[question] = hit = (spec, found, local, checked)  # the spec kept alive: its id names no other
-    _, invariant, local, checked = hit
+        _FOUND[question] = hit = (spec, found, scope, checked)  # the spec kept alive: its id names no other
+    _, invariant, scope, checked = hit
     if certify and not checked:
-        return z3.unknown, "spacer's invariant could not be checked", local
-    return z3.sat, invariant.text if text else "", local
+        return z3.unknown, "spacer's invariant could not be checked", scope
+    return z3.sat, invariant.text if text else "", scope
 
 
 SMALL_FLEET_RLIMIT = 6_000_000
@@ -331,7 +359,7 @@ def _from_small_fleet(
         if bad_from is None:
             bad_from = _bad_terms(enc, _bads(enc, prop, focus))
         if _certified(enc, candidate, *_arguments(enc), bad_from):
-            return z3.sat, _shown(enc, candidate), touched
+            return z3.sat, _shown(enc, candidate, found_on=size), touched
     return None, None, touched
 
 
@@ -350,4 +378,4 @@ def lemma_violation(enc: Encoding, prop: Property, focus: int | None, state: Map
     return enc.backend.or_(parts)
 
 
-__all__ = ["holds_everywhere", "horn_proof", "lemma_violation", "spacer_proof"]
+__all__ = ["Scope", "holds_everywhere", "horn_proof", "lemma_violation", "spacer_proof"]

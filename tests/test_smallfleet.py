@@ -139,10 +139,9 @@ def test_the_ledger_at_eight_shards_from_one(spec_file, monkeypatch):
     spec = spec_file.variant("fixed")
     prop = spec.property("restarts_stay_within_budget")
     asked = _whole_fleet_asked(monkeypatch)
-    answer, invariant, every_size = spacer.spacer_proof(
-        spec, "controller", prop, 8, spec.default_policy(), certify=True
-    )
-    assert (answer, every_size, asked) == (z3.sat, False, [])
+    answer, invariant, scope = spacer.spacer_proof(spec, "controller", prop, 8, spec.default_policy(), certify=True)
+    assert (answer, scope, asked) == (z3.sat, spacer.Scope(every_size=False, found_on=1), [])
+    assert scope.phrase(8) == "8 shards, from an invariant found on 1 shard, placed on every shard and checked"
     assert "restarts_started" in invariant
     monkeypatch.setattr(spacer, "_certified", lambda *args: False)
     spacer._FOUND.clear()
