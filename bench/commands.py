@@ -8,6 +8,9 @@ Groups (`--groups`, comma-separated; all by default):
   `as_written` (its shortest counterexample): `ledger` at N = 1, 4, 16, `controller` at 4, 8;
 * `depth20`: the same in `fixed` to depth 20 (none there);
 * `proof`:   `prove` of it in `fixed`;
+* `proveall`: `prove` of every property of `fixed` in `controller` (the coupled fleet) at
+  N = 4, 8, 16: where Spacer's work grows with the fleet, and proofs from a smaller fleet
+  (`model/smallfleet.py`) keep it flat;
 * `plain`:   `ledgercheck check` (every property, environment and variant; plain
   `ledgercheck` is this and a hint) with its default workers (`--jobs` = the cores) and with
   `--jobs 1` (one check after the other); the two outputs must be byte-identical;
@@ -59,7 +62,10 @@ if str(ROOT) not in sys.path:
 from bench.run import PROPERTY, RESULTS, _child_env, run_process, write_section  # noqa: E402
 from ledgercheck.model.numbers import DISABLED, SWITCH  # noqa: E402  (no Z3: the switch's name)
 
-GROUPS = ("startup", "find", "depth20", "proof", "plain", "ci", "mutate", "conform")
+GROUPS = ("startup", "find", "depth20", "proof", "proveall", "plain", "ci", "mutate", "conform")
+HEAVY = ("proveall", "plain", "ci", "mutate", "conform")
+"""Groups run `--repeat-heavy` times (each run takes seconds to minutes)."""
+PROVE_ALL = (4, 8, 16)
 MARKERS = ("<!-- bench/commands.py: begin -->", "<!-- bench/commands.py: end -->")
 HEADLINE = [("ledger", 1), ("ledger", 4), ("ledger", 16), ("controller", 4), ("controller", 8)]
 LEDGERCHECK = [sys.executable, "-m", "ledgercheck.model.cli"]
@@ -119,6 +125,20 @@ def _rows(groups: list[str], mutants: int) -> list[Row]:
         if "proof" in groups:
             argv = ["prove", "--variant", "fixed", "--property", PROPERTY, "--environment", env, "--shards", str(n)]
             rows.append(Row("proof", f"{env} N={n}", [*LEDGERCHECK, *argv, "--format", "json"]))
+    if "proveall" in groups:
+        for n in PROVE_ALL:
+            argv = [
+                "prove",
+                "--variant",
+                "fixed",
+                "--environment",
+                "controller",
+                "--shards",
+                str(n),
+                "--format",
+                "json",
+            ]
+            rows.append(Row("proveall", f"controller N={n}", [*LEDGERCHECK, *argv]))
     if "find" in groups:
         rows.append(
             Row("find", "ledger N=4, cache off", _check("ledger", 4, "as_written"), {"LEDGERCHECK_CACHE": "off"})
@@ -185,6 +205,12 @@ def ratios(rows: list[Row]) -> list[tuple[str, str]]:
                 _ratio(index, (group, "ledger N=4"), ("startup", "import + load_spec, cache warm")),
             )
         )
+    out.append(
+        (
+            "prove, every controller property: N=16 / N=4",
+            _ratio(index, ("proveall", "controller N=16"), ("proveall", "controller N=4")),
+        )
+    )
     out.append(
         (
             "plain check: --jobs 1 / default workers",
@@ -266,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--groups", default=",".join(GROUPS), help="comma-separated, of: " + ", ".join(GROUPS))
     parser.add_argument("--repeat", type=int, default=None, help="runs of each light command (default 5)")
     parser.add_argument(
-        "--repeat-heavy", type=int, default=None, help="runs of plain, ci, mutate and conform (default 3)"
+        "--repeat-heavy", type=int, default=None, help="runs of proveall, plain, ci, mutate and conform (default 3)"
     )
     parser.add_argument("--mutants", type=int, default=None, help="mutants in the mutate sample (default 8)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per run (default 600)")
@@ -298,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
     # Interleaved rounds: a burst of load from other jobs spreads over every row, not one.
     for round_number in range(max(repeat, heavy)):
         for row in rows:
-            runs = heavy if row.group in ("plain", "ci", "mutate", "conform") else repeat
+            runs = heavy if row.group in HEAVY else repeat
             if round_number >= runs or row.timed_out:
                 continue
             done = run_process(row.cmd, ns.timeout, base_env | row.env)
@@ -348,10 +374,11 @@ is shared: other jobs ran alongside); {elapsed / 60:.1f} minutes in all.
 
 Whole process (interpreter start, imports, spec loading included), from the project's root.
 Medians of {repeat} run(s) for start-up, find, depth 20 and proof, {heavy} for `check`,
-`ci`, `mutate` and `conform`; rounds interleaved, so a burst of load spreads over every row. The
+`ci`, `mutate`, `conform` and *proveall*; rounds interleaved, so a burst of load spreads over every row. The
 compiled-spec cache is warm (a private folder) except where a row says *cache off*. Property
 `{PROPERTY}`, shipped policy; *find*: `check --engine auto --max-traces 1` in `as_written`;
-*depth20*: the same in `fixed` with `--max-depth 20`; *proof*: `prove` in `fixed`; *mutate*: a
+*depth20*: the same in `fixed` with `--max-depth 20`; *proof*: `prove` in `fixed`; *proveall*:
+`prove` of every property of `fixed` in `controller`; *mutate*: a
 sample of {mutants} mutants of the bundled spec (`--max-mutants {mutants} --seed 0 {" ".join(MUTATE_SIZE)}`: the
 baseline's 64 checks and 40 generated tests, then the mutants), its Ray run including the
 start of a local Ray instance; *conform*: the clean implementation of `tests/impl` against

@@ -17,9 +17,9 @@ from typing import Any
 
 import z3
 
-from ledgercheck.model import bmc, engines
+from ledgercheck.model import bmc, budget, engines
 from ledgercheck.model.encoding import Encoding
-from ledgercheck.model.errors import EXIT_OK, UsageError
+from ledgercheck.model.errors import EXIT_OK, Undecided, UsageError
 from ledgercheck.model.figure import render_table, trace_rows
 from ledgercheck.model.result import FOCUS, Result
 from ledgercheck.model.spec import Spec, load_spec
@@ -82,7 +82,17 @@ def shortest_difference(
         }
         goal = z3.Bool(f"differs@{depth}", ctx)
         solver.add(z3.Implies(goal, z3.Or(list(differs.values()))))
-        if solver.check(goal) != z3.sat:
+        established = f"no difference up to depth {depth - 1}" if depth else "nothing was established"
+        budget.stop_if_spent(f"the search for a difference at depth {depth}", established)
+        budget.limit_solver(solver)
+        answer = solver.check(goal)
+        if answer == z3.unknown:  # not "no difference": the command cannot answer, and says so
+            budget.stop_if_spent(f"the search for a difference at depth {depth}", established)
+            raise Undecided(
+                f"the solver gave up ({solver.reason_unknown()}) at depth {depth} of the search for a difference; "
+                f"{established}"
+            )
+        if answer != z3.sat:
             continue
         model = solver.model()
         field = next(n for n, d in differs.items() if z3.is_true(model.eval(d, model_completion=True)))

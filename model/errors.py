@@ -51,6 +51,13 @@ class SpecError(LedgercheckError):
         super().__init__(f"{where}: {message}")
 
 
+class Undecided(LedgercheckError):
+    """A command whose answer a solver could not decide (it answered unknown): the command
+    line says what was established and exits 3, as for a spent budget; never a pass."""
+
+    exit_code = EXIT_UNKNOWN
+
+
 class UsageError(LedgercheckError):
     """A command-line argument that does not fit the spec (unknown variant, bad policy)."""
 

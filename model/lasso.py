@@ -25,7 +25,7 @@ from typing import Any
 
 import z3
 
-from ledgercheck.model import ir
+from ledgercheck.model import budget, ir
 from ledgercheck.model.bmc import Checker
 from ledgercheck.model.result import FOCUS, EncodingMismatch, Result, Status
 from ledgercheck.model.spec import Property, PropertyKind, Spec
@@ -104,12 +104,33 @@ def z3_lasso(
     all_insts = list(enc.instances)
     found: tuple[z3.ModelRef, int, int] | None = None
     depth = 0
+    assumptions = env.fairness_text()
+
+    def not_established(why: str, k: int) -> Result:
+        """The search stopped before it could answer at depth `k`: unknown, never a pass."""
+        held = f"no fair lasso up to depth {k - 1}" if k > 0 else "nothing established"
+        return Result(
+            variant=spec.variant,
+            property=prop.name,
+            environment=environment,
+            shards=shards,
+            policy=policy,
+            status=Status.UNKNOWN,
+            depth=max(k - 1, 0),
+            traces=[],
+            expected=prop.expect.get(spec.variant),
+            seconds=time.monotonic() - start,
+            note=f"{why} at depth {k} of the Z3 bounded lasso search; {held}",
+            engine="bmc",
+            assumptions=assumptions,
+        )
+
     for k in range(0, max_depth + 1):
+        if timeout and time.monotonic() - start > timeout:
+            return not_established(f"the timeout ({timeout:g} s) ran out", k)
         if k > 0:
             checker.deepen()
         depth = k
-        if timeout and time.monotonic() - start > timeout:
-            break
         not_q = [z3.Not(at(q_t, t)) for t in range(k + 1)]
         # Stuttering at k (no action enabled), or a loop back to some l < k.
         options = []
@@ -125,12 +146,23 @@ def z3_lasso(
             trigger = z3.Or([z3.And(at(p_t, t0), *not_q[t0:]) for t0 in range(loop + 1)])
             options.append((z3.And(same, trigger, *fair), loop))
         for goal, loop in options:
-            if solver.check(goal) == z3.sat:
+            spent = budget.limit_solver(solver, timeout)
+            if spent is not None:
+                return not_established(f"the {spent} ran out", k)
+            try:
+                answer = solver.check(goal)
+            except z3.Z3Exception as exc:  # e.g. the memory cap
+                return not_established(f"the solver stopped ({exc})", k)
+            if answer == z3.unknown:
+                spent = budget.active().exhausted()
+                return not_established(
+                    f"the {spent} ran out" if spent else f"the solver gave up ({solver.reason_unknown()})", k
+                )
+            if answer == z3.sat:
                 found = (solver.model(), k, loop)
                 break
         if found:
             break
-    assumptions = env.fairness_text()
     if found is None:
         return Result(
             variant=spec.variant,

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+from budgets import Tripping
 
 from ledgercheck.model import budget, cli, explicit
 from ledgercheck.model.errors import EXIT_UNKNOWN
@@ -172,24 +173,10 @@ def test_prove_under_a_tiny_time_budget_ends_in_unknown_exit_3(capsys):
     assert "time budget (0.001 s) ran out" in result["note"] and "depth" in result["note"]
 
 
-class _Tripping(budget.Budget):
-    """A budget that runs out at its `after`-th check (deterministic, unlike a clock)."""
-
-    def __init__(self, after: int) -> None:
-        super().__init__(None, None)
-        self.left = after
-
-    def exhausted(self, memory: bool = True) -> str | None:
-        self.left -= 1
-        if self.left < 0 and self.spent is None:
-            self.spent = "time budget (test)"
-        return self.spent
-
-
 def test_a_budget_running_out_mid_search_keeps_what_was_established(counter_spec, capsys):
     spec_file = load_spec()
     results: list = []
-    with budget.using(_Tripping(1000)):  # the first search takes about 620 checks, both 1370
+    with budget.using(Tripping(1000)):  # the first search takes about 620 checks, both 1370
         request = CheckRequest(
             spec_file,
             variants=("as_written",),

@@ -11,9 +11,11 @@ import json
 import re
 
 import pytest
+import z3
+from budgets import Tripping
 from tiers import fast_slice
 
-from ledgercheck.model import formats
+from ledgercheck.model import budget, formats
 from ledgercheck.model.cli import main, result_json
 from ledgercheck.model.figure import markdown_table, trace_figure
 from ledgercheck.model.liveness import _sccs, check_liveness
@@ -139,3 +141,38 @@ def test_the_z3_lasso_search_needs_fairness_and_goes_deeper_than_the_explicit_bo
     result = z3_lasso(spec, "controller", spec.property(PROPERTY), shards=4, policy=spec.default_policy(), max_depth=7)
     assert (result.status, result.depth) == ("holds_to_depth", 7), result.note
     assert "a background restart always ends" in result.assumptions
+
+
+def _z3_lasso_of_fixed(max_depth: int = 4):
+    from ledgercheck.model.lasso import z3_lasso
+
+    spec = load_spec().variant("fixed")
+    prop = spec.property(PROPERTY)
+    return z3_lasso(spec, "controller", prop, shards=2, policy=spec.default_policy(), max_depth=max_depth)
+
+
+def test_the_z3_lasso_search_stops_when_the_budget_runs_out() -> None:
+    """The command's budget stops the lasso search as it stops every other: the answer is
+    unknown with the depth established, never `holds` (a run at 16 shards went on for 25
+    minutes past a 600 s budget before the search consulted it)."""
+    with budget.using(Tripping(3)):
+        result = _z3_lasso_of_fixed()
+    assert result.status == "unknown", result.note
+    assert "the time budget (test) ran out at depth" in result.note and "lasso" in result.note
+
+
+def test_a_lasso_query_the_solver_gives_up_on_is_unknown(monkeypatch) -> None:
+    """Z3 answering unknown (its per-call timeout, or quantifiers it cannot decide) is not
+    "no fair lasso": the search says what it established and stops."""
+    real = z3.Solver.check
+    calls = {"n": 0}
+
+    def gives_up_at_the_fifth(self, *args):
+        calls["n"] += 1
+        return z3.unknown if calls["n"] == 5 else real(self, *args)
+
+    monkeypatch.setattr(z3.Solver, "check", gives_up_at_the_fifth)
+    monkeypatch.setattr(z3.Solver, "reason_unknown", lambda self: "canceled")
+    result = _z3_lasso_of_fixed()
+    assert result.status == "unknown" and "the solver gave up (canceled) at depth" in result.note, result.note
+    assert f"no fair lasso up to depth {result.depth}" in result.note

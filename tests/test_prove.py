@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import pytest
+import z3
+from budgets import Tripping
 from ledger_fixture import LEDGER_SPEC
 from tiers import fast_slice
 
-from ledgercheck.model import diff, prove
+from ledgercheck.model import budget, diff, prove
+from ledgercheck.model.errors import Undecided
 from ledgercheck.model.spec import load_spec, load_spec_text
 
 HEADLINE = "no_condemnation_by_inherited_streak"
@@ -146,3 +149,20 @@ def test_diff_lists_the_changed_verdicts(spec_file):
     for _, left, right in changes:
         assert left.verdict == "violated" and left.traces
         assert right.verdict == "holds"
+
+
+def test_diff_never_reads_an_undecided_query_as_no_difference(spec_file, monkeypatch):
+    """A solver that answers unknown, or a budget that runs out, stops the search for a
+    difference with exit 3 and what was established: never `difference: null`."""
+    a = spec_file.variant("fixed")
+    real = z3.Solver.check
+    monkeypatch.setattr(z3.Solver, "check", lambda self, *args: z3.unknown if args else real(self, *args))
+    monkeypatch.setattr(z3.Solver, "reason_unknown", lambda self: "canceled")
+    with pytest.raises(Undecided, match=r"the solver gave up \(canceled\) at depth 0 .*nothing was established"):
+        diff.shortest_difference(a, a, "ledger", 2, a.default_policy(), 4)
+    monkeypatch.undo()
+    with (
+        budget.using(Tripping(2)),
+        pytest.raises(budget.BudgetExhausted, match="at depth 1; no difference up to depth 0"),
+    ):
+        diff.shortest_difference(a, a, "ledger", 2, a.default_policy(), 4)
