@@ -29,6 +29,7 @@ from ledgercheck.model import budget, ir
 from ledgercheck.model.bmc import Checker
 from ledgercheck.model.result import FOCUS, EncodingMismatch, Result, Status
 from ledgercheck.model.spec import Property, PropertyKind, Spec
+from ledgercheck.model.trace import Trace
 
 
 def z3_lasso(
@@ -106,24 +107,27 @@ def z3_lasso(
     depth = 0
     assumptions = env.fairness_text()
 
-    def not_established(why: str, k: int) -> Result:
-        """The search stopped before it could answer at depth `k`: unknown, never a pass."""
-        held = f"no fair lasso up to depth {k - 1}" if k > 0 else "nothing established"
+    def answer(status: Status, depth: int, traces: list[Trace], note: str) -> Result:
         return Result(
             variant=spec.variant,
             property=prop.name,
             environment=environment,
             shards=shards,
             policy=policy,
-            status=Status.UNKNOWN,
-            depth=max(k - 1, 0),
-            traces=[],
+            status=status,
+            depth=depth,
+            traces=traces,
             expected=prop.expect.get(spec.variant),
             seconds=time.monotonic() - start,
-            note=f"{why} at depth {k} of the Z3 bounded lasso search; {held}",
+            note=note,
             engine="bmc",
             assumptions=assumptions,
         )
+
+    def not_established(why: str, k: int) -> Result:
+        """The search stopped before it could answer at depth `k`: unknown, never a pass."""
+        held = f"no fair lasso up to depth {k - 1}" if k > 0 else "nothing established"
+        return answer(Status.UNKNOWN, max(k - 1, 0), [], f"{why} at depth {k} of the Z3 bounded lasso search; {held}")
 
     for k in range(0, max_depth + 1):
         if timeout and time.monotonic() - start > timeout:
@@ -150,35 +154,21 @@ def z3_lasso(
             if spent is not None:
                 return not_established(f"the {spent} ran out", k)
             try:
-                answer = solver.check(goal)
+                verdict = solver.check(goal)
             except z3.Z3Exception as exc:  # e.g. the memory cap
                 return not_established(f"the solver stopped ({exc})", k)
-            if answer == z3.unknown:
+            if verdict == z3.unknown:
                 spent = budget.active().exhausted()
                 return not_established(
                     f"the {spent} ran out" if spent else f"the solver gave up ({solver.reason_unknown()})", k
                 )
-            if answer == z3.sat:
+            if verdict == z3.sat:
                 found = (solver.model(), k, loop)
                 break
         if found:
             break
     if found is None:
-        return Result(
-            variant=spec.variant,
-            property=prop.name,
-            environment=environment,
-            shards=shards,
-            policy=policy,
-            status=Status.HOLDS_TO_DEPTH,
-            depth=depth,
-            traces=[],
-            expected=prop.expect.get(spec.variant),
-            seconds=time.monotonic() - start,
-            note=f"no fair lasso up to depth {depth} (Z3 bounded lasso search)",
-            engine="bmc",
-            assumptions=assumptions,
-        )
+        return answer(Status.HOLDS_TO_DEPTH, depth, [], f"no fair lasso up to depth {depth} (Z3 bounded lasso search)")
     model, k, loop = found
     trace = replace(checker.extract(model, k), loop_start=loop)
     if (
@@ -186,21 +176,7 @@ def z3_lasso(
         != trace.steps[loop].after["shards"][FOCUS][spec.state_field]
     ):
         raise EncodingMismatch("internal error: the Z3 lasso does not close on the focus shard's state")
-    return Result(
-        variant=spec.variant,
-        property=prop.name,
-        environment=environment,
-        shards=shards,
-        policy=policy,
-        status=Status.VIOLATED,
-        depth=k,
-        traces=[trace],
-        expected=prop.expect.get(spec.variant),
-        seconds=time.monotonic() - start,
-        note=f"a lasso found by Z3 bounded search: {k} steps, back to step {loop}",
-        engine="bmc",
-        assumptions=assumptions,
-    )
+    return answer(Status.VIOLATED, k, [trace], f"a lasso found by Z3 bounded search: {k} steps, back to step {loop}")
 
 
 def _mentions(term: Any, var: Any) -> bool:
