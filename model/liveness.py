@@ -37,6 +37,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ledgercheck.model import budget
 from ledgercheck.model.errors import UsageError
 from ledgercheck.model.explicit import Explorer, Label
 from ledgercheck.model.result import FOCUS, EncodingMismatch, Result, Status
@@ -129,6 +130,7 @@ class _Graph:
     parent: list[tuple[int, Label] | None]
     expanded: int
     complete: bool
+    spent: str | None = None  # the command's budget that stopped the search, if one did
 
 
 def check_liveness(
@@ -181,6 +183,12 @@ def check_liveness(
             f"proved by exhaustion of the reduced finite state space ({states} states, {shards} shard(s)) "
             f"with SCC analysis: no reachable fair cycle avoids it"
         )
+    elif graph.spent is not None:  # never a pass: the level in progress was not searched whole
+        status = Status.UNKNOWN
+        depth = max(graph.depth[graph.expanded - 1] - 1, 0) if graph.expanded else 0
+        note = (
+            f"the {graph.spent} ran out after {graph.expanded} of {states} states; no fair lasso within depth {depth}"
+        )
     else:
         status = Status.HOLDS_TO_DEPTH
         depth = graph.depth[graph.expanded - 1] if graph.expanded else 0
@@ -228,6 +236,9 @@ def _explore(explorer: Explorer, max_states: int, deadline: float | None) -> _Gr
             if len(graph.states) > max_states or (deadline is not None and time.monotonic() > deadline):
                 return graph
         i = graph.expanded
+        graph.spent = budget.active().exhausted(memory=i % budget.MEMORY_EVERY == 0)
+        if graph.spent is not None:  # mid-level: what was expanded stands, nothing is claimed of the rest
+            return graph
         out: list[tuple[Label, int]] = []
         for succ in explorer.successors(graph.states[i]):
             j = index.get(succ.state)

@@ -176,3 +176,15 @@ def test_a_lasso_query_the_solver_gives_up_on_is_unknown(monkeypatch) -> None:
     result = _z3_lasso_of_fixed()
     assert result.status == "unknown" and "the solver gave up (canceled) at depth" in result.note, result.note
     assert f"no fair lasso up to depth {result.depth}" in result.note
+
+
+def test_the_explicit_liveness_search_stops_when_the_budget_runs_out() -> None:
+    """The explicit search for a fair lasso consults the command's budget at every state it
+    expands (a level of a 16-shard fleet took minutes past a spent budget): unknown, with
+    what was expanded, never a proof by exhaustion or `holds`."""
+    spec = load_spec().variant("fixed")
+    prop = spec.property(PROPERTY)
+    with budget.using(Tripping(50)):
+        result = check_liveness(spec, "controller", prop, shards=2, policy=spec.default_policy())
+    assert result.status == "unknown", result.note
+    assert result.note.startswith("the time budget (test) ran out after 50 of "), result.note
