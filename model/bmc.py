@@ -532,7 +532,7 @@ def _prove_in_child(
         answer, text, scope = spacer_proof(spec, environment, prop, shards, policy, timeout)
         conn.send((answer == z3.sat, text, scope))
     except Exception:  # noqa: BLE001 - the race is an optimisation: the bounded search decides alone
-        conn.send((False, "", False))
+        conn.send((False, "", None))
     finally:
         conn.close()
 

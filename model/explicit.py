@@ -404,8 +404,8 @@ class Explorer:
         self.choice_of: list[Any] = [
             None
             if choices is not None or not memo
-            else _getter(sorted(set(self._holder_positions(plan[3])) | set(self.str_positions)))
-            for choices, plan in zip(self.static_choices, self.plan, strict=True)
+            else _getter(sorted(set(self._holder_positions(owner)) | set(self.str_positions)))
+            for choices, (_, _, _, owner, _, _) in zip(self.static_choices, self.plan, strict=True)
         ]
         self.choice_memo: dict[Any, list[tuple[tuple[Any, ...], tuple[Any, ...]]]] = {}
         self.param_names = [tuple(p.name for p in action.value_params) for action, _ in self.instances]

@@ -229,6 +229,7 @@ def _explore(explorer: Explorer, max_states: int, deadline: float | None) -> _Gr
     expanded states are exactly those within some depth of the start."""
     index = {explorer.initial: 0}
     graph = _Graph([explorer.initial], [], [0], [None], 0, False)
+    limits = budget.active()
     level_end = 1
     while graph.expanded < len(graph.states):
         if graph.expanded == level_end:
@@ -236,7 +237,7 @@ def _explore(explorer: Explorer, max_states: int, deadline: float | None) -> _Gr
             if len(graph.states) > max_states or (deadline is not None and time.monotonic() > deadline):
                 return graph
         i = graph.expanded
-        graph.spent = budget.active().exhausted(memory=i % budget.MEMORY_EVERY == 0)
+        graph.spent = limits.exhausted(memory=i % budget.MEMORY_EVERY == 0)
         if graph.spent is not None:  # mid-level: what was expanded stands, nothing is claimed of the rest
             return graph
         out: list[tuple[Label, int]] = []

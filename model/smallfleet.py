@@ -60,7 +60,7 @@ def instantiate(small: Encoding, big: Encoding, body: Any, focus: int | None) ->
             where.update({shard: shard for shard in pinned} | {None: None})
             bound = []
             for shard, name in small.keys:
-                key = (where.get(shard, -1), name)
+                key = (where[shard], name)
                 if key not in position:
                     return None
                 bound.append(z3.Var(position[key], big.template[key].sort()))

@@ -30,8 +30,7 @@ class Scope:
     """The cone is the focus shard alone and every action kept acts on it only: the sliced
     system, and so the proof, is the same for every number of shards."""
     found_on: int | None = None
-    """The size of the smaller fleet the invariant was found on (`_from_small_fleet`), placed
-    on every shard of the fleet asked and checked there; None: found on the fleet asked."""
+    """The size of the smaller fleet the invariant was found on (`Invariant.found_on`)."""
 
     def phrase(self, shards: int) -> str:
         """How a note names the fleets proved for (`shards`: the fleet asked)."""
@@ -92,8 +91,13 @@ def horn_proof(
 def _arguments(enc: Encoding) -> tuple[list[Any], list[Any]]:
     """The arguments of `Inv` in the current and in the next state: the state variables in
     the order of `enc.keys`, then the symbolic policy's (the same in both)."""
-    policy = list(enc.policy_vars.values()) if enc.symbolic_policy else []
+    policy = _policy_arguments(enc)
     return [enc.template[k] for k in enc.keys] + policy, [enc.next_template[k] for k in enc.keys] + policy
+
+
+def _policy_arguments(enc: Encoding) -> list[Any]:
+    """The policy's constants where they are symbolic (arguments of `Inv`), else none."""
+    return list(enc.policy_vars.values()) if enc.symbolic_policy else []
 
 
 def _solve(
@@ -112,7 +116,7 @@ def _solve(
     ctx = enc.ctx
     cur = [enc.template[k] for k in enc.keys]
     nxt = [enc.next_template[k] for k in enc.keys]
-    policy = list(enc.policy_vars.values()) if enc.symbolic_policy else []
+    policy = _policy_arguments(enc)
     params = [enc.act] + [enc.param_template(a, p.name) for a in enc.environment.actions for p in a.value_params]
     inv = z3.Function("Inv", *[v.sort() for v in cur + policy], z3.BoolSort(ctx))
     solver = z3.SolverFor("HORN", ctx=ctx)
@@ -146,8 +150,8 @@ def _solve(
 def _shown(enc: Encoding, body: Any, found_on: int | None = None) -> Invariant:
     """The invariant with the state variables' names in place of Z3's bound variables
     (`found_on`: the smaller fleet it was found on, see `Scope`)."""
-    policy = list(enc.policy_vars.values()) if enc.symbolic_policy else []
-    named = [z3.Const(str(enc.template[k]).replace("@cur", ""), enc.template[k].sort()) for k in enc.keys] + policy
+    named = [z3.Const(str(enc.template[k]).replace("@cur", ""), enc.template[k].sort()) for k in enc.keys]
+    named += _policy_arguments(enc)
     try:
         shown = z3.simplify(z3.substitute_vars(body, *named))
     except z3.Z3Exception:
@@ -169,6 +173,8 @@ class Invariant:
 
     def __init__(self, term: Any, found_on: int | None = None) -> None:
         self.found_on = found_on
+        """The smaller fleet it was found on (`_from_small_fleet`), placed on every shard of
+        the fleet asked and checked there; None: found on the fleet asked."""
         if not _SHOWN:
             _SHOWN.append(z3.Context())
         self._term: Any = term.translate(_SHOWN[0])
@@ -240,7 +246,7 @@ def _has_quantifier(term: Any) -> bool:
     return False
 
 
-_FOUND: dict[tuple[Any, ...], tuple[Spec, Invariant, Scope, bool | None]] = {}
+_FOUND: dict[tuple[Any, ...], tuple[Spec, Invariant, bool, bool | None]] = {}
 """The invariants Spacer found in this process, by question (spec variant, environment,
 property, fleet, policy, contracts), with whether each was certified (None: not asked). A
 found invariant answers the same question again, whatever limits it comes with: the
@@ -278,7 +284,7 @@ def spacer_proof(
     if hit is not None and hit[0] is spec and not (certify and hit[3] is None):
         spent = budget.active().exhausted()
         if spent is not None:  # as a fresh search would answer: a spent budget starts none
-            return z3.unknown, f"the {spent} ran out", hit[2]
+            return z3.unknown, f"the {spent} ran out", Scope(hit[2], hit[1].found_on)
     else:
         enc = cone.sliced_encoding(spec, environment, prop, shards, policy, contracts=bound)
         focus = cone.focus_of(prop)
@@ -290,25 +296,24 @@ def spacer_proof(
                 for inst in enc.instances
             )
         )
+        answer: Any = None
         found: Invariant | str | None = None
-        checked: bool | None = True
-        scope = Scope(local)
+        checked: bool | None = True  # an invariant from a small fleet is checked where it is placed
         if not local:
             answer, found, touched = _from_small_fleet(
-                spec, environment, prop, shards, policy, bound, enc, timeout, rlimit
+                spec, environment, prop, focus, policy, bound, enc, timeout, rlimit
             )
-            if isinstance(found, Invariant):
-                scope = Scope(local, found.found_on)
-            if found is None and touched:  # Spacer on the whole fleet, in an encoding nothing else was built in
+            if found is None and touched:
                 enc = cone.sliced_encoding(spec, environment, prop, shards, policy, contracts=bound)
         if found is None:
             answer, found, checked = _horn(enc, prop, focus, timeout, rlimit, certify)
         if not isinstance(found, Invariant):
-            return answer, found, scope
+            return answer, found, Scope(local)
         while len(_FOUND) >= _KEPT:
             del _FOUND[next(iter(_FOUND))]
-        _FOUND[question] = hit = (spec, found, scope, checked)  # the spec kept alive: its id names no other
-    _, invariant, scope, checked = hit
+        _FOUND[question] = hit = (spec, found, local, checked)  # the spec kept alive: its id names no other
+    _, invariant, local, checked = hit
+    scope = Scope(local, invariant.found_on)
     if certify and not checked:
         return z3.unknown, "spacer's invariant could not be checked", scope
     return z3.sat, invariant.text if text else "", scope
@@ -326,7 +331,7 @@ def _from_small_fleet(
     spec: Spec,
     environment: str,
     prop: Property,
-    shards: int,
+    focus: int | None,
     policy: Mapping[str, int] | None,
     contracts: bool,
     enc: Encoding,
@@ -337,14 +342,14 @@ def _from_small_fleet(
     shard of `enc`'s fleet (`smallfleet.instantiate`) and checked there (`_certified`):
     (sat, the invariant) where one checks, (unknown, why) where the budget ran out, else
     (None, None) and nothing was decided; then whether any term was built in `enc` (Spacer
-    on the whole fleet is asked in a fresh copy where one was, so that its answer is the
-    one it gives without this attempt)."""
-    focus = cone.focus_of(prop)
+    on the whole fleet is then asked in a fresh copy, so that its answer is the one it gives
+    without this attempt; a copy made up front would cost one on every success, the common
+    case, instead of on a failure)."""
     count = SMALL_FLEET_RLIMIT if rlimit is None else min(rlimit, SMALL_FLEET_RLIMIT)
     bad_from: list[Any] | None = None
     touched = False
     for size in smallfleet.SIZES if rlimit is None else smallfleet.SIZES[:1]:
-        if size >= shards or (focus is not None and focus >= size):
+        if size >= enc.shards or (focus is not None and focus >= size):
             continue
         small = cone.sliced_encoding(spec, environment, prop, size, policy, contracts=contracts)
         answer, body, _ = _solve(small, _bads_of(small, prop, focus), timeout, count)
@@ -352,7 +357,7 @@ def _from_small_fleet(
             return answer, str(body), touched
         if answer != z3.sat or _has_quantifier(body):
             continue
-        touched = True
+        touched = True  # from here on terms are built in `enc`
         candidate = smallfleet.instantiate(small, enc, body, focus)
         if candidate is None:
             continue
