@@ -153,8 +153,8 @@ def _z3_lasso_of_fixed(max_depth: int = 4):
 
 def test_the_z3_lasso_search_stops_when_the_budget_runs_out() -> None:
     """The command's budget stops the lasso search as it stops every other: the answer is
-    unknown with the depth established, never `holds` (a run at 16 shards went on for 25
-    minutes past a 600 s budget before the search consulted it)."""
+    unknown with the depth established, never `holds` (a run at 16 shards was still searching
+    25 minutes after it started, under a 600 s budget, before the search consulted it)."""
     with budget.using(Tripping(3)):
         result = _z3_lasso_of_fixed()
     assert result.status == "unknown", result.note
