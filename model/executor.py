@@ -7,8 +7,10 @@ order of the jobs, whatever the executor, so a command's output is byte-identica
 * `local` (the default): a process pool of `jobs` workers (the machine's cores when not
   given); `jobs` = 1 runs every job in this process, one after the other;
 * `ray`: one Ray task per job. The cluster is found by Ray's own conventions: an already
-  initialised Ray, else `ray.init()`, which connects to `RAY_ADDRESS` when it is set and
-  otherwise starts a local instance (of `jobs` CPUs when given; no dashboard). Ray is an optional
+  initialised Ray, else `ray.init()`, which connects to `RAY_ADDRESS` when it is set, else to
+  the cluster `ray start` runs on this machine, and otherwise starts a local instance (of
+  `jobs` CPUs when given; no dashboard). On a cluster that was already running, its own CPUs
+  decide how many jobs run at once. Ray is an optional
   dependency (`pip install ledgercheck[ray]`); without it the command stops with a usage
   error that says how to install it.
 
@@ -189,7 +191,14 @@ def _ray_init(ray: Any, config: ExecutorConfig) -> None:
     elif config.jobs is None:
         ray.init(log_to_driver=False, include_dashboard=False)
     else:
-        ray.init(num_cpus=config.jobs, log_to_driver=False, include_dashboard=False)
+        try:
+            ray.init(num_cpus=config.jobs, log_to_driver=False, include_dashboard=False)
+        except ValueError as exc:
+            # `ray start` runs a cluster on this machine, which `ray.init()` joins; it refuses
+            # a CPU count for a cluster it did not start. Its own CPUs then decide.
+            if "existing cluster" not in str(exc):
+                raise
+            ray.init(log_to_driver=False)
 
 
 def _ray(function: Callable[[In], Out], jobs: Sequence[In], config: ExecutorConfig) -> Iterator[Out]:

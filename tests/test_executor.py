@@ -143,6 +143,41 @@ def test_missing_ray_says_how_to_install_it(monkeypatch):
         list(executor.run_jobs(_slow_square, JOBS, executor.ExecutorConfig(kind="ray", jobs=2)))
 
 
+class _RayWithARunningCluster:
+    """Ray as it answers where `ray start` runs a cluster on this machine: `ray.init` joins
+    it, and refuses a CPU count for it (`refusal`: the message it refuses with)."""
+
+    def __init__(self, refusal: str) -> None:
+        self.refusal = refusal
+        self.calls: list[dict[str, object]] = []
+
+    def is_initialized(self) -> bool:
+        return False
+
+    def init(self, **options: object) -> None:
+        self.calls.append(options)
+        if "num_cpus" in options:
+            raise ValueError(self.refusal)
+
+
+def test_ray_joins_the_cluster_ray_start_runs_on_this_machine(monkeypatch):
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    ray = _RayWithARunningCluster("When connecting to an existing cluster, num_cpus and num_gpus must not be provided.")
+    executor._ray_init(ray, executor.ExecutorConfig(kind="ray", jobs=2))
+    assert ray.calls == [
+        {"num_cpus": 2, "log_to_driver": False, "include_dashboard": False},
+        {"log_to_driver": False},  # joined, its own CPUs deciding
+    ]
+
+
+def test_ray_refusing_for_another_reason_is_not_hidden(monkeypatch):
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    ray = _RayWithARunningCluster("num_cpus must be positive")
+    with pytest.raises(ValueError, match="must be positive"):
+        executor._ray_init(ray, executor.ExecutorConfig(kind="ray", jobs=2))
+    assert len(ray.calls) == 1
+
+
 @pytest.mark.slow
 def test_mutate_output_is_byte_identical_between_one_and_two_jobs(capsys):
     outputs = []
