@@ -186,8 +186,15 @@ def _ray_init(ray: Any, config: ExecutorConfig) -> None:
     a second of the two cores it shares with the checks (Ray's start, 2.8 s against 4.0 s)."""
     if ray.is_initialized():
         return
-    if os.environ.get("RAY_ADDRESS"):
-        ray.init(log_to_driver=False)
+    address = os.environ.get("RAY_ADDRESS")
+    if address:
+        try:
+            ray.init(log_to_driver=False)
+        except ConnectionError as exc:  # unreachable, or refused (Ray's token authentication)
+            raise UsageError(
+                f"--executor ray: no Ray cluster answered at RAY_ADDRESS={address} ({exc}); "
+                "RAY_ADDRESS=auto joins the cluster `ray start` runs on this machine"
+            ) from None
     elif config.jobs is None:
         ray.init(log_to_driver=False, include_dashboard=False)
     else:

@@ -178,6 +178,23 @@ def test_ray_refusing_for_another_reason_is_not_hidden(monkeypatch):
     assert len(ray.calls) == 1
 
 
+class _RayWithNoClusterThere:
+    """Ray as it answers where RAY_ADDRESS names a cluster that does not answer (or refuses
+    the connection: Ray's token authentication)."""
+
+    def is_initialized(self) -> bool:
+        return False
+
+    def init(self, **options: object) -> None:
+        raise ConnectionError("Failed to connect to Ray cluster at 192.0.2.9:6379")
+
+
+def test_a_cluster_that_does_not_answer_is_a_usage_error_naming_it(monkeypatch):
+    monkeypatch.setenv("RAY_ADDRESS", "192.0.2.9:6379")
+    with pytest.raises(UsageError, match=r"RAY_ADDRESS=192\.0\.2\.9:6379 .*RAY_ADDRESS=auto"):
+        executor._ray_init(_RayWithNoClusterThere(), executor.ExecutorConfig(kind="ray", jobs=2))
+
+
 @pytest.mark.slow
 def test_mutate_output_is_byte_identical_between_one_and_two_jobs(capsys):
     outputs = []
