@@ -22,11 +22,15 @@ Groups (`--groups`, comma-separated; all by default):
   the measured ones (`model/resultcache.py`; every other row runs with it off, so every other
   figure is of solving);
 * `mutate`:  `ledgercheck mutate` on a sample of mutants with `--jobs 1`, `--jobs 2` and
-  `--executor ray --jobs 2` (skipped when Ray is not installed); the three outputs must be
-  byte-identical (the table says whether they were);
+  `--executor ray --jobs 2` (skipped when Ray is not installed), the last twice: once starting
+  a local Ray instance of its own (Ray's start counted), once on a running cluster of two
+  workers (`ray start --head --num-cpus 2`, found through `RAY_ADDRESS`, as a user who
+  already runs Ray has one); the outputs must be byte-identical (the table says whether they
+  were);
 * `conform`: `ledgercheck conform` of the clean implementation (`tests/impl`) against `fixed`,
   its counterexamples checked afresh (`--no-cache`), with `--jobs 1`, `--jobs 2` and
-  `--executor ray --jobs 2` (outputs compared with the times masked).
+  `--executor ray --jobs 2`, a local instance of its own and the running cluster (outputs
+  compared with the times masked).
 
 Every run is a fresh process (`bench.run.run_process`: wall-clock time, peak RSS). The compiled
 spec cache is a private folder, warmed before the runs (as a user's is after their first run).
@@ -72,6 +76,10 @@ LEDGERCHECK = [sys.executable, "-m", "ledgercheck.model.cli"]
 MUTATE_SIZE = ["--max-depth", "6", "--shards", "2"]  # as the mutate tests run it: a sample in minutes
 CACHED = {"LEDGERCHECK_RESULTS": "on"}  # the cache of results, off in every other row
 INTEGERS_ROW = f"check, integers ({DISABLED})"
+RAY_OWN = "--executor ray --jobs 2"
+RAY_RUNNING = "--executor ray --jobs 2, running cluster"
+CLUSTER = "<the running cluster's address>"
+"""Stands for `RAY_ADDRESS` in a row's environment until `main` has started the cluster."""
 
 
 @dataclass
@@ -161,7 +169,9 @@ def _rows(groups: list[str], mutants: int) -> list[Row]:
         if importlib.util.find_spec("ray") is None:  # not imported: this process stays small (see main)
             print("mutate: Ray is not installed; --executor ray is not measured", file=sys.stderr)
         else:
-            rows.append(Row("mutate", "--executor ray --jobs 2", [*sample, "--executor", "ray", "--jobs", "2"]))
+            ray_argv = ["--executor", "ray", "--jobs", "2"]
+            rows.append(Row("mutate", RAY_OWN, [*sample, *ray_argv]))
+            rows.append(Row("mutate", RAY_RUNNING, [*sample, *ray_argv], {"RAY_ADDRESS": CLUSTER}))
     if "conform" in groups:
         impl = str(ROOT / "tests" / "impl" / "fleet_health_clean.py") + ":GenerationFleetHealth"
         conform = [*LEDGERCHECK, "conform", "--impl", impl, "--variant", "fixed", "--no-cache"]
@@ -170,7 +180,9 @@ def _rows(groups: list[str], mutants: int) -> list[Row]:
             Row("conform", "--jobs 2", [*conform, "--jobs", "2"]),
         ]
         if importlib.util.find_spec("ray") is not None:
-            rows.append(Row("conform", "--executor ray --jobs 2", [*conform, "--executor", "ray", "--jobs", "2"]))
+            ray_argv = ["--executor", "ray", "--jobs", "2"]
+            rows.append(Row("conform", RAY_OWN, [*conform, *ray_argv]))
+            rows.append(Row("conform", RAY_RUNNING, [*conform, *ray_argv], {"RAY_ADDRESS": CLUSTER}))
     return rows
 
 
@@ -238,16 +250,28 @@ def ratios(rows: list[Row]) -> list[tuple[str, str]]:
     out.append(("mutate: --jobs 1 / --jobs 2", _ratio(index, ("mutate", "--jobs 1"), ("mutate", "--jobs 2"))))
     out.append(
         (
-            "mutate: --jobs 1 / ray, 2 workers",
-            _ratio(index, ("mutate", "--jobs 1"), ("mutate", "--executor ray --jobs 2")),
+            "mutate: --jobs 1 / ray, 2 workers (a local instance of its own)",
+            _ratio(index, ("mutate", "--jobs 1"), ("mutate", RAY_OWN)),
+        )
+    )
+    out.append(
+        (
+            "mutate: --jobs 1 / ray, 2 workers (a running cluster)",
+            _ratio(index, ("mutate", "--jobs 1"), ("mutate", RAY_RUNNING)),
         )
     )
     out += _same_output(rows, "mutate", "mutate: output byte-identical across executors and runs")
     out.append(("conform: --jobs 1 / --jobs 2", _ratio(index, ("conform", "--jobs 1"), ("conform", "--jobs 2"))))
     out.append(
         (
-            "conform: --jobs 1 / ray, 2 workers",
-            _ratio(index, ("conform", "--jobs 1"), ("conform", "--executor ray --jobs 2")),
+            "conform: --jobs 1 / ray, 2 workers (a local instance of its own)",
+            _ratio(index, ("conform", "--jobs 1"), ("conform", RAY_OWN)),
+        )
+    )
+    out.append(
+        (
+            "conform: --jobs 1 / ray, 2 workers (a running cluster)",
+            _ratio(index, ("conform", "--jobs 1"), ("conform", RAY_RUNNING)),
         )
     )
     out += _same_output(
@@ -321,22 +345,21 @@ def main(argv: list[str] | None = None) -> int:
             run_process(row.cmd, ns.timeout, base_env | row.env)
     load_before = os.getloadavg()
     started = time.monotonic()
-    # Interleaved rounds: a burst of load from other jobs spreads over every row, not one.
-    for round_number in range(max(repeat, heavy)):
-        for row in rows:
-            runs = heavy if row.group in HEAVY else repeat
-            if round_number >= runs or row.timed_out:
-                continue
-            done = run_process(row.cmd, ns.timeout, base_env | row.env)
-            if done.timed_out:
-                row.timed_out = True
-            else:
-                row.seconds.append(done.seconds)
-                row.peaks.append(done.peak_mib)
-                row.cpu.append(done.cpu_seconds)
-                row.codes.append(done.returncode)
-                row.outputs.append(done.stdout)
-            print(f"round {round_number + 1}: {row.group:8} {row.label:40} {done.seconds:7.2f}s", flush=True)
+    # The rows on a running cluster come last, with the cluster up only for them: while it
+    # runs, `--executor ray` joins it, so no other row could start an instance of its own.
+    on_cluster = [row for row in rows if row.env.get("RAY_ADDRESS") == CLUSTER]
+    _rounds([row for row in rows if row not in on_cluster], ns.timeout, base_env, repeat, heavy)
+    if on_cluster:
+        cluster = _start_cluster(base_env)
+        if cluster is None:  # said on stderr: those rows are not measured
+            rows = [row for row in rows if row not in on_cluster]
+        else:
+            for row in on_cluster:
+                row.env["RAY_ADDRESS"] = cluster
+            try:
+                _rounds(on_cluster, ns.timeout, base_env, repeat, heavy)
+            finally:
+                run_process([_ray_command(), "stop", "--force"], 120, base_env)
     elapsed = time.monotonic() - started
     shutil.rmtree(cache, ignore_errors=True)
     text = table(rows)
@@ -346,6 +369,47 @@ def main(argv: list[str] | None = None) -> int:
         write_section(Path(ns.out), _report(text, repeat, heavy, mutants, load_before, elapsed), MARKERS)
         print(f"\nwritten to {ns.out}")
     return 0
+
+
+def _rounds(rows: list[Row], timeout: float, base_env: dict[str, str], repeat: int, heavy: int) -> None:
+    """Run the rows in interleaved rounds (a burst of load from other jobs spreads over
+    every row, not one), each run a fresh process."""
+    for round_number in range(max(repeat, heavy)):
+        for row in rows:
+            runs = heavy if row.group in HEAVY else repeat
+            if round_number >= runs or row.timed_out:
+                continue
+            done = run_process(row.cmd, timeout, base_env | row.env)
+            if done.timed_out:
+                row.timed_out = True
+            else:
+                row.seconds.append(done.seconds)
+                row.peaks.append(done.peak_mib)
+                row.cpu.append(done.cpu_seconds)
+                row.codes.append(done.returncode)
+                row.outputs.append(done.stdout)
+            print(f"round {round_number + 1}: {row.group:8} {row.label:40} {done.seconds:7.2f}s", flush=True)
+
+
+def _start_cluster(env: dict[str, str]) -> str | None:
+    """Start a local Ray cluster of two workers, as `ray start` does for a user, and return
+    its address as Ray names it (None, said on stderr, when it does not start). Its start is not measured:
+    the rows that use it stand for a user whose cluster is already running."""
+    started = run_process(
+        [_ray_command(), "start", "--head", "--num-cpus", "2", "--include-dashboard=false", "--disable-usage-stats"],
+        180,
+        env,
+    )
+    if started.timed_out or started.returncode != 0:
+        print("ray start failed: the running-cluster rows are not measured", file=sys.stderr)
+        return None
+    return "auto"  # Ray's name for the cluster `ray start` runs here (its token found as well)
+
+
+def _ray_command() -> str:
+    """Ray's command line, beside this interpreter (the venv's) or else on the PATH."""
+    beside = Path(sys.executable).with_name("ray")
+    return str(beside) if beside.exists() else shutil.which("ray") or "ray"
 
 
 def _cores() -> int:
