@@ -5,7 +5,8 @@ fleet size or `--shards`), in each variant asked for, it runs `ledgercheck check
 engine, `z3`, `explicit` and `auto`, each a fresh process (whole-process time, start-up
 included), rounds interleaved, and prints per check the medians, the verdicts (which must agree
 between engines: a row where they do not is flagged), the fastest single engine and the ratio
-`auto / fastest`. A run killed at `--timeout` counts as that timeout (a lower bound). It writes
+`auto / fastest`. A run killed at `--timeout` counts as that timeout (a lower bound), and that
+engine is not run again on that check in later rounds. It writes
 the table to bench/RESULTS.md (its own section). No test is timed; read figures from one run.
 
     python bench/portfolio.py                                  # controller, every variant
@@ -103,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
         for variant, prop in checks:
             for engine in ENGINES:  # interleaved: a burst of load spreads over the engines of a check
                 cell = cells[(variant, prop, engine)]
+                if cell.timed_out:  # a lower bound already: another run would only add the timeout
+                    continue
                 done = run_process(_command(variant, prop, args.environment, engine, args.shards), args.timeout)
                 cell.seconds.append(done.seconds)
                 cell.timed_out |= done.timed_out

@@ -233,7 +233,8 @@ def local_ray():
     ray = pytest.importorskip("ray")
     # The workers import this test module (for `_slow_square`) from its folder.
     runtime_env = {"env_vars": {"PYTHONPATH": str(Path(__file__).resolve().parent)}}
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env=runtime_env)
+    # address='local': an instance of the test's own, even where `ray start` runs a cluster here
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env=runtime_env)
     yield ray
     ray.shutdown()
 

@@ -233,7 +233,7 @@ def test_the_bundled_specs_plain_run_is_the_same_on_two_workers(capsys):
 @pytest.mark.slow
 def test_ray_with_two_workers_prints_what_one_process_prints(capsys):
     ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)  # never a running cluster
     try:
         serial = _cli_output(capsys, "check", TIMED_BREAKER, "--format", "json", "--jobs", "1")
         on_ray = _cli_output(capsys, "check", TIMED_BREAKER, "--format", "json", "--executor", "ray", "--jobs", "2")
