@@ -422,9 +422,13 @@ def build_parser(args: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 def _conform_parser(subparsers: Any) -> None:
     """`conform`: its options (the defaults are the conformance package's own)."""
-    from ledgercheck.model.conformance.checker import ENUMERATION_SHARDS
-    from ledgercheck.model.conformance.session import DEFAULT_DEPTH
-    from ledgercheck.model.conformance.sources import COUNTEREXAMPLE_DEPTH, COUNTEREXAMPLE_TRACES, DEFAULT_RANDOM
+    from ledgercheck.model.conformance.defaults import (
+        COUNTEREXAMPLE_DEPTH,
+        COUNTEREXAMPLE_TRACES,
+        DEFAULT_DEPTH,
+        DEFAULT_RANDOM,
+        ENUMERATION_SHARDS,
+    )
 
     parser = subparsers.add_parser(
         "conform",

@@ -13,7 +13,6 @@ durations, no absolute paths, no terminal-dependent widths).
 from __future__ import annotations
 
 import json
-import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -306,6 +305,8 @@ def junit_check(spec_file: SpecFile, results: Sequence[Result], all_fields: bool
     name = property. A verdict that differs from the spec's expectation is a <failure>; an
     undecided one (`unknown`) an <error>; a property that does not apply here is <skipped>.
     <system-out> holds the verdict and every trace as a text figure."""
+    import xml.etree.ElementTree as ET  # only this format needs it: no command pays for it otherwise
+
     base = spec_file.variant()
     counts = {
         "tests": len(results),

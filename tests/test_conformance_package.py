@@ -211,3 +211,30 @@ def test_plugin_loads_without_importing_the_model_or_z3(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 passed" in done.stdout, done.stdout
+
+
+def test_the_command_line_shows_conforms_defaults_without_loading_the_package():
+    """Every command builds the whole parser, `conform`'s included: its defaults come from
+    `conformance.defaults`, so the rest of the package (and Z3) stays unloaded until used."""
+    probe = (
+        "import sys\n"
+        "from ledgercheck.model import cli\n"
+        "cli.build_parser()\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith('ledgercheck.model.conformance') or m == 'z3')\n"
+        "print(','.join(loaded))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "ledgercheck.model.conformance,ledgercheck.model.conformance.defaults"
+
+
+def test_every_name_the_package_exports_is_its_modules_own():
+    """The names re-exported lazily are the very objects of the modules that define them."""
+    import importlib
+
+    from ledgercheck.model import conformance
+
+    for name in conformance.__all__:
+        home = importlib.import_module(f"ledgercheck.model.conformance.{conformance._MODULE_OF[name]}")
+        assert getattr(conformance, name) is getattr(home, name), name
+    with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
+        conformance.nothing_here  # noqa: B018

@@ -37,6 +37,7 @@ figure with a reproducer, and the command exits 1.
 
 The modules, in the order data flows through them:
 
+* `defaults`: the command's defaults (what its parser shows);
 * `implementation`: the one loader (`module:Class`, `path/to/file.py:Class`) and the one
   builder of an implementation, the executable model included;
 * `calls`: a ledger call, a script of them, and the arguments a call passes;
@@ -49,41 +50,105 @@ The modules, in the order data flows through them:
 * `monitor`: `LedgerCheck`, what a generated test runs its calls through;
 * `items`: the pytest items of `--ledger-conform` (imported by the plugin only when used).
 
-This module re-exports the names the rest of ledgercheck and the tests use.
+This module re-exports the names the rest of ledgercheck and the tests use, each imported
+from its module when first asked for: every command's parser reads the defaults of `conform`
+(`cli`), and importing the whole package for them cost every command, `check` included,
+about 10 ms of its start.
 """
 
-from ledgercheck.model.conformance.calls import LedgerCall, Opaque, Script, Tick, invoke, materialise, opaque_value
-from ledgercheck.model.conformance.checker import ENUMERATION_SHARDS, Conformance, Enumeration, enumeration_domain
-from ledgercheck.model.conformance.divergence import Divergence, Recording
-from ledgercheck.model.conformance.implementation import (
-    Implementation,
-    ImplementationError,
-    ManualClock,
-    fixed_clock,
-    load_implementation,
-    load_target,
-    model_implementation,
-)
-from ledgercheck.model.conformance.observation import (
-    MISSING,
-    Difference,
-    Normaliser,
-    Observation,
-    Observer,
-    Outcome,
-    normalise,
-)
-from ledgercheck.model.conformance.session import DEFAULT_DEPTH, Summary, check
-from ledgercheck.model.conformance.sources import (
-    COUNTEREXAMPLE_DEPTH,
-    COUNTEREXAMPLE_TRACES,
-    DEFAULT_RANDOM,
-    counterexample_scripts,
-    default_cache,
-    default_variant,
-    random_scripts,
-    trace_script,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ledgercheck.model.conformance.calls import (
+        LedgerCall,
+        Opaque,
+        Script,
+        Tick,
+        invoke,
+        materialise,
+        opaque_value,
+    )
+    from ledgercheck.model.conformance.checker import Conformance, Enumeration, enumeration_domain
+    from ledgercheck.model.conformance.defaults import (
+        COUNTEREXAMPLE_DEPTH,
+        COUNTEREXAMPLE_TRACES,
+        DEFAULT_DEPTH,
+        DEFAULT_RANDOM,
+        ENUMERATION_SHARDS,
+    )
+    from ledgercheck.model.conformance.divergence import Divergence, Recording
+    from ledgercheck.model.conformance.implementation import (
+        Implementation,
+        ImplementationError,
+        ManualClock,
+        fixed_clock,
+        load_implementation,
+        load_target,
+        model_implementation,
+    )
+    from ledgercheck.model.conformance.observation import (
+        MISSING,
+        Difference,
+        Normaliser,
+        Observation,
+        Observer,
+        Outcome,
+        normalise,
+    )
+    from ledgercheck.model.conformance.session import Summary, check
+    from ledgercheck.model.conformance.sources import (
+        counterexample_scripts,
+        default_cache,
+        default_variant,
+        random_scripts,
+        trace_script,
+    )
+
+_HOME = {
+    "calls": ("LedgerCall", "Opaque", "Script", "Tick", "invoke", "materialise", "opaque_value"),
+    "checker": ("Conformance", "Enumeration", "enumeration_domain"),
+    "defaults": (
+        "COUNTEREXAMPLE_DEPTH",
+        "COUNTEREXAMPLE_TRACES",
+        "DEFAULT_DEPTH",
+        "DEFAULT_RANDOM",
+        "ENUMERATION_SHARDS",
+    ),
+    "divergence": ("Divergence", "Recording"),
+    "implementation": (
+        "Implementation",
+        "ImplementationError",
+        "ManualClock",
+        "fixed_clock",
+        "load_implementation",
+        "load_target",
+        "model_implementation",
+    ),
+    "observation": ("MISSING", "Difference", "Normaliser", "Observation", "Observer", "Outcome", "normalise"),
+    "session": ("Summary", "check"),
+    "sources": (
+        "counterexample_scripts",
+        "default_cache",
+        "default_variant",
+        "random_scripts",
+        "trace_script",
+    ),
+}
+_MODULE_OF = {name: module for module, names in _HOME.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    """A re-exported name, from its module (imported now if it was not yet)."""
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "COUNTEREXAMPLE_DEPTH",

@@ -15,6 +15,7 @@ from typing import Any
 
 from ledgercheck.model import ir
 from ledgercheck.model.conformance.calls import LedgerCall, Script, Tick, clock_ticks, invoke, opaque_value
+from ledgercheck.model.conformance.defaults import ENUMERATION_SHARDS
 from ledgercheck.model.conformance.divergence import Divergence, Recording, figure, report
 from ledgercheck.model.conformance.implementation import (
     Implementation,
@@ -35,7 +36,6 @@ from ledgercheck.model.interpreter import LedgerModel
 from ledgercheck.model.lang import Param
 from ledgercheck.model.spec import Event, Spec
 
-ENUMERATION_SHARDS = 2
 INT_DOMAIN = (0, 1, 2)
 
 

@@ -14,20 +14,22 @@ from pathlib import Path
 from ledgercheck.model import budget
 from ledgercheck.model.budget import BudgetExhausted
 from ledgercheck.model.conformance.calls import Script
-from ledgercheck.model.conformance.checker import ENUMERATION_SHARDS, Conformance, Enumeration
-from ledgercheck.model.conformance.divergence import Divergence
-from ledgercheck.model.conformance.sources import (
+from ledgercheck.model.conformance.checker import Conformance, Enumeration
+from ledgercheck.model.conformance.defaults import (
     COUNTEREXAMPLE_DEPTH,
     COUNTEREXAMPLE_TRACES,
+    DEFAULT_DEPTH,
     DEFAULT_RANDOM,
+    ENUMERATION_SHARDS,
+)
+from ledgercheck.model.conformance.divergence import Divergence
+from ledgercheck.model.conformance.sources import (
     counterexample_scripts,
     known_counterexample_scripts,
     random_scripts,
 )
 from ledgercheck.model.executor import Beside, ExecutorConfig
 from ledgercheck.model.spec import SpecFile
-
-DEFAULT_DEPTH = 4
 
 
 @dataclass

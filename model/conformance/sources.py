@@ -16,16 +16,14 @@ from typing import Any
 
 from ledgercheck.model import ir
 from ledgercheck.model.conformance.calls import LedgerCall, Opaque, Script, Tick, clock_ticks, invoke, opaque_value
+from ledgercheck.model.conformance.defaults import COUNTEREXAMPLE_DEPTH, COUNTEREXAMPLE_TRACES
 from ledgercheck.model.conformance.implementation import model_implementation
 from ledgercheck.model.interpreter import LedgerModel
 from ledgercheck.model.result import Result
 from ledgercheck.model.spec import Event, Spec, SpecFile, reference_variant
 from ledgercheck.model.trace import Trace
 
-DEFAULT_RANDOM = 1000
 RANDOM_TRACE_CALLS = 50
-COUNTEREXAMPLE_DEPTH = 9
-COUNTEREXAMPLE_TRACES = 2
 RARE_WEIGHT = 0.15  # an unguarded event that sets the state (retire): rare in random traces
 TICK_SHARE = 0.25  # of the steps of a random trace, where the spec has a [clock]
 

@@ -1,0 +1,22 @@
+"""The defaults of `ledgercheck conform`, apart from the modules that use them, so that the
+command line can show them without importing the conformance machinery (every command
+builds the whole parser, `conform`'s included)."""
+
+from __future__ import annotations
+
+DEFAULT_DEPTH = 4
+"""Every call sequence up to this many calls is enumerated (`--depth`)."""
+
+ENUMERATION_SHARDS = 2
+"""The fleet the enumeration drives (`--shards` changes it)."""
+
+DEFAULT_RANDOM = 1000
+"""Random calls in all, over the seeded random traces (`--random`)."""
+
+COUNTEREXAMPLE_DEPTH = 9
+"""The depth the checker's counterexamples are searched to, for `conform`."""
+
+COUNTEREXAMPLE_TRACES = 2
+"""Distinct counterexamples per property the checker hands to `conform`."""
+
+__all__ = ["COUNTEREXAMPLE_DEPTH", "COUNTEREXAMPLE_TRACES", "DEFAULT_DEPTH", "DEFAULT_RANDOM", "ENUMERATION_SHARDS"]
