@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 from ledgercheck.model.conformance.calls import Script
-from ledgercheck.model.conformance.checker import ENUMERATION_SHARDS, Conformance
+from ledgercheck.model.conformance.checker import Conformance
+from ledgercheck.model.conformance.defaults import DEFAULT_DEPTH, ENUMERATION_SHARDS
 from ledgercheck.model.conformance.divergence import Divergence
 from ledgercheck.model.conformance.implementation import load_target
-from ledgercheck.model.conformance.session import DEFAULT_DEPTH
 from ledgercheck.model.conformance.sources import counterexample_scripts, default_cache, default_variant, random_scripts
 from ledgercheck.model.errors import LedgercheckError
 from ledgercheck.model.spec import load_spec
