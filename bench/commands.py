@@ -24,7 +24,7 @@ Groups (`--groups`, comma-separated; all by default):
 * `mutate`:  `ledgercheck mutate` on a sample of mutants with `--jobs 1`, `--jobs 2` and
   `--executor ray --jobs 2` (skipped when Ray is not installed), the last twice: once starting
   a local Ray instance of its own (Ray's start counted), once on a running cluster of two
-  workers (`ray start --head --num-cpus 2`, found through `RAY_ADDRESS`, as a user who
+  workers (`ray start --head --num-cpus 2`, joined with `RAY_ADDRESS=auto`, as a user who
   already runs Ray has one); the outputs must be byte-identical (the table says whether they
   were);
 * `conform`: `ledgercheck conform` of the clean implementation (`tests/impl`) against `fixed`,
@@ -76,10 +76,12 @@ LEDGERCHECK = [sys.executable, "-m", "ledgercheck.model.cli"]
 MUTATE_SIZE = ["--max-depth", "6", "--shards", "2"]  # as the mutate tests run it: a sample in minutes
 CACHED = {"LEDGERCHECK_RESULTS": "on"}  # the cache of results, off in every other row
 INTEGERS_ROW = f"check, integers ({DISABLED})"
-RAY_OWN = "--executor ray --jobs 2"
-RAY_RUNNING = "--executor ray --jobs 2, running cluster"
-CLUSTER = "<the running cluster's address>"
-"""Stands for `RAY_ADDRESS` in a row's environment until `main` has started the cluster."""
+RAY_ARGV = ["--executor", "ray", "--jobs", "2"]
+RAY_OWN = " ".join(RAY_ARGV)
+RAY_RUNNING = f"{RAY_OWN}, running cluster"
+ON_CLUSTER = {"RAY_ADDRESS": "auto"}
+"""A row's environment on the running cluster: Ray's name for the one `ray start` runs here
+(its token found with it; an address given by hand is refused by Ray's authentication)."""
 
 
 @dataclass
@@ -169,9 +171,8 @@ def _rows(groups: list[str], mutants: int) -> list[Row]:
         if importlib.util.find_spec("ray") is None:  # not imported: this process stays small (see main)
             print("mutate: Ray is not installed; --executor ray is not measured", file=sys.stderr)
         else:
-            ray_argv = ["--executor", "ray", "--jobs", "2"]
-            rows.append(Row("mutate", RAY_OWN, [*sample, *ray_argv]))
-            rows.append(Row("mutate", RAY_RUNNING, [*sample, *ray_argv], {"RAY_ADDRESS": CLUSTER}))
+            rows.append(Row("mutate", RAY_OWN, [*sample, *RAY_ARGV]))
+            rows.append(Row("mutate", RAY_RUNNING, [*sample, *RAY_ARGV], dict(ON_CLUSTER)))
     if "conform" in groups:
         impl = str(ROOT / "tests" / "impl" / "fleet_health_clean.py") + ":GenerationFleetHealth"
         conform = [*LEDGERCHECK, "conform", "--impl", impl, "--variant", "fixed", "--no-cache"]
@@ -180,9 +181,8 @@ def _rows(groups: list[str], mutants: int) -> list[Row]:
             Row("conform", "--jobs 2", [*conform, "--jobs", "2"]),
         ]
         if importlib.util.find_spec("ray") is not None:
-            ray_argv = ["--executor", "ray", "--jobs", "2"]
-            rows.append(Row("conform", RAY_OWN, [*conform, *ray_argv]))
-            rows.append(Row("conform", RAY_RUNNING, [*conform, *ray_argv], {"RAY_ADDRESS": CLUSTER}))
+            rows.append(Row("conform", RAY_OWN, [*conform, *RAY_ARGV]))
+            rows.append(Row("conform", RAY_RUNNING, [*conform, *RAY_ARGV], dict(ON_CLUSTER)))
     return rows
 
 
@@ -247,36 +247,19 @@ def ratios(rows: list[Row]) -> list[tuple[str, str]]:
     )
     out += _same_output(rows, "plain", "plain check: output byte-identical across --jobs and runs")
     out += _same_output(rows, "ci", "ci: output identical across --jobs and runs (step times masked)", _mask_times)
-    out.append(("mutate: --jobs 1 / --jobs 2", _ratio(index, ("mutate", "--jobs 1"), ("mutate", "--jobs 2"))))
-    out.append(
-        (
-            "mutate: --jobs 1 / ray, 2 workers (a local instance of its own)",
-            _ratio(index, ("mutate", "--jobs 1"), ("mutate", RAY_OWN)),
+    for group, same, normal in (
+        ("mutate", "output byte-identical across executors and runs", lambda out: out),
+        ("conform", "output identical across executors and runs (times masked)", _mask_times),
+    ):
+        one = (group, "--jobs 1")
+        out.append((f"{group}: --jobs 1 / --jobs 2", _ratio(index, one, (group, "--jobs 2"))))
+        out.append(
+            (f"{group}: --jobs 1 / ray, 2 workers (a local instance of its own)", _ratio(index, one, (group, RAY_OWN)))
         )
-    )
-    out.append(
-        (
-            "mutate: --jobs 1 / ray, 2 workers (a running cluster)",
-            _ratio(index, ("mutate", "--jobs 1"), ("mutate", RAY_RUNNING)),
+        out.append(
+            (f"{group}: --jobs 1 / ray, 2 workers (a running cluster)", _ratio(index, one, (group, RAY_RUNNING)))
         )
-    )
-    out += _same_output(rows, "mutate", "mutate: output byte-identical across executors and runs")
-    out.append(("conform: --jobs 1 / --jobs 2", _ratio(index, ("conform", "--jobs 1"), ("conform", "--jobs 2"))))
-    out.append(
-        (
-            "conform: --jobs 1 / ray, 2 workers (a local instance of its own)",
-            _ratio(index, ("conform", "--jobs 1"), ("conform", RAY_OWN)),
-        )
-    )
-    out.append(
-        (
-            "conform: --jobs 1 / ray, 2 workers (a running cluster)",
-            _ratio(index, ("conform", "--jobs 1"), ("conform", RAY_RUNNING)),
-        )
-    )
-    out += _same_output(
-        rows, "conform", "conform: output identical across executors and runs (times masked)", _mask_times
-    )
+        out += _same_output(rows, group, f"{group}: {same}", normal)
     return [(what, value) for what, value in out if value != "-"]
 
 
@@ -347,15 +330,12 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     # The rows on a running cluster come last, with the cluster up only for them: while it
     # runs, `--executor ray` joins it, so no other row could start an instance of its own.
-    on_cluster = [row for row in rows if row.env.get("RAY_ADDRESS") == CLUSTER]
+    on_cluster = [row for row in rows if row.env == ON_CLUSTER]
     _rounds([row for row in rows if row not in on_cluster], ns.timeout, base_env, repeat, heavy)
     if on_cluster:
-        cluster = _start_cluster(base_env)
-        if cluster is None:  # said on stderr: those rows are not measured
+        if not _start_cluster(base_env):  # said on stderr: those rows are not measured
             rows = [row for row in rows if row not in on_cluster]
         else:
-            for row in on_cluster:
-                row.env["RAY_ADDRESS"] = cluster
             try:
                 _rounds(on_cluster, ns.timeout, base_env, repeat, heavy)
             finally:
@@ -391,10 +371,10 @@ def _rounds(rows: list[Row], timeout: float, base_env: dict[str, str], repeat: i
             print(f"round {round_number + 1}: {row.group:8} {row.label:40} {done.seconds:7.2f}s", flush=True)
 
 
-def _start_cluster(env: dict[str, str]) -> str | None:
-    """Start a local Ray cluster of two workers, as `ray start` does for a user, and return
-    its address as Ray names it (None, said on stderr, when it does not start). Its start is not measured:
-    the rows that use it stand for a user whose cluster is already running."""
+def _start_cluster(env: dict[str, str]) -> bool:
+    """Start a local Ray cluster of two workers, as `ray start` does for a user (False, said
+    on stderr, when it does not start). Its start is not measured: the rows that use it
+    (`ON_CLUSTER`) stand for a user whose cluster is already running."""
     started = run_process(
         [_ray_command(), "start", "--head", "--num-cpus", "2", "--include-dashboard=false", "--disable-usage-stats"],
         180,
@@ -402,8 +382,8 @@ def _start_cluster(env: dict[str, str]) -> str | None:
     )
     if started.timed_out or started.returncode != 0:
         print("ray start failed: the running-cluster rows are not measured", file=sys.stderr)
-        return None
-    return "auto"  # Ray's name for the cluster `ray start` runs here (its token found as well)
+        return False
+    return True
 
 
 def _ray_command() -> str:
