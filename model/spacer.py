@@ -81,10 +81,10 @@ def horn_proof(
     bad condition `bads()` builds (see `_solve`). Returns (z3 answer, the invariant or the
     reason, whether `_certified` checked the invariant: None when not asked). `rlimit` caps
     the search by Z3's resource count (deterministic, unlike a timeout)."""
-    answer, found, bad_from = _solve(enc, bads, timeout, rlimit)
+    answer, found, bad_from, shown = _solve(enc, bads, timeout, rlimit)
     if answer != z3.sat:
         return answer, found, None
-    checked = _certified(enc, found, *_arguments(enc), bad_from) if certify else None
+    checked = (shown or _certified(enc, found, *_arguments(enc), bad_from)) if certify else None
     return answer, _shown(enc, found), checked
 
 
@@ -106,9 +106,11 @@ def _solve(
     timeout: float | None,
     rlimit: int | None,
     trivial: bool = True,
-) -> tuple[Any, Any, list[Any]]:
+) -> tuple[Any, Any, list[Any], bool]:
     """Spacer's answer for `Inv`: (z3 answer, the invariant's body over Z3's bound variables
-    in the order of `_arguments` where sat, else the reason, the bad conditions as terms).
+    in the order of `_arguments` where sat, else the reason, the bad conditions as terms,
+    whether a plain solver has already shown the body an invariant: the `True` below, whose
+    certification would ask the same question again).
     `bads()`: `(False, term)` a bad state (over the template), `(True, term)` a bad step
     (over the template, the next state and the action's parameters; the transition is
     conjoined here). They are built after the initial and transition clauses, so a proof's
@@ -139,7 +141,7 @@ def _solve(
     bad_from = _bad_terms(enc, conditions)
     spent = budget.limit_solver(solver, timeout)
     if spent is not None:
-        return z3.unknown, f"the {spent} ran out", bad_from
+        return z3.unknown, f"the {spent} ran out", bad_from, False
     # A step property no step from any state can break (most of them: a fact of each
     # action's effect) needs no invariant: `True` is one, shown by a plain solver in
     # milliseconds, where Spacer takes a tenth of a second and answers with a quantified
@@ -147,14 +149,15 @@ def _solve(
     # met by some unreachable state, and the question's work in the context would only
     # shift what Spacer, asked next, finds within its count.
     if trivial and all(is_step for is_step, _ in conditions) and _unsatisfiable(enc, bad_from):
-        return z3.sat, z3.BoolVal(True, ctx), bad_from
+        return z3.sat, z3.BoolVal(True, ctx), bad_from, True
     answer = solver.check()
     if answer != z3.sat:
         spent = budget.active().exhausted() if answer == z3.unknown else None
         why = (f"the {spent} ran out" if spent else solver.reason_unknown()) if answer == z3.unknown else ""
-        return answer, why, bad_from
+        return answer, why, bad_from, False
     interp = solver.model()[inv]
-    return answer, interp.else_value() if isinstance(interp, z3.FuncInterp) else interp, bad_from
+    body = interp.else_value() if isinstance(interp, z3.FuncInterp) else interp
+    return answer, body, bad_from, False
 
 
 def _shown(enc: Encoding, body: Any, found_on: int | None = None) -> Invariant:
@@ -362,7 +365,7 @@ def _from_small_fleet(
         if size >= enc.shards or (focus is not None and focus >= size):
             continue
         small = cone.sliced_encoding(spec, environment, prop, size, policy, contracts=contracts)
-        answer, body, _ = _solve(small, _bads_of(small, prop, focus), timeout, count, trivial=False)
+        answer, body, _, _ = _solve(small, _bads_of(small, prop, focus), timeout, count, trivial=False)
         if answer == z3.unknown and budget.active().exhausted() is not None:
             return answer, str(body), touched
         if answer != z3.sat or _has_quantifier(body):
