@@ -31,6 +31,8 @@ class Scope:
     system, and so the proof, is the same for every number of shards."""
     found_on: int | None = None
     """The size of the smaller fleet the invariant was found on (`Invariant.found_on`)."""
+    found_in: str | None = None
+    """The other environment the invariant was found in (`Invariant.found_in`)."""
 
     def phrase(self, shards: int) -> str:
         """How a note names the fleets proved for (`shards`: the fleet asked)."""
@@ -40,7 +42,8 @@ class Scope:
             return f"{shards} shards"
         plural = "s" if self.found_on > 1 else ""
         small = f"{self.found_on} shard{plural}"
-        return f"{shards} shards, from an invariant found on {small}, placed on every shard and checked"
+        where = f" in the {self.found_in} environment" if self.found_in is not None else ""
+        return f"{shards} shards, from an invariant found on {small}{where}, placed on every shard and checked"
 
 
 CERTIFY_RLIMIT = 2_000_000
@@ -160,16 +163,17 @@ def _solve(
     return answer, body, bad_from, False
 
 
-def _shown(enc: Encoding, body: Any, found_on: int | None = None) -> Invariant:
+def _shown(enc: Encoding, body: Any, found_on: int | None = None, found_in: str | None = None) -> Invariant:
     """The invariant with the state variables' names in place of Z3's bound variables
-    (`found_on`: the smaller fleet it was found on, see `Scope`)."""
+    (`found_on`, `found_in`: the smaller fleet and the other environment it was found on,
+    see `Scope`)."""
     named = [z3.Const(str(enc.template[k]).replace("@cur", ""), enc.template[k].sort()) for k in enc.keys]
     named += _policy_arguments(enc)
     try:
         shown = z3.simplify(z3.substitute_vars(body, *named))
     except z3.Z3Exception:
         shown = body
-    return Invariant(shown, found_on)
+    return Invariant(shown, found_on, found_in)
 
 
 _SHOWN: list[z3.Context] = []
@@ -184,10 +188,13 @@ class Invariant:
     remembered invariant does not keep the whole encoding alive; printing reads the term's
     structure only, the same in any context."""
 
-    def __init__(self, term: Any, found_on: int | None = None) -> None:
+    def __init__(self, term: Any, found_on: int | None = None, found_in: str | None = None) -> None:
         self.found_on = found_on
         """The smaller fleet it was found on (`_from_small_fleet`), placed on every shard of
         the fleet asked and checked there; None: found on the fleet asked."""
+        self.found_in = found_in
+        """The other environment of the spec it was found in (`_from_small_fleet`); None:
+        the environment asked."""
         if not _SHOWN:
             _SHOWN.append(z3.Context())
         self._term: Any = term.translate(_SHOWN[0])
@@ -297,7 +304,7 @@ def spacer_proof(
     if hit is not None and hit[0] is spec and not (certify and hit[3] is None):
         spent = budget.active().exhausted()
         if spent is not None:  # as a fresh search would answer: a spent budget starts none
-            return z3.unknown, f"the {spent} ran out", Scope(hit[2], hit[1].found_on)
+            return z3.unknown, f"the {spent} ran out", Scope(hit[2], hit[1].found_on, hit[1].found_in)
     else:
         enc = cone.sliced_encoding(spec, environment, prop, shards, policy, contracts=bound)
         focus = cone.focus_of(prop)
@@ -326,7 +333,7 @@ def spacer_proof(
             del _FOUND[next(iter(_FOUND))]
         _FOUND[question] = hit = (spec, found, local, checked)  # the spec kept alive: its id names no other
     _, invariant, local, checked = hit
-    scope = Scope(local, invariant.found_on)
+    scope = Scope(local, invariant.found_on, invariant.found_in)
     if certify and not checked:
         return z3.unknown, "spacer's invariant could not be checked", scope
     return z3.sat, invariant.text if text else "", scope
@@ -357,14 +364,22 @@ def _from_small_fleet(
     (None, None) and nothing was decided; then whether any term was built in `enc` (Spacer
     on the whole fleet is then asked in a fresh copy, so that its answer is the one it gives
     without this attempt; a copy made up front would cost one on every success, the common
-    case, instead of on a failure)."""
+    case, instead of on a failure).
+
+    Where the environment's own small fleets give none, the property's invariant on one
+    shard of each other environment of the spec is tried the same way (`_small_fleets`): an
+    environment whose callers follow the ledger's contracts (a controller's flows) takes
+    steps the environment that may call anything under those contracts also takes, so that
+    environment's invariant is often one of the controller too, and Spacer finds it on one
+    shard in a tenth of a second where the controller's own search runs out of its count.
+    Whatever its source, a candidate is only a proof once checked on `enc` itself."""
     count = SMALL_FLEET_RLIMIT if rlimit is None else min(rlimit, SMALL_FLEET_RLIMIT)
     bad_from: list[Any] | None = None
     touched = False
-    for size in smallfleet.SIZES if rlimit is None else smallfleet.SIZES[:1]:
-        if size >= enc.shards or (focus is not None and focus >= size):
-            continue
-        small = cone.sliced_encoding(spec, environment, prop, size, policy, contracts=contracts)
+    for where, size, bound in _small_fleets(spec, environment, prop, focus, contracts, enc.shards, rlimit):
+        small = cone.sliced_encoding(spec, where, prop, size, policy, contracts=bound)
+        if not {name for _, name in small.keys} <= {name for _, name in enc.keys}:
+            continue  # state the fleet asked does not have: no candidate to place
         answer, body, _, _ = _solve(small, _bads_of(small, prop, focus), timeout, count, trivial=False)
         if answer == z3.unknown and budget.active().exhausted() is not None:
             return answer, str(body), touched
@@ -377,8 +392,33 @@ def _from_small_fleet(
         if bad_from is None:
             bad_from = _bad_terms(enc, _bads(enc, prop, focus))
         if _certified(enc, candidate, *_arguments(enc), bad_from):
-            return z3.sat, _shown(enc, candidate, found_on=size), touched
+            other = where if where != environment else None
+            return z3.sat, _shown(enc, candidate, found_on=size, found_in=other), touched
     return None, None, touched
+
+
+def _small_fleets(
+    spec: Spec,
+    environment: str,
+    prop: Property,
+    focus: int | None,
+    contracts: bool,
+    shards: int,
+    rlimit: int | None,
+) -> list[tuple[str, int, bool]]:
+    """The small fleets `_from_small_fleet` asks, in order, as (environment, size,
+    contracts): the environment's own smaller fleets (`smallfleet.SIZES`, the first only
+    where the proof has a count of its own), then one shard of every other environment the
+    property applies to, with the callers' contracts where it may call anything (as its own
+    verdict's search). Only fleets that have the focus shard."""
+    sizes = smallfleet.SIZES if rlimit is None else smallfleet.SIZES[:1]
+    fleets = [(environment, size, contracts) for size in sizes if size < shards]
+    fleets += [
+        (other, 1, spec.environment(other).any_call)
+        for other in spec.environments
+        if other != environment and prop.applies_to(other)
+    ]
+    return [(where, size, bound) for where, size, bound in fleets if focus is None or focus < size]
 
 
 def _bads_of(enc: Encoding, prop: Property, focus: int | None) -> Callable[[], list[tuple[bool, Any]]]:

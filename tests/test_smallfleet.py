@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 import z3
 
-from ledgercheck.model import cone, smallfleet, spacer
+from ledgercheck.model import bmc, cone, smallfleet, spacer
 from ledgercheck.model.encoding import Encoding, encoding_for
+from ledgercheck.model.result import Status
 from ledgercheck.model.spec import load_spec_text
 
 BREAKER = Path(spacer.__file__).resolve().parent.parent / "spec" / "examples" / "breaker.toml"
@@ -147,3 +148,54 @@ def test_the_ledger_at_eight_shards_from_one(spec_file, monkeypatch):
     spacer._FOUND.clear()
     answer, _, _ = spacer.spacer_proof(spec, "controller", prop, 4, spec.default_policy())
     assert answer == z3.sat and asked == [4]
+
+
+def test_a_controller_property_from_the_ledgers_invariant(spec_file, monkeypatch):
+    """Where the controller's own one-shard invariant does not check on four shards, the
+    `ledger` environment's (the ledger's API under its callers' contracts, which the
+    controller's flows follow) is placed on every shard and checked there: a proof in a
+    tenth of a second, where the bounded search took one and a half."""
+    spec = spec_file.variant("fixed")
+    prop = spec.property("restart_budget_counts_genuine_failures")
+    asked = _whole_fleet_asked(monkeypatch)
+    count = bmc.proof_first_rlimit(4, 12, bitvectors=True)
+    answer, invariant, scope = spacer.spacer_proof(
+        spec, "controller", prop, 4, spec.default_policy(), rlimit=count, certify=True
+    )
+    assert (answer, scope, asked) == (z3.sat, spacer.Scope(every_size=False, found_on=1, found_in="ledger"), [])
+    assert scope.phrase(4) == (
+        "4 shards, from an invariant found on 1 shard in the ledger environment, placed on every shard and checked"
+    )
+    assert "genuine_deaths[0]" in invariant
+
+
+CONDEMNS_THE_INNOCENT = (
+    "        if s.suspected:\n            condemn_silent_participant(",
+    "        if not s.suspected and s.state == STALE:\n            condemn_silent_participant(",
+)
+
+
+def test_a_controller_outside_the_contracts_is_not_proved_by_the_ledgers_invariant(spec_file, monkeypatch):
+    """A controller that calls the ledger outside its callers' contracts (the single-suspect
+    rule applied to a shard that is not suspected) reaches states the `ledger` environment's
+    invariant excludes: the candidate is placed, refused by the check, and the bounded
+    search prints the violation, while the `ledger` environment still proves the property."""
+    text = Path(spec_file.path).read_text()
+    assert text.count(CONDEMNS_THE_INNOCENT[0]) == 1
+    spec = load_spec_text(text.replace(*CONDEMNS_THE_INNOCENT), "innocent.toml").variant("fixed")
+    prop = spec.property("single_suspect_rule_needs_own_evidence")
+    placed: list[str] = []
+    real = smallfleet.instantiate
+
+    def spy(small, big, body, focus):
+        placed.append(small.environment.name)
+        return real(small, big, body, focus)
+
+    monkeypatch.setattr(smallfleet, "instantiate", spy)
+    policy = spec.default_policy()
+    ledger = bmc.check_property(spec, "ledger", prop, shards=1, policy=policy, max_depth=12, max_traces=1)
+    assert (ledger.status, ledger.engine) == (Status.HOLDS_TO_DEPTH, "spacer")
+    placed.clear()
+    found = bmc.check_property(spec, "controller", prop, shards=4, policy=policy, max_depth=12, max_traces=1)
+    assert "ledger" in placed, "the ledger's invariant was offered"
+    assert (found.status, found.engine) == (Status.VIOLATED, "bmc") and found.traces
