@@ -410,15 +410,16 @@ def _small_fleets(
     contracts): the environment's own smaller fleets (`smallfleet.SIZES`, the first only
     where the proof has a count of its own), then one shard of every other environment the
     property applies to, with the callers' contracts where it may call anything (as its own
-    verdict's search). Only fleets that have the focus shard."""
+    verdict's search). Only fleets smaller than the one asked (on one as large, Spacer asked
+    there directly costs as little) and that have the focus shard."""
     sizes = smallfleet.SIZES if rlimit is None else smallfleet.SIZES[:1]
-    fleets = [(environment, size, contracts) for size in sizes if size < shards]
+    fleets = [(environment, size, contracts) for size in sizes]
     fleets += [
         (other, 1, spec.environment(other).any_call)
         for other in spec.environments
         if other != environment and prop.applies_to(other)
     ]
-    return [(where, size, bound) for where, size, bound in fleets if focus is None or focus < size]
+    return [(where, size, bound) for where, size, bound in fleets if size < shards and (focus is None or focus < size)]
 
 
 def _bads_of(enc: Encoding, prop: Property, focus: int | None) -> Callable[[], list[tuple[bool, Any]]]:
