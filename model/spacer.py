@@ -200,6 +200,10 @@ class Invariant:
         self._term: Any = term.translate(_SHOWN[0])
         self._text: str | None = None
 
+    def scope(self, every_size: bool) -> Scope:
+        """For which fleets a proof by this invariant holds, and where it was found."""
+        return Scope(every_size, self.found_on, self.found_in)
+
     @property
     def text(self) -> str:
         if self._text is None:
@@ -304,7 +308,7 @@ def spacer_proof(
     if hit is not None and hit[0] is spec and not (certify and hit[3] is None):
         spent = budget.active().exhausted()
         if spent is not None:  # as a fresh search would answer: a spent budget starts none
-            return z3.unknown, f"the {spent} ran out", Scope(hit[2], hit[1].found_on, hit[1].found_in)
+            return z3.unknown, f"the {spent} ran out", hit[1].scope(hit[2])
     else:
         enc = cone.sliced_encoding(spec, environment, prop, shards, policy, contracts=bound)
         focus = cone.focus_of(prop)
@@ -333,7 +337,7 @@ def spacer_proof(
             del _FOUND[next(iter(_FOUND))]
         _FOUND[question] = hit = (spec, found, local, checked)  # the spec kept alive: its id names no other
     _, invariant, local, checked = hit
-    scope = Scope(local, invariant.found_on, invariant.found_in)
+    scope = invariant.scope(local)
     if certify and not checked:
         return z3.unknown, "spacer's invariant could not be checked", scope
     return z3.sat, invariant.text if text else "", scope
@@ -370,8 +374,9 @@ def _from_small_fleet(
     shard of each other environment of the spec is tried the same way (`_small_fleets`): an
     environment whose callers follow the ledger's contracts (a controller's flows) takes
     steps the environment that may call anything under those contracts also takes, so that
-    environment's invariant is often one of the controller too, and Spacer finds it on one
-    shard in a tenth of a second where the controller's own search runs out of its count.
+    environment's invariant is often one of the controller too: Spacer finds it on one shard
+    in a tenth of a second, where the controller's own one-shard invariant does not check on
+    the fleet asked or is not found within the count.
     Whatever its source, a candidate is only a proof once checked on `enc` itself."""
     count = SMALL_FLEET_RLIMIT if rlimit is None else min(rlimit, SMALL_FLEET_RLIMIT)
     bad_from: list[Any] | None = None
