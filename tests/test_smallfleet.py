@@ -134,12 +134,22 @@ def test_no_counterpart_no_candidate(tally):
 
 def test_the_ledger_at_eight_shards_from_one(spec_file, monkeypatch):
     """On the coupled controller fleet a budget property Spacer needs seconds for at eight
-    shards is proved from one shard's invariant, checked on all eight; refused that check,
-    the proof falls back to Spacer on the whole fleet, which agrees (at four shards, where
-    it is quick)."""
+    shards is proved from one shard's invariant, checked on all eight: the `ledger`
+    environment's, tried first, and without it the controller's own; refused that check, the
+    proof falls back to Spacer on the whole fleet, which agrees (at four shards, where it is
+    quick)."""
     spec = spec_file.variant("fixed")
     prop = spec.property("restarts_stay_within_budget")
     asked = _whole_fleet_asked(monkeypatch)
+    answer, _, scope = spacer.spacer_proof(spec, "controller", prop, 8, spec.default_policy(), certify=True)
+    assert (answer, scope, asked) == (z3.sat, spacer.Scope(every_size=False, found_on=1, found_in="ledger"), [])
+    spacer._FOUND.clear()
+    every = spacer._small_fleets
+
+    def own_fleets(spec, env, *rest):
+        return [fleet for fleet in every(spec, env, *rest) if fleet[0] == env]
+
+    monkeypatch.setattr(spacer, "_small_fleets", own_fleets)
     answer, invariant, scope = spacer.spacer_proof(spec, "controller", prop, 8, spec.default_policy(), certify=True)
     assert (answer, scope, asked) == (z3.sat, spacer.Scope(every_size=False, found_on=1), [])
     assert scope.phrase(8) == "8 shards, from an invariant found on 1 shard, placed on every shard and checked"
@@ -167,6 +177,29 @@ def test_a_controller_property_from_the_ledgers_invariant(spec_file, monkeypatch
         "4 shards, from an invariant found on 1 shard in the ledger environment, placed on every shard and checked"
     )
     assert "genuine_deaths[0]" in invariant
+
+
+def test_an_environment_that_may_call_anything_is_asked_first(spec_file):
+    """The small fleets in the order they are asked: for the controller, the `ledger`
+    environment's one shard (under the callers' contracts) before its own fleets; for the
+    ledger, its own fleets before the controller's one shard."""
+    spec = spec_file.variant("fixed")
+    prop = spec.property("restarts_stay_within_budget")
+    assert spacer._small_fleets(spec, "controller", prop, 0, False, 4, None) == [
+        ("ledger", 1, True),
+        ("controller", 1, False),
+        ("controller", 2, False),
+    ]
+    assert spacer._small_fleets(spec, "controller", prop, 0, False, 4, 1000) == [
+        ("ledger", 1, True),
+        ("controller", 1, False),
+    ]
+    assert spacer._small_fleets(spec, "ledger", prop, 0, True, 4, None) == [
+        ("ledger", 1, True),
+        ("ledger", 2, True),
+        ("controller", 1, False),
+    ]
+    assert spacer._small_fleets(spec, "controller", prop, 0, False, 1, None) == []
 
 
 CONDEMNS_THE_INNOCENT = (
