@@ -374,10 +374,10 @@ def _from_small_fleet(
     the same way (`_small_fleets` gives the order): an environment whose callers follow the
     ledger's contracts (a controller's flows) takes steps the environment that may call
     anything under those contracts also takes, so that environment's invariant is often one
-    of the controller too. It is asked first: on the bundled spec it checks on the
-    controller's fleet for 20 of the 23 controller proofs it is offered for, where the
-    controller's own one-shard invariant checked for 17 of 26 (the rest do not check on four
-    shards, or are not found within the count).
+    of the controller too. It is asked first: in a plain run of the bundled spec it checks on
+    the controller's four shards for 20 of the 23 controller checks it is offered for, where
+    the controller's own one-shard invariant, asked first before, checked for 17 of 26 (the
+    rest did not check on four shards, or were not found within the count).
     Whatever its source, a candidate is only a proof once checked on `enc` itself."""
     count = SMALL_FLEET_RLIMIT if rlimit is None else min(rlimit, SMALL_FLEET_RLIMIT)
     bad_from: list[Any] | None = None
