@@ -421,15 +421,17 @@ def _small_fleets(
     verdict's search). Only fleets smaller than the one asked (on one as large, Spacer asked
     there directly costs as little) and that have the focus shard."""
     sizes = smallfleet.SIZES if rlimit is None else smallfleet.SIZES[:1]
-    others = [other for other in spec.environments if other != environment and prop.applies_to(other)]
-    # An environment that may call anything takes, on each shard, every step the flows of
-    # one that follows its contracts take there: its invariant, a fact of one shard, is the
-    # likelier to hold on the fleet asked, so it goes first where the environment asked is
-    # not one that may call anything itself.
-    first = [] if spec.environment(environment).any_call else [o for o in others if spec.environment(o).any_call]
-    fleets = [(other, 1, True) for other in first]
-    fleets += [(environment, size, contracts) for size in sizes]
-    fleets += [(other, 1, spec.environment(other).any_call) for other in others if other not in first]
+    own = [(environment, size, contracts) for size in sizes]
+    others = [
+        (other, 1, spec.environment(other).any_call)
+        for other in spec.environments
+        if other != environment and prop.applies_to(other)
+    ]
+    # On each shard, an environment that may call anything takes every step the flows of one
+    # that follows its contracts take there, so its one-shard invariant is the likelier to
+    # hold on the fleet asked.
+    ahead = [] if spec.environment(environment).any_call else [fleet for fleet in others if fleet[2]]
+    fleets = ahead + own + [fleet for fleet in others if fleet not in ahead]
     return [(where, size, bound) for where, size, bound in fleets if size < shards and (focus is None or focus < size)]
 
 
