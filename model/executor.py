@@ -396,7 +396,7 @@ class _LocalPool(Generic[Shared, In, Out]):
         limits = self.limits
         if limits.spent is None and limits.memory_mib is not None:
             children = sum(budget.resident_mib(w.process.pid) for w in self.workers if w.process.is_alive())
-            children += sum(budget.resident_mib(pid) for pid in _BESIDE)
+            children += sum(budget.resident_mib(pid) for side in _BESIDE for pid in _family(side))
             limits.exhausted(extra_mib=children)
         spent = limits.spent
         deadline = limits.deadline
@@ -440,6 +440,43 @@ def _worker_main(
             _send_error(conn, exc)
             return
         conn.send(("done", (result, own.spent)))
+
+
+def _beside_main(parent: int, *args: Any) -> None:
+    """A `Beside` process: a worker that dies with the process that forked it (Linux's
+    parent-death signal), so what it forks in turn (the runs of a split enumeration, each a
+    `Beside` of its own group) does not outlive it when it is stopped."""
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # it died before the signal was asked for
+        os._exit(1)
+    _worker_main(*args)
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _family(pid: int) -> list[int]:
+    """`pid` and every process descended from it (Linux: /proc/PID/task/TID/children; else
+    `pid` alone)."""
+    found, todo = [pid], [pid]
+    while todo:
+        parent = todo.pop()
+        try:
+            threads = os.listdir(f"/proc/{parent}/task")
+        except OSError:
+            continue
+        for thread in threads:
+            try:
+                with open(f"/proc/{parent}/task/{thread}/children", encoding="ascii") as handle:
+                    children = [int(child) for child in handle.read().split()]
+            except (OSError, ValueError):
+                continue
+            found += children
+            todo += children
+    return found
 
 
 def _note_spent(limits: budget.Budget, spent: str | None) -> None:
@@ -525,8 +562,8 @@ class Beside(Generic[Shared, In, Out]):
         context = multiprocessing.get_context("fork")
         ours, theirs = context.Pipe()
         limits = _Limits.of(budget.active())
-        args = (theirs, function, shared, limits, send is not None)
-        self.process = context.Process(target=_worker_main, args=args, name="ledgercheck-beside", daemon=False)
+        args = (os.getpid(), theirs, function, shared, limits, send is not None)
+        self.process = context.Process(target=_beside_main, args=args, name="ledgercheck-beside", daemon=False)
         try:
             self.process.start()
         finally:
@@ -585,8 +622,8 @@ class Beside(Generic[Shared, In, Out]):
 
 
 _BESIDE: set[int] = set()
-"""The processes of the running `Beside` jobs: a local pool counts their memory with its own
-workers' against the command's budget."""
+"""The processes of the running `Beside` jobs: a local pool counts their memory, and that of
+the processes they fork, with its own workers' against the command's budget."""
 
 
 def _ray_task(function: Callable[[Any, Any, Progress | None], Any], boxed: list[Any], job: Any, limits: _Limits) -> Any:

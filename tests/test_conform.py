@@ -305,3 +305,103 @@ def test_a_divergence_that_does_not_pickle_is_found_again_in_the_command(
     if Beside.possible():  # the enumeration beside the checks diverged, and could not say how
         assert len(beside) == 1 and beside[0] is not None
         assert beside[0].enumerated is None and beside[0].scripts is None
+
+
+def _split_enumerations(where: str, depth: int, monkeypatch: pytest.MonkeyPatch) -> list:
+    """The enumeration of the implementation at `where` (at 2 shards, every call) in one pass and split into 2, 3 and
+    16 runs a level, every level split (`SPLIT_FROM` = 1): each result with the session's counts, and
+    the prefixes the merging process expanded itself (the other runs are forked)."""
+    import os
+
+    from ledgercheck.model.conformance import enumeration
+
+    here = os.getpid()
+    expanded: list[tuple] = []
+    original = enumeration.Enumerator.expand
+
+    def expand(self, nodes, seen, level, keep):  # type: ignore[no-untyped-def]
+        if os.getpid() == here:
+            expanded.extend(prefix for prefix, _ in nodes)
+        return original(self, nodes, seen, level, keep)
+
+    monkeypatch.setattr(enumeration, "SPLIT_FROM", 1)
+    monkeypatch.setattr(enumeration.Enumerator, "expand", expand)
+    spec = load_spec().variant("fixed")
+    results = []
+    for parts in (1, 2, 3, 16):  # 16: the shortest divergences lie past the frontier's first run
+        checker = conform.Conformance(spec, conform.load_target(where, spec), spec.resolve_policy({}))
+        expanded.clear()
+        result = checker.enumerate(2, depth, parts=parts)
+        results.append((parts, result, checker.traces, checker.calls_compared, list(expanded)))
+    return results
+
+
+def _same_as_one_pass(results: list) -> None:
+    _, one, traces, compared, _ = results[0]
+    for parts, split, split_traces, split_compared, _ in results[1:]:
+        assert (split.depth, split.sequences, split.states, split.exhausted) == (
+            one.depth,
+            one.sequences,
+            one.states,
+            one.exhausted,
+        ), parts
+        assert (split_traces, split_compared) == (traces, compared), parts
+        if one.divergence is None:
+            assert split.divergence is None, parts
+        else:
+            assert split.divergence is not None, parts
+            assert split.divergence.script == one.divergence.script, parts
+            assert [d.key for d in split.divergence.differences] == [d.key for d in one.divergence.differences]
+            assert split.divergence.within_contract == one.divergence.within_contract
+
+
+def test_a_split_enumeration_is_the_one_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each level's runs expanded at once (`parts`) give the states, the counts and the first
+    divergence of one pass: for an implementation that conforms (every level merged), and for
+    two that diverge, at least once in a run another process expanded."""
+    import multiprocessing
+
+    from ledgercheck.model.executor import Beside
+
+    clean = _split_enumerations(target("fleet_health_clean"), 3, monkeypatch)
+    _same_as_one_pass(clean)
+    assert clean[0][1].divergence is None and clean[0][1].sequences > 1000
+    forked = 0
+    for stem in ("fleet_health_subtle", "fleet_health_as_written"):
+        results = _split_enumerations(target(stem), 4, monkeypatch)
+        _same_as_one_pass(results)
+        for _, split, _, _, expanded in results[1:]:
+            forked += split.divergence is not None and split.divergence.script.calls[:-1] not in expanded
+    assert not multiprocessing.active_children()  # every run's process ended, the stopped ones too
+    if Beside.possible():
+        assert forked, "no divergence was found by a forked run: the merge of their results went untested"
+        assert all(len(expanded) < len(clean[0][4]) for *_, expanded in clean[1:])
+
+
+def test_a_split_run_whose_divergence_does_not_pickle_is_expanded_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A forked run sends its result back by pickle; one whose divergence holds a value of a
+    class local to a method (here a streak shard 1 keeps after a success ends it) is expanded again by
+    the merging process, with the one pass's result."""
+    source = (IMPL / "fleet_health_clean.py").read_text()
+    broken = source.replace(
+        "        self._shard(i).consecutive_reported_failures = 0\n",
+        "        had = self._shard(i).consecutive_reported_failures\n"
+        "        self._shard(i).consecutive_reported_failures = 0\n        if i == 1 and had:\n"
+        "            class Count(int):  # local to the method: pickle cannot name it\n                pass\n\n"
+        "            self._shard(i).consecutive_reported_failures = Count(5)\n",
+    )
+    assert broken != source
+    module = tmp_path / "fleet_health_unpicklable_streak.py"
+    module.write_text(broken)
+    results = _split_enumerations(f"{module}:GenerationFleetHealth", 2, monkeypatch)
+    one = results[0][1].divergence
+    assert one is not None and one.script.calls[-1].shard == 1, one
+    _same_as_one_pass(results)
+    prefix = one.script.calls[:-1]
+    before = [p for p in results[0][4][: results[0][4].index(prefix)] if len(p) == len(prefix)]
+    # The merging process expanded the diverging node each time, and at least once where a run
+    # before it was forked: the node's run was expanded again, its own process unable to say how.
+    assert all(prefix in expanded for *_, expanded in results[1:])
+    assert any(p not in expanded for *_, expanded in results[1:] for p in before)

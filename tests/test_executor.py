@@ -92,6 +92,40 @@ def _sleeper(folder: str, job: int, progress: executor.Progress | None) -> int:
     return job
 
 
+def _nested_sleeper(folder: str, job: int, progress: executor.Progress | None) -> int:
+    """A `Beside` job that runs `_sleeper` in a `Beside` of its own, as a split enumeration does."""
+    return executor.Beside(_sleeper, folder, job + 1, None, "the inner sleeper").result()
+
+
+def _gone(pid: int) -> bool:
+    """No such process, or only its exit status left (a zombie nobody has reaped yet)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
+@FORKS
+def test_what_a_beside_forks_is_counted_with_it_and_dies_with_it(tmp_path):
+    """A process a `Beside` job forks (a run of a split enumeration) counts against the memory
+    budget with it (`_family`), and does not outlive it when it is stopped (killed)."""
+    import time
+
+    outer = executor.Beside(_nested_sleeper, str(tmp_path), 1, None, "the outer sleeper")
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "2.pid").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    inner = int((tmp_path / "2.pid").read_text())
+    assert executor._family(outer.pid)[0] == outer.pid and inner in executor._family(outer.pid)
+    outer.stop()
+    while not _gone(inner) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if not _gone(inner):
+        os.kill(inner, signal.SIGKILL)  # not left sleeping after the failure
+        pytest.fail(f"the inner process {inner} outlived the Beside that forked it")
+
+
 class _Enough(Exception):
     pass
 

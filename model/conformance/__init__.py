@@ -71,7 +71,7 @@ if TYPE_CHECKING:
         materialise,
         opaque_value,
     )
-    from ledgercheck.model.conformance.checker import Conformance, Enumeration, enumeration_domain
+    from ledgercheck.model.conformance.checker import Conformance, enumeration_domain
     from ledgercheck.model.conformance.defaults import (
         COUNTEREXAMPLE_DEPTH,
         COUNTEREXAMPLE_TRACES,
@@ -80,6 +80,7 @@ if TYPE_CHECKING:
         ENUMERATION_SHARDS,
     )
     from ledgercheck.model.conformance.divergence import Divergence, Recording
+    from ledgercheck.model.conformance.enumeration import Enumeration
     from ledgercheck.model.conformance.implementation import (
         Implementation,
         ImplementationError,
@@ -109,7 +110,8 @@ if TYPE_CHECKING:
 
 _HOME = {
     "calls": ("LedgerCall", "Opaque", "Script", "Tick", "invoke", "materialise", "opaque_value"),
-    "checker": ("Conformance", "Enumeration", "enumeration_domain"),
+    "checker": ("Conformance", "enumeration_domain"),
+    "enumeration": ("Enumeration",),
     "defaults": (
         "COUNTEREXAMPLE_DEPTH",
         "COUNTEREXAMPLE_TRACES",

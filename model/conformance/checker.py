@@ -6,17 +6,14 @@ the model and the implementation read one `ManualClock`, and a tick moves it on.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import io
-import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from ledgercheck.model import ir
 from ledgercheck.model.conformance.calls import LedgerCall, Script, Tick, clock_ticks, invoke, opaque_value
 from ledgercheck.model.conformance.defaults import ENUMERATION_SHARDS
 from ledgercheck.model.conformance.divergence import Divergence, Recording, figure, report
+from ledgercheck.model.conformance.enumeration import Enumeration, Enumerator, StateKeys
 from ledgercheck.model.conformance.implementation import (
     Implementation,
     ImplementationError,
@@ -37,16 +34,6 @@ from ledgercheck.model.lang import Param
 from ledgercheck.model.spec import Event, Spec
 
 INT_DOMAIN = (0, 1, 2)
-
-
-@dataclass
-class Enumeration:
-    divergence: Divergence | None
-    depth: int  # deepest level fully compared
-    sequences: int
-    states: int
-    exhausted: bool
-    seconds: float
 
 
 class Conformance:
@@ -251,98 +238,19 @@ class Conformance:
         progress: Callable[[str], None] | None = None,
         merge: str = "ledger",
         contract: bool = False,
+        parts: int = 1,
     ) -> Enumeration:
         """Breadth-first over call sequences, merging prefixes that reach the same state: the
         model's state (`merge="ledger"`: its ledger fields and the fleet values that are not
         metrics, all its observable behaviour depends on; `"full"`: every variable, history
         included) and the implementation's observed state. With `contract`, only the calls
-        the callers' contracts (`requires`) allow in the model's state, on known shards."""
-        start = time.monotonic()
-        choices = self.calls_at(shards)
-        if contract:
-            choices = [c for c in choices if 0 <= c.shard < shards]
-        root = self.run(Script("enumeration", shards, ()))
-        if root is not None:
-            root.found_by = "construction"
-            return Enumeration(root, 0, 1, 1, False, time.monotonic() - start)
-        model = self.new_model(shards)
-        keys = StateKeys(self.spec, shards, merge == "full")
-        observed: dict[tuple[Any, ...], Observation] = {}
-
-        def model_observation() -> Observation:
-            seen_as = keys.observable(model.variables())
-            if seen_as not in observed:
-                observed[seen_as] = self.observe(model, shards)
-            return observed[seen_as]
-
+        the callers' contracts (`requires`) allow in the model's state, on known shards. With
+        `parts` > 1, each level is split into up to that many runs expanded at once in forked
+        processes (`enumeration.Enumerator`); the result is the same."""
         # The implementation's observed state is part of the merge too, but a state is only
         # merged after the comparison passed, when it equals the model's observation: a
         # function of the model's state. So the model's key is the whole key.
-        seen = {keys.merge(model.variables())}
-        frontier: list[tuple[tuple[LedgerCall, ...], dict[Any, Any]]] = [((), model.save())]
-        sequences = 0
-        sink = io.StringIO()
-        for level in range(1, depth + 1):
-            following: list[tuple[tuple[LedgerCall, ...], dict[Any, Any]]] = []
-            for prefix, state in frontier:
-                model.restore(state)
-                parent = model_observation()
-                # An implementation at this node's state, while it still shows the node's state:
-                # a call that changes nothing it shows leaves it for the next call (the same
-                # judgement as merging: what the implementation shows is its state). A tick
-                # moves its clock: it is built afresh after one.
-                ledger = ledger_clock = None
-                for call in choices:
-                    model.restore(state)
-                    model.log_lines.clear()
-                    model.notifications.clear()
-                    if contract and not self._allowed(model, call, keys):
-                        continue
-                    sequences += 1
-                    self.traces += 1
-                    if ledger is None or ledger_clock is None:
-                        ledger_clock = ManualClock()
-                        ledger = self.new_impl(shards, ledger_clock)
-                        with contextlib.redirect_stdout(sink):
-                            for earlier in prefix:
-                                if isinstance(earlier, Tick):
-                                    ledger_clock.advance(earlier.units)
-                                    continue
-                                with contextlib.suppress(Exception):
-                                    invoke(ledger, earlier, self.events[earlier.event])
-                        sink.seek(0)
-                        sink.truncate()
-                    if isinstance(call, Tick):
-                        model.advance_time(call.units)
-                        ledger_clock.advance(call.units)
-                        model_out = impl_out = Outcome(None, 0)
-                        error = None
-                    else:
-                        model_out = self._step_model(model, call, keys)
-                        impl_out, error = self._call_impl(ledger, call)
-                    impl_obs = self.observe(ledger, shards)
-                    self.calls_compared += 1
-                    found = compare(model_observation(), impl_obs, model_out, impl_out, error)
-                    if found:
-                        calls = (*prefix, call)
-                        script = Script(f"enumeration ({shards} shards, depth {level})", shards, calls)
-                        divergence = Divergence(script, len(calls) - 1, found, "enumeration", len(calls), contract)
-                        return Enumeration(divergence, level - 1, sequences, len(seen), False, time.monotonic() - start)
-                    if impl_obs != parent or isinstance(call, Tick):
-                        ledger = None
-                    key = keys.merge(model.variables())
-                    if key not in seen:
-                        seen.add(key)
-                        following.append(((*prefix, call), model.save()))
-            if progress is not None:
-                progress(
-                    f"  depth {level}: {sequences} call sequences, {len(seen)} distinct states "
-                    f"({time.monotonic() - start:.1f} s)"
-                )
-            frontier = following
-            if not frontier:
-                return Enumeration(None, level, sequences, len(seen), True, time.monotonic() - start)
-        return Enumeration(None, depth, sequences, len(seen), False, time.monotonic() - start)
+        return Enumerator(self, shards, merge, contract).run(depth, progress, parts)
 
     # -- shrinking --
 
@@ -399,53 +307,6 @@ class Conformance:
         )
         found = self.run(Script(script.source, count, calls))
         return found if found is not None and found.index >= 0 else divergence
-
-
-def _global_reads(spec: Spec) -> set[str]:
-    """Fleet values the ledger's events and queries read (`x = x + 1` updating x itself aside)."""
-    found: set[str] = set()
-
-    def walk(node: Any, updating: str | None = None) -> None:
-        if isinstance(node, ir.GlobalRef):
-            if node.name != updating:
-                found.add(node.name)
-        elif isinstance(node, ir.Assign):
-            walk(node.value, node.name if node.kind == "global" else None)
-        elif isinstance(node, (tuple, list)):
-            for item in node:
-                walk(item, updating)
-        elif dataclasses.is_dataclass(node) and not isinstance(node, type):
-            for item in dataclasses.fields(node):
-                walk(getattr(node, item.name), updating)
-
-    for event in spec.events.values():
-        walk([event.ignore_when, event.requires, event.body])
-    walk([spec.on_state_change, [q.expr for q in spec.queries.values()]])
-    return found
-
-
-class StateKeys:
-    """Which of the model's variables make two states different."""
-
-    def __init__(self, spec: Spec, shards: int, full: bool) -> None:
-        read = _global_reads(spec)
-        counted = {g.name for g in spec.globals if g.metric and g.name not in read}  # only ever counted
-        ledger: list[tuple[int | None, str]] = [(i, f.name) for i in range(shards) for f in spec.fields]
-        fleet: list[tuple[int | None, str]] = [(None, g.name) for g in spec.globals if g.name not in counted]
-        metrics: list[tuple[int | None, str]] = [(None, g.name) for g in spec.globals if g.name in counted]
-        history: list[tuple[int | None, str]] = [(i, h.name) for i in range(shards) for h in spec.history]
-        self.shards = shards
-        self.observable_keys = ledger + fleet + metrics
-        self.merge_keys = ledger + fleet + (history + metrics if full else [])
-        every_fleet = fleet + metrics
-        self.local = [[(i, v.name) for v in spec.shard_vars] + every_fleet for i in range(shards)]
-        self.local_set = [set(keys) for keys in self.local]
-
-    def observable(self, store: Mapping[Any, Any]) -> tuple[Any, ...]:
-        return tuple(store[k] for k in self.observable_keys)
-
-    def merge(self, store: Mapping[Any, Any]) -> tuple[Any, ...]:
-        return tuple(store[k] for k in self.merge_keys)
 
 
 def contract_allows(model: LedgerModel, call: LedgerCall, shards: int) -> bool | None:

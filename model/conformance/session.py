@@ -14,7 +14,7 @@ from pathlib import Path
 from ledgercheck.model import budget
 from ledgercheck.model.budget import BudgetExhausted
 from ledgercheck.model.conformance.calls import Script
-from ledgercheck.model.conformance.checker import Conformance, Enumeration
+from ledgercheck.model.conformance.checker import Conformance
 from ledgercheck.model.conformance.defaults import (
     COUNTEREXAMPLE_DEPTH,
     COUNTEREXAMPLE_TRACES,
@@ -23,6 +23,7 @@ from ledgercheck.model.conformance.defaults import (
     ENUMERATION_SHARDS,
 )
 from ledgercheck.model.conformance.divergence import Divergence
+from ledgercheck.model.conformance.enumeration import Enumeration
 from ledgercheck.model.conformance.sources import (
     counterexample_scripts,
     known_counterexample_scripts,
@@ -47,6 +48,8 @@ class _EnumerationJob:
     shards: int
     depth: int
     merge: str
+    parts: int = 1
+    """Runs each level is split into, expanded at once (the command's local workers)."""
 
 
 @dataclass
@@ -71,7 +74,7 @@ def _enumerate(conformance: Conformance, job: _EnumerationJob, progress: Callabl
     traces, compared = conformance.traces, conformance.calls_compared
     passes: list[tuple[str, Enumeration]] = []
     for contract, what in _MODES:
-        result = conformance.enumerate(job.shards, job.depth, progress, job.merge, contract)
+        result = conformance.enumerate(job.shards, job.depth, progress, job.merge, contract, job.parts)
         passes.append((what, result))
         if result.divergence is not None:
             break
@@ -209,9 +212,11 @@ def check(
         )
         return scripts is not None
 
-    job = _EnumerationJob(shards or min(ENUMERATION_SHARDS, spec.default_shards) or 1, depth, merge)
+    config = ExecutorConfig(executor, jobs)
+    parts = config.local_workers if config.parallel(2) else 1
+    job = _EnumerationJob(shards or min(ENUMERATION_SHARDS, spec.default_shards) or 1, depth, merge, parts)
     beside = None
-    if depth > 0 and counterexamples and ExecutorConfig(executor, jobs).parallel(2) and not known():
+    if depth > 0 and counterexamples and config.parallel(2) and not known():
         beside = _beside_checks(conformance, job, checks, progress)
     if depth > 0:
         enumerated = beside.enumerated if beside is not None else None

@@ -1,0 +1,282 @@
+"""Every call sequence up to a depth, breadth-first, merging prefixes that reach the same
+state; with `parts` > 1, each level's frontier is split into runs expanded at once in forked
+processes.
+
+Why split: the enumeration is the one source of `conform` that was a single job, about half of
+the command's work on the bundled spec, so with workers it was the command's critical path
+(the checker's checks were done seconds before it). A level's nodes are independent of one
+another given the states seen before the level: each run is expanded against that set, and
+the runs' new states, merged in the frontier's order, keep the first prefix that reached each
+state, as one pass does. The sequences, the states, the next frontier and the first divergence
+are those of one pass exactly; a run whose divergence does not pickle (a value of the
+implementation's) is expanded again in the process that merges."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import pickle
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+from ledgercheck.model import ir
+from ledgercheck.model.conformance.calls import LedgerCall, Script, Tick, invoke
+from ledgercheck.model.conformance.divergence import Divergence
+from ledgercheck.model.conformance.implementation import ManualClock
+from ledgercheck.model.conformance.observation import Observation, Outcome, compare
+from ledgercheck.model.executor import Beside
+from ledgercheck.model.spec import Spec
+
+if TYPE_CHECKING:
+    from ledgercheck.model.conformance.checker import Conformance
+
+SPLIT_FROM = 8
+"""Frontier nodes per run, at least, before a level is split: below that, forking costs more
+than the run."""
+
+Call: TypeAlias = LedgerCall | Tick
+Node: TypeAlias = tuple[tuple[Call, ...], dict[Any, Any] | None]
+"""A frontier node: the calls that reached it and the model's saved state there (None at the
+last level, where only whether a state is new counts)."""
+
+
+@dataclass
+class Enumeration:
+    divergence: Divergence | None
+    depth: int  # deepest level fully compared
+    sequences: int
+    states: int
+    exhausted: bool
+    seconds: float
+
+
+@dataclass
+class _Run:
+    """What expanding a run of a level's nodes gave."""
+
+    children: list[tuple[tuple[Any, ...], Node]] = field(default_factory=list)
+    """(merge key, node) of each state new to the run, in the order it was reached."""
+    sequences: int = 0
+    """Call sequences compared, the diverging one included."""
+    divergence: Divergence | None = None
+    again: bool = False
+    """The run diverged, and its divergence does not pickle: the merging process expands it again."""
+
+
+class Enumerator:
+    """One enumeration: the calls of a step, the model it steps, and the caches its nodes share."""
+
+    def __init__(self, conformance: Conformance, shards: int, merge: str, contract: bool) -> None:
+        self.conformance = conformance
+        self.shards = shards
+        self.contract = contract
+        choices = conformance.calls_at(shards)
+        self.choices = [c for c in choices if 0 <= c.shard < shards] if contract else choices
+        self.model = conformance.new_model(shards)
+        self.keys = StateKeys(conformance.spec, shards, merge == "full")
+        self.observed: dict[tuple[Any, ...], Observation] = {}
+        self.sink = io.StringIO()
+        self.frontier: list[Node] = []
+        self.seen: set[tuple[Any, ...]] = set()
+        """The level's frontier and the states seen before it: what a forked run reads."""
+
+    def run(self, depth: int, progress: Callable[[str], None] | None, parts: int) -> Enumeration:
+        start = time.monotonic()
+        root = self.conformance.run(Script("enumeration", self.shards, ()))
+        if root is not None:
+            root.found_by = "construction"
+            return Enumeration(root, 0, 1, 1, False, time.monotonic() - start)
+        model = self.model
+        seen = {self.keys.merge(model.variables())}
+        frontier: list[Node] = [((), model.save())]
+        sequences = 0
+        for level in range(1, depth + 1):
+            following, done, divergence = self._level(frontier, seen, level, level < depth, parts)
+            sequences += done
+            if divergence is not None:
+                return Enumeration(divergence, level - 1, sequences, len(seen), False, time.monotonic() - start)
+            if progress is not None:
+                progress(
+                    f"  depth {level}: {sequences} call sequences, {len(seen)} distinct states "
+                    f"({time.monotonic() - start:.1f} s)"
+                )
+            frontier = following
+            if not frontier:
+                return Enumeration(None, level, sequences, len(seen), True, time.monotonic() - start)
+        return Enumeration(None, depth, sequences, len(seen), False, time.monotonic() - start)
+
+    def _level(
+        self, frontier: list[Node], seen: set[tuple[Any, ...]], level: int, keep: bool, parts: int
+    ) -> tuple[list[Node], int, Divergence | None]:
+        """The next frontier, the sequences compared and the first divergence of one level.
+        The first run is expanded here while the others are in forked processes."""
+        runs = _runs(len(frontier), parts if Beside.possible() else 1)
+        self.frontier, self.seen = frontier, seen
+        sides = [
+            Beside(_expand_run, self, (lo, hi, level, keep), None, "a part of the enumeration") for lo, hi in runs[1:]
+        ]
+        following: list[Node] = []
+        sequences = 0
+        try:
+            for index, (lo, hi) in enumerate(runs):
+                part = sides[index - 1].result() if index else None
+                if part is None or part.again:
+                    part = self.expand(frontier[lo:hi], seen, level, keep)
+                    following += [node for _, node in part.children]
+                else:
+                    self.conformance.traces += part.sequences
+                    self.conformance.calls_compared += part.sequences
+                    for key, node in part.children:
+                        if key not in seen:
+                            seen.add(key)
+                            following.append(node)
+                sequences += part.sequences
+                if part.divergence is not None:
+                    return following, sequences, part.divergence
+        finally:
+            for side in sides:
+                side.stop()
+            self.frontier, self.seen = [], set()
+        return following, sequences, None
+
+    def expand(self, nodes: Sequence[Node], seen: set[tuple[Any, ...]], level: int, keep: bool) -> _Run:
+        """Every call from each node in turn, up to the first divergence; the states not in
+        `seen` are added to it and returned with the calls that reached them."""
+        conformance, model, keys, shards = self.conformance, self.model, self.keys, self.shards
+        found = _Run()
+        for prefix, state in nodes:
+            assert state is not None  # only the last level's nodes have none, and they are not expanded
+            model.restore(state)
+            parent = self._observation()
+            # An implementation at this node's state, while it still shows the node's state:
+            # a call that changes nothing it shows leaves it for the next call (the same
+            # judgement as merging: what the implementation shows is its state). A tick
+            # moves its clock: it is built afresh after one.
+            ledger: Any = None
+            ledger_clock: ManualClock | None = None
+            for call in self.choices:
+                model.restore(state)
+                model.log_lines.clear()
+                model.notifications.clear()
+                if self.contract and not conformance._allowed(model, call, keys):
+                    continue
+                found.sequences += 1
+                conformance.traces += 1
+                if ledger is None or ledger_clock is None:
+                    ledger_clock = ManualClock()
+                    ledger = self._replayed(prefix, ledger_clock)
+                if isinstance(call, Tick):
+                    model.advance_time(call.units)
+                    ledger_clock.advance(call.units)
+                    model_out = impl_out = Outcome(None, 0)
+                    error = None
+                else:
+                    model_out = conformance._step_model(model, call, keys)
+                    impl_out, error = conformance._call_impl(ledger, call)
+                impl_obs = conformance.observe(ledger, shards)
+                conformance.calls_compared += 1
+                differences = compare(self._observation(), impl_obs, model_out, impl_out, error)
+                if differences:
+                    calls = (*prefix, call)
+                    script = Script(f"enumeration ({shards} shards, depth {level})", shards, calls)
+                    found.divergence = Divergence(
+                        script, len(calls) - 1, differences, "enumeration", len(calls), self.contract
+                    )
+                    return found
+                if impl_obs != parent or isinstance(call, Tick):
+                    ledger = None
+                key = keys.merge(model.variables())
+                if key not in seen:
+                    seen.add(key)
+                    found.children.append((key, ((*prefix, call), model.save() if keep else None)))
+        return found
+
+    def _observation(self) -> Observation:
+        """The model's observation in its state now (cached by what it shows)."""
+        seen_as = self.keys.observable(self.model.variables())
+        if seen_as not in self.observed:
+            self.observed[seen_as] = self.conformance.observe(self.model, self.shards)
+        return self.observed[seen_as]
+
+    def _replayed(self, prefix: tuple[Call, ...], clock: ManualClock) -> Any:
+        """A fresh implementation taken through `prefix` (its output discarded)."""
+        ledger = self.conformance.new_impl(self.shards, clock)
+        with contextlib.redirect_stdout(self.sink):
+            for earlier in prefix:
+                if isinstance(earlier, Tick):
+                    clock.advance(earlier.units)
+                    continue
+                with contextlib.suppress(Exception):
+                    invoke(ledger, earlier, self.conformance.events[earlier.event])
+        self.sink.seek(0)
+        self.sink.truncate()
+        return ledger
+
+
+def _expand_run(enumerator: Enumerator, job: tuple[int, int, int, bool], _send: object) -> _Run:
+    """A run of the level's nodes, in a fork of the process that merges (`Beside`)."""
+    lo, hi, level, keep = job
+    part = enumerator.expand(enumerator.frontier[lo:hi], enumerator.seen, level, keep)
+    if part.divergence is not None:
+        try:
+            pickle.dumps(part.divergence)
+        except Exception:  # noqa: BLE001 - a value the implementation returned, of any kind
+            return _Run(again=True)
+    return part
+
+
+def _runs(nodes: int, parts: int) -> list[tuple[int, int]]:
+    """`nodes` cut into at most `parts` runs of nearly equal length, none shorter than SPLIT_FROM."""
+    count = max(1, min(parts, nodes // SPLIT_FROM))
+    bounds = [nodes * i // count for i in range(count + 1)]
+    return list(zip(bounds, bounds[1:], strict=False))
+
+
+def _global_reads(spec: Spec) -> set[str]:
+    """Fleet values the ledger's events and queries read (`x = x + 1` updating x itself aside)."""
+    found: set[str] = set()
+
+    def walk(node: Any, updating: str | None = None) -> None:
+        if isinstance(node, ir.GlobalRef):
+            if node.name != updating:
+                found.add(node.name)
+        elif isinstance(node, ir.Assign):
+            walk(node.value, node.name if node.kind == "global" else None)
+        elif isinstance(node, (tuple, list)):
+            for item in node:
+                walk(item, updating)
+        elif dataclasses.is_dataclass(node) and not isinstance(node, type):
+            for item in dataclasses.fields(node):
+                walk(getattr(node, item.name), updating)
+
+    for event in spec.events.values():
+        walk([event.ignore_when, event.requires, event.body])
+    walk([spec.on_state_change, [q.expr for q in spec.queries.values()]])
+    return found
+
+
+class StateKeys:
+    """Which of the model's variables make two states different."""
+
+    def __init__(self, spec: Spec, shards: int, full: bool) -> None:
+        read = _global_reads(spec)
+        counted = {g.name for g in spec.globals if g.metric and g.name not in read}  # only ever counted
+        ledger: list[tuple[int | None, str]] = [(i, f.name) for i in range(shards) for f in spec.fields]
+        fleet: list[tuple[int | None, str]] = [(None, g.name) for g in spec.globals if g.name not in counted]
+        metrics: list[tuple[int | None, str]] = [(None, g.name) for g in spec.globals if g.name in counted]
+        history: list[tuple[int | None, str]] = [(i, h.name) for i in range(shards) for h in spec.history]
+        self.shards = shards
+        self.observable_keys = ledger + fleet + metrics
+        self.merge_keys = ledger + fleet + (history + metrics if full else [])
+        every_fleet = fleet + metrics
+        self.local = [[(i, v.name) for v in spec.shard_vars] + every_fleet for i in range(shards)]
+        self.local_set = [set(keys) for keys in self.local]
+
+    def observable(self, store: Mapping[Any, Any]) -> tuple[Any, ...]:
+        return tuple(store[k] for k in self.observable_keys)
+
+    def merge(self, store: Mapping[Any, Any]) -> tuple[Any, ...]:
+        return tuple(store[k] for k in self.merge_keys)
