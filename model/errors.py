@@ -58,6 +58,12 @@ class Undecided(LedgercheckError):
     exit_code = EXIT_UNKNOWN
 
 
+class ProcessDied(Undecided):
+    """A process the command ran part of its work in ended without an answer (it exited, or
+    a signal killed it): what it was establishing is not established, so the command exits 3,
+    as for any question left open, with a message instead of a traceback."""
+
+
 class UsageError(LedgercheckError):
     """A command-line argument that does not fit the spec (unknown variant, bad policy)."""
 

@@ -56,7 +56,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from ledgercheck.model import budget
-from ledgercheck.model.errors import UsageError
+from ledgercheck.model.errors import ProcessDied, UsageError
 
 EXECUTORS = ("local", "ray")
 GRACE = 5.0
@@ -322,7 +322,7 @@ class _LocalPool(Generic[Shared, In, Out]):
             while self.queue or any(w.job is not None for w in self.workers):
                 while self.queue and len(self.workers) < self.size:
                     if self.starts >= self.size + len(self.queue) + 8:  # workers die before any job
-                        raise RuntimeError("ledgercheck: worker processes keep dying before they take a job")
+                        raise ProcessDied("worker processes keep dying before they take a job")
                     self.workers.append(self._start())
                 for worker in self.workers:
                     if worker.job is None:
@@ -581,7 +581,7 @@ class Beside(Generic[Shared, In, Out]):
         return self._read(wait=False)
 
     def result(self) -> Out:
-        """The job's result, waiting for it; its exception, or a RuntimeError if its process died."""
+        """The job's result, waiting for it; its exception, or `ProcessDied` if its process died."""
         self._read(wait=True)
         self.stop()
         assert self.outcome is not None
@@ -589,7 +589,7 @@ class Beside(Generic[Shared, In, Out]):
         if kind == "error":
             raise payload
         if kind == "died":
-            raise RuntimeError(f"ledgercheck: {payload}")
+            raise ProcessDied(payload)
         result, spent = payload
         _note_spent(budget.active(), spent)
         return result  # type: ignore[no-any-return]

@@ -378,6 +378,61 @@ def test_a_split_enumeration_is_the_one_pass(monkeypatch: pytest.MonkeyPatch) ->
         assert all(len(expanded) < len(clean[0][4]) for *_, expanded in clean[1:])
 
 
+def _ending_implementation(folder: Path, once: bool) -> str:
+    """The clean implementation, in a new `folder`, but a success that ends shard 1's streak
+    of two ends its process (`os._exit(7)`); with `once`, only the first time (a marker file
+    in `folder` says it happened)."""
+    folder.mkdir()
+    source = (IMPL / "fleet_health_clean.py").read_text()
+    marker = folder / "ended"
+    condition = "i == 1 and self._shard(i).consecutive_reported_failures == 2"
+    if once:
+        condition += f" and not __import__('os').path.exists({str(marker)!r})"
+    ending = source.replace(
+        "        self._shard(i).consecutive_reported_failures = 0\n",
+        f"        if {condition}:\n"
+        f"            open({str(marker)!r}, 'w').close()\n"
+        "            __import__('os')._exit(7)\n"
+        "        self._shard(i).consecutive_reported_failures = 0\n",
+    )
+    assert ending != source
+    module = folder / "fleet_health_ending.py"
+    module.write_text(ending)
+    return f"{module}:GenerationFleetHealth"
+
+
+def test_an_implementation_that_ends_a_forked_runs_process_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A forked run whose process the implementation ends is run once more in a fork that
+    names each call sequence first: if it ends again, `ProcessDied` (exit 3, a message, no
+    traceback) names the calls; if it lives this time, its result is the one pass's."""
+    from ledgercheck.model.conformance import enumeration
+    from ledgercheck.model.errors import EXIT_UNKNOWN, ProcessDied
+
+    monkeypatch.setattr(enumeration, "SPLIT_FROM", 1)
+    spec = load_spec().variant("fixed")
+
+    def enumerate_(where: str, parts: int) -> conform.Enumeration:
+        checker = conform.Conformance(spec, conform.load_target(where, spec), spec.resolve_policy({}))
+        return checker.enumerate(2, 3, parts=parts)
+
+    always = _ending_implementation(tmp_path / "always", once=False)
+    with pytest.raises(ProcessDied) as died:
+        enumerate_(always, 16)
+    assert died.value.exit_code == EXIT_UNKNOWN
+    message = str(died.value)
+    assert "exited with code 7 while the implementation ran the calls report_failure(1" in message, message
+    assert message.split(" (the enumeration")[0].endswith("report_success(1)"), message
+    assert "2 shards, depth 3" in message
+
+    once = _ending_implementation(tmp_path / "once", once=True)
+    lived = enumerate_(once, 16)
+    assert (tmp_path / "once" / "ended").exists()  # its first run did end
+    clean = enumerate_(target("fleet_health_clean"), 1)
+    assert (lived.divergence, lived.sequences, lived.states) == (None, clean.sequences, clean.states)
+
+
 def test_a_split_run_whose_divergence_does_not_pickle_is_expanded_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

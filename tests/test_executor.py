@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ledgercheck.model import cli, executor
-from ledgercheck.model.errors import UsageError
+from ledgercheck.model.errors import ProcessDied, UsageError
 
 ROOT = Path(__file__).resolve().parent.parent
 BREAKER = ROOT / "spec" / "examples" / "breaker.toml"
@@ -79,7 +79,7 @@ def test_beside_runs_its_job_in_a_process_of_its_own_and_forwards_what_it_says()
 def test_beside_raises_what_its_job_raised_and_says_how_its_process_died():
     with pytest.raises(ValueError, match="no square of -2 here"):
         executor.Beside(_announced_square, 1, -2, None, "a square").result()
-    with pytest.raises(RuntimeError, match="the process running a square was killed by SIGKILL"):
+    with pytest.raises(ProcessDied, match="the process running a square was killed by SIGKILL"):
         executor.Beside(_announced_square, 1, 99, None, "a square").result()
 
 

@@ -9,7 +9,10 @@ another given the states seen before the level: each run is expanded against tha
 the runs' new states, merged in the frontier's order, keep the first prefix that reached each
 state, as one pass does. The sequences, the states, the next frontier and the first divergence
 are those of one pass exactly; a run whose divergence does not pickle (a value of the
-implementation's) is expanded again in the process that merges."""
+implementation's) is expanded again in the process that merges. A forked run whose process
+dies (the implementation under test called `os._exit`, crashed in native code, or the system
+killed it for memory) is run once more in a fork that names each call sequence before the
+implementation runs it, so the command can say which one ended its process."""
 
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ from ledgercheck.model.conformance.calls import LedgerCall, Script, Tick, invoke
 from ledgercheck.model.conformance.divergence import Divergence
 from ledgercheck.model.conformance.implementation import ManualClock
 from ledgercheck.model.conformance.observation import Observation, Outcome, compare
+from ledgercheck.model.errors import ProcessDied
 from ledgercheck.model.executor import Beside
 from ledgercheck.model.spec import Spec
 
@@ -38,6 +42,9 @@ SPLIT_FROM = 8
 than the run."""
 
 Call: TypeAlias = LedgerCall | Tick
+_Job: TypeAlias = tuple[int, int, int, bool, bool]
+"""A run of a level: its nodes' bounds in the frontier, the level, whether the next level's
+states are kept, and whether the run is watched."""
 Node: TypeAlias = tuple[tuple[Call, ...], dict[Any, Any] | None]
 """A frontier node: the calls that reached it and the model's saved state there (None at the
 last level, where only whether a state is new counts)."""
@@ -82,6 +89,8 @@ class Enumerator:
         self.frontier: list[Node] = []
         self.seen: set[tuple[Any, ...]] = set()
         """The level's frontier and the states seen before it: what a forked run reads."""
+        self.announce: Callable[[str], None] | None = None
+        """Told each call sequence before the implementation runs it (a watched run's fork)."""
 
     def run(self, depth: int, progress: Callable[[str], None] | None, parts: int) -> Enumeration:
         start = time.monotonic()
@@ -115,14 +124,13 @@ class Enumerator:
         The first run is expanded here while the others are in forked processes."""
         runs = _runs(len(frontier), parts if Beside.possible() else 1)
         self.frontier, self.seen = frontier, seen
-        sides = [
-            Beside(_expand_run, self, (lo, hi, level, keep), None, "a part of the enumeration") for lo, hi in runs[1:]
-        ]
+        jobs: list[_Job] = [(lo, hi, level, keep, False) for lo, hi in runs]
+        sides = [Beside(_expand_run, self, job, None, "a part of the enumeration") for job in jobs[1:]]
         following: list[Node] = []
         sequences = 0
         try:
             for index, (lo, hi) in enumerate(runs):
-                part = sides[index - 1].result() if index else None
+                part = self._forked(sides[index - 1], jobs[index]) if index else None
                 if part is None or part.again:
                     part = self.expand(frontier[lo:hi], seen, level, keep)
                     following += [node for _, node in part.children]
@@ -141,6 +149,32 @@ class Enumerator:
                 side.stop()
             self.frontier, self.seen = [], set()
         return following, sequences, None
+
+    def _forked(self, side: Beside[Enumerator, _Job, _Run], job: _Job) -> _Run:
+        """A forked run's result; if its process died, the run once more in a watched fork:
+        its result if it lives this time (the same as the first would have been), else
+        `ProcessDied` naming the call sequence the implementation was running."""
+        try:
+            return side.result()
+        except ProcessDied:
+            lo, hi, level, keep, _ = job
+            running: list[str] = []
+            watched = Beside(
+                _expand_run, self, (lo, hi, level, keep, True), running.append, "a part of the enumeration"
+            )
+            try:
+                return watched.result()
+            except ProcessDied as died:
+                if not running:
+                    raise
+                raise ProcessDied(
+                    f"{died} while the implementation ran the calls {running[-1]} (the enumeration at "
+                    f"{self.shards} shards, depth {level}): the implementation ended the process it ran "
+                    "in (a call of os._exit, a crash in native code, or the system out of memory); "
+                    "no divergence and no conformance established"
+                ) from None
+            finally:
+                watched.stop()
 
     def expand(self, nodes: Sequence[Node], seen: set[tuple[Any, ...]], level: int, keep: bool) -> _Run:
         """Every call from each node in turn, up to the first divergence; the states not in
@@ -165,6 +199,8 @@ class Enumerator:
                     continue
                 found.sequences += 1
                 conformance.traces += 1
+                if self.announce is not None:
+                    self.announce(", ".join(c.label(conformance.events.get(c.event)) for c in (*prefix, call)))
                 if ledger is None or ledger_clock is None:
                     ledger_clock = ManualClock()
                     ledger = self._replayed(prefix, ledger_clock)
@@ -216,9 +252,16 @@ class Enumerator:
         return ledger
 
 
-def _expand_run(enumerator: Enumerator, job: tuple[int, int, int, bool], _send: object) -> _Run:
-    """A run of the level's nodes, in a fork of the process that merges (`Beside`)."""
-    lo, hi, level, keep = job
+def _expand_run(
+    enumerator: Enumerator,
+    job: _Job,
+    send: Callable[[str], None] | None,
+) -> _Run:
+    """A run of the level's nodes, in a fork of the process that merges (`Beside`); a watched
+    run sends each call sequence before the implementation runs it."""
+    lo, hi, level, keep, watched = job
+    if watched:
+        enumerator.announce = send
     part = enumerator.expand(enumerator.frontier[lo:hi], enumerator.seen, level, keep)
     if part.divergence is not None:
         try:
