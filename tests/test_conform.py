@@ -378,6 +378,25 @@ def test_a_split_enumeration_is_the_one_pass(monkeypatch: pytest.MonkeyPatch) ->
         assert all(len(expanded) < len(clean[0][4]) for *_, expanded in clean[1:])
 
 
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_the_enumeration_stops_when_the_budget_runs_out_and_says_so(
+    jobs: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The enumeration looks at the command's budget as it goes (in one pass and in a split
+    level's forked runs): a time budget that runs out part way through ends `conform` with
+    exit 3 and a line saying the depth compared in full, never a pass (depth 5 at 2 shards
+    takes about a minute: it used to run to the end, then say the budget had run out)."""
+    code = main(
+        ["conform", "--impl", target("fleet_health_clean"), "--variant", "fixed", "--no-counterexamples"]
+        + ["--depth", "5", "--jobs", jobs, "--time-budget", "2", "--no-cache"]
+    )
+    out, err = capsys.readouterr()
+    assert code == 3, out + err
+    assert "the time budget (2 s) ran out during the enumeration" in err, err
+    assert re.search(r"enumeration .* depth \d: .*; stopped at depth \d", out), out
+    assert "no divergence" not in out
+
+
 def _ending_implementation(folder: Path, once: bool) -> str:
     """The clean implementation, in a new `folder`, but a success that ends shard 1's streak
     of two ends its process (`os._exit(7)`); with `once`, only the first time (a marker file

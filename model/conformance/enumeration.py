@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from ledgercheck.model import ir
+from ledgercheck.model import budget, ir
 from ledgercheck.model.conformance.calls import LedgerCall, Script, Tick, invoke
 from ledgercheck.model.conformance.divergence import Divergence
 from ledgercheck.model.conformance.implementation import ManualClock
@@ -40,6 +40,8 @@ if TYPE_CHECKING:
 SPLIT_FROM = 8
 """Frontier nodes per run, at least, before a level is split: below that, forking costs more
 than the run."""
+MEMORY_EVERY = 64
+"""Nodes expanded between two looks at the memory budget (the clock is looked at every node)."""
 
 Call: TypeAlias = LedgerCall | Tick
 _Job: TypeAlias = tuple[int, int, int, bool, bool]
@@ -58,6 +60,9 @@ class Enumeration:
     states: int
     exhausted: bool
     seconds: float
+    stopped: str | None = None
+    """The budget that ran out ("time budget (4 s)") before the depth asked was compared:
+    `depth` is then the deepest level compared in full, and no verdict stands on it."""
 
 
 @dataclass
@@ -71,6 +76,8 @@ class _Run:
     divergence: Divergence | None = None
     again: bool = False
     """The run diverged, and its divergence does not pickle: the merging process expands it again."""
+    stopped: str | None = None
+    """The command's budget that ran out before the run's last node (`budget.Budget.exhausted`)."""
 
 
 class Enumerator:
@@ -103,8 +110,10 @@ class Enumerator:
         frontier: list[Node] = [((), model.save())]
         sequences = 0
         for level in range(1, depth + 1):
-            following, done, divergence = self._level(frontier, seen, level, level < depth, parts)
+            following, done, divergence, stopped = self._level(frontier, seen, level, level < depth, parts)
             sequences += done
+            if stopped is not None:
+                return Enumeration(None, level - 1, sequences, len(seen), False, time.monotonic() - start, stopped)
             if divergence is not None:
                 return Enumeration(divergence, level - 1, sequences, len(seen), False, time.monotonic() - start)
             if progress is not None:
@@ -119,9 +128,10 @@ class Enumerator:
 
     def _level(
         self, frontier: list[Node], seen: set[tuple[Any, ...]], level: int, keep: bool, parts: int
-    ) -> tuple[list[Node], int, Divergence | None]:
-        """The next frontier, the sequences compared and the first divergence of one level.
-        The first run is expanded here while the others are in forked processes."""
+    ) -> tuple[list[Node], int, Divergence | None, str | None]:
+        """The next frontier, the sequences compared, the first divergence of one level and
+        the budget that ran out before its end. The first run is expanded here while the
+        others are in forked processes."""
         runs = _runs(len(frontier), parts if Beside.possible() else 1)
         self.frontier, self.seen = frontier, seen
         jobs: list[_Job] = [(lo, hi, level, keep, False) for lo, hi in runs]
@@ -142,13 +152,13 @@ class Enumerator:
                             seen.add(key)
                             following.append(node)
                 sequences += part.sequences
-                if part.divergence is not None:
-                    return following, sequences, part.divergence
+                if part.divergence is not None or part.stopped is not None:
+                    return following, sequences, part.divergence, part.stopped
         finally:
             for side in sides:
                 side.stop()
             self.frontier, self.seen = [], set()
-        return following, sequences, None
+        return following, sequences, None, None
 
     def _forked(self, side: Beside[Enumerator, _Job, _Run], job: _Job) -> _Run:
         """A forked run's result; if its process died, the run once more in a watched fork:
@@ -180,9 +190,13 @@ class Enumerator:
         """Every call from each node in turn, up to the first divergence; the states not in
         `seen` are added to it and returned with the calls that reached them."""
         conformance, model, keys, shards = self.conformance, self.model, self.keys, self.shards
+        limits = budget.active()
         found = _Run()
-        for prefix, state in nodes:
+        for number, (prefix, state) in enumerate(nodes):
             assert state is not None  # only the last level's nodes have none, and they are not expanded
+            found.stopped = limits.exhausted(memory=number % MEMORY_EVERY == 0)
+            if found.stopped is not None:
+                return found
             model.restore(state)
             parent = self._observation()
             # An implementation at this node's state, while it still shows the node's state:

@@ -76,7 +76,7 @@ def _enumerate(conformance: Conformance, job: _EnumerationJob, progress: Callabl
     for contract, what in _MODES:
         result = conformance.enumerate(job.shards, job.depth, progress, job.merge, contract, job.parts)
         passes.append((what, result))
-        if result.divergence is not None:
+        if result.divergence is not None or result.stopped is not None:
             break
     return _Enumerated(passes, conformance.traces - traces, conformance.calls_compared - compared)
 
@@ -230,10 +230,17 @@ def check(
                 summary.divergence = conformance.shrink(result.divergence)
                 return summary
             note = ", every reachable state seen" if result.exhausted else ""
+            if result.stopped is not None:
+                note = f"; stopped at depth {result.depth + 1}"
             say(
                 f"  enumeration      {job.shards} shards, {what}, depth {result.depth}: "
                 f"{result.sequences} call sequences, {result.states} distinct states{note} ({result.seconds:.1f} s)"
             )
+            if result.stopped is not None:  # whatever this process's own budget says: never a pass
+                raise BudgetExhausted(
+                    f"the {result.stopped} ran out during the enumeration ({what}, at depth {result.depth + 1}); "
+                    "the lines above found no divergence"
+                )
     if beside is not None and beside.stopped is not None:
         raise beside.stopped
     budget.stop_if_spent("the enumeration", "the lines above found no divergence")
