@@ -237,9 +237,19 @@ def _check_job(plan: _Plan, job: tuple[str, str, str], progress: Callable[[str],
     fleet, policy = plan.fleets[variant]
     if progress is not None:
         progress(f"{variant} / {name} ({environment}): checking")
-    return _check_one(
-        plan.request, spec, environment, spec.property(name), shards=fleet, policy=policy, progress=progress
-    )
+    try:
+        return _check_one(
+            plan.request, spec, environment, spec.property(name), shards=fleet, policy=policy, progress=progress
+        )
+    except Exception as exc:
+        # The budget's watchdog interrupts the check's Z3 context once the budget is spent: a
+        # solver call then answers unknown, but another call into Z3 at that moment (a
+        # translation, a simplification, a model asked for) raises ("canceled", "model is not
+        # available"). That is the budget, not an error of the check's: unknown, never a pass.
+        spent = budget.active().exhausted()
+        if spent is None or type(exc).__name__ != "Z3Exception":
+            raise
+        return _not_established(plan, job, f"the {spent} ran out while it was checked")
 
 
 def _not_established(plan: _Plan, job: tuple[str, str, str], why: str) -> Result:

@@ -257,3 +257,27 @@ def test_the_watchdog_ends_with_its_command():
     while watchdogs() > before and time.monotonic() < deadline:
         time.sleep(0.05)
     assert watchdogs() == before
+
+
+def test_a_z3_error_while_the_budget_is_spent_is_unknown_and_any_other_is_raised(monkeypatch):
+    """The watchdog interrupts a check's Z3 context when the budget runs out: a call into Z3
+    other than a solver's check then raises (`canceled`, `model is not available`). That check
+    is unknown, naming the budget, never an error of the command's (it was a traceback, exit 1);
+    the same Z3 error with budget left is a real one, and is raised."""
+    import z3
+
+    from ledgercheck.model import executor, runs
+
+    def interrupted(*args, **kwargs):
+        budget.active().spent = spent_as
+        raise z3.Z3Exception("model is not available")
+
+    monkeypatch.setattr(runs, "_check_one", interrupted)
+    request = CheckRequest(load_spec(), variants=("fixed",), properties=("retire_retires",), environment="ledger")
+    spent_as = "time budget (test)"
+    with budget.using(budget.Budget(None, None)):
+        (result,) = run_checks(request, config=executor.SERIAL)
+    assert result.status == "unknown" and result.note == "the time budget (test) ran out while it was checked"
+    spent_as = None
+    with budget.using(budget.Budget(None, None)), pytest.raises(z3.Z3Exception, match="model is not available"):
+        run_checks(request, config=executor.SERIAL)
