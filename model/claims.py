@@ -14,7 +14,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from ledgercheck.model.errors import EXIT_MISMATCH, EXIT_OK, UsageError
+from ledgercheck.model.errors import EXIT_MISMATCH, EXIT_OK, EXIT_UNKNOWN, UsageError
 from ledgercheck.model.prove import prove_property
 from ledgercheck.model.result import Result, Status
 from ledgercheck.model.spec import SpecFile, load_spec
@@ -22,6 +22,10 @@ from ledgercheck.model.spec import SpecFile, load_spec
 BEGIN = "<!-- claims:begin -->"
 END = "<!-- claims:end -->"
 ENVIRONMENT = "controller"
+
+UNDECIDED = "undecided"
+"""How a mismatch line names a verdict not reached (a budget ran out, the solver gave up):
+`write_section` reports such lines as unknown (exit 3), not as a changed verdict."""
 
 
 def _evidence(result: Result) -> str:
@@ -55,7 +59,7 @@ def claims_table(spec_file: SpecFile, shards: int | None = None, mismatches: lis
                 spec, ENVIRONMENT, prop, shards=shards or spec.default_shards, policy=spec.default_policy()
             )
             if mismatches is not None and result.matches is not True and result.status != Status.NOT_APPLICABLE:
-                found = "undecided" if result.status == Status.UNKNOWN else result.verdict
+                found = UNDECIDED if result.status == Status.UNKNOWN else result.verdict
                 mismatches.append(f"{variant} / {name} ({ENVIRONMENT}): {found}, the spec expects {result.expected}")
             verdicts.append(result.verdict if result.status != Status.PROVED else "holds (proved)")
             evidence.append(f"{variant}: {_evidence(result)}")
@@ -99,9 +103,16 @@ def write_section(
     target = write or check
     if mismatches and target is not None:
         # A claim whose verdict changed is a regression (or a wrong expectation), not a stale table.
+        undecided = [line for line in mismatches if f": {UNDECIDED}, " in line]
+        if len(undecided) == len(mismatches):
+            print(f"{target}: not {'written' if write else 'checked'}: verdicts not reached:")
+            for line in mismatches:
+                print(f"  UNKNOWN   {line}")
+            print("A budget ran out or the solver gave up: run it again with more --time-budget or --memory.")
+            return EXIT_UNKNOWN
         print(f"{target}: not {'written' if write else 'checked'}: verdicts differ from the spec's expectations:")
         for line in mismatches:
-            print(f"  MISMATCH  {line}")
+            print(f"  {'UNKNOWN ' if line in undecided else 'MISMATCH'}  {line}")
         print("Fix the spec (or its `expect`) first; `ledgercheck ci` names every mismatch.")
         return EXIT_MISMATCH
     if target is None:

@@ -376,6 +376,7 @@ def build_parser(args: Sequence[str] | None = None) -> argparse.ArgumentParser:
         spec_option(),
         table_options(),
         fleet_options(policy=False),
+        budget_options(),
     )
 
     report = command(

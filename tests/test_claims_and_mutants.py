@@ -105,3 +105,20 @@ def test_claims_refuse_to_write_a_regression_into_the_readme(tmp_path: Path) -> 
     before = readme.read_bytes()
     assert main(["claims", str(spec), "--write", str(readme)]) == 1
     assert readme.read_bytes() == before
+
+
+@pytest.mark.parametrize("command", ["claims", "findings"])
+def test_a_table_whose_verdicts_the_budget_cut_short_is_unknown_and_not_written(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Verdicts a spent budget left undecided are not changed verdicts: `claims` and `findings`
+    write nothing, name them UNKNOWN (not MISMATCH) and exit 3, never 0 or 1."""
+    from ledgercheck.model.cli import main
+
+    readme = tmp_path / "README.md"
+    readme.write_text(README.read_text(encoding="utf-8"), encoding="utf-8")
+    before = readme.read_bytes()
+    assert main([command, "--write", str(readme), "--time-budget", "0.001"]) == 3
+    out = capsys.readouterr().out
+    assert readme.read_bytes() == before
+    assert "verdicts not reached" in out and "  UNKNOWN   " in out and "MISMATCH" not in out, out
