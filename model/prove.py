@@ -190,6 +190,19 @@ def prove_property(
             progress(f"{spec.variant} / {prop.name}: {what}, {time.monotonic() - start:.1f}s")
 
     spec.environment(environment)
+    spent = budget.active().exhausted()
+    if spent is not None and prop.applies_to(environment):  # no engine starts: unknown at once
+        return Result(
+            variant=spec.variant,
+            property=prop.name,
+            environment=environment,
+            shards=shards,
+            policy=policy,
+            status=Status.UNKNOWN,
+            depth=0,
+            expected=prop.expect.get(spec.variant),
+            note=f"the {spent} ran out before this proof started",
+        )
     if prop.kind == PropertyKind.EVENTUALLY:
         from ledgercheck.model.liveness import check_eventually
 

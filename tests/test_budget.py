@@ -170,7 +170,25 @@ def test_prove_under_a_tiny_time_budget_ends_in_unknown_exit_3(capsys):
     out = capsys.readouterr()
     (result,) = json.loads(out.out)
     assert code == EXIT_UNKNOWN and result["status"] == "unknown"
-    assert "time budget (0.001 s) ran out" in result["note"] and "depth" in result["note"]
+    assert "time budget (0.001 s) ran out" in result["note"]
+
+
+def test_a_proof_keeps_what_the_budget_let_it_establish_and_none_starts_once_it_is_spent():
+    """Spent before the proof: unknown at once, no engine started (a spent budget used to let
+    every remaining proof build its encodings: `prove --memory 120` took 15.5 s, now 1.7 s).
+    Spent during it: unknown with the depth the bounded search reached."""
+    from ledgercheck.model.prove import prove_property
+
+    spec = load_spec().variant("fixed")
+    prop = spec.property("no_condemnation_by_inherited_streak")
+    notes = []
+    for after in (0, 1, 2):  # the budget runs out at its after-th look
+        with budget.using(Tripping(after)):
+            result = prove_property(spec, "controller", prop, shards=4, policy=spec.resolve_policy({}))
+        assert result.status == "unknown", (after, result.note)
+        notes.append(result.note)
+    assert notes[0] == "the time budget (test) ran out before this proof started"
+    assert "ran out at depth 0" in notes[1] and "holds up to depth 12" in notes[2], notes
 
 
 def test_a_budget_running_out_mid_search_keeps_what_was_established(counter_spec, capsys):
