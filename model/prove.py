@@ -192,17 +192,8 @@ def prove_property(
     spec.environment(environment)
     spent = budget.active().exhausted()
     if spent is not None and prop.applies_to(environment):  # no engine starts: unknown at once
-        return Result(
-            variant=spec.variant,
-            property=prop.name,
-            environment=environment,
-            shards=shards,
-            policy=policy,
-            status=Status.UNKNOWN,
-            depth=0,
-            expected=prop.expect.get(spec.variant),
-            note=f"the {spent} ran out before this proof started",
-        )
+        why = f"the {spent} ran out before this proof started"
+        return Result.not_established(spec, prop, environment, shards, policy, why)
     if prop.kind == PropertyKind.EVENTUALLY:
         from ledgercheck.model.liveness import check_eventually
 

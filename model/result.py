@@ -89,6 +89,24 @@ class Result:
             note=f"the property is only about {', '.join(prop.environments or ())}",
         )
 
+    @classmethod
+    def not_established(
+        cls, spec: Spec, prop: Any, environment: str, shards: int, policy: Mapping[str, int] | None, why: str
+    ) -> Result:
+        """The result of a check nothing answered (a spent budget, a lost worker): unknown,
+        never a pass, saying why."""
+        return cls(
+            variant=spec.variant,
+            property=prop.name,
+            environment=environment,
+            shards=shards,
+            policy=policy,
+            status=Status.UNKNOWN,
+            depth=0,
+            expected=prop.expect.get(spec.variant),
+            note=why,
+        )
+
     def region_text(self) -> str:
         """For a symbolic policy: which values of each constant admit a violation."""
         if not self.region:

@@ -257,18 +257,7 @@ def _not_established(plan: _Plan, job: tuple[str, str, str], why: str) -> Result
     variant, name, environment = job
     spec = plan.request.spec_file.variant(variant)
     fleet, policy = plan.fleets[variant]
-    prop = spec.property(name)
-    return Result(
-        variant=variant,
-        property=name,
-        environment=environment,
-        shards=fleet,
-        policy=policy,
-        status=Status.UNKNOWN,
-        depth=0,
-        expected=prop.expect.get(variant),
-        note=why,
-    )
+    return Result.not_established(spec, spec.property(name), environment, fleet, policy, why)
 
 
 def _finished_word(result: Result) -> str:
