@@ -282,12 +282,21 @@ def _first_violation(spec: Spec, checks: list[tuple[str, str, str]], shards: int
     outside the callers' contracts: a mutant changes the ledger for every caller."""
     policies = _policies(spec)
     for env, name, policy in checks:
+        _stop_if_spent()
         result = _check(
             spec, env, spec.properties[name], shards=shards, policy=policies[policy], depth=depth, contracts=False
         )
         if result.status == Status.VIOLATED:
             return f"{name} ({env}, {policy} policy): {result.traces[0].depth}-step trace"
+    _stop_if_spent()  # a check the budget cut short is not one the mutant passed
     return None
+
+
+def _stop_if_spent() -> None:
+    """Raise `BudgetExhausted` in the process judging a mutant once the budget it sees is
+    spent (in a worker, its own memory counts): a mutant whose checks ran out is not judged
+    at all, never `survived`, and the command stops (exit 3) instead of starting more checks."""
+    budget.stop_if_spent("mutate (a mutant's checks)", "no score was computed")
 
 
 HOLDS = (Status.HOLDS_TO_DEPTH, Status.PROVED)
@@ -459,6 +468,7 @@ def _evaluate(args: tuple[str, str, str, Mutant, int, int, list[Any], list[tuple
     from ledgercheck.codegen.render import _outcome
 
     for prop_name, test in tests:
+        _stop_if_spent()
         failure = _outcome(test, spec, spec, prop_name)
         if failure is not None:
             return Outcome(mutant.ident, "killed_by_tests", f"{prop_name}: test_{test.name}")
@@ -511,6 +521,8 @@ def run_mutation(
     checked = (*finished, *baseline_checks(spec, shards, depth, config, start=len(finished)))
     all_tests = [(name, test) for name, (_, _, group) in planned.items() for test in group]
     baseline = run_baseline(spec, all_tests, checked)
+    # A baseline whose checks the budget cut short is no baseline: no mutant is judged against it.
+    budget.stop_if_spent("mutate (the baseline)", "no mutant was evaluated")
     failing = {(t.property, t.test) for t in baseline.failing_tests}
     tests = [(name, test) for name, test in all_tests if (name, f"test_{test.name}") not in failing]
     checks = baseline.usable_checks

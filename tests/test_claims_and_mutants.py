@@ -122,3 +122,27 @@ def test_a_table_whose_verdicts_the_budget_cut_short_is_unknown_and_not_written(
     out = capsys.readouterr().out
     assert readme.read_bytes() == before
     assert "verdicts not reached" in out and "  UNKNOWN   " in out and "MISMATCH" not in out, out
+
+
+@pytest.mark.parametrize("after", [0, 1])
+def test_a_mutant_whose_checks_the_budget_cut_short_is_not_judged(after: int) -> None:
+    """A mutant whose property checks ran out of budget (before any, or after the first
+    look) is not judged `survived` (its checks answered unknown, not holds): evaluating it
+    raises `BudgetExhausted`, and `mutate` stops with exit 3 instead of starting more checks.
+    In a worker the budget counts that worker's own memory, so the parent's budget alone
+    cannot be trusted to catch it."""
+    from budgets import Tripping
+
+    from ledgercheck.model import budget
+    from ledgercheck.model.budget import BudgetExhausted
+
+    spec_file = load_spec()
+    reference = mutate.reference_variant(spec_file)
+    harmless = next(
+        m
+        for m in mutate.spec_mutants(spec_file, reference)
+        if m.ident.startswith("mark_weights_partial:weaken a guard")
+    )
+    checks = [("ledger", "refit_starts_streaks_afresh", "shipped")]
+    with budget.using(Tripping(after)), pytest.raises(BudgetExhausted, match="a mutant's checks"):
+        mutate.evaluate_mutant(spec_file, reference, harmless, shards=2, depth=8, tests=[], checks=checks)
