@@ -391,7 +391,8 @@ def plan_tests(
                     lax=False,
                     progress=progress,
                 )
-                budget.stop_if_spent(f"gen ({spec.variant} / {prop_name})")  # a partial plan is never written
+                # a partial plan is never written (by `gen`, `ci`, or used by `mutate`)
+                budget.stop_if_spent(f"the planning of the generated tests ({spec.variant} / {prop_name})")
                 for trace in result.traces:
                     expected_from = holding or spec
                     test = build_test(trace, spec, expected_from, prop_name, known_violation=holding is None)
