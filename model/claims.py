@@ -28,6 +28,16 @@ UNDECIDED = "undecided"
 `write_section` reports such lines as unknown (exit 3), not as a changed verdict."""
 
 
+def mismatch_line(variant: str, name: str, result: Result) -> str:
+    """How `claims` and `findings` name a verdict that is not the spec's expectation."""
+    found = UNDECIDED if result.status == Status.UNKNOWN else result.verdict
+    return f"{variant} / {name} ({ENVIRONMENT}): {found}, the spec expects {result.expected}"
+
+
+def _undecided(line: str) -> bool:
+    return f": {UNDECIDED}, " in line
+
+
 def _evidence(result: Result) -> str:
     if result.status == Status.PROVED:
         how = "Spacer (inductive invariant)" if result.engine == "spacer" else f"k-induction, k={result.depth}"
@@ -59,8 +69,7 @@ def claims_table(spec_file: SpecFile, shards: int | None = None, mismatches: lis
                 spec, ENVIRONMENT, prop, shards=shards or spec.default_shards, policy=spec.default_policy()
             )
             if mismatches is not None and result.matches is not True and result.status != Status.NOT_APPLICABLE:
-                found = UNDECIDED if result.status == Status.UNKNOWN else result.verdict
-                mismatches.append(f"{variant} / {name} ({ENVIRONMENT}): {found}, the spec expects {result.expected}")
+                mismatches.append(mismatch_line(variant, name, result))
             verdicts.append(result.verdict if result.status != Status.PROVED else "holds (proved)")
             evidence.append(f"{variant}: {_evidence(result)}")
         text = base.properties[name].claim_text or base.properties[name].doc
@@ -103,8 +112,7 @@ def write_section(
     target = write or check
     if mismatches and target is not None:
         # A claim whose verdict changed is a regression (or a wrong expectation), not a stale table.
-        undecided = [line for line in mismatches if f": {UNDECIDED}, " in line]
-        if len(undecided) == len(mismatches):
+        if all(_undecided(line) for line in mismatches):
             print(f"{target}: not {'written' if write else 'checked'}: verdicts not reached:")
             for line in mismatches:
                 print(f"  UNKNOWN   {line}")
@@ -112,7 +120,7 @@ def write_section(
             return EXIT_UNKNOWN
         print(f"{target}: not {'written' if write else 'checked'}: verdicts differ from the spec's expectations:")
         for line in mismatches:
-            print(f"  {'UNKNOWN ' if line in undecided else 'MISMATCH'}  {line}")
+            print(f"  {'UNKNOWN ' if _undecided(line) else 'MISMATCH'}  {line}")
         print("Fix the spec (or its `expect`) first; `ledgercheck ci` names every mismatch.")
         return EXIT_MISMATCH
     if target is None:

@@ -442,6 +442,10 @@ def _worker_main(
         conn.send(("done", (result, own.spent)))
 
 
+_PR_SET_PDEATHSIG = 1
+"""Linux's prctl option: the signal a process gets when the one that forked it ends."""
+
+
 def _beside_main(parent: int, *args: Any) -> None:
     """A `Beside` process: a worker that dies with the process that forked it (Linux's
     parent-death signal), so what it forks in turn (the runs of a split enumeration, each a
@@ -453,9 +457,6 @@ def _beside_main(parent: int, *args: Any) -> None:
     if os.getppid() != parent:  # it died before the signal was asked for
         os._exit(1)
     _worker_main(*args)
-
-
-_PR_SET_PDEATHSIG = 1
 
 
 def _family(pid: int) -> list[int]:

@@ -11,7 +11,7 @@ remove it (the fixes, each with how it was shown). It is the sibling of `ledgerc
 
 from __future__ import annotations
 
-from ledgercheck.model.claims import ENVIRONMENT, UNDECIDED, write_section
+from ledgercheck.model.claims import ENVIRONMENT, mismatch_line, write_section
 from ledgercheck.model.prove import prove_property
 from ledgercheck.model.result import Result, Status
 from ledgercheck.model.spec import SpecFile, load_spec
@@ -62,8 +62,7 @@ def findings_table(spec_file: SpecFile, shards: int | None = None, mismatches: l
                 policy=spec.default_policy(),
             )
             if mismatches is not None and result.matches is not True and result.status != Status.NOT_APPLICABLE:
-                found = UNDECIDED if result.status == Status.UNKNOWN else result.verdict
-                mismatches.append(f"{variant} / {name} ({ENVIRONMENT}): {found}, the spec expects {result.expected}")
+                mismatches.append(mismatch_line(variant, name, result))
             if result.status == Status.VIOLATED:
                 affected.append(f"`{variant}`")
                 if shortest is None or (result.traces and result.traces[0].depth < shortest.traces[0].depth):

@@ -78,16 +78,8 @@ class Result:
         cls, spec: Spec, prop: Any, environment: str, shards: int, policy: Mapping[str, int] | None
     ) -> Result:
         """The result of a property checked in an environment it is not about."""
-        return cls(
-            variant=spec.variant,
-            property=prop.name,
-            environment=environment,
-            shards=shards,
-            policy=policy,
-            status=Status.NOT_APPLICABLE,
-            depth=0,
-            note=f"the property is only about {', '.join(prop.environments or ())}",
-        )
+        note = f"the property is only about {', '.join(prop.environments or ())}"
+        return cls._unsearched(spec, prop, environment, shards, policy, status=Status.NOT_APPLICABLE, note=note)
 
     @classmethod
     def not_established(
@@ -95,16 +87,24 @@ class Result:
     ) -> Result:
         """The result of a check nothing answered (a spent budget, a lost worker): unknown,
         never a pass, saying why."""
+        expected = prop.expect.get(spec.variant)
+        return cls._unsearched(
+            spec, prop, environment, shards, policy, status=Status.UNKNOWN, expected=expected, note=why
+        )
+
+    @classmethod
+    def _unsearched(
+        cls, spec: Spec, prop: Any, environment: str, shards: int, policy: Mapping[str, int] | None, **outcome: Any
+    ) -> Result:
+        """A result no engine searched for (depth 0): `outcome` is its status, note and the rest."""
         return cls(
             variant=spec.variant,
             property=prop.name,
             environment=environment,
             shards=shards,
             policy=policy,
-            status=Status.UNKNOWN,
             depth=0,
-            expected=prop.expect.get(spec.variant),
-            note=why,
+            **outcome,
         )
 
     def region_text(self) -> str:

@@ -109,13 +109,19 @@ class Enumerator:
         seen = {self.keys.merge(model.variables())}
         frontier: list[Node] = [((), model.save())]
         sequences = 0
+
+        def ended(
+            compared: int, divergence: Divergence | None = None, exhausted: bool = False, stopped: str | None = None
+        ) -> Enumeration:
+            """The enumeration as it ends, `compared` the deepest level compared in full."""
+            seconds = time.monotonic() - start
+            return Enumeration(divergence, compared, sequences, len(seen), exhausted, seconds, stopped)
+
         for level in range(1, depth + 1):
             following, done, divergence, stopped = self._level(frontier, seen, level, level < depth, parts)
             sequences += done
-            if stopped is not None:
-                return Enumeration(None, level - 1, sequences, len(seen), False, time.monotonic() - start, stopped)
-            if divergence is not None:
-                return Enumeration(divergence, level - 1, sequences, len(seen), False, time.monotonic() - start)
+            if stopped is not None or divergence is not None:
+                return ended(level - 1, divergence, stopped=stopped)
             if progress is not None:
                 progress(
                     f"  depth {level}: {sequences} call sequences, {len(seen)} distinct states "
@@ -123,8 +129,8 @@ class Enumerator:
                 )
             frontier = following
             if not frontier:
-                return Enumeration(None, level, sequences, len(seen), True, time.monotonic() - start)
-        return Enumeration(None, depth, sequences, len(seen), False, time.monotonic() - start)
+                return ended(level, exhausted=True)
+        return ended(depth)
 
     def _level(
         self, frontier: list[Node], seen: set[tuple[Any, ...]], level: int, keep: bool, parts: int
