@@ -165,6 +165,32 @@ def stop_if_spent(what: str, established: str = "nothing was written") -> None:
         raise BudgetExhausted(f"the {spent} ran out during {what}; {established}")
 
 
+def interrupted_by(exc: BaseException) -> str | None:
+    """The spent budget whose watchdog made Z3 raise `exc`, or None when `exc` is a real error.
+
+    The watchdog interrupts every watched Z3 context once the budget runs out: a solver's
+    check then answers `unknown`, but any other call into Z3 at that moment (a translation,
+    a simplification, a model being read) raises `Z3Exception` ("canceled", "model is not
+    available"). That is the budget, never an error of the check's. The type is told by name
+    so that nothing here imports Z3."""
+    if type(exc).__name__ != "Z3Exception":
+        return None
+    return active().exhausted()
+
+
+@contextlib.contextmanager
+def stops_when_interrupted(what: str, established: str = "nothing was written") -> Iterator[None]:
+    """Turn a Z3 call the spent budget interrupted (`interrupted_by`) into `BudgetExhausted`
+    (exit 3, saying what was cut and what stands); any other error passes through."""
+    try:
+        yield
+    except Exception as exc:
+        spent = interrupted_by(exc)
+        if spent is None:
+            raise
+        raise BudgetExhausted(f"the {spent} ran out during {what}; {established}") from exc
+
+
 UNLIMITED = Budget(None, None)
 _ACTIVE: ContextVar[Budget | None] = ContextVar("ledgercheck_budget", default=None)
 

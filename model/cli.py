@@ -543,7 +543,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             executor.using(executor.for_command(ns)),
             resultcache.afresh(getattr(ns, "no_cache", False)),
         ):
-            code = _dispatch(parser, ns, first_run)
+            with budget.stops_when_interrupted(
+                f"`ledgercheck {ns.command}`, in a call into Z3", "the results above are what was established"
+            ):
+                code = _dispatch(parser, ns, first_run)
         spent = limits.spent
         if spent is not None:
             print(f"ledgercheck: the {spent} ran out; the results above are what was established", file=sys.stderr)

@@ -40,7 +40,7 @@ from typing import Any, Literal
 
 from ledgercheck.model import bmc, budget
 from ledgercheck.model import executor as executors
-from ledgercheck.model.errors import EXIT_OK, LedgercheckError, UsageError
+from ledgercheck.model.errors import EXIT_OK, EXIT_UNKNOWN, LedgercheckError, UsageError
 from ledgercheck.model.result import Status
 from ledgercheck.model.spec import PropertyKind, Spec, SpecFile, load_spec, load_spec_text, reference_variant
 
@@ -68,8 +68,9 @@ class Mutant:
         return "\n".join(lines)
 
 
-MutantStatus = Literal["killed_by_property", "killed_by_tests", "survived", "invalid"]
-"""What became of a mutant (its JSON `status`)."""
+MutantStatus = Literal["killed_by_property", "killed_by_tests", "survived", "undecided", "invalid"]
+"""What became of a mutant (its JSON `status`). `undecided`: no check broke and no test failed,
+but a property check answered `unknown`; it is left out of the score, never a survivor."""
 
 
 @dataclass(frozen=True)
@@ -269,27 +270,43 @@ def _checks(spec: Spec) -> list[tuple[str, str, str]]:
 
 def _check(spec: Spec, env: str, prop: Any, *, shards: int, policy: dict[str, int], depth: int, contracts: bool) -> Any:
     """One check: a liveness property by its fair-lasso search (no callers' contracts apply
-    to it), any other by the bounded search, within the contracts or not."""
-    if prop.kind == PropertyKind.EVENTUALLY:
-        from ledgercheck.model.liveness import check_eventually
+    to it), any other by the bounded search, within the contracts or not. A call into Z3 the
+    spent budget interrupts stops the command (`BudgetExhausted`): no verdict stands on it."""
+    with budget.stops_when_interrupted(f"mutate (checking {prop.name} in {env})", "no score was computed"):
+        if prop.kind == PropertyKind.EVENTUALLY:
+            from ledgercheck.model.liveness import check_eventually
 
-        return check_eventually(spec, env, prop, shards=shards, policy=policy, max_depth=depth)
-    return bmc.Checker(spec, env, prop, shards, policy, contracts=contracts, depth=depth).run(depth, 1)
+            return check_eventually(spec, env, prop, shards=shards, policy=policy, max_depth=depth)
+        return bmc.Checker(spec, env, prop, shards, policy, contracts=contracts, depth=depth).run(depth, 1)
 
 
-def _first_violation(spec: Spec, checks: list[tuple[str, str, str]], shards: int, depth: int) -> str | None:
+@dataclass(frozen=True)
+class PropertyVerdict:
+    """What a mutant's property checks established: the first check it breaks (`violation`),
+    else the first one the solver could not decide (`undecided`: the mutant is then not
+    known to pass it, so it cannot be called a survivor), else neither."""
+
+    violation: str | None
+    undecided: str | None
+
+
+def _first_violation(spec: Spec, checks: list[tuple[str, str, str]], shards: int, depth: int) -> PropertyVerdict:
     """The first (environment, property, policy) broken by any call sequence, within or
-    outside the callers' contracts: a mutant changes the ledger for every caller."""
+    outside the callers' contracts: a mutant changes the ledger for every caller. A check
+    answered `unknown` does not stop the search (a later check may still break)."""
     policies = _policies(spec)
+    undecided = None
     for env, name, policy in checks:
         _stop_if_spent()
         result = _check(
             spec, env, spec.properties[name], shards=shards, policy=policies[policy], depth=depth, contracts=False
         )
         if result.status == Status.VIOLATED:
-            return f"{name} ({env}, {policy} policy): {result.traces[0].depth}-step trace"
+            return PropertyVerdict(f"{name} ({env}, {policy} policy): {result.traces[0].depth}-step trace", None)
+        if result.status == Status.UNKNOWN and undecided is None:
+            undecided = f"{name} ({env}, {policy} policy): unknown ({result.note})"
     _stop_if_spent()  # a check the budget cut short is not one the mutant passed
-    return None
+    return PropertyVerdict(None, undecided)
 
 
 def _stop_if_spent() -> None:
@@ -462,9 +479,9 @@ def _evaluate(args: tuple[str, str, str, Mutant, int, int, list[Any], list[tuple
         spec = load_spec_text(text + mutant.patch, path).variant(variant)
     except LedgercheckError as exc:
         return Outcome(mutant.ident, "invalid", str(exc))
-    violation = _first_violation(spec, checks, shards, depth)
-    if violation is not None:
-        return Outcome(mutant.ident, "killed_by_property", violation)
+    verdict = _first_violation(spec, checks, shards, depth)
+    if verdict.violation is not None:
+        return Outcome(mutant.ident, "killed_by_property", verdict.violation)
     from ledgercheck.codegen.render import _outcome
 
     for prop_name, test in tests:
@@ -472,6 +489,8 @@ def _evaluate(args: tuple[str, str, str, Mutant, int, int, list[Any], list[tuple
         failure = _outcome(test, spec, spec, prop_name)
         if failure is not None:
             return Outcome(mutant.ident, "killed_by_tests", f"{prop_name}: test_{test.name}")
+    if verdict.undecided is not None:
+        return Outcome(mutant.ident, "undecided", verdict.undecided)
     return Outcome(mutant.ident, "survived", "")
 
 
@@ -547,7 +566,13 @@ def run_mutation(
 
 
 def score_table(outcomes: list[Outcome]) -> dict[MutantStatus, int]:
-    counts: dict[MutantStatus, int] = {"killed_by_property": 0, "killed_by_tests": 0, "survived": 0, "invalid": 0}
+    counts: dict[MutantStatus, int] = {
+        "killed_by_property": 0,
+        "killed_by_tests": 0,
+        "survived": 0,
+        "undecided": 0,
+        "invalid": 0,
+    }
     for outcome in outcomes:
         counts[outcome.status] += 1
     return counts
@@ -579,11 +604,12 @@ def baseline_lines(baseline: Baseline) -> list[str]:
 
 def score_line(spec_name: str, baseline: Baseline, outcomes: list[Outcome]) -> str:
     counts = score_table(outcomes)
-    valid = len(outcomes) - counts["invalid"]
+    valid = len(outcomes) - counts["invalid"] - counts["undecided"]
     killed = counts["killed_by_property"] + counts["killed_by_tests"]
     return (
         f"{len(outcomes)} mutants of {spec_name}: {counts['killed_by_property']} killed by "
         f"properties, {counts['killed_by_tests']} killed by generated tests, {counts['survived']} survived"
+        f"{', ' + str(counts['undecided']) + ' undecided' if counts['undecided'] else ''}"
         f"{', ' + str(counts['invalid']) + ' invalid' if counts['invalid'] else ''}; "
         f"score {killed}/{valid}"
         + (f" = {100 * killed / valid:.0f}%" if valid else "")
@@ -630,7 +656,7 @@ def mutate_command(
                 indent=2,
             )
         )
-        return EXIT_OK
+        return _exit_code(counts)
     for line in baseline_lines(baseline):
         print(line)
     print(score_line(Path(spec_file.path).name, baseline, outcomes))
@@ -638,4 +664,21 @@ def mutate_command(
         if outcome.status == "survived":
             mutant = by_id[outcome.ident]
             print(f"\nsurvivor ({mutant.kind}):\n{mutant.diff()}")
+    for outcome in outcomes:
+        if outcome.status == "undecided":
+            mutant = by_id[outcome.ident]
+            print(f"\nundecided ({mutant.kind}; {outcome.detail}):\n{mutant.diff()}")
+    return _exit_code(counts)
+
+
+def _exit_code(counts: dict[MutantStatus, int]) -> int:
+    """0, or 3 when a mutant is undecided: its checks' `unknown` is not a verdict, and a
+    score that leaves it out is not the whole answer."""
+    if counts["undecided"]:
+        print(
+            f"ledgercheck: {counts['undecided']} mutant(s) undecided: a property check answered unknown "
+            "(the solver could not decide it; each is named with its check); the score leaves them out",
+            file=sys.stderr,
+        )
+        return EXIT_UNKNOWN
     return EXIT_OK

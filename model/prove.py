@@ -182,18 +182,55 @@ def prove_property(
     is a proof where the reduced state space is finite, and is cut short (a bounded probe,
     `explicit.PROBE_STATES`) where that is not known, before the Z3 engines take over.
     Every phase runs under the active budget (`model.budget`); when it runs out the result
-    is `unknown`, naming the budget and what was established."""
+    is `unknown`, naming the budget and what was established, also when the budget's
+    watchdog interrupts a call into Z3 other than a solver's check (`budget.interrupted_by`)."""
+    spec.environment(environment)
+    spent = budget.active().exhausted()
+    if spent is not None and prop.applies_to(environment):  # no engine starts: unknown at once
+        why = f"the {spent} ran out before this proof started"
+        return Result.not_established(spec, prop, environment, shards, policy, why)
+    try:
+        return _prove(
+            spec,
+            environment,
+            prop,
+            shards=shards,
+            policy=policy,
+            timeout=timeout,
+            engine=engine,
+            max_k=max_k,
+            refute_depth=refute_depth,
+            progress=progress,
+        )
+    except Exception as exc:
+        spent = budget.interrupted_by(exc)
+        if spent is None:
+            raise
+        return Result.not_established(
+            spec, prop, environment, shards, policy, f"the {spent} ran out while it was proved"
+        )
+
+
+def _prove(
+    spec: Spec,
+    environment: str,
+    prop: Property,
+    *,
+    shards: int,
+    policy: Mapping[str, int] | None,
+    timeout: float | None,
+    engine: str,
+    max_k: int,
+    refute_depth: int,
+    progress: Callable[[str], None] | None,
+) -> Result:
+    """`prove_property`'s engines, one after the other, once the budget let them start."""
     start = time.monotonic()
 
     def phase(what: str) -> None:
         if progress is not None:
             progress(f"{spec.variant} / {prop.name}: {what}, {time.monotonic() - start:.1f}s")
 
-    spec.environment(environment)
-    spent = budget.active().exhausted()
-    if spent is not None and prop.applies_to(environment):  # no engine starts: unknown at once
-        why = f"the {spent} ran out before this proof started"
-        return Result.not_established(spec, prop, environment, shards, policy, why)
     if prop.kind == PropertyKind.EVENTUALLY:
         from ledgercheck.model.liveness import check_eventually
 

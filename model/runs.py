@@ -242,12 +242,8 @@ def _check_job(plan: _Plan, job: tuple[str, str, str], progress: Callable[[str],
             plan.request, spec, environment, spec.property(name), shards=fleet, policy=policy, progress=progress
         )
     except Exception as exc:
-        # The budget's watchdog interrupts the check's Z3 context once the budget is spent: a
-        # solver call then answers unknown, but another call into Z3 at that moment (a
-        # translation, a simplification, a model asked for) raises ("canceled", "model is not
-        # available"). That is the budget, not an error of the check's: unknown, never a pass.
-        spent = budget.active().exhausted()
-        if spent is None or type(exc).__name__ != "Z3Exception":
+        spent = budget.interrupted_by(exc)  # the budget, not an error of the check's: unknown
+        if spent is None:
             raise
         return _not_established(plan, job, f"the {spent} ran out while it was checked")
 

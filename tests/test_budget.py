@@ -299,3 +299,74 @@ def test_a_z3_error_while_the_budget_is_spent_is_unknown_and_any_other_is_raised
     spent_as = None
     with budget.using(budget.Budget(None, None)), pytest.raises(z3.Z3Exception, match="model is not available"):
         run_checks(request, config=executor.SERIAL)
+
+
+def _interrupted_while(spent_as: list[str | None]):
+    """A stand-in for an engine whose call into Z3 the watchdog interrupts: it marks the
+    active budget spent as `spent_as[0]` says (None: budget left) and raises what Z3 raises."""
+    import z3
+
+    def interrupted(*args, **kwargs):
+        budget.active().spent = spent_as[0]
+        raise z3.Z3Exception("canceled")
+
+    return interrupted
+
+
+def test_a_proof_interrupted_in_a_z3_call_is_unknown_and_any_other_z3_error_is_raised(monkeypatch):
+    """`prove` (and `claims`, `findings`, which prove) did not convert a Z3 error the spent
+    budget caused: a traceback, exit 1. Now the proof is unknown, naming the budget."""
+    import z3
+
+    from ledgercheck.model import prove
+
+    spent_as: list[str | None] = ["time budget (test)"]
+    monkeypatch.setattr(prove, "_prove", _interrupted_while(spent_as))
+    spec = load_spec().variant("fixed")
+    prop = spec.property("retire_retires")
+    with budget.using(budget.Budget(None, None)):
+        result = prove.prove_property(spec, "ledger", prop, shards=1, policy=spec.default_policy())
+    assert result.status == "unknown" and result.note == "the time budget (test) ran out while it was proved"
+    spent_as[0] = None
+    with budget.using(budget.Budget(None, None)), pytest.raises(z3.Z3Exception, match="canceled"):
+        prove.prove_property(spec, "ledger", prop, shards=1, policy=spec.default_policy())
+
+
+def test_a_mutant_check_interrupted_in_a_z3_call_stops_mutate_and_any_other_z3_error_is_raised(monkeypatch):
+    """A mutant (or baseline) check whose Z3 call the budget interrupted judges nothing: the
+    command stops with `BudgetExhausted` (exit 3), it neither crashes nor scores the mutant."""
+    import z3
+
+    from ledgercheck.model import mutate
+
+    spent_as: list[str | None] = ["time budget (test)"]
+    monkeypatch.setattr(mutate.bmc, "Checker", _interrupted_while(spent_as))
+    spec = load_spec().variant("fixed")
+    prop = spec.property("retire_retires")
+    policy = spec.default_policy()
+    with budget.using(budget.Budget(None, None)), pytest.raises(budget.BudgetExhausted) as stopped:
+        mutate._check(spec, "ledger", prop, shards=1, policy=policy, depth=3, contracts=False)
+    assert stopped.value.exit_code == EXIT_UNKNOWN
+    assert str(stopped.value) == (
+        "the time budget (test) ran out during mutate (checking retire_retires in ledger); no score was computed"
+    )
+    spent_as[0] = None
+    with budget.using(budget.Budget(None, None)), pytest.raises(z3.Z3Exception, match="canceled"):
+        mutate._check(spec, "ledger", prop, shards=1, policy=policy, depth=3, contracts=False)
+
+
+def test_any_command_a_z3_call_interrupted_by_the_budget_ends_exit_3_never_a_traceback(monkeypatch, capsys):
+    """The command line's net under every engine: a Z3 error the spent budget caused, wherever
+    it escapes, exits 3 naming the budget; the same error with budget left stays an error."""
+    import z3
+
+    spent_as: list[str | None] = ["time budget (test)"]
+    monkeypatch.setattr(cli, "_dispatch", _interrupted_while(spent_as))
+    assert cli.main(["diff", "buggy", "fixed", "--time-budget", "60"]) == EXIT_UNKNOWN
+    assert capsys.readouterr().err == (
+        "ledgercheck: the time budget (test) ran out during `ledgercheck diff`, in a call into Z3; "
+        "the results above are what was established\n"
+    )
+    spent_as[0] = None
+    with pytest.raises(z3.Z3Exception, match="canceled"):
+        cli.main(["diff", "buggy", "fixed", "--time-budget", "60"])

@@ -72,7 +72,7 @@ def test_unclean_baseline_in_json(tmp_path, capsys):
     assert code == 0
     data = json.loads(capsys.readouterr().out)
     assert {"mutants", "score", "outcomes", "baseline"} <= set(data)
-    assert data["score"] == {"killed_by_property": 2, "killed_by_tests": 0, "survived": 6, "invalid": 0}
+    assert data["score"] == {"killed_by_property": 2, "killed_by_tests": 0, "survived": 6, "undecided": 0, "invalid": 0}
     baseline = data["baseline"]
     assert (baseline["variant"], baseline["clean"], baseline["checks"], baseline["tests"]) == ("base", False, 6, 3)
     assert len(baseline["failing_tests"]) == 3
@@ -200,3 +200,76 @@ def test_the_baseline_checks_not_finished_beside_the_plan_go_to_the_workers(monk
     assert starts[0] == 2  # two from beside the plan, the rest from the workers
     spec = spec_file.variant(spec_file.variants[0])
     assert baseline.checks == real_baseline(spec, 2, 4) and len(baseline.checks) > 2
+
+
+def _checks_answering(monkeypatch, statuses: dict[str, str]) -> None:
+    """Every mutant check answers as `statuses` says per property name (default: holds)."""
+    from types import SimpleNamespace
+
+    from ledgercheck.model import mutate
+
+    def answer(spec, env, prop, **kwargs):
+        status = statuses.get(prop.name, "holds_to_depth")
+        traces = [SimpleNamespace(depth=3)] if status == "violated" else []
+        return SimpleNamespace(status=status, note="the solver answered unknown (incomplete)", traces=traces)
+
+    monkeypatch.setattr(mutate, "_check", answer)
+
+
+def _one_mutant_job(checks: list[tuple[str, str, str]]) -> tuple:
+    from ledgercheck.model import mutate
+    from ledgercheck.model.spec import reference_variant
+
+    spec_file = load_spec()
+    variant = reference_variant(spec_file)
+    mutant = mutate.enumerate_mutants(spec_file.variant(variant))[0]
+    return (spec_file.source.text, spec_file.path, variant, mutant, 1, 4, [], checks)
+
+
+def test_a_mutant_whose_check_is_unknown_is_undecided_never_a_survivor(monkeypatch):
+    """A mutant whose property check the solver could not decide was reported `survived`:
+    a claim that no property sees it, resting on a check that established nothing. It is
+    `undecided`, naming the check; a later check that breaks still kills it."""
+    from ledgercheck.model import mutate
+
+    checks = [("ledger", "retire_retires", "shipped"), ("ledger", "failed_restart_is_dead", "shipped")]
+    _checks_answering(monkeypatch, {"retire_retires": "unknown"})
+    outcome = mutate._evaluate(_one_mutant_job(checks))
+    assert outcome.status == "undecided"
+    assert outcome.detail == (
+        "retire_retires (ledger, shipped policy): unknown (the solver answered unknown (incomplete))"
+    )
+    _checks_answering(monkeypatch, {"retire_retires": "unknown", "failed_restart_is_dead": "violated"})
+    outcome = mutate._evaluate(_one_mutant_job(checks))
+    assert outcome.status == "killed_by_property"
+    assert outcome.detail == "failed_restart_is_dead (ledger, shipped policy): 3-step trace"
+    _checks_answering(monkeypatch, {})
+    assert mutate._evaluate(_one_mutant_job(checks)).status == "survived"
+
+
+def test_undecided_mutants_are_left_out_of_the_score_and_exit_3(monkeypatch, capsys):
+    """The score counts only mutants with a verdict; the command names the undecided ones
+    and exits 3 (unknown is never a pass), in text and in JSON."""
+    from ledgercheck.model import mutate
+    from ledgercheck.model.errors import EXIT_UNKNOWN
+
+    spec = load_spec()
+    mutants = mutate.enumerate_mutants(spec.variant("fixed"))[:3]
+    outcomes = [
+        mutate.Outcome(mutants[0].ident, "killed_by_property", "retire_retires (ledger, shipped policy): 2-step trace"),
+        mutate.Outcome(mutants[1].ident, "undecided", "retire_retires (ledger, shipped policy): unknown (why)"),
+        mutate.Outcome(mutants[2].ident, "survived", ""),
+    ]
+    baseline = mutate.Baseline("fixed", (), 0, ())
+    monkeypatch.setattr(mutate, "run_mutation", lambda *a, **k: (baseline, mutants, outcomes))
+    assert cli.main(["mutate", "--max-depth", "4", "--no-progress"]) == EXIT_UNKNOWN
+    captured = capsys.readouterr()
+    assert "1 killed by properties, 0 killed by generated tests, 1 survived, 1 undecided; score 1/2 = 50%" in (
+        captured.out
+    )
+    assert f"\nundecided ({mutants[1].kind}; retire_retires (ledger, shipped policy): unknown (why)):\n" in captured.out
+    assert "1 mutant(s) undecided" in captured.err
+    assert cli.main(["mutate", "--max-depth", "4", "--no-progress", "--format", "json"]) == EXIT_UNKNOWN
+    report = json.loads(capsys.readouterr().out)
+    assert report["score"]["undecided"] == 1
+    assert [o["status"] for o in report["outcomes"]] == ["killed_by_property", "undecided", "survived"]
