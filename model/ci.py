@@ -20,6 +20,7 @@ something else was undecided; 3 something was undecided and nothing failed; 2 ba
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -277,8 +278,14 @@ def _finish_child(name: str, child: Subprocess) -> Step:
     lines = [line for line in text.splitlines() if line.strip()]
     last = lines[-1].strip("= ") if lines else f"exit {code}"
     step.headline = last
-    if code == 0:
+    if code == 0 and _finished(name, last):
         step.status = PASSED
+        return step
+    if code in (0, EXIT_UNKNOWN):  # no verdict: not a pass, and nothing diverged or failed
+        step.status = UNDECIDED
+        ended = "" if code else f" (exit 0 without {'its verdict' if name == 'conformance' else 'pytest summary'})"
+        step.failures = [f"UNDECIDED {name}: {last}{ended}"]
+        step.detail = text
         return step
     step.status = FAILED
     if name == "conformance":
@@ -288,6 +295,19 @@ def _finish_child(name: str, child: Subprocess) -> Step:
         step.failures = _test_failures(name, lines) or [f"TESTS     {name}: {last}"]
     step.detail = text
     return step
+
+
+_PYTEST_SUMMARY = re.compile(r"^\d+ [a-z]+(, \d+ [a-z]+)* in [\d.]+s\b")
+"""pytest's last line (`98 passed in 0.58s`, `1 failed, 97 passed, 2 xfailed in 3.10s (0:00:03)`)."""
+
+
+def _finished(name: str, last: str) -> bool:
+    """Whether a child that exited 0 said its verdict: pytest its summary, `conform` its `no
+    divergence`. An implementation under test that ends the process it runs in (`os._exit(0)`
+    in a method) exits 0 with neither, which must not read as a pass."""
+    if name == "conformance":
+        return last.endswith("no divergence")
+    return _PYTEST_SUMMARY.match(last) is not None
 
 
 def _test_failures(name: str, lines: list[str]) -> list[str]:

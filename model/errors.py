@@ -64,6 +64,11 @@ class ProcessDied(Undecided):
     as for any question left open, with a message instead of a traceback."""
 
 
+class ImplementationEnded(ProcessDied):
+    """The implementation under test ended the process it ran in (`os._exit`, a crash in
+    native code), and the message names the calls it was running: nothing more to find."""
+
+
 class UsageError(LedgercheckError):
     """A command-line argument that does not fit the spec (unknown variant, bad policy)."""
 

@@ -142,3 +142,29 @@ def test_the_branch_search_runs_beside_the_verdicts_and_its_error_is_the_drift_s
     ci._search_branches_beside(spec_file).join()
     with pytest.raises(RuntimeError, match="no branches today"):
         render.search_branches(spec_file)
+
+
+def test_an_implementation_that_ends_its_process_with_exit_0_is_undecided(tmp_path: Path) -> None:
+    """The reference implementation, but `report_failure` calls `os._exit(0)`: pytest then
+    ends with exit 0 and no summary, and `ci --impl` read that as a pass. Now no step passes
+    without its verdict (pytest's summary, conform's `no divergence`): both are UNDECIDED and
+    `ci` exits 3."""
+    spec = project_copy(tmp_path)
+    folder = tmp_path / "impl"
+    folder.mkdir()
+    for name in ("fleet_health_clean.py", "fleet_health_refit_keeps_streak.py"):
+        shutil.copy(ROOT / "tests" / "impl" / name, folder / name)
+    module = folder / "fleet_health_refit_keeps_streak.py"
+    module.write_text(
+        module.read_text(encoding="utf-8")
+        + "\n\nclass Ending(GenerationFleetHealth):\n"
+        + "    def report_failure(self, *args: Any, **kwargs: Any) -> Any:\n"
+        + "        __import__('os')._exit(0)\n",
+        encoding="utf-8",
+    )
+    run = ci(spec, "--impl", f"{module}:Ending", "--conform-depth", "3", cache=tmp_path / "cache")
+    assert run.returncode == 3, run.stdout + run.stderr
+    head = run.stdout.split("\n\n", 1)[0]
+    assert head.startswith("ledgercheck ci fleet_health.toml: UNDECIDED, 2 problem(s):"), head
+    assert "UNDECIDED tests vs implementation: " in head and "(exit 0 without pytest summary)" in head, head
+    assert "UNDECIDED conformance: ledgercheck: the process running conform's comparison exited with code 0" in head

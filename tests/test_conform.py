@@ -397,10 +397,10 @@ def test_the_enumeration_stops_when_the_budget_runs_out_and_says_so(
     assert "no divergence" not in out
 
 
-def _ending_implementation(folder: Path, once: bool) -> str:
+def _ending_implementation(folder: Path, once: bool, ending: str = "__import__('os')._exit(7)") -> str:
     """The clean implementation, in a new `folder`, but a success that ends shard 1's streak
-    of two ends its process (`os._exit(7)`); with `once`, only the first time (a marker file
-    in `folder` says it happened)."""
+    of two ends its process (`os._exit(7)`, or the statement `ending`); with `once`, only the
+    first time (a marker file in `folder` says it happened)."""
     folder.mkdir()
     source = (IMPL / "fleet_health_clean.py").read_text()
     marker = folder / "ended"
@@ -411,7 +411,7 @@ def _ending_implementation(folder: Path, once: bool) -> str:
         "        self._shard(i).consecutive_reported_failures = 0\n",
         f"        if {condition}:\n"
         f"            open({str(marker)!r}, 'w').close()\n"
-        "            __import__('os')._exit(7)\n"
+        f"            {ending}\n"
         "        self._shard(i).consecutive_reported_failures = 0\n",
     )
     assert ending != source
@@ -479,3 +479,53 @@ def test_a_split_run_whose_divergence_does_not_pickle_is_expanded_again(
     # before it was forked: the node's run was expanded again, its own process unable to say how.
     assert all(prefix in expanded for *_, expanded in results[1:])
     assert any(p not in expanded for *_, expanded in results[1:] for p in before)
+
+
+QUICK = ["--variant", "fixed", "--depth", "3", "--random", "0", "--no-counterexamples"]
+
+
+def _conform_process(impl: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """`ledgercheck conform` in a process of its own: the implementation may end it (in this
+    one, a regression would end the test run, with its exit code)."""
+    command = [sys.executable, "-m", "ledgercheck.model.cli", "conform", "--impl", impl, *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=ROOT)
+
+
+@pytest.mark.parametrize("code", [0, 7])
+def test_an_implementation_that_ends_the_command_s_process_is_named_never_its_exit_code(
+    tmp_path: Path, code: int
+) -> None:
+    """With one job nothing was forked: an implementation calling `os._exit(0)` ended the
+    command with exit 0 and no verdict, a pass. The comparison now runs in a process of its
+    own; its death is exit 3, naming the calls (found by a second, watched run)."""
+    always = _ending_implementation(tmp_path / "always", once=False, ending=f"__import__('os')._exit({code})")
+    run = _conform_process(always, "--jobs", "1", *QUICK)
+    assert run.returncode == 3, run.stdout + run.stderr
+    err = run.stderr
+    assert f"ledgercheck: the process running conform's comparison exited with code {code} while the " in err
+    assert "implementation ran the calls report_failure(1), report_failure(1), report_success(1) (the enumeration " in (
+        err
+    )
+    assert "no divergence and no conformance established" in err
+
+
+def test_an_implementation_that_ends_the_process_once_only_is_still_undecided(tmp_path: Path) -> None:
+    """A death the watched run does not repeat (a flaky crash, the system out of memory) is
+    still no verdict: exit 3, saying the second run lived."""
+    once = _ending_implementation(tmp_path / "once", once=True, ending="__import__('os')._exit(0)")
+    run = _conform_process(once, "--jobs", "1", *QUICK)
+    assert run.returncode == 3, run.stdout + run.stderr
+    err = run.stderr
+    assert "exited with code 0; a second run, told every call to name the one it ended on, did not end" in err
+
+
+def test_an_implementation_calling_sys_exit_diverges_on_that_call(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """`sys.exit(0)` in a method raised SystemExit through the command: exit 0, a pass. It is
+    compared like any exception the implementation raises: a divergence on that call."""
+    exiting = _ending_implementation(tmp_path / "exiting", once=False, ending="__import__('sys').exit(0)")
+    assert main(["conform", "--impl", exiting, "--jobs", "1", *QUICK]) == 1
+    out = capfd.readouterr().out
+    assert "at call 3 of 3, report_success(1):" in out
+    assert "exception raised: model None, implementation SystemExit: 0" in out

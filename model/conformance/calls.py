@@ -114,6 +114,13 @@ def _is_default(value: Any, param: Param) -> bool:
     return bool(value == param.default) and type(value) is type(param.default)
 
 
+RAISED_BY_CALLS: tuple[type[BaseException], ...] = (Exception, SystemExit)
+"""What a call of the implementation may raise that is compared with the model's outcome:
+`SystemExit` too. A method that calls `sys.exit` does what the spec does not, so it is a
+divergence on that call; let through, it would end the command with the implementation's
+exit code (0 reads as a pass)."""
+
+
 def invoke(ledger: Any, call: LedgerCall, event: Event) -> Any:
     """Make the call; what it returns (compared where the event declares `returns`)."""
     positional, keywords = call.split(event)

@@ -10,7 +10,15 @@ import io
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ledgercheck.model.conformance.calls import LedgerCall, Script, Tick, clock_ticks, invoke, opaque_value
+from ledgercheck.model.conformance.calls import (
+    RAISED_BY_CALLS,
+    LedgerCall,
+    Script,
+    Tick,
+    clock_ticks,
+    invoke,
+    opaque_value,
+)
 from ledgercheck.model.conformance.defaults import ENUMERATION_SHARDS
 from ledgercheck.model.conformance.divergence import Divergence, Recording, figure, report
 from ledgercheck.model.conformance.enumeration import Enumeration, Enumerator, StateKeys
@@ -60,6 +68,10 @@ class Conformance:
         self._memo_ok = True
         self._contract_memo: dict[tuple[Any, ...], bool] = {}
         self.observer = Observer(spec, self._check_api())
+        self.watching: Callable[[str], None] | None = None
+        """Told each call sequence before the implementation runs its last call (a watched
+        run: the process the command runs in is told what the implementation was doing if
+        the implementation ends that process)."""
 
     # -- building --
 
@@ -151,20 +163,26 @@ class Conformance:
         with contextlib.redirect_stdout(out):
             try:
                 result = invoke(ledger, call, event)
-            except Exception as exc:  # compared, not swallowed
+            except RAISED_BY_CALLS as exc:  # compared, not swallowed
                 error = exc
         lines = sum(1 for line in out.getvalue().splitlines() if line.strip()) if self.compare_logs else 0
         returned = self.observer.normalise(result) if event.returns is not None and error is None else None
         return Outcome(exception_text(error), lines, returned, announced_since(ledger, self.spec, announced)), error
+
+    def calls_label(self, calls: tuple[LedgerCall | Tick, ...]) -> str:
+        """Calls as a message names them (`report_failure(1), report_success(1)`)."""
+        return ", ".join(c.label(self.events.get(c.event)) for c in calls)
 
     def run(self, script: Script, recording: Recording | None = None) -> Divergence | None:
         """Replay a script on a fresh implementation and model; the first divergence, if any."""
         self.traces += 1
         clock = ManualClock()
         model = self.new_model(script.shards, clock)
+        if self.watching is not None:
+            self.watching(f"the construction of a {script.shards}-shard ledger ({script.source})")
         try:
             ledger = self.new_impl(script.shards, clock)
-        except Exception as exc:
+        except RAISED_BY_CALLS as exc:
             return Divergence(script, -1, [Difference(("construct",), "built", exception_text(exc))])
         model_obs, impl_obs = self.observe(model, script.shards), self.observe(ledger, script.shards)
         if recording is not None:
@@ -184,6 +202,8 @@ class Conformance:
                 model_out = impl_out = Outcome(None, 0)
                 error = None
             else:
+                if self.watching is not None:
+                    self.watching(f"the calls {self.calls_label(script.calls[: index + 1])} ({script.source})")
                 model_out = self._call_model(model, call)
                 impl_out, error = self._call_impl(ledger, call)
             model_obs, impl_obs = self.observe(model, script.shards), self.observe(ledger, script.shards)

@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ledgercheck.model import executor
 from ledgercheck.model.conformance.checker import Conformance
@@ -16,8 +20,15 @@ from ledgercheck.model.conformance.sources import (
     default_cache,
     default_variant,
 )
-from ledgercheck.model.errors import EXIT_MISMATCH, EXIT_OK, UsageError
-from ledgercheck.model.spec import MAX_SHARDS, load_spec
+from ledgercheck.model.errors import (
+    EXIT_MISMATCH,
+    EXIT_OK,
+    ImplementationEnded,
+    LedgercheckError,
+    ProcessDied,
+    UsageError,
+)
+from ledgercheck.model.spec import MAX_SHARDS, SpecFile, load_spec
 
 
 def run(ns: argparse.Namespace) -> int:
@@ -38,29 +49,124 @@ def run(ns: argparse.Namespace) -> int:
         raise UsageError("conform needs --impl module:Class (the spec's [implementation] names no target)")
     impl = load_target(target, spec)
     conformance = Conformance(spec, impl, policy, target)
-    progress = (lambda message: print(message, file=sys.stderr)) if ns.progress else None
-    config = executor.from_namespace(ns)
-    print(f"ledgercheck conform: {target} against the model of {variant!r} ({Path(spec_file.path).name})")
-    summary = check(
-        conformance,
-        spec_file,
-        overrides,
-        depth=ns.depth,
-        shards=ns.shards,
-        random_calls=ns.random,
-        seed=ns.seed,
-        counterexamples=not ns.no_counterexamples,
-        cex_depth=ns.cex_depth,
-        cex_traces=ns.cex_traces,
-        jobs=config.jobs,
-        executor=config.kind,
-        merge=ns.merge,
-        cache=None if ns.no_cache else default_cache(),
-        progress=progress,
-        echo=print,
+    print(f"ledgercheck conform: {target} against the model of {variant!r} ({Path(spec_file.path).name})", flush=True)
+    work = _Work(conformance, spec_file, overrides, variant, ns, executor.from_namespace(ns))
+    if not executor.Beside.possible():
+        return _compare(work, _written, None)
+    return _guarded(work)
+
+
+def _written(stream: str, text: str) -> None:
+    """A line of the command's output, on `stream` ("stdout", "stderr")."""
+    print(text, file=sys.stderr if stream == "stderr" else sys.stdout, flush=True)
+
+
+@dataclass(frozen=True)
+class _Work:
+    """What one comparison needs: the loaded implementation and spec, and the options."""
+
+    conformance: Conformance
+    spec_file: SpecFile
+    overrides: dict[str, int]
+    variant: str
+    ns: argparse.Namespace
+    config: executor.ExecutorConfig
+
+
+def _guarded(work: _Work) -> int:
+    """The comparison in a process of its own, so that an implementation that ends the
+    process it runs in (`os._exit`, a crash in native code) cannot end the command with its
+    own exit code (0 would read as a pass): the command exits 3, naming the calls it was
+    running. These are found by running the comparison again, quietly and one call sequence
+    after the other, in a process that tells each call sequence before the implementation
+    runs it (a cost paid only after a death: the first run is not slowed). The forked
+    process's output comes back line by line and is written here, as the command's own."""
+    side = executor.Beside(_compare_beside, work, False, _relayed, "conform's comparison")
+    try:
+        code: int = side.result()
+        return code
+    except ImplementationEnded:  # the calls are named already (a forked run of the enumeration)
+        raise
+    except ProcessDied as died:
+        first = died
+    finally:
+        side.stop()
+    running: deque[str] = deque(maxlen=1)
+    watched = executor.Beside(_compare_beside, work, True, running.append, "conform's comparison")
+    try:
+        watched.result()
+    except ProcessDied as again:
+        if not running:
+            raise ProcessDied(f"{first}; no divergence and no conformance established") from None
+        raise ImplementationEnded(
+            f"{again} while the implementation ran {running[-1]}: the implementation ended the process it ran in "
+            "(a call of os._exit, a crash in native code, or the system out of memory); no divergence and no "
+            "conformance established"
+        ) from None
+    except LedgercheckError as exc:
+        raise ProcessDied(f"{first}; a second run, to name the calls, ended otherwise ({exc})") from None
+    finally:
+        watched.stop()
+    raise ProcessDied(
+        f"{first}; a second run, told every call to name the one it ended on, did not end: the implementation "
+        "(or the system, out of memory) ended the first run only; no conformance established"
     )
-    if summary.divergence is not None:
-        print()
-        print(conformance.report(summary.divergence, variant))
-        return EXIT_MISMATCH
+
+
+def _relayed(message: tuple[str, str]) -> None:
+    _written(*message)
+
+
+def _compare_beside(work: _Work, watched: bool, send: Callable[[Any], None] | None) -> int:
+    """`_compare` in the process `_guarded` forks: its output sent back line by line, or
+    (`watched`) none, each call sequence sent instead before the implementation runs it. A
+    Ray instance it started ends with it (the process ends without running exit handlers)."""
+    assert send is not None
+    try:
+        if watched:
+            return _compare(work, lambda stream, text: None, send)
+        return _compare(work, lambda stream, text: send((stream, text)), None)
+    finally:
+        ray = sys.modules.get("ray")
+        if ray is not None and ray.is_initialized():
+            ray.shutdown()
+
+
+def _compare(work: _Work, write: Callable[[str, str], None], watch: Callable[[str], None] | None) -> int:
+    """Every source (`session.check`), then the report of a divergence, each line passed to
+    `write`. Watched (`watch` is told each call sequence before the implementation runs it):
+    one call sequence after the other in this process, for `_guarded` to name the calls a
+    death came in."""
+    ns, config = work.ns, work.config
+    if watch is not None:
+        work.conformance.watching = watch
+    progress = (lambda message: write("stderr", message)) if ns.progress else None
+    try:
+        summary = check(
+            work.conformance,
+            work.spec_file,
+            work.overrides,
+            depth=ns.depth,
+            shards=ns.shards,
+            random_calls=ns.random,
+            seed=ns.seed,
+            counterexamples=not ns.no_counterexamples,
+            cex_depth=ns.cex_depth,
+            cex_traces=ns.cex_traces,
+            jobs=config.jobs if watch is None else 1,
+            executor=config.kind if watch is None else "local",
+            merge=ns.merge,
+            cache=None if ns.no_cache else default_cache(),
+            progress=progress,
+            echo=lambda line: write("stdout", line),
+        )
+        if summary.divergence is not None:
+            write("stdout", "")
+            write("stdout", work.conformance.report(summary.divergence, work.variant))
+            return EXIT_MISMATCH
+    except SystemExit as exc:  # raised by the implementation outside a compared call
+        raise ProcessDied(
+            f"the implementation raised SystemExit({exc.code!r}) outside the calls conform compares (while it was "
+            "built or its state was read, or while a divergence was reported); no conformance established"
+        ) from None
     return EXIT_OK

@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ledgercheck.model import budget, ir
-from ledgercheck.model.conformance.calls import LedgerCall, Script, Tick, invoke
+from ledgercheck.model.conformance.calls import RAISED_BY_CALLS, LedgerCall, Script, Tick, invoke
 from ledgercheck.model.conformance.divergence import Divergence
 from ledgercheck.model.conformance.implementation import ManualClock
 from ledgercheck.model.conformance.observation import Observation, Outcome, compare
-from ledgercheck.model.errors import ProcessDied
+from ledgercheck.model.errors import ImplementationEnded, ProcessDied
 from ledgercheck.model.executor import Beside
 from ledgercheck.model.spec import Spec
 
@@ -98,6 +98,9 @@ class Enumerator:
         """The level's frontier and the states seen before it: what a forked run reads."""
         self.announce: Callable[[str], None] | None = None
         """Told each call sequence before the implementation runs it (a watched run's fork)."""
+        watching = conformance.watching
+        if watching is not None:  # a watched comparison (`conform`'s second run after a death)
+            self.announce = lambda calls: watching(f"the calls {calls} (the enumeration at {shards} shards)")
 
     def run(self, depth: int, progress: Callable[[str], None] | None, parts: int) -> Enumeration:
         start = time.monotonic()
@@ -183,7 +186,7 @@ class Enumerator:
             except ProcessDied as died:
                 if not running:
                     raise
-                raise ProcessDied(
+                raise ImplementationEnded(
                     f"{died} while the implementation ran the calls {running[-1]} (the enumeration at "
                     f"{self.shards} shards, depth {level}): the implementation ended the process it ran "
                     "in (a call of os._exit, a crash in native code, or the system out of memory); "
@@ -220,7 +223,7 @@ class Enumerator:
                 found.sequences += 1
                 conformance.traces += 1
                 if self.announce is not None:
-                    self.announce(", ".join(c.label(conformance.events.get(c.event)) for c in (*prefix, call)))
+                    self.announce(conformance.calls_label((*prefix, call)))
                 if ledger is None or ledger_clock is None:
                     ledger_clock = ManualClock()
                     ledger = self._replayed(prefix, ledger_clock)
@@ -265,7 +268,7 @@ class Enumerator:
                 if isinstance(earlier, Tick):
                     clock.advance(earlier.units)
                     continue
-                with contextlib.suppress(Exception):
+                with contextlib.suppress(*RAISED_BY_CALLS):
                     invoke(ledger, earlier, self.conformance.events[earlier.event])
         self.sink.seek(0)
         self.sink.truncate()
