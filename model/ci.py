@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from ledgercheck.model import budget
 from ledgercheck.model.console import progress_for
 from ledgercheck.model.errors import EXIT_MISMATCH, EXIT_OK, EXIT_UNKNOWN
 from ledgercheck.model.runs import DEFAULT_DEPTH, DEFAULT_TRACES, attention, mismatch_line, outcome
@@ -51,6 +52,11 @@ class Step:
     seconds: float = 0.0
     failures: list[str] = field(default_factory=list)  # one line per failure, for the summary
     detail: str = ""  # the long form, printed after the summary
+
+
+CHILD_GRACE = 10.0
+"""Seconds a child may run past the command's deadline: a `conform` child (given the time
+left as its own budget) stops within its grace period and naming time, then says why."""
 
 
 @dataclass
@@ -83,12 +89,25 @@ class Subprocess:
         self.ended.append(time.monotonic())
 
     def finish(self) -> tuple[int, str, float]:
-        code = self.process.wait()
+        """The child's exit code, output and seconds, once it ends; a child still running past
+        the command's time budget (and the grace a `conform` child needs to name what it was
+        doing) is stopped, and ends as undecided (exit 3), with a last line saying so."""
+        limits = budget.active()
+        left = limits.remaining()
+        overran = ""
+        try:
+            code = self.process.wait(None if left is None else left + CHILD_GRACE)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            code = self.process.wait()
+            spent = limits.exhausted(memory=False) or "time budget"
+            overran = f"\nledgercheck ci: the {spent} ran out while this step ran; it was stopped\n"
+            code = EXIT_UNKNOWN
         while not self.ended:
             time.sleep(0.01)
         seconds = self.ended[0] - self.started
         self.output.seek(0)
-        text = self.output.read().decode("utf-8", errors="replace")
+        text = self.output.read().decode("utf-8", errors="replace") + overran
         self.output.close()
         return code, text, seconds
 
@@ -156,6 +175,9 @@ def _start_children(
         ]
         if conform_depth is not None:
             conform += ["--depth", str(conform_depth)]
+        left = budget.active().remaining()
+        if left is not None:  # conform stops within the command's budget, naming what it was doing
+            conform += ["--time-budget", f"{max(left, 1.0):.1f}"]
         children.append(("conformance", Subprocess.start(conform, Path.cwd())))
     return children
 

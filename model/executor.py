@@ -394,18 +394,12 @@ class _LocalPool(Generic[Shared, In, Out]):
 
     def _watch_budget(self) -> None:
         limits = self.limits
+        workers = 0.0
         if limits.spent is None and limits.memory_mib is not None:
-            children = sum(budget.resident_mib(w.process.pid) for w in self.workers if w.process.is_alive())
-            children += sum(budget.resident_mib(pid) for side in _BESIDE for pid in _family(side))
-            limits.exhausted(extra_mib=children)
-        spent = limits.spent
-        deadline = limits.deadline
-        if spent is None or spent.startswith("time"):
-            # The workers answer `unknown` themselves, with what they established; one that
-            # has not within the grace period is stopped.
-            if deadline is None or time.monotonic() < deadline + GRACE:
-                return
-            spent = limits.exhausted(memory=False) or "time budget"
+            workers = sum(budget.resident_mib(w.process.pid) for w in self.workers if w.process.is_alive())
+        spent = overdue(limits, workers)
+        if spent is None:
+            return
         for worker in [w for w in self.workers if w.job is not None]:
             self._retire(worker, f"the {spent} ran out while a worker process searched it; not established")
         while self.queue:
@@ -581,6 +575,14 @@ class Beside(Generic[Shared, In, Out]):
         """Whether the job has finished (or its process died); never waits."""
         return self._read(wait=False)
 
+    def wait(self, seconds: float) -> bool:
+        """Whether the job has finished (or its process died), waiting up to about `seconds`."""
+        if self._read(wait=False):
+            return True
+        with contextlib.suppress(OSError, EOFError):
+            self.conn.poll(seconds)
+        return self._read(wait=False)
+
     def result(self) -> Out:
         """The job's result, waiting for it; its exception, or `ProcessDied` if its process died."""
         self._read(wait=True)
@@ -620,6 +622,23 @@ class Beside(Generic[Shared, In, Out]):
             else:
                 self.outcome = (kind, payload)
         return True
+
+
+def overdue(limits: budget.Budget, extra_mib: float = 0.0) -> str | None:
+    """The budget the command's other processes have outlived, or None: the memory budget at
+    once (counted with theirs: `extra_mib` and every `Beside` process's family), the time
+    budget once GRACE is past the deadline (within it, they answer `unknown` themselves,
+    with what they established; one that has not is stopped)."""
+    if limits.spent is None and limits.memory_mib is not None:
+        extra_mib += sum(budget.resident_mib(pid) for side in _BESIDE for pid in _family(side))
+        limits.exhausted(extra_mib=extra_mib)
+    spent = limits.spent
+    if spent is None or spent.startswith("time"):
+        deadline = limits.deadline
+        if deadline is None or time.monotonic() < deadline + GRACE:
+            return None
+        spent = limits.exhausted(memory=False) or "time budget"
+    return spent
 
 
 _BESIDE: set[int] = set()

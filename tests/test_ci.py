@@ -168,3 +168,31 @@ def test_an_implementation_that_ends_its_process_with_exit_0_is_undecided(tmp_pa
     assert head.startswith("ledgercheck ci fleet_health.toml: UNDECIDED, 2 problem(s):"), head
     assert "UNDECIDED tests vs implementation: " in head and "(exit 0 without pytest summary)" in head, head
     assert "UNDECIDED conformance: ledgercheck: the process running conform's comparison exited with code 0" in head
+
+
+def test_an_implementation_that_never_returns_ends_in_the_budget(tmp_path: Path) -> None:
+    """The reference implementation, but `report_failure` never returns (it sleeps, leaving the
+    cores to the verdicts): `ci --impl` waited for its children without end. Now conform gets
+    the time left as its budget and stops within it, pytest is stopped past the deadline, and
+    both steps are UNDECIDED: exit 3."""
+    spec = project_copy(tmp_path)
+    folder = tmp_path / "impl"
+    folder.mkdir()
+    for name in ("fleet_health_clean.py", "fleet_health_refit_keeps_streak.py"):
+        shutil.copy(ROOT / "tests" / "impl" / name, folder / name)
+    module = folder / "fleet_health_refit_keeps_streak.py"
+    module.write_text(
+        module.read_text(encoding="utf-8")
+        + "\n\nclass Looping(GenerationFleetHealth):\n"
+        + "    def report_failure(self, *args: Any, **kwargs: Any) -> Any:\n"
+        + "        __import__('time').sleep(3600)\n",
+        encoding="utf-8",
+    )
+    run = ci(spec, "--impl", f"{module}:Looping", "--conform-depth", "3", "--time-budget", "30", cache=tmp_path / "c")
+    assert run.returncode == 3, run.stdout + run.stderr
+    head = run.stdout.split("\n\n", 1)[0]
+    assert "UNDECIDED tests vs implementation: ledgercheck ci: the time budget (30 s) ran out while this step ran" in (
+        head
+    ), head
+    assert "UNDECIDED conformance: ledgercheck: the time budget (" in head, head
+    assert "ran out: the comparison did not stop" in head or "did not return from the calls report_failure(" in head

@@ -484,11 +484,11 @@ def test_a_split_run_whose_divergence_does_not_pickle_is_expanded_again(
 QUICK = ["--variant", "fixed", "--depth", "3", "--random", "0", "--no-counterexamples"]
 
 
-def _conform_process(impl: str, *args: str) -> subprocess.CompletedProcess[str]:
+def _conform_process(impl: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     """`ledgercheck conform` in a process of its own: the implementation may end it (in this
     one, a regression would end the test run, with its exit code)."""
     command = [sys.executable, "-m", "ledgercheck.model.cli", "conform", "--impl", impl, *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=ROOT)
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
 
 
 @pytest.mark.parametrize("code", [0, 7])
@@ -529,3 +529,17 @@ def test_an_implementation_calling_sys_exit_diverges_on_that_call(
     out = capfd.readouterr().out
     assert "at call 3 of 3, report_success(1):" in out
     assert "exception raised: model None, implementation SystemExit: 0" in out
+
+
+def test_an_implementation_call_that_never_returns_ends_in_the_budget_naming_the_calls(tmp_path: Path) -> None:
+    """A method that loops forever kept `conform` running past its budget, in silence, for
+    ever (the budget is looked at between calls). Past the deadline and its grace period the
+    comparison is told to stop and names the calls the implementation did not return from."""
+    looping = _ending_implementation(tmp_path / "looping", once=False, ending="while True: pass")
+    run = _conform_process(looping, "--jobs", "1", "--time-budget", "2", *QUICK, timeout=120)
+    assert run.returncode == 3, run.stdout + run.stderr
+    assert run.stderr.endswith(
+        "ledgercheck: the time budget (2 s) ran out: the implementation did not return from the calls "
+        "report_failure(1), report_failure(1), report_success(1) (the last call, or the reading of its state "
+        "after it); no conformance established\n"
+    ), run.stderr

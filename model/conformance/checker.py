@@ -68,6 +68,9 @@ class Conformance:
         self._memo_ok = True
         self._contract_memo: dict[tuple[Any, ...], bool] = {}
         self.observer = Observer(spec, self._check_api())
+        self.at: tuple[LedgerCall | Tick, ...] | None = None
+        """The calls the implementation is running, while it runs the last one or its state
+        after it is read (None otherwise): what `conform` names if it never returns."""
         self.watching: Callable[[str], None] | None = None
         """Told each call sequence before the implementation runs its last call (a watched
         run: the process the command runs in is told what the implementation was doing if
@@ -205,8 +208,10 @@ class Conformance:
                 if self.watching is not None:
                     self.watching(f"the calls {self.calls_label(script.calls[: index + 1])} ({script.source})")
                 model_out = self._call_model(model, call)
+                self.at = script.calls[: index + 1]
                 impl_out, error = self._call_impl(ledger, call)
             model_obs, impl_obs = self.observe(model, script.shards), self.observe(ledger, script.shards)
+            self.at = None
             self.calls_compared += 1
             if recording is not None:
                 recording.model.append(model_obs)

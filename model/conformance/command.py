@@ -5,6 +5,9 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import signal
 import sys
 from collections import deque
 from collections.abc import Callable
@@ -12,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ledgercheck.model import executor
+from ledgercheck.model import budget, executor
+from ledgercheck.model.budget import BudgetExhausted
 from ledgercheck.model.conformance.checker import Conformance
 from ledgercheck.model.conformance.implementation import load_target
 from ledgercheck.model.conformance.session import check
@@ -83,6 +87,7 @@ def _guarded(work: _Work) -> int:
     process's output comes back line by line and is written here, as the command's own."""
     side = executor.Beside(_compare_beside, work, False, _relayed, "conform's comparison")
     try:
+        _within_budget(side)
         code: int = side.result()
         return code
     except ImplementationEnded:  # the calls are named already (a forked run of the enumeration)
@@ -113,6 +118,43 @@ def _guarded(work: _Work) -> int:
     )
 
 
+def _within_budget(side: executor.Beside[_Work, bool, int]) -> None:
+    """Wait for the comparison while the budget lasts. It stops by itself when the budget runs
+    out (the enumeration looks at it at every node), but not inside a call of the
+    implementation that never returns: past the deadline and its grace period (at once for
+    the memory budget, the process's memory counted), it is told to stop (SIGUSR1: `_Overdue`
+    raised where it is), and says which calls the implementation did not return from; if it
+    does not answer within NAMING seconds (a loop in native code), it is stopped unnamed."""
+    limits = budget.active()
+    while not side.wait(POLL):
+        spent = executor.overdue(limits)
+        if spent is None:
+            continue
+        with contextlib.suppress(OSError):
+            os.kill(side.pid, signal.SIGUSR1)
+        if side.wait(NAMING):
+            return
+        raise BudgetExhausted(
+            f"the {spent} ran out during conform's comparison, which did not stop (the implementation in a call "
+            "that does not return, in native code); no conformance established"
+        )
+
+
+POLL = 0.25
+"""Seconds between two looks at the budget while the comparison runs."""
+NAMING = 2.0
+"""Seconds the comparison has, once told to stop, to say where the implementation is."""
+
+
+class _Overdue(BaseException):
+    """Raised in the comparison's process by SIGUSR1 (`_within_budget`): a BaseException, so
+    that neither the implementation's `except Exception` nor the comparison's catches it."""
+
+
+def _overdue(signum: int, frame: Any) -> None:
+    raise _Overdue
+
+
 def _relayed(message: tuple[str, str]) -> None:
     _written(*message)
 
@@ -122,6 +164,7 @@ def _compare_beside(work: _Work, watched: bool, send: Callable[[Any], None] | No
     (`watched`) none, each call sequence sent instead before the implementation runs it. A
     Ray instance it started ends with it (the process ends without running exit handlers)."""
     assert send is not None
+    signal.signal(signal.SIGUSR1, _overdue)
     try:
         if watched:
             return _compare(work, lambda stream, text: None, send)
@@ -164,6 +207,17 @@ def _compare(work: _Work, write: Callable[[str, str], None], watch: Callable[[st
             write("stdout", "")
             write("stdout", work.conformance.report(summary.divergence, work.variant))
             return EXIT_MISMATCH
+    except _Overdue:
+        limits = budget.active()
+        spent = limits.exhausted() or f"memory budget ({limits.memory_mib} MiB)"
+        at = work.conformance.at
+        doing = (
+            f"the implementation did not return from the calls {work.conformance.calls_label(at)} (the last call, "
+            "or the reading of its state after it)"
+            if at is not None
+            else "the comparison did not stop (a process it forked did not: --jobs 1 names the calls)"
+        )
+        raise BudgetExhausted(f"the {spent} ran out: {doing}; no conformance established") from None
     except SystemExit as exc:  # raised by the implementation outside a compared call
         raise ProcessDied(
             f"the implementation raised SystemExit({exc.code!r}) outside the calls conform compares (while it was "

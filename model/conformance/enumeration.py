@@ -234,8 +234,10 @@ class Enumerator:
                     error = None
                 else:
                     model_out = conformance._step_model(model, call, keys)
+                    conformance.at = (*prefix, call)
                     impl_out, error = conformance._call_impl(ledger, call)
                 impl_obs = conformance.observe(ledger, shards)
+                conformance.at = None
                 conformance.calls_compared += 1
                 differences = compare(self._observation(), impl_obs, model_out, impl_out, error)
                 if differences:
