@@ -144,12 +144,9 @@ def test_the_branch_search_runs_beside_the_verdicts_and_its_error_is_the_drift_s
         render.search_branches(spec_file)
 
 
-def test_an_implementation_that_ends_its_process_with_exit_0_is_undecided(tmp_path: Path) -> None:
-    """The reference implementation, but `report_failure` calls `os._exit(0)`: pytest then
-    ends with exit 0 and no summary, and `ci --impl` read that as a pass. Now no step passes
-    without its verdict (pytest's summary, conform's `no divergence`): both are UNDECIDED and
-    `ci` exits 3."""
-    spec = project_copy(tmp_path)
+def _reference_with_report_failure(tmp_path: Path, body: str) -> str:
+    """The reference implementation (both fixes), copied to `tmp_path`, as a class whose
+    `report_failure` runs the statement `body` instead."""
     folder = tmp_path / "impl"
     folder.mkdir()
     for name in ("fleet_health_clean.py", "fleet_health_refit_keeps_streak.py"):
@@ -157,12 +154,21 @@ def test_an_implementation_that_ends_its_process_with_exit_0_is_undecided(tmp_pa
     module = folder / "fleet_health_refit_keeps_streak.py"
     module.write_text(
         module.read_text(encoding="utf-8")
-        + "\n\nclass Ending(GenerationFleetHealth):\n"
-        + "    def report_failure(self, *args: Any, **kwargs: Any) -> Any:\n"
-        + "        __import__('os')._exit(0)\n",
+        + "\n\nclass Altered(GenerationFleetHealth):\n"
+        + f"    def report_failure(self, *args: Any, **kwargs: Any) -> Any:\n        {body}\n",
         encoding="utf-8",
     )
-    run = ci(spec, "--impl", f"{module}:Ending", "--conform-depth", "3", cache=tmp_path / "cache")
+    return f"{module}:Altered"
+
+
+def test_an_implementation_that_ends_its_process_with_exit_0_is_undecided(tmp_path: Path) -> None:
+    """The reference implementation, but `report_failure` calls `os._exit(0)`: pytest then
+    ends with exit 0 and no summary, and `ci --impl` read that as a pass. Now no step passes
+    without its verdict (pytest's summary, conform's `no divergence`): both are UNDECIDED and
+    `ci` exits 3."""
+    spec = project_copy(tmp_path)
+    impl = _reference_with_report_failure(tmp_path, "__import__('os')._exit(0)")
+    run = ci(spec, "--impl", impl, "--conform-depth", "3", cache=tmp_path / "cache")
     assert run.returncode == 3, run.stdout + run.stderr
     head = run.stdout.split("\n\n", 1)[0]
     assert head.startswith("ledgercheck ci fleet_health.toml: UNDECIDED, 2 problem(s):"), head
@@ -176,19 +182,8 @@ def test_an_implementation_that_never_returns_ends_in_the_budget(tmp_path: Path)
     the time left as its budget and stops within it, pytest is stopped past the deadline, and
     both steps are UNDECIDED: exit 3."""
     spec = project_copy(tmp_path)
-    folder = tmp_path / "impl"
-    folder.mkdir()
-    for name in ("fleet_health_clean.py", "fleet_health_refit_keeps_streak.py"):
-        shutil.copy(ROOT / "tests" / "impl" / name, folder / name)
-    module = folder / "fleet_health_refit_keeps_streak.py"
-    module.write_text(
-        module.read_text(encoding="utf-8")
-        + "\n\nclass Looping(GenerationFleetHealth):\n"
-        + "    def report_failure(self, *args: Any, **kwargs: Any) -> Any:\n"
-        + "        __import__('time').sleep(3600)\n",
-        encoding="utf-8",
-    )
-    run = ci(spec, "--impl", f"{module}:Looping", "--conform-depth", "3", "--time-budget", "30", cache=tmp_path / "c")
+    impl = _reference_with_report_failure(tmp_path, "__import__('time').sleep(3600)")
+    run = ci(spec, "--impl", impl, "--conform-depth", "3", "--time-budget", "30", cache=tmp_path / "c")
     assert run.returncode == 3, run.stdout + run.stderr
     head = run.stdout.split("\n\n", 1)[0]
     assert "UNDECIDED tests vs implementation: ledgercheck ci: the time budget (30 s) ran out while this step ran" in (
