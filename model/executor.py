@@ -453,7 +453,7 @@ def _beside_main(parent: int, *args: Any) -> None:
     _worker_main(*args)
 
 
-def _family(pid: int) -> list[int]:
+def family(pid: int) -> list[int]:
     """`pid` and every process descended from it (Linux: /proc/PID/task/TID/children; else
     `pid` alone)."""
     found, todo = [pid], [pid]
@@ -630,7 +630,7 @@ def overdue(limits: budget.Budget, extra_mib: float = 0.0) -> str | None:
     budget once GRACE is past the deadline (within it, they answer `unknown` themselves,
     with what they established; one that has not is stopped)."""
     if limits.spent is None and limits.memory_mib is not None:
-        extra_mib += sum(budget.resident_mib(pid) for side in _BESIDE for pid in _family(side))
+        extra_mib += sum(budget.resident_mib(pid) for side in _BESIDE for pid in family(side))
         limits.exhausted(extra_mib=extra_mib)
     spent = limits.spent
     if spent is None or spent.startswith("time"):

@@ -531,12 +531,16 @@ def test_an_implementation_calling_sys_exit_diverges_on_that_call(
     assert "exception raised: model None, implementation SystemExit: 0" in out
 
 
-def test_an_implementation_call_that_never_returns_ends_in_the_budget_naming_the_calls(tmp_path: Path) -> None:
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_an_implementation_call_that_never_returns_ends_in_the_budget_naming_the_calls(
+    tmp_path: Path, jobs: str
+) -> None:
     """A method that loops forever kept `conform` running past its budget, in silence, for
     ever (the budget is looked at between calls). Past the deadline and its grace period the
-    comparison is told to stop and names the calls the implementation did not return from."""
+    comparison's processes are told to stop, and the one the implementation loops in (with
+    two jobs, a forked run of the enumeration) names the calls it did not return from."""
     looping = _ending_implementation(tmp_path / "looping", once=False, ending="while True: pass")
-    run = _conform_process(looping, "--jobs", "1", "--time-budget", "2", *QUICK, timeout=120)
+    run = _conform_process(looping, "--jobs", jobs, "--time-budget", "2", *QUICK, timeout=120)
     assert run.returncode == 3, run.stdout + run.stderr
     assert run.stderr.endswith(
         "ledgercheck: the time budget (2 s) ran out: the implementation did not return from the calls "

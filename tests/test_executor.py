@@ -117,7 +117,7 @@ def test_what_a_beside_forks_is_counted_with_it_and_dies_with_it(tmp_path):
     while not (tmp_path / "2.pid").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     inner = int((tmp_path / "2.pid").read_text())
-    assert executor._family(outer.pid)[0] == outer.pid and inner in executor._family(outer.pid)
+    assert executor.family(outer.pid)[0] == outer.pid and inner in executor.family(outer.pid)
     outer.stop()
     while not _gone(inner) and time.monotonic() < deadline:
         time.sleep(0.05)

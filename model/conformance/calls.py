@@ -121,6 +121,13 @@ divergence on that call; let through, it would end the command with the implemen
 exit code (0 reads as a pass)."""
 
 
+class Overdue(BaseException):
+    """Raised by SIGUSR1 in a process of `conform`'s comparison while the implementation runs a
+    call (`Conformance.stop_when_overdue`): the command's budget is long spent and the call
+    has not returned. A BaseException, so that neither the implementation's `except Exception`
+    nor the comparison's (`RAISED_BY_CALLS`) catches it."""
+
+
 def invoke(ledger: Any, call: LedgerCall, event: Event) -> Any:
     """Make the call; what it returns (compared where the event declares `returns`)."""
     positional, keywords = call.split(event)

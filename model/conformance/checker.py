@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import contextlib
 import io
+import signal
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ledgercheck.model.budget import BudgetExhausted
 from ledgercheck.model.conformance.calls import (
     RAISED_BY_CALLS,
     LedgerCall,
+    Overdue,
     Script,
     Tick,
     clock_ticks,
@@ -171,6 +174,33 @@ class Conformance:
         lines = sum(1 for line in out.getvalue().splitlines() if line.strip()) if self.compare_logs else 0
         returned = self.observer.normalise(result) if event.returns is not None and error is None else None
         return Outcome(exception_text(error), lines, returned, announced_since(ledger, self.spec, announced)), error
+
+    def stop_when_overdue(self) -> None:
+        """From now on, in this process and those it forks, SIGUSR1 raises `Overdue` where the
+        implementation is running a call (and does nothing elsewhere: a process waiting for
+        another leaves the naming to that one). `conform` sends it once the budget is long
+        spent; `not_returned` then names the calls."""
+
+        def overdue(signum: int, frame: Any) -> None:
+            if self.at is not None:
+                raise Overdue
+
+        signal.signal(signal.SIGUSR1, overdue)
+
+    def not_returned(self) -> BudgetExhausted:
+        """The error of a comparison stopped by `Overdue`: the budget, and the calls the
+        implementation did not return from."""
+        from ledgercheck.model import budget
+
+        limits = budget.active()
+        spent = limits.exhausted() or f"memory budget ({limits.memory_mib} MiB)"
+        doing = (
+            f"the implementation did not return from the calls {self.calls_label(self.at)} (the last call, or the "
+            "reading of its state after it)"
+            if self.at is not None
+            else "the comparison did not stop"
+        )
+        return BudgetExhausted(f"the {spent} ran out: {doing}; no conformance established")
 
     def calls_label(self, calls: tuple[LedgerCall | Tick, ...]) -> str:
         """Calls as a message names them (`report_failure(1), report_success(1)`)."""

@@ -17,6 +17,7 @@ from typing import Any
 
 from ledgercheck.model import budget, executor
 from ledgercheck.model.budget import BudgetExhausted
+from ledgercheck.model.conformance.calls import Overdue
 from ledgercheck.model.conformance.checker import Conformance
 from ledgercheck.model.conformance.implementation import load_target
 from ledgercheck.model.conformance.session import check
@@ -122,16 +123,18 @@ def _within_budget(side: executor.Beside[_Work, bool, int]) -> None:
     """Wait for the comparison while the budget lasts. It stops by itself when the budget runs
     out (the enumeration looks at it at every node), but not inside a call of the
     implementation that never returns: past the deadline and its grace period (at once for
-    the memory budget, the process's memory counted), it is told to stop (SIGUSR1: `_Overdue`
-    raised where it is), and says which calls the implementation did not return from; if it
-    does not answer within NAMING seconds (a loop in native code), it is stopped unnamed."""
+    the memory budget, the processes' memory counted), its processes are told to stop
+    (SIGUSR1: `Overdue` raised in the one whose implementation is in a call), and it says
+    which calls the implementation did not return from; if it does not answer within NAMING
+    seconds (a loop in native code), it is stopped unnamed."""
     limits = budget.active()
     while not side.wait(POLL):
         spent = executor.overdue(limits)
         if spent is None:
             continue
-        with contextlib.suppress(OSError):
-            os.kill(side.pid, signal.SIGUSR1)
+        for pid in executor.family(side.pid):  # the process a call hangs in names it
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGUSR1)
         if side.wait(NAMING):
             return
         raise BudgetExhausted(
@@ -146,15 +149,6 @@ NAMING = 2.0
 """Seconds the comparison has, once told to stop, to say where the implementation is."""
 
 
-class _Overdue(BaseException):
-    """Raised in the comparison's process by SIGUSR1 (`_within_budget`): a BaseException, so
-    that neither the implementation's `except Exception` nor the comparison's catches it."""
-
-
-def _overdue(signum: int, frame: Any) -> None:
-    raise _Overdue
-
-
 def _relayed(message: tuple[str, str]) -> None:
     _written(*message)
 
@@ -164,7 +158,7 @@ def _compare_beside(work: _Work, watched: bool, send: Callable[[Any], None] | No
     (`watched`) none, each call sequence sent instead before the implementation runs it. A
     Ray instance it started ends with it (the process ends without running exit handlers)."""
     assert send is not None
-    signal.signal(signal.SIGUSR1, _overdue)
+    work.conformance.stop_when_overdue()
     try:
         if watched:
             return _compare(work, lambda stream, text: None, send)
@@ -207,17 +201,8 @@ def _compare(work: _Work, write: Callable[[str, str], None], watch: Callable[[st
             write("stdout", "")
             write("stdout", work.conformance.report(summary.divergence, work.variant))
             return EXIT_MISMATCH
-    except _Overdue:
-        limits = budget.active()
-        spent = limits.exhausted() or f"memory budget ({limits.memory_mib} MiB)"
-        at = work.conformance.at
-        doing = (
-            f"the implementation did not return from the calls {work.conformance.calls_label(at)} (the last call, "
-            "or the reading of its state after it)"
-            if at is not None
-            else "the comparison did not stop (a process it forked did not: --jobs 1 names the calls)"
-        )
-        raise BudgetExhausted(f"the {spent} ran out: {doing}; no conformance established") from None
+    except Overdue:
+        raise work.conformance.not_returned() from None
     except SystemExit as exc:  # raised by the implementation outside a compared call
         raise ProcessDied(
             f"the implementation raised SystemExit({exc.code!r}) outside the calls conform compares (while it was "

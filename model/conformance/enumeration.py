@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ledgercheck.model import budget, ir
-from ledgercheck.model.conformance.calls import RAISED_BY_CALLS, LedgerCall, Script, Tick, invoke
+from ledgercheck.model.conformance.calls import RAISED_BY_CALLS, LedgerCall, Overdue, Script, Tick, invoke
 from ledgercheck.model.conformance.divergence import Divergence
 from ledgercheck.model.conformance.implementation import ManualClock
 from ledgercheck.model.conformance.observation import Observation, Outcome, compare
@@ -287,7 +287,10 @@ def _expand_run(
     lo, hi, level, keep, watched = job
     if watched:
         enumerator.announce = send
-    part = enumerator.expand(enumerator.frontier[lo:hi], enumerator.seen, level, keep)
+    try:
+        part = enumerator.expand(enumerator.frontier[lo:hi], enumerator.seen, level, keep)
+    except Overdue:
+        raise enumerator.conformance.not_returned() from None
     if part.divergence is not None:
         try:
             pickle.dumps(part.divergence)
