@@ -104,6 +104,44 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+_CONFIGURED: list[bool] = []
+"""Whether a pytest run was configured in this process before (an in-process run inside a
+test: never guarded, its process is the outer run's)."""
+
+
+_WATCHED: list[pytest.Config] = []
+"""The run `codegen.guard` watches (in the child that runs the tests)."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The first run of the process, against an implementation, is watched from a parent
+    process (`codegen.guard`): the implementation cannot end it with a pass."""
+    first = not _CONFIGURED
+    _CONFIGURED.append(True)
+    drives = config.getoption("--ledger-impl", default=None) or config.getoption("--ledger-conform", default=None)
+    if first and drives and not hasattr(config, "workerinput"):  # an xdist worker: its controller watches
+        from ledgercheck.codegen import guard
+
+        if guard.possible():
+            guard.watch(config)
+            _WATCHED.append(config)
+
+
+def pytest_runtest_logstart(nodeid: str, location: tuple[str, int | None, str]) -> None:
+    if _WATCHED:
+        from ledgercheck.codegen import guard
+
+        guard.starting(_WATCHED[0], nodeid)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _WATCHED and _WATCHED[0] is config:
+        from ledgercheck.codegen import guard
+
+        guard.finished(config)
+
+
 @pytest.hookimpl(tryfirst=True)  # before -k/-m deselect the items
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     """`--ledger-conform TARGET`: one conformance test per trace (see model.conformance.items)."""

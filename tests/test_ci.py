@@ -163,16 +163,16 @@ def _reference_with_report_failure(tmp_path: Path, body: str) -> str:
 
 def test_an_implementation_that_ends_its_process_with_exit_0_is_undecided(tmp_path: Path) -> None:
     """The reference implementation, but `report_failure` calls `os._exit(0)`: pytest then
-    ends with exit 0 and no summary, and `ci --impl` read that as a pass. Now no step passes
-    without its verdict (pytest's summary, conform's `no divergence`): both are UNDECIDED and
-    `ci` exits 3."""
+    ended with exit 0 and no summary, and `ci --impl` read that as a pass. Now pytest's run
+    (watched by the plugin) and conform exit 3, and no step passes without its verdict
+    (pytest's summary, conform's `no divergence`, `_finished`): both are UNDECIDED, exit 3."""
     spec = project_copy(tmp_path)
     impl = _reference_with_report_failure(tmp_path, "__import__('os')._exit(0)")
     run = ci(spec, "--impl", impl, "--conform-depth", "3", cache=tmp_path / "cache")
     assert run.returncode == 3, run.stdout + run.stderr
     head = run.stdout.split("\n\n", 1)[0]
     assert head.startswith("ledgercheck ci fleet_health.toml: UNDECIDED, 2 problem(s):"), head
-    assert "UNDECIDED tests vs implementation: " in head and "(exit 0 without pytest summary)" in head, head
+    assert "UNDECIDED tests vs implementation: ledgercheck: pytest's process ended (exit code 0) before its run" in head
     assert "UNDECIDED conformance: ledgercheck: the process running conform's comparison exited with code 0" in head
 
 
@@ -191,3 +191,15 @@ def test_an_implementation_that_never_returns_ends_in_the_budget(tmp_path: Path)
     ), head
     assert "UNDECIDED conformance: ledgercheck: the time budget (" in head, head
     assert "the implementation did not return from the calls report_failure(" in head, head
+
+
+def test_a_child_step_passes_only_with_its_verdict() -> None:
+    """Exit 0 is not enough (where no watch runs, an implementation that ends pytest's process
+    ends it with 0): the last line must be pytest's summary, or conform's `no divergence`."""
+    from ledgercheck.model.ci import _finished
+
+    assert _finished("tests vs implementation", "1 failed, 97 passed, 2 xfailed in 3.10s (0:00:03)")
+    assert _finished("tests vs model", "98 passed, 1 warning in 0.58s")
+    assert not _finished("tests vs implementation", "....................................")
+    assert _finished("conformance", "91107 traces, 92367 calls compared, no divergence")
+    assert not _finished("conformance", "  enumeration      2 shards, any call, depth 4: 86141 call sequences")

@@ -177,3 +177,37 @@ def test_bad_target_message_has_no_exception_chain(target: str, named: str) -> N
     _, output = run_generated(target)
     assert "During handling of the above exception" not in output
     assert "The above exception was the direct cause" not in output
+
+
+@pytest.mark.parametrize("ending", ["__import__('os')._exit(0)", "__import__('os').kill(__import__('os').getpid(), 9)"])
+def test_an_implementation_that_ends_pytest_s_process_is_no_pass(tmp_path: Path, ending: str) -> None:
+    """`report_failure` ends the process: pytest ended with exit 0 (or was killed) and no
+    summary, `os._exit(0)` reading as a pass. The plugin now runs such a run in a child it
+    watches: exit 3, naming the test the process ended in."""
+    module = tmp_path / "ending_ledger.py"
+    reference = str(IMPL_DIR / "fleet_health_refit_keeps_streak.py")
+    module.write_text(
+        "import importlib.util, sys\n"
+        f"spec = importlib.util.spec_from_file_location('reference', {reference!r})\n"
+        "reference = importlib.util.module_from_spec(spec)\nsys.modules['reference'] = reference\n"
+        "spec.loader.exec_module(reference)\n\n\n"
+        "class Ending(reference.GenerationFleetHealth):\n"
+        f"    def report_failure(self, *args, **kwargs):\n        {ending}\n",
+        encoding="utf-8",
+    )
+    code, output = run_generated(f"{module}:Ending")
+    assert code == 3, output
+    found = re.search(
+        r"ledgercheck: pytest's process ended \((exit code 0|signal SIGKILL)\) before its run did, "
+        r"in the test (\S+): the implementation under test ended it",
+        output,
+    )
+    assert found, output
+    assert found.group(2).split("::")[0].endswith(".py"), output
+
+
+def test_a_run_against_an_implementation_passes_through_the_watch_with_its_own_code() -> None:
+    """The watching parent adds nothing to a run that ends: the same summary and exit code."""
+    code, output = run_generated("tests/impl/fleet_health_refit_keeps_streak.py:GenerationFleetHealth")
+    assert code == 0 and "pytest's process ended" not in output, output
+    assert summary(output) == {"passed": total_generated()}
