@@ -547,3 +547,27 @@ def test_an_implementation_call_that_never_returns_ends_in_the_budget_naming_the
         "report_failure(1), report_failure(1), report_success(1) (the last call, or the reading of its state "
         "after it); no conformance established\n"
     ), run.stderr
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_sys_exit_while_the_state_is_read_is_named_never_the_exit_it_asks_for(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], jobs: str
+) -> None:
+    """`state_of` raising SystemExit(0) (outside a compared call) ended the command with exit
+    0. It is exit 3, naming the calls after which the state was read, in the comparison's own
+    process and in a forked run of the enumeration alike."""
+    source = (IMPL / "fleet_health_clean.py").read_text()
+    reading = "    def state_of(self, i: int) -> ShardState:\n"
+    module = tmp_path / "fleet_health_exiting_reader.py"
+    module.write_text(
+        source.replace(
+            reading,
+            reading + "        if i == 1 and self._shard(i).consecutive_reported_failures == 2:\n"
+            "            raise SystemExit(0)\n",
+        )
+    )
+    assert main(["conform", "--impl", f"{module}:GenerationFleetHealth", "--jobs", jobs, *QUICK]) == 3
+    assert capsys.readouterr().err == (
+        "ledgercheck: the implementation raised SystemExit(0) while its state was read after the calls "
+        "report_failure(1), report_failure(1), outside the calls conform compares; no conformance established\n"
+    )

@@ -40,6 +40,7 @@ from ledgercheck.model.conformance.observation import (
     compare,
     exception_text,
 )
+from ledgercheck.model.errors import ImplementationEnded
 from ledgercheck.model.interpreter import LedgerModel
 from ledgercheck.model.lang import Param
 from ledgercheck.model.spec import Event, Spec
@@ -201,6 +202,19 @@ class Conformance:
             else "the comparison did not stop"
         )
         return BudgetExhausted(f"the {spent} ran out: {doing}; no conformance established")
+
+    def exited(self, exc: SystemExit) -> ImplementationEnded:
+        """The error of a comparison the implementation raised SystemExit in outside a compared
+        call (its state being read, its construction in a source): never the exit it asks for."""
+        where = (
+            f"while its state was read after the calls {self.calls_label(self.at)}"
+            if self.at is not None
+            else "while it was built, or while a divergence was reported"
+        )
+        return ImplementationEnded(
+            f"the implementation raised SystemExit({exc.code!r}) {where}, outside the calls conform compares; "
+            "no conformance established"
+        )
 
     def calls_label(self, calls: tuple[LedgerCall | Tick, ...]) -> str:
         """Calls as a message names them (`report_failure(1), report_success(1)`)."""

@@ -204,8 +204,5 @@ def _compare(work: _Work, write: Callable[[str, str], None], watch: Callable[[st
     except Overdue:
         raise work.conformance.not_returned() from None
     except SystemExit as exc:  # raised by the implementation outside a compared call
-        raise ProcessDied(
-            f"the implementation raised SystemExit({exc.code!r}) outside the calls conform compares (while it was "
-            "built or its state was read, or while a divergence was reported); no conformance established"
-        ) from None
+        raise work.conformance.exited(exc) from None
     return EXIT_OK

@@ -291,6 +291,8 @@ def _expand_run(
         part = enumerator.expand(enumerator.frontier[lo:hi], enumerator.seen, level, keep)
     except Overdue:
         raise enumerator.conformance.not_returned() from None
+    except SystemExit as exc:  # the implementation's, while its state was read
+        raise enumerator.conformance.exited(exc) from None
     if part.divergence is not None:
         try:
             pickle.dumps(part.divergence)

@@ -89,6 +89,8 @@ def _enumerate_beside(
         enumerated = _enumerate(conformance, job, progress)
     except Overdue:
         raise conformance.not_returned() from None
+    except SystemExit as exc:  # the implementation's, while its state was read
+        raise conformance.exited(exc) from None
     try:
         pickle.dumps(enumerated)
     except Exception:  # noqa: BLE001 - a value the implementation returned, of any kind
