@@ -571,3 +571,20 @@ def test_sys_exit_while_the_state_is_read_is_named_never_the_exit_it_asks_for(
         "ledgercheck: the implementation raised SystemExit(0) while its state was read after the calls "
         "report_failure(1), report_failure(1), outside the calls conform compares; no conformance established\n"
     )
+
+
+def test_a_second_run_to_name_a_death_is_bound_by_the_budget_too(tmp_path: Path) -> None:
+    """The implementation ends the process the first time and loops for ever the second: the
+    watched second run (which names the calls of a death) waited without limit. It is bound
+    by the budget too, and says what stopped it: exit 3."""
+    marker = tmp_path / "ended"
+    ending = (
+        f"__import__('os')._exit(0) if not __import__('os').path.exists({str(marker)!r}) "
+        f"and open({str(marker)!r}, 'w').close() is None else any(False for _ in iter(int, 1))"
+    )
+    flaky = _ending_implementation(tmp_path / "flaky", once=False, ending=ending)
+    run = _conform_process(flaky, "--jobs", "1", "--time-budget", "2", *QUICK, timeout=120)
+    assert run.returncode == 3, run.stdout + run.stderr
+    assert "exited with code 0; a second run, to name the calls, ended otherwise (the time budget (2 s) ran out" in (
+        run.stderr
+    ), run.stderr

@@ -100,6 +100,7 @@ def _guarded(work: _Work) -> int:
     running: deque[str] = deque(maxlen=1)
     watched = executor.Beside(_compare_beside, work, True, running.append, "conform's comparison")
     try:
+        _within_budget(watched)
         watched.result()
     except ProcessDied as again:
         if not running:
