@@ -19,6 +19,7 @@ import os
 import signal
 import sys
 import threading
+from dataclasses import dataclass
 
 import pytest
 
@@ -68,8 +69,8 @@ def _wait_and_exit(child: int, said: int) -> None:
     """The parent: what the child says is read as it comes (a thread: a full pipe would stop
     the child), Ctrl-C is the child's to handle (the terminal sends it to both), and a
     termination asked of the parent is passed on to the child."""
-    heard: list[str] = []
-    reader = threading.Thread(target=_listen, args=(said, heard), daemon=True)
+    heard = _Heard()
+    reader = threading.Thread(target=heard.listen, args=(said,), daemon=True)
     reader.start()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     for number in (signal.SIGTERM, signal.SIGHUP):
@@ -77,10 +78,9 @@ def _wait_and_exit(child: int, said: int) -> None:
     _, status = os.waitpid(child, 0)
     reader.join(1.0)  # a process the implementation forked may hold the pipe open: not for ever
     code = os.waitstatus_to_exitcode(status)
-    if "E" not in heard[-1:]:
+    if not heard.ended:
         how = f"exit code {code}" if code >= 0 else f"signal {signal.Signals(-code).name}"
-        test = next((line[1:] for line in reversed(heard) if line.startswith("T")), None)
-        where = f"in the test {test}" if test is not None else "before any test started"
+        where = f"in the test {heard.test}" if heard.test is not None else "before any test started"
         os.write(
             2,
             (
@@ -93,12 +93,18 @@ def _wait_and_exit(child: int, said: int) -> None:
     os._exit(code if code >= 0 else 128 - code)
 
 
-def _listen(said: int, heard: list[str]) -> None:
-    """Every line the child writes, its last test and its end (`E`) kept, until it closes."""
-    with os.fdopen(said, "r", encoding="utf-8", errors="replace") as lines:
-        for line in lines:
-            line = line.rstrip("\n")
-            if line == "E" or not heard or heard[-1] == "E":
-                heard.append(line)
-            else:
-                heard[-1] = line  # only the latest test matters
+@dataclass
+class _Heard:
+    """What the child said: the test it started last, and whether its run reached its end."""
+
+    test: str | None = None
+    ended: bool = False
+
+    def listen(self, said: int) -> None:
+        """Every line the child writes (`T<nodeid>`, then `E`), until it closes the pipe."""
+        with os.fdopen(said, "r", encoding="utf-8", errors="replace") as lines:
+            for line in lines:
+                if line.startswith("T"):
+                    self.test, self.ended = line[1:].rstrip("\n"), False
+                elif line == "E\n":
+                    self.ended = True

@@ -104,39 +104,37 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-_CONFIGURED: list[bool] = []
-"""Whether a pytest run was configured in this process before (an in-process run inside a
-test: never guarded, its process is the outer run's)."""
-
-
-_WATCHED: list[pytest.Config] = []
-"""The run `codegen.guard` watches (in the child that runs the tests)."""
+_CONFIGURED: dict[str, pytest.Config] = {}
+"""This process's runs: the `first` configured (a later one is an in-process run inside a
+test: never watched, its process is the outer run's), and the one `watched` (in the child
+that runs the tests, `codegen.guard`)."""
 
 
 def pytest_configure(config: pytest.Config) -> None:
     """The first run of the process, against an implementation, is watched from a parent
     process (`codegen.guard`): the implementation cannot end it with a pass."""
-    first = not _CONFIGURED
-    _CONFIGURED.append(True)
+    if _CONFIGURED.setdefault("first", config) is not config:
+        return
     drives = config.getoption("--ledger-impl", default=None) or config.getoption("--ledger-conform", default=None)
-    if first and drives and not hasattr(config, "workerinput"):  # an xdist worker: its controller watches
+    if drives and not hasattr(config, "workerinput"):  # an xdist worker: its controller watches
         from ledgercheck.codegen import guard
 
         if guard.possible():
             guard.watch(config)
-            _WATCHED.append(config)
+            _CONFIGURED["watched"] = config
 
 
 def pytest_runtest_logstart(nodeid: str, location: tuple[str, int | None, str]) -> None:
-    if _WATCHED:
+    watched = _CONFIGURED.get("watched")
+    if watched is not None:
         from ledgercheck.codegen import guard
 
-        guard.starting(_WATCHED[0], nodeid)
+        guard.starting(watched, nodeid)
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config: pytest.Config) -> None:
-    if _WATCHED and _WATCHED[0] is config:
+    if _CONFIGURED.get("watched") is config:
         from ledgercheck.codegen import guard
 
         guard.finished(config)

@@ -99,7 +99,7 @@ class Subprocess:
             code = self.process.wait(None if left is None else left + CHILD_GRACE)
         except subprocess.TimeoutExpired:
             self.process.kill()
-            code = self.process.wait()
+            self.process.wait()
             spent = limits.exhausted(memory=False) or "time budget"
             overran = f"\nledgercheck ci: the {spent} ran out while this step ran; it was stopped\n"
             code = EXIT_UNKNOWN

@@ -8,9 +8,10 @@ from __future__ import annotations
 import contextlib
 import io
 import signal
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from ledgercheck.model import budget
 from ledgercheck.model.budget import BudgetExhausted
 from ledgercheck.model.conformance.calls import (
     RAISED_BY_CALLS,
@@ -188,11 +189,21 @@ class Conformance:
 
         signal.signal(signal.SIGUSR1, overdue)
 
+    @contextlib.contextmanager
+    def stops_named(self) -> Iterator[None]:
+        """Where a process of the comparison runs the implementation: `Overdue` and a
+        `SystemExit` of the implementation's (raised outside a compared call) become the
+        command's errors naming the calls (`not_returned`, `exited`), never a bare exit."""
+        try:
+            yield
+        except Overdue:
+            raise self.not_returned() from None
+        except SystemExit as exc:  # the implementation's, while its state was read
+            raise self.exited(exc) from None
+
     def not_returned(self) -> BudgetExhausted:
         """The error of a comparison stopped by `Overdue`: the budget, and the calls the
         implementation did not return from."""
-        from ledgercheck.model import budget
-
         limits = budget.active()
         spent = limits.exhausted() or f"memory budget ({limits.memory_mib} MiB)"
         doing = (

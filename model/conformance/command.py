@@ -17,7 +17,6 @@ from typing import Any
 
 from ledgercheck.model import budget, executor
 from ledgercheck.model.budget import BudgetExhausted
-from ledgercheck.model.conformance.calls import Overdue
 from ledgercheck.model.conformance.checker import Conformance
 from ledgercheck.model.conformance.implementation import load_target
 from ledgercheck.model.conformance.session import check
@@ -179,7 +178,7 @@ def _compare(work: _Work, write: Callable[[str, str], None], watch: Callable[[st
     if watch is not None:
         work.conformance.watching = watch
     progress = (lambda message: write("stderr", message)) if ns.progress else None
-    try:
+    with work.conformance.stops_named():
         summary = check(
             work.conformance,
             work.spec_file,
@@ -202,8 +201,4 @@ def _compare(work: _Work, write: Callable[[str, str], None], watch: Callable[[st
             write("stdout", "")
             write("stdout", work.conformance.report(summary.divergence, work.variant))
             return EXIT_MISMATCH
-    except Overdue:
-        raise work.conformance.not_returned() from None
-    except SystemExit as exc:  # raised by the implementation outside a compared call
-        raise work.conformance.exited(exc) from None
     return EXIT_OK

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ledgercheck.model import budget, ir
-from ledgercheck.model.conformance.calls import RAISED_BY_CALLS, LedgerCall, Overdue, Script, Tick, invoke
+from ledgercheck.model.conformance.calls import RAISED_BY_CALLS, LedgerCall, Script, Tick, invoke
 from ledgercheck.model.conformance.divergence import Divergence
 from ledgercheck.model.conformance.implementation import ManualClock
 from ledgercheck.model.conformance.observation import Observation, Outcome, compare
@@ -96,11 +96,6 @@ class Enumerator:
         self.frontier: list[Node] = []
         self.seen: set[tuple[Any, ...]] = set()
         """The level's frontier and the states seen before it: what a forked run reads."""
-        self.announce: Callable[[str], None] | None = None
-        """Told each call sequence before the implementation runs it (a watched run's fork)."""
-        watching = conformance.watching
-        if watching is not None:  # a watched comparison (`conform`'s second run after a death)
-            self.announce = lambda calls: watching(f"the calls {calls} (the enumeration at {shards} shards)")
 
     def run(self, depth: int, progress: Callable[[str], None] | None, parts: int) -> Enumeration:
         start = time.monotonic()
@@ -187,8 +182,7 @@ class Enumerator:
                 if not running:
                     raise
                 raise ImplementationEnded(
-                    f"{died} while the implementation ran the calls {running[-1]} (the enumeration at "
-                    f"{self.shards} shards, depth {level}): the implementation ended the process it ran "
+                    f"{died} while the implementation ran {running[-1]}: the implementation ended the process it ran "
                     "in (a call of os._exit, a crash in native code, or the system out of memory); "
                     "no divergence and no conformance established"
                 ) from None
@@ -222,8 +216,9 @@ class Enumerator:
                     continue
                 found.sequences += 1
                 conformance.traces += 1
-                if self.announce is not None:
-                    self.announce(conformance.calls_label((*prefix, call)))
+                if conformance.watching is not None:  # a watched run: told before the implementation runs it
+                    label = conformance.calls_label((*prefix, call))
+                    conformance.watching(f"the calls {label} (the enumeration at {shards} shards, depth {level})")
                 if ledger is None or ledger_clock is None:
                     ledger_clock = ManualClock()
                     ledger = self._replayed(prefix, ledger_clock)
@@ -286,13 +281,9 @@ def _expand_run(
     run sends each call sequence before the implementation runs it."""
     lo, hi, level, keep, watched = job
     if watched:
-        enumerator.announce = send
-    try:
+        enumerator.conformance.watching = send
+    with enumerator.conformance.stops_named():
         part = enumerator.expand(enumerator.frontier[lo:hi], enumerator.seen, level, keep)
-    except Overdue:
-        raise enumerator.conformance.not_returned() from None
-    except SystemExit as exc:  # the implementation's, while its state was read
-        raise enumerator.conformance.exited(exc) from None
     if part.divergence is not None:
         try:
             pickle.dumps(part.divergence)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ledgercheck.model import budget
 from ledgercheck.model.budget import BudgetExhausted
-from ledgercheck.model.conformance.calls import Overdue, Script
+from ledgercheck.model.conformance.calls import Script
 from ledgercheck.model.conformance.checker import Conformance
 from ledgercheck.model.conformance.defaults import (
     COUNTEREXAMPLE_DEPTH,
@@ -85,12 +85,8 @@ def _enumerate_beside(
     conformance: Conformance, job: _EnumerationJob, progress: Callable[[str], None] | None
 ) -> _Enumerated:
     """The enumeration in the process beside the checks (`executor.Beside`)."""
-    try:
+    with conformance.stops_named():
         enumerated = _enumerate(conformance, job, progress)
-    except Overdue:
-        raise conformance.not_returned() from None
-    except SystemExit as exc:  # the implementation's, while its state was read
-        raise conformance.exited(exc) from None
     try:
         pickle.dumps(enumerated)
     except Exception:  # noqa: BLE001 - a value the implementation returned, of any kind
