@@ -96,6 +96,8 @@ class GeneratedCall:
     args: tuple[tuple[str, Any], ...] = ()
     guarded: bool = False
     raises: str | None = None  # the error class the call raises, by name
+    returns: bool = False  # the event declares `returns`: the test asserts what the call returned
+    result: Any = None  # ... which is this (normalised, as the fields are)
     tick: int = 0  # not a call: the clock's tick action `event`, by this many units
     # What the call announces as the binding hears it (channel, instance, payload), in the
     # model's order; None where the spec binds no notification (nothing is asserted).
@@ -159,13 +161,23 @@ def announcements(spec: Spec, notices: Sequence[Notice]) -> tuple[tuple[str, int
     return tuple(expected_announcements(spec.binding, spec, notices))
 
 
-def _replay_calls(
-    spec: Spec, trace: Trace, skip_outside_contract: bool
-) -> tuple[list[list[dict[str, Any]]], list[bool], list[str | None], list[Any]]:
-    """The observable fields of every shard after each call (and tick) of the trace, on
-    `spec`, per call whether the callers' contract allowed it there, the error it raised and
-    what it announced (`announcements`). With `skip_outside_contract` a call the callers
-    would not make in `spec`'s state is not made."""
+@dataclass(frozen=True)
+class _Replay:
+    """A trace's calls made on one variant's executable model: the observable fields of every
+    shard after each call (and tick), and per call whether the callers' contract allowed it
+    there, the error it raised, what it returned (normalised; None where the event declares
+    no `returns` or the call raised) and what it announced (`announcements`)."""
+
+    states: list[list[dict[str, Any]]]
+    allowed: list[bool]
+    raised: list[str | None]
+    returned: list[Any]
+    announced: list[Any]
+
+
+def _replay_calls(spec: Spec, trace: Trace, skip_outside_contract: bool) -> _Replay:
+    """The trace's calls on `spec`'s executable model. With `skip_outside_contract` a call
+    the callers would not make in `spec`'s state is not made."""
     api = build_api(spec)
     clock = ManualClock()
     ledger = api.Ledger(
@@ -176,31 +188,32 @@ def _replay_calls(
         echo=False,
     )
     ticks = clock_steps(spec, trace.policy)
-    states = [[_observable(spec, r) for r in ledger.snapshot()]]
-    allowed: list[bool] = []
-    raised: list[str | None] = []
-    announced: list[Any] = []
+    replay = _Replay([[_observable(spec, r) for r in ledger.snapshot()]], [], [], [], [])
     for step in trace.steps[1:]:
         if step.action in ticks and not step.calls:
             clock.advance(ticks[step.action])
-            allowed.append(True)
-            raised.append(None)
-            announced.append(None)
-            states.append([_observable(spec, r) for r in ledger.snapshot()])
+            replay.allowed.append(True)
+            replay.raised.append(None)
+            replay.returned.append(None)
+            replay.announced.append(None)
+            replay.states.append([_observable(spec, r) for r in ledger.snapshot()])
         for call in step.calls:
             ok = ledger.contract_allows(call.event, call.shard, dict(call.args))
-            allowed.append(ok)
+            replay.allowed.append(ok)
             error = None
+            value = None
             start = len(ledger.notifications)
             if ok or not skip_outside_contract:
                 try:
-                    getattr(ledger, call.event)(call.shard, **dict(call.args))
+                    value = getattr(ledger, call.event)(call.shard, **dict(call.args))
                 except Exception as exc:  # one of the event's `raises`: the test expects it
                     error = type(exc).__name__
-            raised.append(error)
-            announced.append(announcements(spec, ledger.notifications[start:]))
-            states.append([_observable(spec, r) for r in ledger.snapshot()])
-    return states, allowed, raised, announced
+            returns = spec.events[call.event].returns is not None and error is None
+            replay.raised.append(error)
+            replay.returned.append(normalise(value, spec) if returns else None)
+            replay.announced.append(announcements(spec, ledger.notifications[start:]))
+            replay.states.append([_observable(spec, r) for r in ledger.snapshot()])
+    return replay
 
 
 def build_test(
@@ -211,8 +224,9 @@ def build_test(
     variant itself and the test is a strict xfail: it documents the violation, and turns
     red the day an implementation stops showing it."""
     prop = violating.properties[prop_name]
-    expected, allowed, raised, announced = _replay_calls(holding, trace, skip_outside_contract=not known_violation)
-    actual, _, _, _ = _replay_calls(violating, trace, skip_outside_contract=False)
+    replay = _replay_calls(holding, trace, skip_outside_contract=not known_violation)
+    expected = replay.states
+    actual = _replay_calls(violating, trace, skip_outside_contract=False).states
     observed = observed_fields(holding)
     ticks = clock_steps(holding, trace.policy)
     steps: list[GeneratedStep] = []
@@ -253,9 +267,11 @@ def build_test(
                     monitor,
                     ((shard, tuple(fields)),),
                     tuple(call.args.items()),
-                    guarded=not allowed[position - 1],
-                    raises=raised[position - 1],
-                    notifications=announced[position - 1],
+                    guarded=not replay.allowed[position - 1],
+                    raises=replay.raised[position - 1],
+                    returns=event.returns is not None and replay.raised[position - 1] is None,
+                    result=replay.returned[position - 1],
+                    notifications=replay.announced[position - 1],
                 )
             )
         label = step.action or "?"
@@ -317,6 +333,9 @@ def _outcome(test: GeneratedTest, spec: Spec, monitor: Spec, prop: str) -> str |
                 elif call.raises:
                     with check.call_raising(call.raises, call.event, call.shard, **monitored):
                         getattr(ledger, call.event)(call.shard, **args)
+                elif call.returns:
+                    with check.call_returning(call.result, call.event, call.shard, **monitored) as outcome:
+                        outcome.value = getattr(ledger, call.event)(call.shard, **args)
                 else:
                     with check.call(call.event, call.shard, **monitored):
                         getattr(ledger, call.event)(call.shard, **args)
@@ -463,6 +482,8 @@ def build_coverage_test(spec: Spec, branch: coverage.Branch, trace: Sequence[cov
             ((0, tuple(fields)),),
             arg_items,
             raises=machine.error,
+            returns=event.returns is not None and machine.error is None,
+            result=effects.calls[-1].result if event.returns is not None and machine.error is None else None,
             notifications=announcements(spec, notices),
         )
         label = f"{code}, the branch" if last else code

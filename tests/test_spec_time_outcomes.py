@@ -92,6 +92,72 @@ def test_an_off_by_one_in_the_timeout_is_found() -> None:
     assert any(a.startswith("tick") for a in actions), actions
 
 
+WRONG_RESULT = """\
+from ledgercheck.model.interpreter import build_api
+from ledgercheck.model.spec import load_spec
+
+_api = build_api(load_spec({path!r}).variant())
+TimedBreakerPolicy = _api.Policy
+
+
+class TimedBreakers(_api.Ledger):
+    \"\"\"The model, but a breaker that half-opens says it is closed.\"\"\"
+
+    def allow(self, i):
+        value = super().allow(i)
+        return _api.State.CLOSED if value == _api.State.HALF_OPEN else value
+"""
+
+
+def test_a_call_that_returns_must_return_what_the_spec_says() -> None:
+    """`call_returning`: the value the test recorded is compared (normalised, as a field is),
+    and a step property's monitor reads it as `result`."""
+    from ledgercheck.model.conformance.monitor import LedgerCheck
+
+    spec = load_spec(TIMED).variant()
+    api = build_api(spec)
+    policy = {"trip_after": 1, "reset_timeout": 1}
+    ledger = api.Ledger(shard_count=1, policy=api.Policy(**policy), echo=False)
+    check = LedgerCheck(ledger, spec, "closed_admits", 1, policy)
+    with check.call_returning("CLOSED", "allow", 0) as outcome:
+        outcome.value = ledger.allow(0)
+    with pytest.raises(pytest.fail.Exception, match=r"step 2: allow\(0\) returned 'CLOSED', expected 'OPEN'"):
+        with check.call_returning("OPEN", "allow", 0) as outcome:
+            outcome.value = ledger.allow(0)
+    with pytest.raises(pytest.fail.Exception, match="did not record what the call returned"):
+        with check.call_returning("CLOSED", "allow", 0):
+            ledger.allow(0)
+    wrong = LedgerCheck(ledger, spec, "closed_admits", 1, policy)
+    with wrong.call_returning("HALF_OPEN", "allow", 0) as outcome:  # what a wrong class would claim
+        outcome.value = "half_open"
+    with pytest.raises(pytest.fail.Exception, match="a closed breaker refused a call"):
+        wrong.finish()  # the monitor judged `result == CLOSED` on the value returned
+
+
+def test_generated_tests_assert_what_each_call_returns(tmp_path) -> None:
+    """A class whose `allow` returns the wrong state, with every field right, passed every
+    generated test until the tests asserted return values; now the tests of the calls that
+    half-open it fail, naming the value."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "generated"
+    assert cli.main(["gen", str(TIMED), "--out", str(out)]) == 0
+    assert "outcome.value = ledger.allow(0)" in (out / "test_branches_of_allow.py").read_text()
+    module = tmp_path / "wrong_result.py"
+    module.write_text(WRONG_RESULT.format(path=str(TIMED)), encoding="utf-8")
+
+    def pytest_on(*options: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(out), *options]
+        return subprocess.run(command, capture_output=True, text=True, check=False, cwd=tmp_path)
+
+    model = pytest_on()
+    assert model.returncode == 0, model.stdout[-3000:]
+    wrong = pytest_on("--ledger-impl", f"{module}:TimedBreakers")
+    assert wrong.returncode == 1, wrong.stdout[-3000:]
+    assert "returned 'CLOSED', expected 'HALF_OPEN'" in wrong.stdout, wrong.stdout[-3000:]
+
+
 BAD = {
     "timer-without-clock": Bad("[clock]", "[clocks_not_here]", "[clocks", ("unknown key 'clocks_not_here'",)),
     "timer-negative": Bad(TIMER, 'opened_for = { type = "timer", initial = -1 }', "opened_for", ("a timer needs",)),

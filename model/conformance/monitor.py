@@ -19,11 +19,22 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from ledgercheck.model.conformance.observation import MISSING, Normaliser, announced_since, notifications_text
 from ledgercheck.model.semantics import ConcreteBackend, Effects, Frame, Key, Machine
 from ledgercheck.model.spec import PropertyKind, Spec
+
+_UNSET: Any = object()
+"""No value: a call whose result nobody recorded, or a call that returns none to compare."""
+
+
+@dataclass
+class Returned:
+    """What a call wrapped in `LedgerCheck.call_returning` returned: the test sets `value`."""
+
+    value: Any = _UNSET
 
 
 class LedgerCheck:
@@ -100,15 +111,30 @@ class LedgerCheck:
     @contextmanager
     def call(self, event: str, shard: int, **args: Any) -> Iterator[None]:
         """Wrap one API call: snapshot, call, snapshot, monitor."""
-        before = self._begin(event, shard)
+        before = self._begin(event, shard, args)
         yield
         self._end(event, shard, args, before, raised=False)
+
+    @contextmanager
+    def call_returning(self, expected: Any, event: str, shard: int, **args: Any) -> Iterator[Returned]:
+        """Wrap one API call of an event that declares `returns`: the test puts what the call
+        returned in the yielded `Returned`, which must be `expected` (normalised, as a field
+        is), and the monitor's step property reads it as `result`."""
+        before = self._begin(event, shard, args)
+        outcome = Returned()
+        yield outcome
+        if outcome.value is _UNSET:
+            self._fail(f"{self.current}: the test did not record what the call returned")
+        actual = self.normalise(outcome.value)
+        if actual != expected:
+            self._fail(f"{self.current} returned {actual!r}, expected {expected!r}")
+        self._end(event, shard, args, before, raised=False, result=actual)
 
     @contextmanager
     def call_raising(self, error: str, event: str, shard: int, **args: Any) -> Iterator[None]:
         """Wrap one API call the spec says raises `error` (a class name): it must, and it
         changes nothing the monitor does not see."""
-        before = self._begin(event, shard)
+        before = self._begin(event, shard, args)
         try:
             yield
         except Exception as exc:
@@ -131,18 +157,27 @@ class LedgerCheck:
         if self.prop.kind == PropertyKind.INVARIANT:
             self._invariant({**self.observe(), **self.history})
 
-    def _begin(self, event: str, shard: int) -> dict[Key, Any]:
+    def _begin(self, event: str, shard: int, args: Mapping[str, Any]) -> dict[Key, Any]:
         self.step += 1
-        self.current = f"step {self.step}: {event}({shard})"
+        shown = "".join(f", {name}={value!r}" for name, value in args.items())
+        self.current = f"step {self.step}: {event}({shard}{shown})"
         if not callable(getattr(self.ledger, event, None)):
             self._fail(f"the implementation has no {event} (needed by {self.current})")
         self._announced = len(getattr(self.ledger, "notifications", ()))
         return self.observe()
 
-    def _end(self, event: str, shard: int, args: Mapping[str, Any], before: dict[Key, Any], raised: bool) -> None:
+    def _end(
+        self,
+        event: str,
+        shard: int,
+        args: Mapping[str, Any],
+        before: dict[Key, Any],
+        raised: bool,
+        result: Any = _UNSET,
+    ) -> None:
         if self.shadow is not None:
             self._mirror(getattr(self.shadow, event), shard, args)
-        self._monitor(event, shard, args, before, self.observe(), raised)
+        self._monitor(event, shard, args, before, self.observe(), raised, result)
 
     @staticmethod
     def _mirror(method: Callable[..., Any], shard: int, args: Mapping[str, Any]) -> None:
@@ -159,6 +194,7 @@ class LedgerCheck:
         before: dict[Key, Any],
         after: dict[Key, Any],
         raised: bool = False,
+        result: Any = _UNSET,
     ) -> None:
         event = self.spec.events[event_name]
         full_args = {p.name: args.get(p.name, p.default) for p in event.signature.params}
@@ -174,7 +210,10 @@ class LedgerCheck:
         new = {name: new_store[(shard, name)] for name in self.machine.shard_field_names}
         if self.prop.kind == PropertyKind.STEP and event_name in self.prop.on:
             emitted = self._emitted(event_name, shard, full_args, store)
-            frame = Frame(shard, {}, full_args, {"raised": raised}, {"before": old, "after": new}, emitted)
+            if result is _UNSET and event.returns is not None:  # it raised: the spec's value, as the model's
+                result = self.machine.eval(event.returns, Frame(shard, {}, full_args), new_store)
+            outcome = {"raised": raised} if result is _UNSET else {"raised": raised, "result": result}
+            frame = Frame(shard, {}, full_args, outcome, {"before": old, "after": new}, emitted)
             applies = self.prop.when is None or self.machine.eval(self.prop.when, frame, new_store)
             if applies and not self.machine.eval(self.prop.check, frame, new_store):
                 self._record(f"{self.current} broke it: {self.prop.assert_text}")
