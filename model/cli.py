@@ -345,7 +345,8 @@ def build_parser(args: Sequence[str] | None = None) -> argparse.ArgumentParser:
     diff.add_argument(
         "--environment",
         default=None,
-        help="the environment both run in (default: the spec's default_environment, else controller)",
+        help="the environment both run in (default: the spec's default_environment, else controller where "
+        "the spec has one, else ledger, else its first)",
     )
 
     mutate = command(

@@ -183,12 +183,21 @@ def verdict_changes(
     return changes
 
 
+def _default_environment(spec: Spec) -> str:
+    """Where `diff` compares when given no --environment: the spec's declared default, else
+    `controller` where the spec has one (the bundled ledger's callers, where a difference is
+    one its users can meet), else the spec's default environment."""
+    if spec.declared_default_environment is None and "controller" in spec.environments:
+        return "controller"
+    return spec.default_environment
+
+
 def diff_command(
     *, a: str, b: str, spec: str | None, environment: str | None, shards: int | None, max_depth: int, format: str
 ) -> int:
     """`ledgercheck diff A B`: where two variants or specs first disagree, and what verdicts changed."""
     left_spec, right_spec = resolve_side(a, spec), resolve_side(b, spec)
-    environment = environment or left_spec.declared_default_environment or "controller"
+    environment = environment or _default_environment(left_spec)
     fleet = shards or left_spec.default_shards
     policy = left_spec.default_policy()
     if left_spec.default_policy() != right_spec.default_policy():

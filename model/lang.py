@@ -482,7 +482,40 @@ def compile_block(text: str, scope: Scope) -> tuple[ir.Stmt, ...]:
     scope = _located(scope, body, lines, col=indent)
     tree = parse_python(body, "exec", scope)
     assert isinstance(tree, ast.Module)
-    return _block(tree.body, scope, set(scope.locals))
+    given = set(scope.locals)
+    block = _block(tree.body, scope, set(given))
+    _refuse_unread_locals(tree, block, scope, given)
+    return block
+
+
+def _refuse_unread_locals(tree: ast.Module, block: tuple[ir.Stmt, ...], scope: Scope, given: set[str]) -> None:
+    """A local the block assigns and never reads does nothing: a block's locals end with it.
+    It is almost always a field's name misspelt (`attempt = 0` for `attempts`), which would
+    otherwise leave the field unchanged without a word, and a property that sees the field
+    quietly checks a different machine."""
+    assigned = [n.name for n in ir.walk(block) if isinstance(n, ir.Assign) and n.kind == "local"]
+    read = {n.name for n in ir.walk(block) if isinstance(n, ir.LocalRef)}
+    unread = [name for name in dict.fromkeys(assigned) if name not in read and name not in given]
+    if not unread:
+        return
+    name = min(unread, key=lambda n: _first_assignment(tree, n)[:2])
+    target = _first_assignment(tree, name)[2]
+    known = [*scope.fields, *scope.globals]
+    hint = did_you_mean(name, known) if did_you_mean(name, known) else " (a block's locals end with it)"
+    raise scope.fail(target, f"{name!r} is assigned but never read: it is a local, not a field{hint}")
+
+
+def _first_assignment(tree: ast.Module, name: str) -> tuple[int, int, ast.AST]:
+    """Where `name` is first assigned in the block (line, column, the target's node)."""
+    targets = [
+        target
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Assign, ast.AugAssign))
+        for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        if isinstance(target, ast.Name) and target.id == name
+    ]
+    first = min(targets, key=lambda t: (t.lineno, t.col_offset))
+    return first.lineno, first.col_offset, first
 
 
 def _dedent(text: str) -> tuple[str, int, int]:
@@ -575,7 +608,7 @@ def _assign(node: ast.stmt, target: ast.expr, value: ir.Expr, scope: Scope, assi
         return ir.Assign("field", name, "self", value, node.lineno, text)
     if name in scope.globals:
         if name not in scope.writable_globals:
-            raise scope.fail(target, f"{name!r} cannot be assigned here")
+            raise scope.fail(target, f"{name!r} cannot be assigned here{_where_globals_are_assigned(name, scope)}")
         _require(value, scope.globals[name], node, scope, f"the value assigned to {name}")
         return ir.Assign("global", name, "", value, node.lineno, text)
     clash = (
@@ -600,6 +633,14 @@ def _assign(node: ast.stmt, target: ast.expr, value: ir.Expr, scope: Scope, assi
         scope.locals[name] = value.type
     assigned.add(name)
     return ir.Assign("local", name, "", value, node.lineno, text)
+
+
+def _where_globals_are_assigned(name: str, scope: Scope) -> str:
+    """Why a fleet-wide value cannot be assigned where it was: an event changes the record of
+    the shard it is called on, and fleet-wide values have their own writers."""
+    if scope.writable_globals:  # an action body: it writes its environment's own variables
+        return f": an action assigns only its environment's [vars] ({', '.join(sorted(scope.writable_globals))})"
+    return ": a fleet-wide value of [globals] is assigned only in [on_state_change]"
 
 
 def _for(node: ast.For, scope: Scope, assigned: set[str]) -> ir.Stmt:

@@ -406,7 +406,8 @@ class SpecFile:
             return next(iter(self.compiled.values()))
         if name not in self.compiled:
             raise UsageError(
-                f"unknown variant {name!r}{did_you_mean(name, self.compiled)}; the spec has {', '.join(self.compiled)}"
+                f"unknown variant {name!r}{did_you_mean(name, self.compiled)}; "
+                f"the spec {Path(self.path).name} has {', '.join(self.compiled)}"
             )
         return self.compiled[name]
 

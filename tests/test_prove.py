@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import z3
 from budgets import Tripping
@@ -9,7 +11,7 @@ from ledger_fixture import LEDGER_SPEC
 from tiers import fast_slice
 
 from ledgercheck.model import budget, diff, prove
-from ledgercheck.model.errors import Undecided
+from ledgercheck.model.errors import Undecided, UsageError
 from ledgercheck.model.spec import load_spec, load_spec_text
 
 HEADLINE = "no_condemnation_by_inherited_streak"
@@ -128,6 +130,21 @@ def test_diff_of_the_two_fixes_is_the_wedged_engine(spec_file):
     assert [(name, left.verdict, right.verdict) for name, left, right in changes] == [
         ("wedged_engine_is_taken_out", "violated", "holds")
     ]
+
+
+def test_diff_runs_where_the_spec_can_without_an_environment(spec_file):
+    """`diff` without --environment: the spec's declared default, else `controller` where
+    the spec has one (the bundled ledger), else its default (`ledger`, else its first). It
+    asked every spec for `controller`, and a spec without one stopped with exit 2."""
+    examples = Path(__file__).resolve().parents[1] / "spec" / "examples"
+    assert diff._default_environment(spec_file.variant("fixed")) == "controller"
+    assert diff._default_environment(load_spec(str(examples / "timed_breaker.toml")).variant()) == "callers"
+    assert diff._default_environment(load_spec(str(examples / "listener_breaker.toml")).variant()) == "ledger"
+
+
+def test_an_unknown_variant_names_the_spec_it_was_looked_up_in(spec_file):
+    with pytest.raises(UsageError, match=r"unknown variant 'intended'; the spec fleet_health.toml has as_written"):
+        spec_file.variant("intended")
 
 
 def test_diff_of_a_variant_with_itself_finds_nothing(spec_file):

@@ -200,6 +200,18 @@ BAD: dict[str, Bad] = {
         "restart_attempts",
         ("event report_success: history", "ledger field 'restart_attempts' cannot be assigned"),
     ),
+    "misspelt-field-assigned": Bad(
+        RETIRE_BODY,
+        retire_body("state = RETIRED", "restart_attempt = 0"),
+        "restart_attempt",
+        ("event retire: body", "'restart_attempt' is assigned but never read", "did you mean 'restart_attempts'?"),
+    ),
+    "global-in-event-body": Bad(
+        RETIRE_BODY,
+        retire_body("state = RETIRED", "membership_epoch = 0"),
+        "membership_epoch",
+        ("event retire: body", "'membership_epoch' cannot be assigned here", "only in [on_state_change]"),
+    ),
     # outside the expression subset
     "call": Bad(GUARD, guard("__import__('os')"), "__import__", ("calls are not allowed", "__import__")),
     "call-statement": Bad(RETIRE_BODY, retire_body("exec('print(1)')"), "exec", ("calls are not allowed",)),
