@@ -264,7 +264,13 @@ def ledger_factory(request: pytest.FixtureRequest) -> LedgerFactory:
                 problem = f"ledgercheck: {exc}"
         if problem is not None:  # failed outside the except block: no exception chain in the report
             pytest.fail(f"{stale}\n{problem}" if stale else problem, pytrace=False)
-        return ledger, LedgerCheck(ledger, monitor_spec, prop, shards, policy, note=stale, clock=clock)
+        from ledgercheck.codegen.coverage import MODULE_PREFIX
+
+        watched = Path(str(request.node.path)).name.startswith(MODULE_PREFIX)  # a coverage test
+        check = LedgerCheck(
+            ledger, monitor_spec, prop, shards, policy, note=stale, clock=clock, about_property=not watched
+        )
+        return ledger, check
 
     return make
 

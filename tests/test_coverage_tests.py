@@ -282,3 +282,16 @@ def test_a_change_no_counterexample_test_sees_fails_a_coverage_test(tmp_path: Pa
     assert failed, output
     # Only coverage tests notice it: every counterexample test passes, as before this change.
     assert all(name.startswith(coverage.MODULE_PREFIX) for name in failed), failed
+
+
+def test_a_coverage_test_failure_leads_with_what_it_pins_down(tmp_path: Path) -> None:
+    """A coverage test only watches its property: a ledger that does something else on the
+    branch is named as that, not by the property's message (which said the property broke
+    when nothing had)."""
+    code, output = _run(_copy(tmp_path, MUTANTS["swapped state: retire leaves the shard DEAD"]))
+    assert code == 1, output
+    assert "the ledger does not do what refit_keeps_streak does" in output, output
+    assert "state is 'DEAD', expected 'RETIRED'" in output, output
+    monitored = load_spec(str(LEDGER_SPEC)).variant("refit_keeps_streak").properties
+    for name, prop in monitored.items():
+        assert f"{name}: {prop.message}" not in output, name

@@ -49,8 +49,12 @@ class LedgerCheck:
         policy: Mapping[str, int],
         note: str | None = None,
         clock: Any = None,
+        about_property: bool = True,
     ) -> None:
         self.ledger = ledger
+        # False where the property is only watched (a coverage test): a failure that is not
+        # the property's own then leads with what the test pins down, not the property's message.
+        self.about_property = about_property
         self.clock = clock  # a ManualClock where the spec has a [clock]: what `tick` moves
         self.note = note  # leads every failure message (a stale spec, under --ledger-impl)
         self.spec = spec
@@ -72,11 +76,21 @@ class LedgerCheck:
             api = build_api(spec)
             self.shadow = api.Ledger(shard_count=shards, policy=api.Policy(**policy), clock=clock, echo=False)
 
-    def _fail(self, message: str) -> NoReturn:
+    def _fail(self, message: str, broke: bool = False) -> NoReturn:
+        """Fail the test. A test about its property (a counterexample's) leads with the
+        property's message: the ledger left the trace that broke it, or broke it. A test that
+        only watches the property leads with the variant it pins down, and names the property
+        only if the monitor saw it broken (`broke`, or a violation recorded so far)."""
         import pytest
 
         lead = f"{self.note}\n" if self.note else ""
-        pytest.fail(f"{lead}{self.prop.name}: {self.prop.message}\n  {message}", pytrace=False)
+        if broke or self.about_property:
+            headline = f"{self.prop.name}: {self.prop.message}\n  {message}"
+        else:
+            headline = f"the ledger does not do what {self.spec.variant} does\n  {message}"
+            if self.violation is not None:
+                headline += f"\n  meanwhile {self.prop.name}: {self.prop.message}\n  {self.violation}"
+        pytest.fail(f"{lead}{headline}", pytrace=False)
 
     def observe(self) -> dict[Key, Any]:
         try:
@@ -275,4 +289,4 @@ class LedgerCheck:
     def finish(self) -> None:
         """The property's own assertion, over everything the monitor saw."""
         if self.violation is not None:
-            self._fail(self.violation)
+            self._fail(self.violation, broke=True)
