@@ -375,6 +375,13 @@ def _attribute(node: ast.Attribute, scope: Scope) -> ir.Expr:
         return _shard_field(node, "self", base, scope)
     if base in scope.shard_vars:
         return _shard_field(node, base, None, scope)
+    if base == "args":
+        raise scope.fail(
+            node,
+            "the call's arguments (args.x) are read only in an event's own blocks and guards; to "
+            f"state something about {attr!r} here, keep it in a history field (`last_{attr} = args.{attr}` "
+            "in the event's history block) and read that",
+        )
     allowed = ["args"] if scope.args is not None else []
     allowed += sorted(scope.snapshots) + sorted(scope.shard_vars)
     hint = f" (here: {', '.join(allowed)})" if allowed else ""

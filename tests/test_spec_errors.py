@@ -200,6 +200,12 @@ BAD: dict[str, Bad] = {
         "restart_attempts",
         ("event report_success: history", "ledger field 'restart_attempts' cannot be assigned"),
     ),
+    "argument-in-a-step-property": Bad(
+        'when = "before.state != DEAD and after.state == DEAD and after.incarnation > 0"',
+        'when = "before.state != DEAD and after.state == DEAD and args.error is None"',
+        "args.error",
+        ("read only in an event's own blocks and guards", "keep it in a history field", "last_error = args.error"),
+    ),
     "misspelt-field-assigned": Bad(
         RETIRE_BODY,
         retire_body("state = RETIRED", "restart_attempt = 0"),
