@@ -120,6 +120,9 @@ def ci_command(
     from ledgercheck.codegen.render import default_out_dir
 
     out_dir = Path(out) if out else default_out_dir(spec_file.path)
+    if impl is None:  # the class the spec binds, as `conform` takes it by default
+        binding = spec_file.variant().binding
+        impl = binding.target if binding is not None and binding.target else None
     steps: list[Step] = []
     started = time.monotonic()
     reporter = progress_for(progress)
@@ -141,7 +144,11 @@ def ci_command(
             reporter.close()
     for name in ("tests vs model", "tests vs implementation", "conformance"):
         if name not in started_names:
-            why = "no --impl given" if impl is None and name != "tests vs model" else f"no {out_dir.name}/ directory"
+            why = (
+                "no --impl given, and the spec's [implementation] names no target"
+                if impl is None and name != "tests vs model"
+                else f"no {out_dir.name}/ directory"
+            )
             steps.append(Step(name, SKIPPED, why))
     order = ["verdicts", "generated tests up to date", "tests vs model", "tests vs implementation", "conformance"]
     steps.sort(key=lambda s: order.index(s.name))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +20,7 @@ from typing import Any
 
 import pytest
 import z3
-from ledger_fixture import LEDGER_EXAMPLES
+from ledger_fixture import LEDGER_EXAMPLES, ROOT
 from spec_cases import Bad, assert_refused
 
 from ledgercheck.codegen.meaning import meaning_of, variant_parts
@@ -396,6 +397,18 @@ def test_ci_passes_end_to_end_on_the_listener_breaker(generated: Path, capsys: p
     assert cli.main(["ci", str(EXAMPLE), "--out", str(generated), "--impl", target, "--jobs", "1"]) == 0
     out = capsys.readouterr().out
     assert "PASSED" in out and "no divergence" in out
+
+
+def test_ci_takes_the_class_the_spec_binds_without_impl(
+    generated: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The example's [implementation] names its class (a path from the checkout's root):
+    `ci` tests it and checks its conformance as `conform` would, with no --impl (it skipped
+    both steps, "no --impl given")."""
+    monkeypatch.chdir(ROOT)
+    assert cli.main(["ci", str(EXAMPLE), "--out", str(generated), "--jobs", "1"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"tests vs implementation +passed", out) and "no divergence" in out, out
 
 
 def test_json_steps_carry_what_their_calls_announced(capsys: pytest.CaptureFixture[str]) -> None:
