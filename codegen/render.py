@@ -671,6 +671,14 @@ def drift(out_dir: Path, files: Mapping[str, str]) -> list[str]:
     return lines
 
 
+def nothing_generated(out_dir: Path) -> str | None:
+    """Why `out_dir` holds no generated tests at all (no such folder, or none in it), or None:
+    a drift there is not a change of anything, the tests were never generated."""
+    if not out_dir.is_dir():
+        return f"{out_dir} does not exist"
+    return None if existing_generated(out_dir) else f"{out_dir} holds no generated tests"
+
+
 def default_out_dir(spec_path: str) -> Path:
     """generated_tests/ beside the spec's folder (the project layout), else in the cwd."""
     spec_dir = Path(spec_path).resolve().parent
@@ -707,6 +715,10 @@ def cmd_gen(*, spec: str | None, out: str | None, check: bool, progress: bool | 
     changes = compare(existing_generated(out_dir), files, spec_file, verdicts)
     if check:
         diff = drift(out_dir, files)
+        never = nothing_generated(out_dir)
+        if diff and never is not None:
+            print(f"{command}: {never}: the tests were never generated; run `{_gen_command(out)}`.")
+            return EXIT_MISMATCH
         if diff:
             behaviour = [c for c in changes if c.behaviour]
             kind = "drift from a change of behaviour" if behaviour else "text only (docs, messages, figures)"
@@ -735,6 +747,11 @@ def cmd_gen(*, spec: str | None, out: str | None, check: bool, progress: bool | 
             print(change.line())
     print("\n".join(coverage_report(spec_file, command)))
     return EXIT_OK
+
+
+def _gen_command(out: str | None) -> str:
+    """The `gen` command line that writes the tests where `--out` said."""
+    return "ledgercheck gen" if out is None else f"ledgercheck gen --out {out}"
 
 
 __all__: Sequence[str] = ["cmd_gen", "generate", "plan_tests", "render_files", "write_tests", "drift"]

@@ -263,7 +263,7 @@ def _drift(spec_file: SpecFile, out_dir: Path, verdicts: Verdicts) -> Step:
     """`gen --check`, from the verdicts already established. With a verdict that differs from
     its expectation there is nothing to compare against: `gen` would refuse to write."""
     from ledgercheck.codegen.changes import compare
-    from ledgercheck.codegen.render import drift, existing_generated, plan_tests, render_files
+    from ledgercheck.codegen.render import drift, existing_generated, nothing_generated, plan_tests, render_files
 
     step = Step("generated tests up to date")
     if verdicts.mismatches or verdicts.unknown:
@@ -275,7 +275,12 @@ def _drift(spec_file: SpecFile, out_dir: Path, verdicts: Verdicts) -> Step:
     diff = drift(out_dir, files)
     step.seconds = time.monotonic() - begin
     count = sum(text.count("\ndef test_") for text in files.values())
-    if diff:
+    never = nothing_generated(out_dir) if diff else None
+    if never is not None:
+        step.status = FAILED
+        step.headline = f"{never}: the tests were never generated; run `ledgercheck gen` (with --out {out_dir})"
+        step.failures = [f"MISSING   {out_dir.name}/{name} (never generated)" for name in sorted(files)]
+    elif diff:
         changes = compare(existing_generated(out_dir), files, spec_file, verdicts)
         behaviour = any(c.behaviour for c in changes)
         names = _drifted_files(diff)

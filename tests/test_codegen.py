@@ -197,3 +197,20 @@ def test_two_gen_runs_at_once_leave_one_consistent_output(tmp_path):
     assert run("-m", "ledgercheck.model.cli", "gen", str(BREAKER), "--out", str(solo)).returncode == 0
     assert {p.name: p.read_bytes() for p in out.iterdir()} == {p.name: p.read_bytes() for p in solo.iterdir()}
     assert not list(tmp_path.glob(".ledgercheck-gen-*")), "no staging directory is left behind"
+
+
+def test_tests_never_generated_are_named_as_that(tmp_path, capsys):
+    """`gen --check` (and `ci`'s drift step) on a folder with no generated tests: the tests
+    were never generated, not "drift from a change of behaviour" module by module."""
+    from ledgercheck.model.cli import main
+
+    example = Path(__file__).resolve().parents[1] / "spec" / "examples" / "breaker.toml"
+    missing = tmp_path / "nowhere"
+    assert main(["gen", "--check", str(example), "--out", str(missing)]) == 1
+    out = capsys.readouterr().out
+    assert f"{missing} does not exist: the tests were never generated; run `ledgercheck gen --out {missing}`" in out
+    assert "change of behaviour" not in out
+    missing.mkdir()
+    (missing / "notes.txt").write_text("hand-written\n", encoding="utf-8")
+    assert main(["gen", "--check", str(example), "--out", str(missing)]) == 1
+    assert f"{missing} holds no generated tests: the tests were never generated" in capsys.readouterr().out
