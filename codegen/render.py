@@ -42,7 +42,7 @@ from ledgercheck.model.conformance.implementation import ManualClock
 from ledgercheck.model.console import progress_for
 from ledgercheck.model.errors import EXIT_BAD_INPUT, EXIT_MISMATCH, EXIT_OK, LedgercheckError
 from ledgercheck.model.executor import ExecutorConfig
-from ledgercheck.model.figure import trace_figure
+from ledgercheck.model.figure import shows_inherited, trace_figure
 from ledgercheck.model.interpreter import Notice, advance_timers, build_api, clock_steps
 from ledgercheck.model.result import Status
 from ledgercheck.model.runs import run_checks
@@ -296,7 +296,15 @@ def build_test(
         f"{violating.variant} breaks this in {trace.depth} steps ({trace.environment} environment, "
         f"{trace.shard_count} shards): {prop.message}."
     )
-    legend = "* changed by the step; ! held over from an earlier process incarnation; ~ history variable"
+    legend = "; ".join(
+        part
+        for part, shown in (
+            ("* changed by the step", True),
+            ("! held over from an earlier process incarnation", shows_inherited(violating)),
+            ("~ history variable", bool(violating.history)),
+        )
+        if shown
+    )
     figure = f"Trace found in {violating.variant}:\n\n{trace_figure(trace, violating, width=FIGURE_WIDTH)}\n\n{legend}"
     return GeneratedTest(
         f"{trace.environment}_{digest}",

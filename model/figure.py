@@ -46,6 +46,26 @@ LEGEND = (
     f"{HISTORY} history (ghost) variable;\n{READ_OPEN}x{READ_CLOSE} read by the property at the step marked "
     f"{BREAKS_LABEL.strip()} (and{BEFORE_LABEL}, for a step property)"
 )
+"""The legend of a spec with every kind of mark; `legend(spec)` keeps only the marks a spec's
+figures can show."""
+
+
+def shows_inherited(spec: Spec) -> bool:
+    """Whether a figure of `spec` can mark a value `!` (held over from an earlier process
+    incarnation): only a spec that counts incarnations in a history field `incarnation`."""
+    return any(h.name == "incarnation" for h in spec.history)
+
+
+def _drop(text: str, part: str, keep: bool) -> str:
+    return text if keep else text.replace(part, "")
+
+
+def legend(spec: Spec) -> str:
+    """`LEGEND` without the marks `spec`'s figures never show (a job table has no process
+    incarnations, a spec without history no ghost variables)."""
+    text = _drop(LEGEND, f" {INHERITED} held over from an earlier process incarnation;", shows_inherited(spec))
+    return _drop(text, f" {HISTORY} history (ghost) variable;", bool(spec.history))
+
 
 # ANSI styles (SGR): changed cells bold yellow, inherited cells red.
 ANSI = {CHANGED: "\x1b[1;33m", INHERITED: "\x1b[31m", READ_OPEN: "\x1b[7m"}
@@ -349,6 +369,14 @@ MARKDOWN_LEGEND = (
     f"`{HISTORY}`: history (ghost) variable; \\[cell\\]: read by the property at the step marked "
     f"`{BREAKS_LABEL.strip()}` (and `{BEFORE_LABEL.strip()}`, for a step property)"
 )
+
+
+def markdown_legend(spec: Spec) -> str:
+    """`MARKDOWN_LEGEND` with only the marks `spec`'s tables can show (see `legend`)."""
+    text = _drop(
+        MARKDOWN_LEGEND, f" `{INHERITED}`: held over from an earlier process incarnation;", shows_inherited(spec)
+    )
+    return _drop(text, f" `{HISTORY}`: history (ghost) variable;", bool(spec.history))
 
 
 def md_code(text: str) -> str:

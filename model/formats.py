@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ledgercheck.model import ir
-from ledgercheck.model.figure import LEGEND, MARKDOWN_LEGEND, figure_of, markdown_table, md_code, md_text, trace_figure
+from ledgercheck.model.figure import figure_of, legend, markdown_legend, markdown_table, md_code, md_text, trace_figure
 from ledgercheck.model.result import Result, Status
 from ledgercheck.model.runs import attention, mismatch_line, multi_environment, outcome, reading_order
 from ledgercheck.model.spec import Property, Spec, SpecFile
@@ -127,7 +127,7 @@ def markdown_check(spec_file: SpecFile, results: Sequence[Result], all_fields: b
     if named:
         out += [""] + [f"- {md_text(line)}" for line in named]
     if any(trace_groups(r) for r in results):
-        out += ["", MARKDOWN_LEGEND]
+        out += ["", markdown_legend(base)]
     for result in ordered:
         groups = trace_groups(result)
         if not groups:
@@ -145,7 +145,7 @@ def markdown_check(spec_file: SpecFile, results: Sequence[Result], all_fields: b
 def markdown_replay(sections: Sequence[tuple[Spec, Trace, int, Property | None, Sequence[str]]]) -> str:
     """`replay --format markdown`: per variant, its setting, the verdict of every property on
     the trace (`model.replay`), and the table with the first broken property's step marked."""
-    out: list[str] = [MARKDOWN_LEGEND, ""]
+    out: list[str] = [markdown_legend(sections[0][0]), ""] if sections else []
     for spec, trace, shard, prop, verdicts in sections:
         title = f"{md_code(spec.variant)}: {md_text(spec.variant_doc)}" if spec.variant_doc else md_code(spec.variant)
         policy = ", ".join(f"{k}={v}" for k, v in trace.policy.items())
@@ -373,7 +373,7 @@ def _junit_text(spec_file: SpecFile, result: Result, all_fields: bool = False) -
     if groups:
         spec = spec_file.variant(result.variant)
         prop = spec.properties[result.property]
-        lines += ["", LEGEND]
+        lines += ["", legend(spec)]
         for heading, trace in groups:
             figure = trace_figure(trace, spec, width=FIXED_WIDTH, prop=prop, all_fields=all_fields)
             lines += ["", f"-- {heading}: {prop.message}", figure]

@@ -18,7 +18,7 @@ from typing import Any
 
 from ledgercheck.model.breaking import Break, find_break
 from ledgercheck.model.errors import EXIT_OK, UsageError, did_you_mean
-from ledgercheck.model.figure import LEGEND, colour_enabled, column_label, trace_figure
+from ledgercheck.model.figure import colour_enabled, column_label, legend, trace_figure
 from ledgercheck.model.formats import markdown_replay
 from ledgercheck.model.spec import Property, PropertyKind, Spec, SpecFile, load_spec
 from ledgercheck.model.trace import Simulation, Trace, parse_action_call
@@ -117,7 +117,7 @@ def run(ns: argparse.Namespace) -> int:
             sections.append((spec, trace, focus, first_broken(trace, spec), verdict_lines(trace, spec, 10**6)))
         else:
             if number == 0:
-                print(LEGEND)
+                print(legend(spec))
             print()
             print(f"{spec.variant}: {spec.variant_doc}" if spec.variant_doc else spec.variant)
             width = shutil.get_terminal_size((120, 24)).columns

@@ -20,7 +20,7 @@ from pathlib import Path
 from ledgercheck.model.console import progress_for
 from ledgercheck.model.diagram import StateDiagram, minimal_policy, state_diagram, svg
 from ledgercheck.model.errors import UsageError
-from ledgercheck.model.figure import figure_of, html_table
+from ledgercheck.model.figure import figure_of, html_table, shows_inherited
 from ledgercheck.model.formats import (
     expectation_text,
     spec_label,
@@ -354,21 +354,30 @@ def _diagram_section(
     return out
 
 
-LEGEND_HTML = (
-    '<p class="legend"><span class="changed">value*</span>changed by the step '
-    '<span class="inherited">value!</span>held over from an earlier process incarnation '
-    "<code>~name</code> history (ghost) variable "
+_LEGEND_HTML_REST = (
     '<span class="breaks">[breaks]</span>the step that breaks the property '
     '<span class="read">value</span>a value the property reads there (and at the step marked '
     "[before], for a step property)</p>"
 )
 
 
+def _legend_html(spec: Spec) -> str:
+    """The figures' legend, with only the marks `spec`'s figures can show (`figure.legend`)."""
+    inherited = '<span class="inherited">value!</span>held over from an earlier process incarnation '
+    history = "<code>~name</code> history (ghost) variable "
+    return (
+        '<p class="legend"><span class="changed">value*</span>changed by the step '
+        + (inherited if shows_inherited(spec) else "")
+        + (history if spec.history else "")
+        + _LEGEND_HTML_REST
+    )
+
+
 def _trace_sections(spec_file: SpecFile, results: Sequence[Result]) -> list[str]:
     with_traces = [r for r in results if trace_groups(r)]
     if not with_traces:
         return []
-    out = ['<section id="traces">', "<h2>Traces</h2>", LEGEND_HTML]
+    out = ['<section id="traces">', "<h2>Traces</h2>", _legend_html(spec_file.variant())]
     for result in reading_order(with_traces):
         spec = spec_file.variant(result.variant)
         prop = spec.properties[result.property]

@@ -22,7 +22,7 @@ import shutil
 import textwrap
 from collections.abc import Sequence
 
-from ledgercheck.model.figure import LEGEND, colour_enabled, column_label, figure_of, trace_figure
+from ledgercheck.model.figure import colour_enabled, column_label, figure_of, legend, trace_figure
 from ledgercheck.model.result import Result, Status
 from ledgercheck.model.runs import attention, mismatch_line, multi_environment, outcome, reading_order
 from ledgercheck.model.spec import SpecFile
@@ -216,7 +216,7 @@ def print_results(
         print(textwrap.fill(folded, width, subsequent_indent="    ", break_on_hyphens=False))
     if any(r.traces or r.lax_traces for r in results):
         print()
-        print(LEGEND)
+        print(legend(spec_file.variant()))
     figures_shown: set[str] = set()
     done: set[tuple[str, str]] = set()
     for result in ordered:

@@ -376,3 +376,20 @@ def test_state_diagram_of_another_spec() -> None:
         ("HALF_OPEN", "OPEN"): {"record_failure"},
         ("HALF_OPEN", "CLOSED"): {"record_success"},
     }
+
+
+def test_a_legend_names_only_the_marks_its_spec_can_show(spec_file):
+    """`!` (held over from an earlier process incarnation) is the ledger's: a spec with no
+    `incarnation` history field never shows it, nor `~` without history fields."""
+    from ledgercheck.model.figure import legend, markdown_legend
+    from ledgercheck.model.spec import load_spec
+
+    examples = Path(__file__).resolve().parents[1] / "spec" / "examples"
+    ledger = spec_file.variant("fixed")
+    assert "incarnation" in legend(ledger) and "incarnation" in markdown_legend(ledger)
+    timed = load_spec(str(examples / "timed_breaker.toml")).variant()  # history, no incarnations
+    assert "incarnation" not in legend(timed) + markdown_legend(timed)
+    assert "history (ghost) variable" in legend(timed)
+    plain = load_spec(str(examples / "listener_breaker.toml")).variant()  # no history at all
+    assert "history" not in legend(plain) + markdown_legend(plain)
+    assert legend(plain).startswith("* changed by the step;\n[x] read by the property")
