@@ -13,10 +13,12 @@ open one whose timeout has passed: two branches).
 
 `search` finds, for every branch, the shortest sequence of API calls after which the last
 call takes it: breadth first over the executable model's semantics (calls in spec order,
-arguments from small fixed domains, one shard, the spec's default policy, and each tick of
-the spec's `[clock]` where it has one), merging states whose ledger fields are equal. A
-branch the search does not reach is reported with what the search covered (every reachable
-state, or every call sequence up to `MAX_DEPTH` calls), never dropped. `build_tests` turns
+arguments from small domains drawn from the spec, `argument_domain`, one shard, the spec's
+default policy, and each tick of the spec's `[clock]` where it has one), merging states
+whose ledger fields are equal. A branch the search does not reach is reported with what the
+search covered, never dropped: unreachable only when that is a proof (every reachable state
+exhausted, with argument values as good as all of them: `model.reduction.argument_use`),
+else uncovered (a bounded search, or the int values it tried). `build_tests` turns
 each trace into a test that asserts, after every call, the state and the changed fields
 (after the branch's own call: every field of the shard, and the log lines the call prints:
 `expect_log`; a tick of the clock is a step of its own, and a call the spec says raises is
@@ -38,6 +40,8 @@ from typing import Any
 
 from ledgercheck.model import ir
 from ledgercheck.model.interpreter import advance_timers, clock_steps, initial_store
+from ledgercheck.model.lang import Param
+from ledgercheck.model.reduction import Node, argument_use, decision_cone
 from ledgercheck.model.semantics import ConcreteBackend, Effects, Frame, Key, Machine
 from ledgercheck.model.spec import Event, PropertyKind, Spec, SpecFile
 from ledgercheck.model.trace import base_url
@@ -46,6 +50,9 @@ SHARDS = 1
 MAX_DEPTH = 24
 MAX_STATES = 200_000
 MODULE_PREFIX = "test_branches_of_"
+MAX_INT_VALUES = 16
+"""The most values the search tries for one int argument in one state: past it, those the spec
+names first, then the ones nearest 0, and the search says it is no proof."""
 
 
 @dataclass(frozen=True)
@@ -137,8 +144,14 @@ def _words(text: str) -> str:
 
 @dataclass(frozen=True)
 class Unreached:
+    """A branch no call sequence of the search took. `proved`: the search was complete for
+    it (it exhausted the reachable states, trying values as good as every value of every
+    argument), so no sequence of calls takes it: unreachable. Otherwise it is uncovered,
+    and `why` says how the search fell short (its depth, the arguments' values it tried)."""
+
     branch: Branch
     why: str
+    proved: bool = False
 
 
 @dataclass(frozen=True)
@@ -151,20 +164,37 @@ class Coverage:
     unreached: tuple[Unreached, ...]
     states: int
     depth: int
+    gaps: tuple[str, ...] = ()
+    """The arguments whose values tried are not as good as every value (`Calls.gaps`)."""
+
+    @property
+    def unreachable(self) -> tuple[Unreached, ...]:
+        """The branches proved unreachable (the others the search missed are uncovered)."""
+        return tuple(u for u in self.unreached if u.proved)
 
     def report(self, spec_path: str, covered: set[Branch]) -> list[str]:
+        """The summary line, then each uncovered branch (with why the search missed it, if it
+        did), then each unreachable one with its proof. Only a proof takes a branch out of
+        the percentage's total: one the search did not reach, but could not rule out, counts
+        as uncovered."""
         total = len(self.branches)
         hit = sum(1 for b in self.branches if b in covered)
-        reachable = total - len(self.unreached)
-        percent = 100 * hit // reachable if reachable else 100
-        lines = [
-            f"branch coverage of {self.variant}: {hit}/{reachable} reachable branches covered ({percent} %), "
-            f"{len(self.unreached)} unreachable, {total} in all"
-        ]
-        for branch in self.branches:
-            if branch not in covered and branch not in {u.branch for u in self.unreached}:
-                lines.append(f"  uncovered  {branch.where(spec_path)}  {branch.event}: {branch.describe}")
-        for gone in self.unreached:
+        proved = {u.branch for u in self.unreachable}
+        missed = {u.branch: u for u in self.unreached if not u.proved}
+        candidates = total - len(proved)
+        percent = 100 * hit // candidates if candidates else 100
+        uncovered = [b for b in self.branches if b not in covered and b not in proved]
+        counted = (
+            f"{hit}/{candidates} branches covered ({percent} %), {len(uncovered)} uncovered (not proved unreachable)"
+            if uncovered
+            else f"{hit}/{candidates} reachable branches covered ({percent} %)"
+        )
+        lines = [f"branch coverage of {self.variant}: {counted}, {len(proved)} unreachable, {total} in all"]
+        for branch in uncovered:
+            lines.append(f"  uncovered  {branch.where(spec_path)}  {branch.event}: {branch.describe}")
+            if branch in missed:
+                lines.append(f"    {missed[branch].why}")
+        for gone in self.unreachable:
             lines.append(f"  unreachable  {gone.branch.where(spec_path)}  {gone.branch.event}: {gone.branch.describe}")
             lines.append(f"    {gone.why}")
         return lines
@@ -351,29 +381,157 @@ class TracingMachine(Machine[Any]):
         return effects
 
 
-def _argument_values(event: Event) -> list[tuple[tuple[str, Any], ...]]:
-    """Every combination of the small, fixed argument domains the search tries."""
-    domains: list[list[tuple[str, Any]]] = []
-    for param in event.signature.params:
-        kind = param.type.kind
-        if kind == "bool":
-            values: list[Any] = [True, False]
-        elif kind == "int":
-            values = [1]
-        elif kind == "str":
-            values = [f"{base_url(0)}.restarted"]
-        else:  # opaque arguments: the default, else a placeholder the API accepts
-            values = [param.default if param.has_default else "error"]
-        if param.type.optional and kind != "none":
-            values = [None, *values]
-        if param.has_default and param.default not in values:
-            values = [param.default, *values]
-        domains.append([(param.name, v) for v in values])
-    combos = []
-    for combo in itertools.product(*domains):
+@dataclass(frozen=True)
+class ArgumentDomain:
+    """The values the search passes for one argument of one event: `fixed` in every state,
+    and for an int argument compared with int fields or fleet values (`variables`, store
+    keys), each of their values in the state of the call, and one either side. `gap` is
+    empty where these are as good as every value of the argument's type (a full domain, an
+    argument no branch depends on, or one that is only compared: `model.reduction.ArgumentUse`);
+    else why they are not, and a search over them proves nothing about what it misses."""
+
+    event: str
+    param: Param
+    fixed: tuple[Any, ...]
+    variables: tuple[Key, ...] = ()
+    gap: str = ""
+
+    def values(self, store: Mapping[Key, Any]) -> tuple[tuple[Any, ...], bool]:
+        """The values to try in `store`, and whether `MAX_INT_VALUES` cut some off."""
+        if not self.variables:
+            return self.fixed, False
+        found = set(self.fixed)
+        for key in self.variables:
+            value = store[key]
+            if isinstance(value, int) and not isinstance(value, bool):
+                found |= {value - 1, value, value + 1}
+        if len(found) <= MAX_INT_VALUES:
+            return tuple(sorted(found, key=_order)), False
+        met = sorted(found - set(self.fixed), key=lambda v: (abs(v), v))
+        return tuple(sorted([*self.fixed, *met][:MAX_INT_VALUES], key=_order)), True
+
+
+def _order(value: Any) -> tuple[int, int]:
+    """The order values are tried in: None, then 0, 1, 2, ..., then -1, -2, ... (a test
+    calls with a negative number only where no other value takes its branch: an
+    implementation may well refuse one where the spec does not say)."""
+    if value is None:
+        return (0, 0)
+    return (1, value) if value >= 0 else (2, -value)
+
+
+def _example(event: Event, name: str) -> list[int]:
+    """The event's `examples` value for an int argument, as a value to try (if it is one)."""
+    text = event.examples.get(name)
+    if text is None:
+        return []
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return []
+    return [value] if isinstance(value, int) and not isinstance(value, bool) else []
+
+
+def argument_domain(spec: Spec, event: Event, param: Param, cone: frozenset[Node]) -> ArgumentDomain:
+    """What the search tries for `param`: both booleans, every member of an enum; for an int
+    that decides a branch, 0, 1, the event's example and each constant it is compared or
+    combined with and one either side (plus, per state, the fields it meets); one value for
+    anything no branch depends on; and `None` for an optional type, the default where it has one."""
+    use = argument_use(spec, event, param.name, spec.default_policy(), cone)
+    kind = param.type.kind
+    variables: tuple[Key, ...] = ()
+    gap = ""
+    if kind == "bool":
+        values: list[Any] = [True, False]
+    elif kind == "enum" and param.type.enum in spec.enums:
+        values = list(spec.enums[param.type.enum or ""].members)
+    elif kind == "int" and use.decides:
+        found = {0, 1, *_example(event, param.name)}
+        found |= {v + d for v in use.constants for d in (-1, 0, 1)}
+        values = sorted(found, key=_order)
+        variables = tuple((0 if node[0] == "field" else None, node[1]) for node in use.variables)
+        gap = use.inexact
+    elif kind == "int":
+        values = (_example(event, param.name) or [1])[:1]
+    elif kind == "str":
+        values = [f"{base_url(0)}.restarted"]
+        gap = use.inexact and f"{use.inexact}, and text is tried with one value"
+    else:  # opaque arguments: the default, else a placeholder the API accepts
+        values = [param.default if param.has_default else "error"]
+        gap = "read by a branch, and an opaque argument is tried with one value" if use.decides else ""
+    if param.type.optional and kind != "none":
+        values = [None, *values]
+    if param.has_default and param.default not in values:
+        values = [param.default, *values]
+    if len(values) > MAX_INT_VALUES and kind == "int":
+        values = values[:MAX_INT_VALUES]
+        gap = gap or f"compared with more than {MAX_INT_VALUES} values"
+    return ArgumentDomain(event.name, param, tuple(values), variables, gap)
+
+
+class Calls:
+    """The calls the search makes in a state: every event with every combination of its
+    arguments' values (the combinations of an event whose values depend on the state
+    remembered per the values they read), then each tick of the clock. It notes the values
+    it tried of every argument with a `gap`, and the arguments `MAX_INT_VALUES` cut short."""
+
+    def __init__(self, spec: Spec, ticks: Mapping[str, int]) -> None:
+        cone = decision_cone(spec)
+        self.events = list(spec.events.values())
+        self.domains = {
+            e.name: tuple(argument_domain(spec, e, p, cone) for p in e.signature.params) for e in self.events
+        }
+        self.ticks = list(ticks)
+        self.memo: dict[tuple[str, tuple[Any, ...]], list[tuple[tuple[str, Any], ...]]] = {}
+        self.tried: dict[tuple[str, str], set[Any]] = {}
+        self.capped: set[tuple[str, str]] = set()
+
+    def __call__(self, store: Mapping[Key, Any]) -> Iterator[tuple[Event | None, str, tuple[tuple[str, Any], ...]]]:
+        for event in self.events:
+            domains = self.domains[event.name]
+            key = (event.name, tuple(store[k] for d in domains for k in d.variables))
+            combos = self.memo.get(key)
+            if combos is None:
+                combos = self.memo[key] = self.combine(event, domains, store)
+            for args in combos:
+                yield event, event.name, args
+        for name in self.ticks:
+            yield None, name, ()
+
+    def combine(
+        self, event: Event, domains: Sequence[ArgumentDomain], store: Mapping[Key, Any]
+    ) -> list[tuple[tuple[str, Any], ...]]:
+        """Every combination of the argument values to try in `store`, an argument equal
+        to its default left out (the call a person writes)."""
+        columns = []
+        for domain in domains:
+            values, capped = domain.values(store)
+            if capped:
+                self.capped.add((event.name, domain.param.name))
+            if domain.gap or capped:
+                self.tried.setdefault((event.name, domain.param.name), set()).update(values)
+            columns.append([(domain.param.name, v) for v in values])
         params = {p.name: p for p in event.signature.params}
-        combos.append(tuple((n, v) for n, v in combo if not (params[n].has_default and v == params[n].default)))
-    return combos
+        return [
+            tuple((n, v) for n, v in combo if not (params[n].has_default and v == params[n].default))
+            for combo in itertools.product(*columns)
+        ]
+
+    def gaps(self) -> tuple[str, ...]:
+        """Per argument whose values tried are not as good as all of them: which, and why."""
+        out = []
+        for event in self.events:
+            for domain in self.domains[event.name]:
+                name = domain.param.name
+                capped = (event.name, name) in self.capped
+                why = domain.gap or (f"compared with more than {MAX_INT_VALUES} values in some state" if capped else "")
+                if not why:
+                    continue
+                values = self.tried.get((event.name, name), set())
+                numbers = sorted((v for v in values if v is None or isinstance(v, int)), key=_order)
+                tried = ", ".join([*map(repr, numbers), *sorted(repr(v) for v in values if v not in numbers)])
+                out.append(f"{event.name}({name}) tried with {tried or 'no value'} only ({name} is {why})")
+        return tuple(out)
 
 
 def tick(spec: Spec, ticks: Mapping[str, int], name: str, store: dict[Key, Any]) -> bool:
@@ -401,15 +559,11 @@ def search(spec_file: SpecFile, spec: Spec) -> Coverage:
     index = {b.key: b for b in all_branches}
     policy = spec.default_policy()
     machine = TracingMachine(spec, policy, SHARDS)
-    calls: list[tuple[Event | None, tuple[tuple[str, Any], ...]]] = [
-        (event, args) for event in spec.events.values() for args in _argument_values(event)
-    ]
     ticks = clock_steps(spec, policy)
-    calls += [(None, ()) for _ in ticks]
-    names = [event.name if event is not None else "" for event, _ in calls]
-    names[len(names) - len(ticks) :] = list(ticks)
+    calls = Calls(spec, ticks)
     decisions = [n for e in spec.events.values() for n in ir.walk([e.ignore_when, e.requires, e.body])]
     read = {n.name for n in decisions if isinstance(n, ir.GlobalRef)}
+    read |= {k[1] for domains in calls.domains.values() for d in domains for k in d.variables if k[0] is None}
     globals_read = [g.name for g in spec.globals if g.name in read]
     start = start_store(spec)
     traces: dict[Branch, tuple[Call, ...]] = {}
@@ -424,7 +578,7 @@ def search(spec_file: SpecFile, spec: Spec) -> Coverage:
         depth += 1
         following: deque[tuple[dict[Key, Any], tuple[Call, ...]]] = deque()
         for store, trace in frontier:
-            for (event, args), name in zip(calls, names, strict=True):
+            for event, name, args in calls(store):
                 after = dict(store)
                 step = (*trace, (name, args))
                 if event is None:
@@ -443,18 +597,34 @@ def search(spec_file: SpecFile, spec: Spec) -> Coverage:
         frontier = following
     if frontier:
         exhausted = False
-    if exhausted:
-        why = (
-            f"no call sequence reaches it: the search exhausted every reachable state ({len(seen)}) "
+    gaps = calls.gaps()
+    unreached = tuple(
+        Unreached(b, _why_unreached(exhausted, gaps, len(seen), depth), exhausted and not gaps)
+        for b in all_branches
+        if b not in traces
+    )
+    return Coverage(spec.variant, all_branches, traces, unreached, len(seen), depth, gaps)
+
+
+def _why_unreached(exhausted: bool, gaps: Sequence[str], states: int, depth: int) -> str:
+    """What the search covered, for a branch it did not reach: a proof only when it
+    exhausted every state and tried values as good as every value of every argument."""
+    if exhausted and not gaps:
+        return (
+            f"no call sequence reaches it: the search exhausted every reachable state ({states}) "
             f"of a {SHARDS}-shard ledger under the default policy"
         )
-    else:
-        why = (
-            f"not reached by any call sequence of up to {depth} calls ({len(seen)} distinct states searched, "
-            f"{SHARDS} shard, default policy): a bounded search, not a proof"
+    tried = "; ".join(gaps)
+    if exhausted:
+        return (
+            f"not reached by any call the search made: it exhausted every state those calls reach ({states}) "
+            f"({SHARDS} shard, default policy), but {tried}: an under-approximation, not a proof"
         )
-    unreached = tuple(Unreached(b, why) for b in all_branches if b not in traces)
-    return Coverage(spec.variant, all_branches, traces, unreached, len(seen), depth)
+    bounded = (
+        f"not reached by any call sequence of up to {depth} calls ({states} distinct states searched, "
+        f"{SHARDS} shard, default policy): a bounded search, not a proof"
+    )
+    return f"{bounded}; and {tried}" if gaps else bounded
 
 
 def covered_by(spec: Spec, traces: Sequence[Sequence[Call]], all_branches: Sequence[Branch]) -> set[Branch]:
@@ -522,4 +692,16 @@ def expect_log(check: Any, capsys: Any, shard: int, changes: Sequence[tuple[str,
         pytest.fail(f"after {check.current}: {problem}; the call printed:\n{shown}", pytrace=False)
 
 
-__all__ = ["Branch", "Coverage", "branches", "covered_by", "expect_log", "monitored_property", "search"]
+__all__ = [
+    "ArgumentDomain",
+    "Branch",
+    "Calls",
+    "Coverage",
+    "Unreached",
+    "argument_domain",
+    "branches",
+    "covered_by",
+    "expect_log",
+    "monitored_property",
+    "search",
+]

@@ -518,7 +518,7 @@ def render_coverage(spec_file: SpecFile, out_dir: Path, found: coverage.Coverage
     monitored = coverage.monitored_property(spec_file, spec)
     files: dict[str, str] = {}
     for event in spec.events:
-        # every branch has a trace or is reported unreachable (`coverage_report`)
+        # every branch has a trace or is reported uncovered or unreachable (`coverage_report`)
         reached = [b for b in found.branches if b.event == event and b in found.traces]
         tests = [build_coverage_test(spec, b, found.traces[b]) for b in reached]
         if not tests:

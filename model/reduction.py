@@ -27,6 +27,14 @@ that is exact for the properties at hand:
   not, which variable can grow without bound and why it is not saturated. The engines
   search exhaustively, unbounded, only where it is.
 
+* **The arguments that decide a call** (`decision_cone`, `argument_use`). For the coverage
+  search (`codegen.coverage`), which calls events directly: the cone of every branch of
+  every event, and for an event argument in it, the constants and int variables it is
+  compared with, and whether those comparisons are all that a branch can see of it. Then
+  v - 1, v and v + 1 for each compared value v stand for every int, the same argument as
+  the saturated counters' (a value only compared behaves alike between two neighbouring
+  constants), so a search over them that exhausts the states is a proof.
+
 Both reductions are exact (a bisimulation for the property, not an over-approximation):
 every path of the reduced search is the projection of a concrete path with the same
 violations, which is why traces are replayed on the full interpreter afterwards.
@@ -38,7 +46,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ledgercheck.model import ir
-from ledgercheck.model.spec import Environment, Property, PropertyKind, Spec
+from ledgercheck.model.spec import Environment, Event, Property, PropertyKind, Spec
 
 Node = tuple[str, ...]
 """A name in the dependency graph: ("field", f), ("global", g) (fleet value or environment
@@ -573,10 +581,179 @@ def _called(stmts: object) -> set[str]:
     return {n.event for n in ir.walk(stmts) if isinstance(n, ir.CallEvent)}
 
 
+# --- the arguments that decide a call --------------------------------------------------------
+
+
+def decision_cone(spec: Spec) -> frozenset[Node]:
+    """What the outcome of some decision of some event reads (its `raises` conditions and
+    `ignore_when`, its callers' `requires`, every `if` of its body), closed under the
+    dependency graph of the events alone (no environment: a test calls them directly).
+    An event argument outside it decides no branch of any event, so one value of it takes
+    every branch any value does: the coverage search (`codegen.coverage`) tries one."""
+    graph = _Graph(spec, Environment("decisions", "", (), (), any_call=False))
+    roots: set[Node] = set()
+    for event in spec.events.values():
+        ifs = [n.cond for n in ir.walk(list(event.body)) if isinstance(n, ir.If)]
+        roots |= graph.reads([event.ignore_when, event.requires, *ifs], ("event", event.name))
+    return graph.closure(roots)
+
+
+@dataclass(frozen=True)
+class ArgumentUse:
+    """How one argument of an event decides what a call of it does (`argument_use`).
+
+    Where `exact` (no `inexact` reason), every use of it that can decide a branch is a test
+    for None or a comparison with a constant or with a variable the call does not assign.
+    A call then behaves alike, as far as any branch can tell, for all values on the same
+    side of each of those: for an int, v - 1, v and v + 1 for each value v compared with
+    (in the state the call is made in) hold one value of every such class, so trying those
+    values is as good as trying every int. That is what makes a search over them a proof."""
+
+    event: str
+    name: str
+    decides: bool
+    """In `decision_cone`: some branch may depend on its value."""
+    constants: tuple[int, ...] = ()
+    """The constants it is compared or combined with (literals, policy constants at the policy given)."""
+    variables: tuple[Node, ...] = ()
+    """The int fields and fleet values it is compared or combined with (their values in the
+    state a call is made in are values to try)."""
+    inexact: str = ""
+    """Empty where the classes above are exact; else the first use that is not such a
+    comparison (`args.c + 1`, a comparison with another argument...)."""
+
+
+def argument_use(spec: Spec, event: Event, param: str, policy: Mapping[str, int], cone: frozenset[Node]) -> ArgumentUse:
+    """How the argument `param` of `event` can decide a branch (see `ArgumentUse`)."""
+    if ("arg", event.name, param) not in cone:
+        return ArgumentUse(event.name, param, False)
+    walk = _ArgumentWalk(spec, event, param, policy, cone)
+    for guard in (event.ignore_when, event.requires):  # on the state before the call
+        walk.expr(guard, matters=True, before=True)
+    walk.block(event.body)
+    walk.block(event.history)
+    return ArgumentUse(
+        event.name,
+        param,
+        True,
+        tuple(sorted(set(walk.constants))),
+        tuple(sorted(set(walk.variables))),
+        walk.inexact,
+    )
+
+
+class _ArgumentWalk:
+    """The uses of one event argument in the event's guards and blocks (`argument_use`)."""
+
+    def __init__(self, spec: Spec, event: Event, param: str, policy: Mapping[str, int], cone: frozenset[Node]) -> None:
+        self.spec = spec
+        self.policy = policy
+        self.param = param
+        self.cone = cone
+        self.scope = ("event", event.name)
+        self.constants: list[int] = []
+        self.variables: list[Node] = []
+        self.inexact = ""
+        # What the call may change before a comparison in its body reads it.
+        blocks = [event.body, event.history, spec.on_state_change]
+        self.assigned = {
+            (n.kind, n.name) for n in ir.walk(blocks) if isinstance(n, ir.Assign) and n.kind in ("field", "global")
+        }
+
+    def block(self, stmts: Sequence[ir.Stmt]) -> None:
+        for stmt in stmts:
+            if isinstance(stmt, ir.Assign):
+                self.expr(stmt.value, matters=_target(stmt, self.scope) in self.cone, before=False)
+            elif isinstance(stmt, ir.If):
+                self.expr(stmt.cond, matters=True, before=False)
+                self.block(stmt.then)
+                self.block(stmt.orelse)
+            elif isinstance(stmt, ir.ForShards):
+                self.block(stmt.body)
+            elif isinstance(stmt, ir.CallEvent):  # (only actions call events)
+                for _, value in stmt.args:
+                    self.expr(value, matters=True, before=False)
+            # an `emit` is read by step properties only, never by a branch
+
+    def is_arg(self, node: object) -> bool:
+        return isinstance(node, ir.ArgRef) and node.name == self.param
+
+    def expr(self, node: object, *, matters: bool, before: bool) -> None:
+        if node is None or not any(self.is_arg(n) for n in ir.walk(node)):
+            return
+        if self.is_arg(node):
+            self.fail(matters, "read other than in a comparison (it is copied or passed on)")
+        elif isinstance(node, ir.IsNone) and self.is_arg(node.operand):
+            return
+        elif isinstance(node, ir.Compare) and (self.is_arg(node.left) or self.is_arg(node.right)):
+            other = node.right if self.is_arg(node.left) else node.left
+            self.collect(other)
+            if not self.pinned(other, before):
+                self.fail(matters, "compared with something other than a constant or a variable the call leaves alone")
+            self.expr(other, matters=matters, before=before)
+        elif isinstance(node, (ir.Compare, ir.Arith, ir.Neg)):
+            self.collect(node)
+            self.fail(matters, "used in a sum or difference")
+            for child in ir.children(node):
+                self.expr(child, matters=matters, before=before)
+        else:
+            for child in ir.children(node):
+                self.expr(child, matters=matters, before=before)
+
+    def fail(self, matters: bool, why: str) -> None:
+        if matters and not self.inexact:
+            self.inexact = why
+
+    def collect(self, node: object) -> None:
+        """The constants and int variables of an expression the argument meets: values to try."""
+        whole = _fixed(self.spec, self.policy, node)
+        if whole is not None:
+            self.constants.append(whole)
+        for n in ir.walk(node):
+            value = _constant(self.spec, self.policy, n)
+            if value is not None:
+                self.constants.append(value)
+            variable = _int_variable(n)
+            if variable is not None:
+                self.variables.append(variable)
+
+    def pinned(self, node: object, before: bool) -> bool:
+        """Whether `node` is a constant, or an int variable of the called shard whose value
+        is the one the call starts from (read before the body runs, or never assigned by it)."""
+        if _fixed(self.spec, self.policy, node) is not None:
+            return True
+        variable = _int_variable(node)
+        if variable is None:
+            return False
+        return before or getattr(node, "snap", None) == "old" or variable not in self.assigned
+
+
+def _int_variable(node: object) -> Node | None:
+    """An int field of the called shard (now or before the call) or an int fleet value."""
+    if isinstance(node, ir.FieldRef) and node.shard == "self" and node.snap in (None, "old"):
+        return ("field", node.name) if node.type.kind == "int" else None
+    if isinstance(node, ir.GlobalRef) and node.type.kind == "int":
+        return ("global", node.name)
+    return None
+
+
+def _fixed(spec: Spec, policy: Mapping[str, int], node: object) -> int | None:
+    """The value of a constant expression, sums and differences of constants included."""
+    if isinstance(node, ir.Arith):
+        left, right = _fixed(spec, policy, node.left), _fixed(spec, policy, node.right)
+        if left is None or right is None:
+            return None
+        return left + right if node.op == "+" else left - right
+    return _constant(spec, policy, node)
+
+
 __all__ = [
+    "ArgumentUse",
     "Finiteness",
     "Node",
     "Reduction",
+    "argument_use",
+    "decision_cone",
     "finite_reduction",
     "node_of",
     "nonnegative_counters",
