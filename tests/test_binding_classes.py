@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from ledgercheck.model.conformance.implementation import load_implementation
+from ledgercheck.model.conformance.observation import Normaliser
 from ledgercheck.model.errors import SpecError
 from ledgercheck.model.spec import load_spec_text
 
@@ -259,3 +260,19 @@ def test_a_construction_that_fails_names_the_binding_and_the_class(tmp_path, cap
     assert code == 2 and f"jobs.toml:{_line(text, 'construct =')}:" in message, message
     assert "JobTable(n=2, max_attempts=0), as the binding constructs it, raised ValueError" in message
     assert "shard_count=" not in message and "the ledger's API" not in message
+
+
+# --- 5. every enum's api_values, fields and returned values ---------------------------------
+
+
+def test_every_enum_s_api_values_are_read_for_its_fields_and_returns():
+    normalise = Normaliser(_spec())
+    assert normalise.field("outcome", "crashed") == "CRASHED"
+    assert normalise.returned("crash", "crashed") == "CRASHED"
+    assert normalise.field("state", "PENDING") == "PENDING" and normalise.returned("lease", 2) == 2
+
+
+def test_conform_passes_the_class_bound_as_users_write_it(tmp_path, capsys):
+    spec, target = _write(tmp_path)
+    code, out = _conform(capsys, spec, target)
+    assert code == 0 and "no divergence" in out, out

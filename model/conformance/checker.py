@@ -126,7 +126,11 @@ class Conformance:
             result = invoke(model, call, event)
         except Exception as exc:  # KeyError for an unknown shard, or an error the spec's event raises
             raised = type(exc).__name__
-        returned = self.observer.normalise(result) if event.returns is not None and raised is None else None
+        returned = (
+            self.observer.normalise.returned(event.name, result)
+            if event.returns is not None and raised is None
+            else None
+        )
         logs = len(model.log_lines) - before if self.compare_logs else 0
         return Outcome(raised, logs, returned, announced_since(model, self.spec, announced))
 
@@ -174,7 +178,11 @@ class Conformance:
             except RAISED_BY_CALLS as exc:  # compared, not swallowed
                 error = exc
         lines = sum(1 for line in out.getvalue().splitlines() if line.strip()) if self.compare_logs else 0
-        returned = self.observer.normalise(result) if event.returns is not None and error is None else None
+        returned = (
+            self.observer.normalise.returned(event.name, result)
+            if event.returns is not None and error is None
+            else None
+        )
         return Outcome(exception_text(error), lines, returned, announced_since(ledger, self.spec, announced)), error
 
     def stop_when_overdue(self) -> None:
