@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from ledgercheck.model.conformance.checker import Conformance
 from ledgercheck.model.conformance.implementation import load_implementation
 from ledgercheck.model.conformance.observation import Normaliser
 from ledgercheck.model.errors import SpecError
@@ -276,3 +277,17 @@ def test_conform_passes_the_class_bound_as_users_write_it(tmp_path, capsys):
     spec, target = _write(tmp_path)
     code, out = _conform(capsys, spec, target)
     assert code == 0 and "no divergence" in out, out
+
+
+# --- 6. a trace of the any-call pass says what the contracts say of it ----------------------
+
+
+def test_a_divergence_of_the_any_call_pass_within_the_contracts_says_so(tmp_path):
+    _, target = _write(tmp_path, source=STALE)
+    spec = _spec()
+    checker = Conformance(spec, load_implementation(target, spec), spec.default_policy())
+    found = checker.enumerate(2, 3, contract=False).divergence  # the spec has no `requires`
+    assert found is not None and found.within_contract
+    report = checker.report(checker.shrink(found), "base")
+    assert "every call is one the callers' contracts allow" in report
+    assert "outside the callers' contracts" not in report

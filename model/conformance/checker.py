@@ -287,6 +287,20 @@ class Conformance:
                 return Divergence(Script(script.source, script.shards, calls), index, found, within_contract=within)
         return None
 
+    def within_contracts(self, script: Script) -> bool:
+        """Whether the callers' contracts allow every call of `script`, each in the state the
+        model is in after the calls before it (what `run` finds as it compares)."""
+        clock = ManualClock()
+        model = self.new_model(script.shards, clock)
+        for call in script.calls:
+            if contract_allows(model, call, script.shards) is not True:
+                return False
+            if isinstance(call, Tick):
+                clock.advance(call.units)
+            else:
+                self._call_model(model, call)
+        return True
+
     # -- reporting --
 
     def record(self, script: Script) -> Recording:
