@@ -432,6 +432,42 @@ def _eval(node: ast.expr, receiver: Any, names: Mapping[str, Any]) -> Any:
     raise TypeError(f"not a call path: {ast.dump(node)}")  # excluded when the spec loaded
 
 
+# --- showing what the binding does -------------------------------------------------------
+
+_LITERALS = (int, float, str, bool, type(None))
+
+
+class _Rendered(ast.NodeTransformer):
+    """A call path as the Python it performs: a name in scope becomes its value, a leading
+    name that is not one becomes an attribute of `receiver` (the object's variable)."""
+
+    def __init__(self, receiver: str | None, names: Mapping[str, Any]) -> None:
+        self.receiver = receiver
+        self.names = names
+
+    def visit_Name(self, node: ast.Name) -> ast.expr:
+        if node.id in self.names:
+            value = self.names[node.id]
+            shown: ast.expr = ast.Constant(value) if isinstance(value, _LITERALS) else ast.Name(repr(value))
+            return ast.copy_location(shown, node)
+        if self.receiver is None or node.id in _HELPERS or builtin_exception(node.id, BaseException) is not None:
+            return node
+        return ast.copy_location(ast.Attribute(ast.Name(self.receiver), node.id, ast.Load()), node)
+
+
+def render(path: CallPath, receiver: str | None, names: Mapping[str, Any]) -> str:
+    """`path` as a line a user can paste (`job_table.complete(0, 1)`): what `evaluate` does
+    with the same names, on the object called `receiver`."""
+    tree = ast.parse(path.text.strip(), mode="eval").body
+    return ast.unparse(_Rendered(receiver, names).visit(tree))
+
+
+def variable(class_name: str) -> str:
+    """The variable a reproducer keeps an instance of `class_name` in (`JobTable` -> `job_table`)."""
+    snake = "".join(f"_{c.lower()}" if c.isupper() and i else c.lower() for i, c in enumerate(class_name))
+    return snake if snake.isidentifier() and snake != "clock" else "instance"
+
+
 # --- the adapter --------------------------------------------------------------------------
 
 
@@ -705,6 +741,23 @@ def _index_names(spec: Spec) -> frozenset[str]:
     return frozenset(event.signature.shard_param for event in spec.events.values())
 
 
+def _imports(binding: Binding, spec: Spec) -> list[str]:
+    """What a reproducer of the binding's calls imports besides the user's class: the helpers
+    its paths name, `contextlib` for the errors a call passes on, the clock and its patch."""
+    used = {
+        node.id for call in binding.events.values() for node in ast.walk(call.call.tree) if isinstance(node, ast.Name)
+    }
+    helpers = sorted(used & set(_HELPERS))
+    lines = ["import contextlib"] if any(call.reraises for call in binding.events.values()) else []
+    if spec.clock is not None and spec.clock.drive_patch is not None:
+        lines.append(f"import {spec.clock.drive_patch.rpartition('.')[0]}")
+    if helpers:
+        lines.append(f"from ledgercheck.model.binding import {', '.join(helpers)}")
+    if spec.clock is not None:
+        lines.append("from ledgercheck.model.conformance import ManualClock")
+    return lines
+
+
 def bound_class(binding: Binding, spec: Spec, target: Callable[..., Any]) -> type:
     """A class with the ledger's API whose instances drive `target` as `binding` says."""
     _check_construct(binding, target)
@@ -726,6 +779,7 @@ def bound_class(binding: Binding, spec: Spec, target: Callable[..., Any]) -> typ
         if announcer.form == "logger":
             _listen(announcer.target)
     target_name = getattr(target, "__name__", "Implementation")
+    imports = _imports(binding, spec)
 
     class Bound:
         """Built from the spec's [implementation] table (see `model.binding`)."""
@@ -877,6 +931,54 @@ def bound_class(binding: Binding, spec: Spec, target: Callable[..., Any]) -> typ
                         names = self._call_names(event, 0, unknown)
                         problems += _unfollowed(call.call, obj, names, False, f"event {event.name}")
             return problems
+
+        @staticmethod
+        def construction_code(shard_count: int, policy: Mapping[str, Any]) -> list[str]:
+            """The user's own construction, as the binding performs it: the clock it hands
+            the class, each object built, each callback handed over (as `print`)."""
+            lines = [*imports, "clock = ManualClock()"] if drive is not None else list(imports)
+            if drive is not None and drive.drive_patch is not None:
+                lines.append(f"{drive.drive_patch} = clock  # the binding patches the class's time source")
+            names = {**dict.fromkeys(INSTANCE_COUNT, shard_count), **policy}
+            kwargs = [f"{name}={render(path, None, names)}" for name, path in binding.construct]
+            if drive is not None and drive.drive_param is not None:
+                kwargs.append(f"{drive.drive_param}=clock")
+            kwargs += [f"{a.target}=print" for a in binding.announcers if a.form == "param"]
+            for obj in Bound.objects(shard_count):
+                lines.append(f"{obj} = {target_name}({', '.join(kwargs)})")
+                lines += [f"{obj}.{a.target}(print)" for a in binding.announcers if a.form == "register"]
+                lines += [f"{obj}.{a.target} = print" for a in binding.announcers if a.form == "attribute"]
+            return lines
+
+        @staticmethod
+        def objects(shard_count: int) -> list[str]:
+            """The variables of the objects a reproducer builds: one, or one per instance."""
+            name = variable(target_name)
+            return [name] if binding.instances == "indexed" else [f"{name}_{i}" for i in range(shard_count)]
+
+        @staticmethod
+        def call_code(
+            event: str,
+            index: int,
+            args: Sequence[Any],
+            kwargs: Mapping[str, Any],
+            shard_count: int,
+            policy: Mapping[str, Any],
+        ) -> str:
+            """One call of the ledger's API (`event(index, *args, **kwargs)`) as the binding
+            performs it on the user's class; a call on an unknown instance reaches no object."""
+            if not 0 <= index < shard_count:
+                return f"# {event}({index}): no instance {index}: the bound class raises KeyError"
+            obj = Bound.objects(shard_count)[index if binding.instances == "each" else 0]
+            call = binding.events.get(event)
+            if call is None:
+                leading = [index] if binding.instances == "indexed" else []
+                shown = [repr(v) for v in (*leading, *args)] + [f"{k}={v!r}" for k, v in kwargs.items()]
+                return f"{obj}.{event}({', '.join(shown)})"
+            given = {**dict(zip(event_params[event], args, strict=False)), **kwargs}
+            line = render(call.call, obj, Bound.call_names(event, index, given, policy))
+            passed = ", ".join(call.reraises)
+            return f"with contextlib.suppress({passed}): {line}" if call.reraises else line
 
         def __getattr__(self, name: str) -> Any:
             if name.startswith("_") or name not in spec.events:

@@ -5,11 +5,14 @@ instances. Each test names the mistake a user met before it was fixed."""
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from ledgercheck.model.binding import bound_class
 from ledgercheck.model.conformance.checker import Conformance
 from ledgercheck.model.conformance.implementation import load_implementation
 from ledgercheck.model.conformance.observation import Normaliser
@@ -291,3 +294,32 @@ def test_a_divergence_of_the_any_call_pass_within_the_contracts_says_so(tmp_path
     report = checker.report(checker.shrink(found), "base")
     assert "every call is one the callers' contracts allow" in report
     assert "outside the callers' contracts" not in report
+
+
+# --- 7. the reproducer is the user's own code ----------------------------------------------
+
+
+def test_the_reproducer_builds_and_calls_the_user_s_class(tmp_path, capsys):
+    spec, target = _write(tmp_path, source=STALE)
+    code, out = _conform(capsys, spec, target, "--no-counterexamples")
+    assert code == 1, out
+    reproducer = out.split("reproduce:\n", 1)[1]
+    assert textwrap.dedent(reproducer).splitlines() == [
+        "job_table = JobTable(n=1, max_attempts=2)",
+        "job_table.lease(0)",
+        "job_table.finish(0, 0)",
+    ]
+    namespace: dict[str, Any] = {}
+    exec(STALE, namespace)  # the user's module, then the reproducer pasted after it
+    exec(textwrap.dedent(reproducer), namespace)
+    assert namespace["job_table"].job(0).state == "DONE"  # the divergence: the model ignores the stale epoch
+
+
+def test_a_binding_shown_in_a_reproducer_reads_as_the_call_it_makes():
+    spec = _spec()
+    cls = bound_class(spec.binding, spec, SimpleNamespace)
+    policy = spec.default_policy()
+    assert cls.construction_code(3, policy) == ["simple_namespace = SimpleNamespace(n=3, max_attempts=2)"]
+    assert cls.call_code("finish", 2, [], {}, 3, policy) == "simple_namespace.finish(2, 1)"
+    assert cls.call_code("crash", 1, [], {}, 3, policy) == "simple_namespace.crash(1)"
+    assert cls.call_code("crash", 3, [], {}, 3, policy).startswith("# crash(3): no instance 3")
