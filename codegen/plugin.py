@@ -215,6 +215,7 @@ def ledger_factory(request: pytest.FixtureRequest) -> LedgerFactory:
     fails the test: the model the test was derived from is gone. Against `--ledger-impl`,
     the implementation's own verdict matters more than the spec's freshness: the test runs,
     and the staleness is a warning (and leads the failure message if the test fails)."""
+    from ledgercheck.model.binding import BindingError
     from ledgercheck.model.conformance.implementation import ManualClock, load_implementation, model_implementation
     from ledgercheck.model.conformance.monitor import LedgerCheck
     from ledgercheck.model.errors import LedgercheckError
@@ -258,8 +259,10 @@ def ledger_factory(request: pytest.FixtureRequest) -> LedgerFactory:
                 clock = ManualClock() if monitor_spec.clock is not None else None
                 try:
                     ledger = impl.build(shards, policy, clock=clock)
-                except TypeError as exc:
+                except (TypeError, BindingError) as exc:
                     raise impl.cannot_build(exc, clock=clock is not None) from exc
+                if impl_target and monitor_spec.binding is not None:
+                    _check_binding(impl, monitor_spec, shards, policy)
             except LedgercheckError as exc:
                 problem = f"ledgercheck: {exc}"
         if problem is not None:  # failed outside the except block: no exception chain in the report
@@ -273,6 +276,18 @@ def ledger_factory(request: pytest.FixtureRequest) -> LedgerFactory:
         return ledger, check
 
     return make
+
+
+def _check_binding(impl: Any, spec: Any, shards: int, policy: Mapping[str, int]) -> None:
+    """A binding that names what the class lacks fails the test as `conform` refuses it (the
+    binding's line, what is missing), not with an AttributeError in the middle of a step.
+    Checked on an instance of its own: the check follows read paths, and calls on the way."""
+    from ledgercheck.model.conformance.implementation import ImplementationError, ManualClock
+
+    probe = impl.build(shards, policy, clock=ManualClock() if spec.clock is not None else None)
+    missing = impl.missing_api(probe, spec)
+    if missing:
+        raise ImplementationError(f"{impl.label}: " + "; ".join(missing))
 
 
 @pytest.fixture

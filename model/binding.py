@@ -40,9 +40,17 @@ clock that conformance and the generated tests move on every tick.
 Every expression is a *call path*: names, attribute access, calls with positional and
 keyword arguments, and constants; nothing else (no operators, no subscripts, no lambdas),
 checked when the spec loads and never compiled. A leading name is, in this order: an
-argument of the event, a policy constant, one of the helpers `returning(value)` (a function
-that returns `value`) and `raising(Error)` (a function that raises `Error`, a built-in
-exception), or else an attribute of the instance the call is made on.
+argument of the event (every one, defaults filled in), a policy constant, the instance index
+(an indexed binding's call paths and every read path: `index`, or the spec's own name for
+it, the `i` of `call = "lease(i)"`), one of the helpers `returning(value)` (a function that
+returns `value`) and `raising(Error)` (a function that raises `Error`, a built-in
+exception), or else an attribute of the instance the call is made on. A `construct` path,
+evaluated before there is an instance, names only policy constants, the number of instances
+(`instances`, `shard_count`), the helpers and built-in exceptions.
+
+A path the class cannot follow is the binding's mistake, not a divergence: `binding_problems`
+follows every path on a fresh instance before anything is compared, and names the spec's
+line of what the class lacks.
 """
 
 from __future__ import annotations
@@ -51,6 +59,7 @@ import ast
 import contextlib
 import enum
 import importlib
+import inspect
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
@@ -58,7 +67,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Literal
 
-from ledgercheck.model.errors import SpecError, builtin_exception, did_you_mean
+from ledgercheck.model.errors import Location, SpecError, builtin_exception, did_you_mean
 from ledgercheck.model.source import KeyPath, SpecSource
 
 if TYPE_CHECKING:  # the spec module builds bindings: a runtime import would be a cycle
@@ -69,6 +78,13 @@ Instances = Literal["indexed", "each"]
 _KEYS = ("target", "instances", "construct", "fields", "events", "notifications")
 _ANNOUNCE_FORMS = ("param", "register", "attribute", "logger")
 _HELPERS = ("returning", "raising")
+INSTANCE_COUNT = ("instances", "shard_count")
+"""The names a `construct` path reads the number of instances by (`JobTable(n=instances)`):
+conformance and the generated tests choose it, so the binding cannot write it down. Both
+the binding's word and the ledger's (`shard_count=`); a policy constant of the same name wins."""
+INDEX = "index"
+"""The name a call or read path of an indexed binding reads the instance index by, besides the
+spec's own name for it (the `i` of `call = "lease(i)"`)."""
 MAX_EXPRESSION = 500
 """Characters of one call path: a binding is a few words, not a program."""
 
@@ -79,6 +95,8 @@ class CallPath:
 
     text: str
     tree: ast.expr = field(compare=False, repr=False)
+    where: Location | None = field(default=None, compare=False, repr=False)
+    """Where the spec wrote it: what a binding error names (a path the class cannot follow)."""
 
 
 @dataclass(frozen=True)
@@ -141,6 +159,9 @@ class Binding:
     announcers: tuple[Announcer, ...] = ()
     """`[implementation.notifications]`: how each observed notification is announced; a
     notification with none is modelled and never compared."""
+    construct_where: Location | None = None
+    """Where the spec says how the class is built (its `construct`, else `[implementation]`):
+    what a construction that fails names."""
 
     def observes(self, field: str) -> bool:
         """Whether conformance and the generated tests can read `field` off the implementation."""
@@ -195,7 +216,7 @@ class _Parser:
         if instances not in ("indexed", "each"):
             raise self.fail((*top, "instances"), f"instances must be 'indexed' or 'each', not {instances!r}")
         construct = tuple(
-            (name, self.path(value, (*top, "construct", name)))
+            (name, self.construct_path(value, (*top, "construct", name)))
             for name, value in self.table(table.get("construct", {}), (*top, "construct")).items()
         )
         fields = {
@@ -212,7 +233,25 @@ class _Parser:
             for name, value in notifications.items()
             for announcer in self.announcers(name, value, (*top, "notifications", name))
         )
-        return Binding(target, instances, construct, fields, events, announcers)
+        built_at = self.source.lines.where((*top, "construct") if "construct" in table else top)
+        return Binding(target, instances, construct, fields, events, announcers, built_at)
+
+    def construct_path(self, raw: Any, keys: KeyPath) -> CallPath:
+        """A `construct` path: the class does not exist yet, so every name in it must be one
+        the binding knows (a policy constant, the instance count, a helper, a built-in
+        exception); anything else is refused here, with its line, not when conform builds."""
+        path = self.path(raw, keys)
+        known = [*self.spec.policy, *INSTANCE_COUNT, *_HELPERS]
+        names = [node.id for node in ast.walk(path.tree) if isinstance(node, ast.Name)]
+        for name in names:
+            if name not in known and builtin_exception(name, BaseException) is None:
+                raise self.fail(
+                    keys,
+                    f"{path.text!r} names {name!r}, which a construct path cannot read{did_you_mean(name, known)}: "
+                    f"it may name the policy constants, the instance count ({' or '.join(INSTANCE_COUNT)}), "
+                    f"{' and '.join(_HELPERS)}, and built-in exceptions",
+                )
+        return path
 
     def announcers(self, name: str, raw: Any, keys: KeyPath) -> list[Announcer]:
         """`name = { param = "on_open" }`, or a list of such tables (announced several ways)."""
@@ -313,7 +352,7 @@ class _Parser:
                 keys,
                 f"{text!r}: {bad} is not allowed in a call path (names, attributes, calls and constants only)",
             )
-        return CallPath(text, tree)
+        return CallPath(text, tree, self.source.lines.where(keys))
 
 
 def _first_unsupported(node: ast.expr) -> str | None:
@@ -391,6 +430,42 @@ def _eval(node: ast.expr, receiver: Any, names: Mapping[str, Any]) -> Any:
         kwargs = {str(k.arg): _eval(k.value, receiver, names) for k in node.keywords}
         return function(*args, **kwargs)
     raise TypeError(f"not a call path: {ast.dump(node)}")  # excluded when the spec loaded
+
+
+# --- showing what the binding does -------------------------------------------------------
+
+_LITERALS = (int, float, str, bool, type(None))
+
+
+class _Rendered(ast.NodeTransformer):
+    """A call path as the Python it performs: a name in scope becomes its value, a leading
+    name that is not one becomes an attribute of `receiver` (the object's variable)."""
+
+    def __init__(self, receiver: str | None, names: Mapping[str, Any]) -> None:
+        self.receiver = receiver
+        self.names = names
+
+    def visit_Name(self, node: ast.Name) -> ast.expr:
+        if node.id in self.names:
+            value = self.names[node.id]
+            shown: ast.expr = ast.Constant(value) if isinstance(value, _LITERALS) else ast.Name(repr(value))
+            return ast.copy_location(shown, node)
+        if self.receiver is None or node.id in _HELPERS or builtin_exception(node.id, BaseException) is not None:
+            return node
+        return ast.copy_location(ast.Attribute(ast.Name(self.receiver), node.id, ast.Load()), node)
+
+
+def render(path: CallPath, receiver: str | None, names: Mapping[str, Any]) -> str:
+    """`path` as a line a user can paste (`job_table.complete(0, 1)`): what `evaluate` does
+    with the same names, on the object called `receiver`."""
+    tree = ast.parse(path.text.strip(), mode="eval").body
+    return ast.unparse(_Rendered(receiver, names).visit(tree))
+
+
+def variable(class_name: str) -> str:
+    """The variable a reproducer keeps an instance of `class_name` in (`JobTable` -> `job_table`)."""
+    snake = "".join(f"_{c.lower()}" if c.isupper() and i else c.lower() for i, c in enumerate(class_name))
+    return snake if snake.isidentifier() and snake != "clock" else "instance"
 
 
 # --- the adapter --------------------------------------------------------------------------
@@ -541,14 +616,159 @@ def by_channel(announced: Sequence[Announced]) -> tuple[tuple[str, tuple[tuple[i
     return tuple((channel, tuple(items)) for channel, items in sorted(channels.items()))
 
 
+# --- checking a binding against the class ------------------------------------------------
+
+_UNKNOWN: Any = object()
+"""A value the binding check cannot know: an event's argument, the result of a call it does
+not make."""
+
+
+class _Missing(Exception):
+    """An attribute a path names that the object it is looked up on lacks."""
+
+    def __init__(self, node: ast.expr, owner: Any, name: str) -> None:
+        super().__init__(name)
+        self.node = node
+        self.owner = owner
+        self.name = name
+
+
+def _attribute(owner: Any, name: str, node: ast.expr) -> Any:
+    """`getattr`, where only the lookup itself failing is the binding's mistake: an error
+    raised by the class's own code (a property) is the class's, found when compared."""
+    try:
+        return getattr(owner, name)
+    except AttributeError as exc:
+        if getattr(exc, "name", name) == name and getattr(exc, "obj", owner) is owner:
+            raise _Missing(node, owner, name) from None
+        return _UNKNOWN
+    except Exception:
+        return _UNKNOWN
+
+
+def _probe(node: ast.expr, receiver: Any, names: Mapping[str, Any], perform: bool) -> Any:
+    """`_eval` as the binding check runs it: every attribute a path names is looked up (one
+    missing raises `_Missing`); a call is made only where `perform` and every value it needs
+    is known (an event's own call never is), and what the class's code raises is unknown."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.UnaryOp):
+        return _eval(node, receiver, names)
+    if isinstance(node, ast.Name):
+        if node.id in names or node.id in _HELPERS or builtin_exception(node.id, BaseException) is not None:
+            return _eval(node, receiver, names)
+        return _attribute(receiver, node.id, node)
+    if isinstance(node, ast.Attribute):
+        base = _probe(node.value, receiver, names, True)
+        return _UNKNOWN if base is _UNKNOWN else _attribute(base, node.attr, node)
+    if isinstance(node, ast.Call):
+        function = _probe(node.func, receiver, names, True)
+        args = [_probe(a, receiver, names, True) for a in node.args]
+        kwargs = {str(k.arg): _probe(k.value, receiver, names, True) for k in node.keywords}
+        if not perform or any(v is _UNKNOWN for v in (function, *args, *kwargs.values())):
+            return _UNKNOWN
+        try:
+            return function(*args, **kwargs)
+        except Exception:
+            return _UNKNOWN
+    return _UNKNOWN
+
+
+def _public(owner: Any) -> list[str]:
+    try:
+        return [name for name in dir(owner) if not name.startswith("_")]
+    except Exception:
+        return []
+
+
+def _unfollowed(path: CallPath, receiver: Any, names: Mapping[str, Any], perform: bool, needed_by: str) -> list[str]:
+    """What `path` names that the class lacks, as a binding error (file:line, what is missing,
+    a did-you-mean from the object's attributes), or nothing."""
+    try:
+        _probe(path.tree, receiver, names, perform)
+    except _Missing as missing:
+        node = missing.node
+        owner = type(receiver).__name__
+        if missing.owner is not receiver and isinstance(node, ast.Attribute):
+            owner = f"{ast.unparse(node.value)}, a {type(missing.owner).__name__},"
+        candidates = _public(missing.owner) + (list(names) if isinstance(node, ast.Name) else [])
+        where = f"{path.where}: " if path.where is not None else ""
+        return [
+            f"{where}the implementation has no {ast.unparse(node)} (needed by {needed_by}: {path.text!r}): "
+            f"{owner} has no attribute {missing.name!r}{did_you_mean(missing.name, candidates)}"
+        ]
+    return []
+
+
+def _check_construct(binding: Binding, target: Callable[..., Any]) -> None:
+    """A construct keyword the class does not take is the binding's mistake: refused when the
+    class is bound, naming its line, not reported by every trace as a failed construction."""
+    try:
+        params = inspect.signature(target).parameters
+    except (TypeError, ValueError):
+        return
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    takes = [name for name, p in params.items() if p.kind is not inspect.Parameter.POSITIONAL_ONLY]
+    for name, path in binding.construct:
+        if name not in takes:
+            where = f"{path.where}: " if path.where is not None else ""
+            raise BindingError(
+                f"{where}construct passes {name}=, which {getattr(target, '__name__', target)}({', '.join(takes)}) "
+                f"does not take{did_you_mean(name, takes)}"
+            )
+
+
+def _shown(value: Any) -> str:
+    """A constructor argument in a message: its repr, a class by name, a callback as `...`."""
+    if isinstance(value, type):
+        return value.__name__
+    return "..." if callable(value) else repr(value)
+
+
+# --- the adapter's helpers ----------------------------------------------------------------
+
+
+def _defaults(event: Event) -> dict[str, Any]:
+    """The event's arguments that have defaults, with them: a bound call gets every argument
+    of the event, the ones a caller leaves out (the generated tests do) included."""
+    return {p.name: p.default for p in event.signature.params if p.has_default}
+
+
+def _index_names(spec: Spec) -> frozenset[str]:
+    """The spec's names for the instance parameter (the `i` of `call = "lease(i)"`): a read
+    path is no event's, so it reads the index by any of them."""
+    return frozenset(event.signature.shard_param for event in spec.events.values())
+
+
+def _imports(binding: Binding, spec: Spec) -> list[str]:
+    """What a reproducer of the binding's calls imports besides the user's class: the helpers
+    its paths name, `contextlib` for the errors a call passes on, the clock and its patch."""
+    used = {
+        node.id for call in binding.events.values() for node in ast.walk(call.call.tree) if isinstance(node, ast.Name)
+    }
+    helpers = sorted(used & set(_HELPERS))
+    lines = ["import contextlib"] if any(call.reraises for call in binding.events.values()) else []
+    if spec.clock is not None and spec.clock.drive_patch is not None:
+        lines.append(f"import {spec.clock.drive_patch.rpartition('.')[0]}")
+    if helpers:
+        lines.append(f"from ledgercheck.model.binding import {', '.join(helpers)}")
+    if spec.clock is not None:
+        lines.append("from ledgercheck.model.conformance import ManualClock")
+    return lines
+
+
 def bound_class(binding: Binding, spec: Spec, target: Callable[..., Any]) -> type:
     """A class with the ledger's API whose instances drive `target` as `binding` says."""
+    _check_construct(binding, target)
     fields = [f.name for f in spec.fields if binding.observes(f.name)]
     reverse = {
         name: {repr(v): member for member, group in read.values.items() for v in group}
         for name, read in binding.fields.items()
     }
     event_params = {name: [p.name for p in event.signature.params] for name, event in spec.events.items()}
+    defaults = {name: _defaults(event) for name, event in spec.events.items()}
+    index_names = _index_names(spec)
     home = importlib.import_module(getattr(target, "__module__", "builtins"))
     passed_on = {name: _errors(call.reraises, home) for name, call in binding.events.items()}
     drive = spec.clock
@@ -558,6 +778,8 @@ def bound_class(binding: Binding, spec: Spec, target: Callable[..., Any]) -> typ
     for announcer in binding.announcers:
         if announcer.form == "logger":
             _listen(announcer.target)
+    target_name = getattr(target, "__name__", "Implementation")
+    imports = _imports(binding, spec)
 
     class Bound:
         """Built from the spec's [implementation] table (see `model.binding`)."""
@@ -575,23 +797,37 @@ def bound_class(binding: Binding, spec: Spec, target: Callable[..., Any]) -> typ
             count = shard_count if binding.instances == "each" else 1
             self.notifications: list[Announced] = []
             self._performing: int | None = None
-            self._objects = [self._build(i) for i in range(count)]
             self._count = shard_count
+            self._objects = [self._build(i) for i in range(count)]
 
         def _build(self, index: int) -> Any:
-            kwargs = {name: evaluate(path, None, self._policy) for name, path in binding.construct}
+            names = {**dict.fromkeys(INSTANCE_COUNT, self._count), **self._policy}
+            kwargs = {name: evaluate(path, None, names) for name, path in binding.construct}
             if drive is not None and drive.drive_param is not None:
                 kwargs[drive.drive_param] = self._clock
             callbacks = [(a, self._callback(a, index)) for a in binding.announcers if a.form != "logger"]
             kwargs.update({a.target: callback for a, callback in callbacks if a.form == "param"})
             with _reading(self._clock):
-                obj = target(**kwargs)
+                try:
+                    obj = target(**kwargs)
+                except Exception as exc:
+                    raise self._not_built(kwargs, exc) from exc
                 for announcer, callback in callbacks:
                     if announcer.form == "register":
                         getattr(obj, announcer.target)(callback)
                     elif announcer.form == "attribute":
                         setattr(obj, announcer.target, callback)
             return obj
+
+        @staticmethod
+        def _not_built(kwargs: Mapping[str, Any], error: Exception) -> BindingError:
+            """The construction that failed, as the binding performs it: the user's class and
+            the binding's line, not the ledger's API."""
+            where = f"{binding.construct_where}: " if binding.construct_where is not None else ""
+            shown = ", ".join(f"{k}={_shown(v)}" for k, v in kwargs.items())
+            return BindingError(
+                f"{where}{target_name}({shown}), as the binding constructs it, raised {type(error).__name__}: {error}"
+            )
 
         def _heard(self, channel: str, index: int | None, payload: Any) -> None:
             """Keep an announcement made during a call (one made while the class is built or
@@ -621,6 +857,25 @@ def bound_class(binding: Binding, spec: Spec, target: Callable[..., Any]) -> typ
                 raise KeyError(index)
             return self._objects[index if binding.instances == "each" else 0]
 
+        def _read_names(self, index: Any) -> dict[str, Any]:
+            """What a read path's names mean besides the object's attributes: the index (as
+            `index` and by the spec's names for it), then the policy constants."""
+            return {INDEX: index, **dict.fromkeys(index_names, index), **self._policy}
+
+        def _call_names(self, event: Event, index: Any, given: Mapping[str, Any]) -> dict[str, Any]:
+            return Bound.call_names(event.name, index, given, self._policy)
+
+        @staticmethod
+        def call_names(event: str, index: Any, given: Mapping[str, Any], policy: Mapping[str, Any]) -> dict[str, Any]:
+            """What an event's call path's names mean: every argument of the event (defaults
+            filled in), the policy constants, and for an indexed binding the index (as `index`
+            and by the event's own name for it)."""
+            names: dict[str, Any] = {**policy, **defaults[event], **given}
+            if binding.instances == "indexed":
+                names.setdefault(INDEX, index)
+                names.setdefault(spec.events[event].signature.shard_param, index)
+            return names
+
         def _read(self, index: int, name: str) -> Any:
             read = binding.fields.get(name)
             obj = self._object(index)
@@ -629,7 +884,7 @@ def bound_class(binding: Binding, spec: Spec, target: Callable[..., Any]) -> typ
             if read.read is None:
                 raise AttributeError(f"the binding does not observe {name!r}")
             with _reading(self._clock):
-                value = evaluate(read.read, obj, {"index": index, **self._policy})
+                value = evaluate(read.read, obj, self._read_names(index))
             if read.values:
                 return reverse[name].get(repr(value), value)
             return value
@@ -652,6 +907,79 @@ def bound_class(binding: Binding, spec: Spec, target: Callable[..., Any]) -> typ
         def state_of(self, index: int) -> Any:
             return self._read(index, spec.state_field)
 
+        def binding_problems(self) -> list[str]:
+            """What the binding names that the class lacks, found on this instance before any
+            comparison (a typo is bad input, exit 2, not a divergence of every trace): every
+            read path followed on the first instance, every call path up to its own call,
+            every event called by its own name found."""
+            obj = self._object(0)
+            problems: list[str] = []
+            with _reading(self._clock):
+                for name, read in binding.fields.items():
+                    if read.read is not None:
+                        problems += _unfollowed(read.read, obj, self._read_names(0), True, f"field {name}")
+                for event in spec.events.values():
+                    call = binding.events.get(event.name)
+                    if call is None and not callable(getattr(obj, event.name, None)):
+                        hint = did_you_mean(event.name, _public(obj))
+                        problems.append(
+                            f"the implementation has no {event.name} (needed by event {event.name}, which "
+                            f"[implementation.events] does not bind): {target_name} has no method {event.name!r}{hint}"
+                        )
+                    elif call is not None:
+                        unknown = dict.fromkeys(event_params[event.name], _UNKNOWN)
+                        names = self._call_names(event, 0, unknown)
+                        problems += _unfollowed(call.call, obj, names, False, f"event {event.name}")
+            return problems
+
+        @staticmethod
+        def construction_code(shard_count: int, policy: Mapping[str, Any]) -> list[str]:
+            """The user's own construction, as the binding performs it: the clock it hands
+            the class, each object built, each callback handed over (as `print`)."""
+            lines = [*imports, "clock = ManualClock()"] if drive is not None else list(imports)
+            if drive is not None and drive.drive_patch is not None:
+                lines.append(f"{drive.drive_patch} = clock  # the binding patches the class's time source")
+            names = {**dict.fromkeys(INSTANCE_COUNT, shard_count), **policy}
+            kwargs = [f"{name}={render(path, None, names)}" for name, path in binding.construct]
+            if drive is not None and drive.drive_param is not None:
+                kwargs.append(f"{drive.drive_param}=clock")
+            kwargs += [f"{a.target}=print" for a in binding.announcers if a.form == "param"]
+            for obj in Bound.objects(shard_count):
+                lines.append(f"{obj} = {target_name}({', '.join(kwargs)})")
+                lines += [f"{obj}.{a.target}(print)" for a in binding.announcers if a.form == "register"]
+                lines += [f"{obj}.{a.target} = print" for a in binding.announcers if a.form == "attribute"]
+            return lines
+
+        @staticmethod
+        def objects(shard_count: int) -> list[str]:
+            """The variables of the objects a reproducer builds: one, or one per instance."""
+            name = variable(target_name)
+            return [name] if binding.instances == "indexed" else [f"{name}_{i}" for i in range(shard_count)]
+
+        @staticmethod
+        def call_code(
+            event: str,
+            index: int,
+            args: Sequence[Any],
+            kwargs: Mapping[str, Any],
+            shard_count: int,
+            policy: Mapping[str, Any],
+        ) -> str:
+            """One call of the ledger's API (`event(index, *args, **kwargs)`) as the binding
+            performs it on the user's class; a call on an unknown instance reaches no object."""
+            if not 0 <= index < shard_count:
+                return f"# {event}({index}): no instance {index}: the bound class raises KeyError"
+            obj = Bound.objects(shard_count)[index if binding.instances == "each" else 0]
+            call = binding.events.get(event)
+            if call is None:
+                leading = [index] if binding.instances == "indexed" else []
+                shown = [repr(v) for v in (*leading, *args)] + [f"{k}={v!r}" for k, v in kwargs.items()]
+                return f"{obj}.{event}({', '.join(shown)})"
+            given = {**dict(zip(event_params[event], args, strict=False)), **kwargs}
+            line = render(call.call, obj, Bound.call_names(event, index, given, policy))
+            passed = ", ".join(call.reraises)
+            return f"with contextlib.suppress({passed}): {line}" if call.reraises else line
+
         def __getattr__(self, name: str) -> Any:
             if name.startswith("_") or name not in spec.events:
                 raise AttributeError(name)
@@ -660,16 +988,15 @@ def bound_class(binding: Binding, spec: Spec, target: Callable[..., Any]) -> typ
         def _event(self, event: Event) -> Callable[..., Any]:
             call = binding.events.get(event.name)
             expected = passed_on.get(event.name, ())
+            leading = binding.instances == "indexed"
 
             def perform(index: Any, *args: Any, **kwargs: Any) -> Any:
                 obj = self._object(index)
-                if call is None:
+                if call is None:  # the method of the event's name: the index first, if indexed
                     with _reading(self._clock), self._announcing(index):
-                        return getattr(obj, event.name)(*args, **kwargs)
-                given = dict(zip(event_params[event.name], args, strict=False))
-                names: dict[str, Any] = {**self._policy, **given, **kwargs}
-                if binding.instances == "indexed":
-                    names.setdefault("index", index)
+                        return getattr(obj, event.name)(*((index,) if leading else ()), *args, **kwargs)
+                given = {**dict(zip(event_params[event.name], args, strict=False)), **kwargs}
+                names = self._call_names(event, index, given)
                 with _reading(self._clock), self._announcing(index):
                     try:
                         result = evaluate(call.call, obj, names)
@@ -683,7 +1010,7 @@ def bound_class(binding: Binding, spec: Spec, target: Callable[..., Any]) -> typ
             perform.__name__ = event.name
             return perform
 
-    Bound.__name__ = Bound.__qualname__ = f"Bound{getattr(target, '__name__', 'Implementation')}"
+    Bound.__name__ = Bound.__qualname__ = f"Bound{target_name}"
     return Bound
 
 

@@ -126,7 +126,11 @@ class Conformance:
             result = invoke(model, call, event)
         except Exception as exc:  # KeyError for an unknown shard, or an error the spec's event raises
             raised = type(exc).__name__
-        returned = self.observer.normalise(result) if event.returns is not None and raised is None else None
+        returned = (
+            self.observer.normalise.returned(event.name, result)
+            if event.returns is not None and raised is None
+            else None
+        )
         logs = len(model.log_lines) - before if self.compare_logs else 0
         return Outcome(raised, logs, returned, announced_since(model, self.spec, announced))
 
@@ -174,7 +178,11 @@ class Conformance:
             except RAISED_BY_CALLS as exc:  # compared, not swallowed
                 error = exc
         lines = sum(1 for line in out.getvalue().splitlines() if line.strip()) if self.compare_logs else 0
-        returned = self.observer.normalise(result) if event.returns is not None and error is None else None
+        returned = (
+            self.observer.normalise.returned(event.name, result)
+            if event.returns is not None and error is None
+            else None
+        )
         return Outcome(exception_text(error), lines, returned, announced_since(ledger, self.spec, announced)), error
 
     def stop_when_overdue(self) -> None:
@@ -278,6 +286,20 @@ class Conformance:
                 calls = script.calls[: index + 1]
                 return Divergence(Script(script.source, script.shards, calls), index, found, within_contract=within)
         return None
+
+    def within_contracts(self, script: Script) -> bool:
+        """Whether the callers' contracts allow every call of `script`, each in the state the
+        model is in after the calls before it (what `run` finds as it compares)."""
+        clock = ManualClock()
+        model = self.new_model(script.shards, clock)
+        for call in script.calls:
+            if contract_allows(model, call, script.shards) is not True:
+                return False
+            if isinstance(call, Tick):
+                clock.advance(call.units)
+            else:
+                self._call_model(model, call)
+        return True
 
     # -- reporting --
 

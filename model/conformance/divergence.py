@@ -134,22 +134,47 @@ def report(checker: Conformance, divergence: Divergence, variant: str, width: in
     lines.append("* changed by the call; > the implementation differs (impl: its value)")
     lines.append("")
     lines.append("reproduce:")
+    lines += [f"  {line}" for line in reproducer(checker, script)]
+    return "\n".join(lines)
+
+
+def reproducer(checker: Conformance, script: Script) -> list[str]:
+    """The trace as Python a user can paste: a class of the ledger's shape built and called
+    through its API; a class bound by the spec's `[implementation]` built and called as the
+    binding does it (`job_table = JobTable(n=1, max_attempts=3)`, `job_table.lease(0)`)."""
+    built = checker.impl.ledger_class
+    if callable(getattr(built, "construction_code", None)) and checker.spec.binding is not None:
+        return _bound_reproducer(checker, script, built)
+    lines = []
     policy_name = checker.impl.policy_class_name
     policy_args = ", ".join(f"{k}={v}" for k, v in checker.policy.items() if v != checker.spec.policy[k].default)
     urls = ", ".join(repr(base_url(i)) for i in range(script.shards))
     ticks = any(isinstance(c, Tick) for c in script.calls)
     clock = (", clock=clock" if ticks else ", clock=lambda: 0.0") if checker.accepts_clock else ""
     if ticks:
-        lines.append("  clock = ManualClock()  # from ledgercheck.model.conformance")
+        lines.append("clock = ManualClock()  # from ledgercheck.model.conformance")
     lines.append(
-        f"  ledger = {checker.impl.ledger_class.__name__}(shard_count={script.shards}, "
+        f"ledger = {built.__name__}(shard_count={script.shards}, "
         f"policy={policy_name}({policy_args}), base_urls=[{urls}]{clock})"
     )
     lines += [
-        f"  clock.{c.code()}" if isinstance(c, Tick) else f"  ledger.{c.code(checker.events[c.event])}"
+        f"clock.{c.code()}" if isinstance(c, Tick) else f"ledger.{c.code(checker.events[c.event])}"
         for c in script.calls
     ]
-    return "\n".join(lines)
+    return lines
+
+
+def _bound_reproducer(checker: Conformance, script: Script, built: Any) -> list[str]:
+    """The binding's own account of the trace (`bound_class`): only it knows how its class is
+    built and what each call path does with the call's arguments."""
+    lines: list[str] = built.construction_code(script.shards, checker.policy)
+    for call in script.calls:
+        if isinstance(call, Tick):
+            lines.append(f"clock.{call.code()}")
+            continue
+        positional, keywords = call.split(checker.events[call.event])
+        lines.append(built.call_code(call.event, call.shard, positional[1:], keywords, script.shards, checker.policy))
+    return lines
 
 
 def _plural(count: int, word: str) -> str:

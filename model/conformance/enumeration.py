@@ -238,8 +238,11 @@ class Enumerator:
                 if differences:
                     calls = (*prefix, call)
                     script = Script(f"enumeration ({shards} shards, depth {level})", shards, calls)
+                    # A pass over any call may still find a trace every call of which the
+                    # contracts allow (a spec with no `requires`): it says so, as a run does.
+                    within = self.contract or conformance.within_contracts(script)
                     found.divergence = Divergence(
-                        script, len(calls) - 1, differences, "enumeration", len(calls), self.contract
+                        script, len(calls) - 1, differences, "enumeration", len(calls), within
                     )
                     return found
                 if impl_obs != parent or isinstance(call, Tick):

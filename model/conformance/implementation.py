@@ -107,14 +107,19 @@ class Implementation:
             return self.ledger_class(**kwargs)
 
     def cannot_build(self, error: BaseException, *, clock: bool = False, label: str = "") -> ImplementationError:
-        """The error to report when `build` raised `error`."""
+        """The error to report when `build` raised `error`: a bound class's names the
+        binding's construct line and the user's class (`bound_class`), not the ledger's API."""
+        if isinstance(error, BindingError):
+            return ImplementationError(f"{label or self.label}: {error}")
         return ImplementationError(
             f"{label or self.label} cannot be constructed with the ledger's API "
             f"(shard_count=, policy=, base_urls={', clock=' if clock else ''}): {type(error).__name__}: {error}"
         )
 
     def missing_api(self, instance: Any, spec: Spec) -> list[str]:
-        """What the spec needs that the instance lacks: its events, `snapshot`, `state_of`, queries."""
+        """What the spec needs that the instance lacks: its events, `snapshot`, `state_of`,
+        queries; for a bound class, what its binding names that the class lacks (a call or
+        read path that cannot be followed: bad input, never a divergence)."""
         missing = [
             f"the implementation has no {event.name} (needed by event {event.name})"
             for event in spec.events.values()
@@ -126,6 +131,9 @@ class Implementation:
         for query in spec.queries.values():
             if query.api and not callable(getattr(instance, query.api, None)):
                 missing.append(f"the implementation has no {query.api} (needed by query {query.name})")
+        problems = getattr(instance, "binding_problems", None)
+        if spec.binding is not None and callable(problems):
+            missing += problems()
         return missing
 
 

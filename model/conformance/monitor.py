@@ -103,11 +103,11 @@ class LedgerCheck:
             record = records[index]
             for field in self.spec.fields:
                 if field.name not in self.observed:
-                    store[(index, field.name)] = self.normalise(getattr(shadow[index], field.name))
+                    store[(index, field.name)] = self.normalise.field(field.name, getattr(shadow[index], field.name))
                     continue
                 if not hasattr(record, field.name):
                     self._fail(f"the implementation's snapshot records have no field {field.name!r}")
-                store[(index, field.name)] = self.normalise(getattr(record, field.name))
+                store[(index, field.name)] = self.normalise.field(field.name, getattr(record, field.name))
         for var in self.spec.globals:
             store[(None, var.name)] = getattr(self.ledger, var.name, var.initial)
         return store
@@ -139,7 +139,7 @@ class LedgerCheck:
         yield outcome
         if outcome.value is _UNSET:
             self._fail(f"{self.current}: the test did not record what the call returned")
-        actual = self.normalise(outcome.value)
+        actual = self.normalise.returned(event, outcome.value)
         if actual != expected:
             self._fail(f"{self.current} returned {actual!r}, expected {expected!r}")
         self._end(event, shard, args, before, raised=False, result=actual)
@@ -282,7 +282,7 @@ class LedgerCheck:
         except (AttributeError, IndexError, KeyError) as exc:
             self._fail(f"cannot read shard {shard} after {self.current}: {exc!r}")
         for name, expected in fields.items():
-            actual = self.normalise(getattr(record, name, MISSING))
+            actual = self.normalise.field(name, getattr(record, name, MISSING))
             if actual != expected:
                 self._fail(f"after {self.current}, shard {shard}: {name} is {actual!r}, expected {expected!r}")
 

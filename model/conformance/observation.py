@@ -26,15 +26,27 @@ MISSING = "<missing>"
 
 
 class Normaliser:
-    """An implementation's value as the spec writes it: enum members by name, a state given
-    as a string (name or API value) by the state's name, anything else as it is."""
+    """An implementation's value as the spec writes it: enum members by name, a string that is
+    one of an enum's API values (its `api_values`) or member names by the member's name, and
+    anything else as it is. Which enum's values a string is read by: the enum of the field,
+    or of the value an event returns, where the caller names it (`field`, `returned`); else
+    the state enum's, as for `state_of`."""
 
     def __init__(self, spec: Spec) -> None:
-        state_enum = spec.enums[spec.state_enum]
-        self._state_names = {v: m for m, v in state_enum.api_values.items()} | {m: m for m in state_enum.members}
+        self._names = {
+            name: {v: m for m, v in decl.api_values.items()} | {m: m for m in decl.members}
+            for name, decl in spec.enums.items()
+        }
+        self._state_names = self._names[spec.state_enum]
+        self._field_enums = {f.name: f.type.enum for f in spec.fields if f.type.enum is not None}
+        self._returned_enums = {
+            name: event.returns.type.enum
+            for name, event in spec.events.items()
+            if event.returns is not None and event.returns.type.enum is not None
+        }
         self._enum_names: dict[Any, str] = {}
 
-    def __call__(self, value: Any) -> Any:
+    def __call__(self, value: Any, enum_name: str | None = None) -> Any:
         kind = type(value)
         if kind is int or kind is bool or value is None:  # the common cases first
             return value
@@ -44,8 +56,18 @@ class Normaliser:
                 name = self._enum_names[value] = value.name
             return name
         if isinstance(value, str):
-            return self._state_names.get(value, value)
+            names = self._state_names if enum_name is None else self._names[enum_name]
+            return names.get(value, value)
         return value
+
+    def field(self, name: str, value: Any) -> Any:
+        """A field's value: a string read by the field's own enum (`c1 = "crashed"` is
+        CRASHED where its enum's `api_values = "lower"`), whatever the state enum is."""
+        return self(value, self._field_enums.get(name))
+
+    def returned(self, event: str, value: Any) -> Any:
+        """What a call of `event` returned, read by the enum of its `returns`, if one."""
+        return self(value, self._returned_enums.get(event))
 
 
 def normalise(value: Any, spec: Spec) -> Any:
@@ -134,7 +156,7 @@ class Observer:
             for index, keys in enumerate(fields):
                 record = records[index] if index < len(records) else None
                 for key, name in keys:
-                    obs[key] = norm(getattr(record, name, MISSING))
+                    obs[key] = norm.field(name, getattr(record, name, MISSING))
             for index, key in enumerate(states):
                 obs[key] = norm(ledger.state_of(index))
             for key, api in queries:

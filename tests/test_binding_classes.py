@@ -1,0 +1,325 @@
+"""Binding a user's own class (`[implementation]`), the way users write one: an indexed job
+table (one object, the instance index first) read through a getter, called by the event's
+own method name or through a call path that names the spec's `i`, built with the number of
+instances. Each test names the mistake a user met before it was fixed."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from ledgercheck.model.binding import bound_class
+from ledgercheck.model.conformance.checker import Conformance
+from ledgercheck.model.conformance.implementation import load_implementation
+from ledgercheck.model.conformance.observation import Normaliser
+from ledgercheck.model.errors import SpecError
+from ledgercheck.model.spec import load_spec_text
+
+SPEC = """\
+[spec]
+name = "jobs"
+api_class = "JobTable"
+state_field = "state"
+default_shards = 2
+
+[enums.JobState]
+members = ["PENDING", "LEASED", "DONE"]
+
+[enums.Outcome]
+members = ["NONE", "SUCCEEDED", "CRASHED"]
+api_values = "lower"
+
+[policy]
+max_attempts = { default = 2, min = 1, max = 3 }
+
+[fields]
+state = { type = "JobState", initial = "PENDING" }
+epoch = { type = "int", initial = 0 }
+outcome = { type = "Outcome", initial = "NONE" }
+
+[events.lease]
+call = "lease(i)"
+raises = [{ when = "state != PENDING", error = "NotLeasable" }]
+returns = "epoch"
+body = \"\"\"
+epoch = epoch + 1
+state = LEASED
+\"\"\"
+
+[events.finish]
+call = "finish(i, epoch: int = 1)"
+ignore_when = "state != LEASED or args.epoch != epoch"
+body = \"\"\"
+state = DONE
+outcome = SUCCEEDED
+\"\"\"
+
+[events.crash]
+call = "crash(i)"
+ignore_when = "state != LEASED"
+returns = "outcome"
+body = \"\"\"
+state = PENDING
+outcome = CRASHED
+\"\"\"
+
+[environments.ledger]
+any_call = true
+
+[properties.done_succeeded]
+kind = "invariant"
+assert = "state != DONE or outcome == SUCCEEDED"
+expect = { base = "holds" }
+
+[implementation]
+instances = "indexed"
+construct = { n = "instances", max_attempts = "max_attempts" }
+
+[implementation.fields]
+state = "job(i).state"
+epoch = "job(index).epoch"
+outcome = "job(i).outcome"
+
+[implementation.events]
+finish = "finish(i, epoch)"
+"""
+
+CLASS = """\
+class NotLeasable(Exception):
+    pass
+
+
+class Job:
+    def __init__(self):
+        self.state = "PENDING"
+        self.epoch = 0
+        self.outcome = "none"
+
+
+class JobTable:
+    def __init__(self, n, max_attempts=2):
+        if max_attempts < 1:
+            raise ValueError("max_attempts must be at least 1")
+        self.jobs = [Job() for _ in range(n)]
+
+    def job(self, i):
+        return self.jobs[i]
+
+    def lease(self, i):
+        job = self.jobs[i]
+        if job.state != "PENDING":
+            raise NotLeasable(i)
+        job.epoch += 1
+        job.state = "LEASED"
+        return job.epoch
+
+    def finish(self, i, epoch):  # no default of its own: the binding passes the spec's
+        job = self.jobs[i]
+        if job.state == "LEASED" and {check}:
+            job.state = "DONE"
+            job.outcome = "succeeded"
+
+    def crash(self, i):
+        job = self.jobs[i]
+        if job.state == "LEASED":
+            job.state = "PENDING"
+            job.outcome = "crashed"
+        return job.outcome
+"""
+GOOD = CLASS.format(check="epoch == job.epoch")
+STALE = CLASS.format(check="True")  # a completion with a stale epoch is accepted
+
+
+def _write(tmp_path: Path, spec: str = SPEC, source: str = GOOD) -> tuple[Path, str]:
+    (tmp_path / "jobs.toml").write_text(spec, encoding="utf-8")
+    (tmp_path / "jobtable.py").write_text(source, encoding="utf-8")
+    return tmp_path / "jobs.toml", f"{tmp_path / 'jobtable.py'}:JobTable"
+
+
+def _spec(text: str = SPEC) -> Any:
+    return load_spec_text(text, "jobs.toml").variant()
+
+
+def _fleet(tmp_path: Path, spec_text: str = SPEC, shards: int = 2) -> Any:
+    _, target = _write(tmp_path, spec_text)
+    spec = _spec(spec_text)
+    return load_implementation(target, spec).build(shards, spec.default_policy())
+
+
+def _line(text: str, start: str) -> int:
+    return next(number for number, line in enumerate(text.splitlines(), 1) if line.startswith(start))
+
+
+def _conform(capsys: Any, spec: Path, target: str, *more: str) -> tuple[int, str]:
+    """`ledgercheck conform` as a user runs it: its exit code, and what it printed."""
+    from ledgercheck.model.cli import main
+
+    code = main(["conform", str(spec), "--impl", target, "--depth", "3", "--random", "40", *more])
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+# --- 1. an indexed binding passes the index, by any of its names ---------------------------
+
+
+def test_an_event_the_binding_does_not_list_gets_the_index_first(tmp_path):
+    fleet = _fleet(tmp_path)
+    assert fleet.lease(1) == 1  # JobTable.lease(self, i): the index, then the arguments
+    assert fleet.state_of(1) == "LEASED" and fleet.state_of(0) == "PENDING"
+
+
+def test_a_call_path_names_the_index_as_the_spec_does(tmp_path):
+    text = SPEC.replace('finish = "finish(i, epoch)"', 'finish = "finish(i, epoch)"\nlease = "lease(i)"')
+    fleet = _fleet(tmp_path, text)
+    assert fleet.lease(0) == 1  # `i`: the spec's own name for the instance parameter
+    fleet.finish(0, 1)
+    assert [r.state for r in fleet.snapshot()] == ["DONE", "PENDING"]  # read as job(i).state
+
+
+# --- 2. a left-out argument reaches the call with the spec's default -----------------------
+
+
+def test_an_argument_left_out_reaches_the_call_path_with_its_default(tmp_path):
+    fleet = _fleet(tmp_path)
+    fleet.lease(0)
+    fleet.finish(0)  # as the generated tests call it: epoch left out, the spec's default 1
+    assert fleet.state_of(0) == "DONE"
+
+
+# --- 3. construct reads the number of instances ---------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["instances", "shard_count"])
+def test_construct_reads_the_number_of_instances(tmp_path, name):
+    fleet = _fleet(tmp_path, SPEC.replace('n = "instances"', f'n = "{name}"'), shards=3)
+    assert len(fleet._objects) == 1 and len(fleet._objects[0].jobs) == 3
+
+
+def test_a_construct_path_naming_something_unknown_is_refused_with_its_line():
+    text = SPEC.replace('n = "instances"', 'n = "shard_cont"')
+    with pytest.raises(SpecError) as caught:
+        load_spec_text(text, "jobs.toml")
+    assert caught.value.where.line == _line(text, "construct =")
+    assert "'shard_cont'" in caught.value.message and "did you mean 'shard_count'?" in caught.value.message
+
+
+# --- 4. a path the class cannot follow is bad input, naming the binding's line -------------
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "wanted"),
+    [
+        (
+            'finish = "finish(i, epoch)"',
+            'finish = "finsh(i, epoch)"',
+            "the implementation has no finsh (needed by event finish: 'finsh(i, epoch)'): JobTable has no "
+            "attribute 'finsh' (did you mean 'finish'?)",
+        ),
+        (
+            'state = "job(i).state"',
+            'state = "job(i).stat"',
+            "the implementation has no job(i).stat (needed by field state: 'job(i).stat'): job(i), a Job, has no "
+            "attribute 'stat' (did you mean 'state'?)",
+        ),
+        (
+            'finish = "finish(i, epoch)"',
+            'finish = "finish(i, epoh)"',
+            "the implementation has no epoh (needed by event finish: 'finish(i, epoh)'): JobTable has no "
+            "attribute 'epoh' (did you mean 'epoch'?)",
+        ),
+    ],
+)
+def test_a_path_the_class_cannot_follow_is_a_binding_error(tmp_path, old, new, wanted, capsys):
+    text = SPEC.replace(old, new)
+    spec, target = _write(tmp_path, text)
+    code, message = _conform(capsys, spec, target)
+    assert code == 2, message
+    assert f"jobs.toml:{_line(text, new)}:" in message and wanted in message
+    assert "<missing>" not in message and "diverges" not in message
+
+
+def test_a_method_the_class_lacks_for_an_unbound_event_is_a_binding_error(tmp_path, capsys):
+    spec, target = _write(tmp_path, source=GOOD.replace("def crash(", "def crash_job("))
+    code, message = _conform(capsys, spec, target)
+    assert code == 2 and "the implementation has no crash (needed by event crash" in message, message
+    assert "did you mean 'crash_job'?" in message
+
+
+def test_a_construct_keyword_the_class_does_not_take_is_a_binding_error(tmp_path, capsys):
+    text = SPEC.replace('n = "instances"', 'nn = "instances"')
+    spec, target = _write(tmp_path, text)
+    code, message = _conform(capsys, spec, target)
+    assert code == 2 and f"jobs.toml:{_line(text, 'construct =')}:" in message, message
+    assert "construct passes nn=, which JobTable(n, max_attempts) does not take (did you mean 'n'?)" in message
+
+
+def test_a_construction_that_fails_names_the_binding_and_the_class(tmp_path, capsys):
+    text = SPEC.replace('max_attempts = "max_attempts"', 'max_attempts = "0"')
+    spec, target = _write(tmp_path, text)
+    code, message = _conform(capsys, spec, target)
+    assert code == 2 and f"jobs.toml:{_line(text, 'construct =')}:" in message, message
+    assert "JobTable(n=2, max_attempts=0), as the binding constructs it, raised ValueError" in message
+    assert "shard_count=" not in message and "the ledger's API" not in message
+
+
+# --- 5. every enum's api_values, fields and returned values ---------------------------------
+
+
+def test_every_enum_s_api_values_are_read_for_its_fields_and_returns():
+    normalise = Normaliser(_spec())
+    assert normalise.field("outcome", "crashed") == "CRASHED"
+    assert normalise.returned("crash", "crashed") == "CRASHED"
+    assert normalise.field("state", "PENDING") == "PENDING" and normalise.returned("lease", 2) == 2
+
+
+def test_conform_passes_the_class_bound_as_users_write_it(tmp_path, capsys):
+    spec, target = _write(tmp_path)
+    code, out = _conform(capsys, spec, target)
+    assert code == 0 and "no divergence" in out, out
+
+
+# --- 6. a trace of the any-call pass says what the contracts say of it ----------------------
+
+
+def test_a_divergence_of_the_any_call_pass_within_the_contracts_says_so(tmp_path):
+    _, target = _write(tmp_path, source=STALE)
+    spec = _spec()
+    checker = Conformance(spec, load_implementation(target, spec), spec.default_policy())
+    found = checker.enumerate(2, 3, contract=False).divergence  # the spec has no `requires`
+    assert found is not None and found.within_contract
+    report = checker.report(checker.shrink(found), "base")
+    assert "every call is one the callers' contracts allow" in report
+    assert "outside the callers' contracts" not in report
+
+
+# --- 7. the reproducer is the user's own code ----------------------------------------------
+
+
+def test_the_reproducer_builds_and_calls_the_user_s_class(tmp_path, capsys):
+    spec, target = _write(tmp_path, source=STALE)
+    code, out = _conform(capsys, spec, target, "--no-counterexamples")
+    assert code == 1, out
+    reproducer = out.split("reproduce:\n", 1)[1]
+    assert textwrap.dedent(reproducer).splitlines() == [
+        "job_table = JobTable(n=1, max_attempts=2)",
+        "job_table.lease(0)",
+        "job_table.finish(0, 0)",
+    ]
+    namespace: dict[str, Any] = {}
+    exec(STALE, namespace)  # the user's module, then the reproducer pasted after it
+    exec(textwrap.dedent(reproducer), namespace)
+    assert namespace["job_table"].job(0).state == "DONE"  # the divergence: the model ignores the stale epoch
+
+
+def test_a_binding_shown_in_a_reproducer_reads_as_the_call_it_makes():
+    spec = _spec()
+    cls = bound_class(spec.binding, spec, SimpleNamespace)
+    policy = spec.default_policy()
+    assert cls.construction_code(3, policy) == ["simple_namespace = SimpleNamespace(n=3, max_attempts=2)"]
+    assert cls.call_code("finish", 2, [], {}, 3, policy) == "simple_namespace.finish(2, 1)"
+    assert cls.call_code("crash", 1, [], {}, 3, policy) == "simple_namespace.crash(1)"
+    assert cls.call_code("crash", 3, [], {}, 3, policy).startswith("# crash(3): no instance 3")
