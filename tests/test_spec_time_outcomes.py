@@ -4,6 +4,8 @@ and every bad input refused as `file:line: what is wrong`."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from ledger_fixture import LEDGER_EXAMPLES
 from spec_cases import Bad, assert_refused
@@ -206,3 +208,17 @@ BAD = {
 @pytest.mark.parametrize("case", list(BAD.values()), ids=list(BAD))
 def test_bad_time_or_outcome_is_refused_with_location(case: Bad) -> None:
     assert_refused(TEXT, case, NAME)
+
+
+def test_conform_shows_the_values_returned_where_they_differ(tmp_path, capsys) -> None:
+    """A class returning the wrong state: conform names the value returned (a row of its own in
+    the figure, the model's value against the implementation's), not `('result',)` over a row
+    of `<missing>`."""
+    module = tmp_path / "wrong_result.py"
+    module.write_text(WRONG_RESULT.format(path=str(TIMED)), encoding="utf-8")
+    code = cli.main(["conform", str(TIMED), "--impl", f"{module}:TimedBreakers", "--depth", "6"])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    assert "value returned: model HALF_OPEN, implementation CLOSED" in out, out
+    assert re.search(r"> value returned +\| HALF_OPEN \(impl: CLOSED\)", out), out
+    assert "<missing>" not in out and "('result',)" not in out, out

@@ -65,10 +65,12 @@ def figure(checker: Conformance, divergence: Divergence, width: int | None = Non
     rows: list[list[str]] = []
 
     def impl_value(key: Key) -> Any:
-        if key[0] in ("raised", "logs", "notifications"):
+        if key[0] in ("raised", "logs", "notifications", "result"):
             outcome = recording.impl_outcomes[-1] if recording.impl_outcomes else Outcome(None, 0)
             if key[0] == "notifications":
                 return notifications_text(outcome.notifications)
+            if key[0] == "result":
+                return outcome.result
             return outcome.raised if key[0] == "raised" else outcome.logs
         return recording.impl[last].get(key, MISSING)
 
@@ -90,7 +92,8 @@ def figure(checker: Conformance, divergence: Divergence, width: int | None = Non
         for decl in observed:
             key = ("field", shard, decl.name)
             row(decl.name, key, [obs.get(key, MISSING) for obs in recording.model])
-    shown = {("field", shard, decl.name) for decl in observed} | {("raised",), ("logs",), ("notifications",)}
+    shown = {("field", shard, decl.name) for decl in observed}
+    shown |= {("raised",), ("logs",), ("notifications",), ("result",)}
     for key in sorted(differing - shown, key=repr):
         row(describe_key(key), key, [obs.get(key, MISSING) for obs in recording.model])
     if script.calls:
@@ -102,6 +105,10 @@ def figure(checker: Conformance, divergence: Divergence, width: int | None = Non
             row("notifications", ("notifications",), announced, changes=False)
         if ("raised",) in differing or any(o.raised for o in outcomes):
             row("raised", ("raised",), ["-"] + [o.raised or "-" for o in outcomes], changes=False)
+        returning = [c.event in checker.events and checker.events[c.event].returns is not None for c in script.calls]
+        if ("result",) in differing or any(returning):
+            values = [o.result if r and o.raised is None else "-" for o, r in zip(outcomes, returning, strict=True)]
+            row(describe_key(("result",)), ("result",), ["-", *values], changes=False)
         rows.append(["  callers' contract", "-"] + [_contract_text(c) for c in recording.contract])
     return render_table(header, rows, width)
 

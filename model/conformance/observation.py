@@ -117,6 +117,8 @@ def describe_key(key: Key) -> str:
         return "reading the implementation"
     if kind == "raised":
         return "exception raised"
+    if kind == "result":
+        return "value returned"
     if kind == "logs":
         return "log lines printed"
     if kind == "notifications":
