@@ -92,7 +92,7 @@ def figure(checker: Conformance, divergence: Divergence, width: int | None = Non
         for decl in observed:
             key = ("field", shard, decl.name)
             row(decl.name, key, [obs.get(key, MISSING) for obs in recording.model])
-    shown = {("field", shard, decl.name) for decl in observed}
+    shown: set[Key] = {("field", shard, decl.name) for decl in observed}
     shown |= {("raised",), ("logs",), ("notifications",), ("result",)}
     for key in sorted(differing - shown, key=repr):
         row(describe_key(key), key, [obs.get(key, MISSING) for obs in recording.model])
