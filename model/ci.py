@@ -121,8 +121,10 @@ def ci_command(
 
     out_dir = Path(out) if out else default_out_dir(spec_file.path)
     if impl is None:  # the class the spec binds, as `conform` takes it by default
+        from ledgercheck.model.conformance.implementation import spec_target
+
         binding = spec_file.variant().binding
-        impl = binding.target if binding is not None and binding.target else None
+        impl = spec_target(binding.target, spec_file.path) if binding is not None and binding.target else None
     steps: list[Step] = []
     started = time.monotonic()
     reporter = progress_for(progress)

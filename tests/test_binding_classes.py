@@ -323,3 +323,34 @@ def test_a_binding_shown_in_a_reproducer_reads_as_the_call_it_makes():
     assert cls.call_code("finish", 2, [], {}, 3, policy) == "simple_namespace.finish(2, 1)"
     assert cls.call_code("crash", 1, [], {}, 3, policy) == "simple_namespace.crash(1)"
     assert cls.call_code("crash", 3, [], {}, 3, policy).startswith("# crash(3): no instance 3")
+
+
+# --- where the spec's own target is found ------------------------------------------------------
+
+
+def test_the_spec_s_target_is_found_beside_the_spec_from_any_directory(tmp_path, capsys, monkeypatch):
+    """`target = "jobtable.py:JobTable"` in a spec kept beside its class: conform from another
+    directory said `no such file: jobtable.py`; the path is read from the working directory
+    where the file is there, else from the spec's folder."""
+    from ledgercheck.model.cli import main
+    from ledgercheck.model.conformance.implementation import spec_target
+
+    spec, _ = _write(
+        tmp_path, SPEC.replace("[implementation]\n", '[implementation]\ntarget = "jobtable.py:JobTable"\n', 1)
+    )
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert spec_target("jobtable.py:JobTable", str(spec)) == f"{tmp_path / 'jobtable.py'}:JobTable"
+    assert spec_target("jobtable:JobTable", str(spec)) == "jobtable:JobTable"  # a module: the import path's
+    code = main(["conform", str(spec), "--depth", "2", "--random", "10"])
+    out = capsys.readouterr().out
+    assert code == 0 and "no divergence" in out, out
+
+
+def test_a_class_misspelt_in_a_target_gets_a_suggestion_named_once(tmp_path, capsys):
+    spec, target = _write(tmp_path)
+    code, out = _conform(capsys, spec, target.replace(":JobTable", ":JobTabel"))
+    assert code == 2, out
+    assert "has no class 'JobTabel' (did you mean 'JobTable'?)" in out, out
+    assert out.count("JobTabel") == 2, out  # the target once, the class once

@@ -18,7 +18,7 @@ from typing import Any
 from ledgercheck.model import budget, executor
 from ledgercheck.model.budget import BudgetExhausted
 from ledgercheck.model.conformance.checker import Conformance
-from ledgercheck.model.conformance.implementation import load_target
+from ledgercheck.model.conformance.implementation import load_target, spec_target
 from ledgercheck.model.conformance.session import check
 from ledgercheck.model.conformance.sources import (
     default_cache,
@@ -48,7 +48,9 @@ def run(ns: argparse.Namespace) -> int:
     spec = spec_file.variant(variant)
     overrides = dict(ns.policy)
     policy = spec.resolve_policy(overrides)
-    target = ns.impl or (spec.binding.target if spec.binding is not None else None)
+    target = ns.impl
+    if target is None and spec.binding is not None and spec.binding.target:
+        target = spec_target(spec.binding.target, spec_file.path)
     if target is None:
         raise UsageError("conform needs --impl module:Class (the spec's [implementation] names no target)")
     impl = load_target(target, spec)

@@ -22,7 +22,7 @@ from types import ModuleType
 from typing import Any
 
 from ledgercheck.model.binding import BindingError, bound_class
-from ledgercheck.model.errors import EXIT_BAD_INPUT, LedgercheckError
+from ledgercheck.model.errors import EXIT_BAD_INPUT, LedgercheckError, did_you_mean
 from ledgercheck.model.interpreter import build_api
 from ledgercheck.model.spec import Spec
 from ledgercheck.model.trace import base_url
@@ -168,7 +168,8 @@ def load_implementation(target: str, spec: Spec, option: str = "--ledger-impl") 
             raise ImplementationError(f"cannot import {location!r}: {type(exc).__name__}: {exc}") from exc
     ledger_class = getattr(module, class_name, None)
     if not isinstance(ledger_class, type):
-        raise ImplementationError(f"{location} has no class {class_name!r}")
+        classes = [name for name, value in vars(module).items() if isinstance(value, type)]
+        raise ImplementationError(f"{location} has no class {class_name!r}{did_you_mean(class_name, classes)}")
     if spec.binding is not None:  # the spec says how to drive this class: no adapter
         try:
             bound = bound_class(spec.binding, spec, ledger_class)
@@ -193,7 +194,20 @@ def load_target(target: str, spec: Spec) -> Implementation:
     try:
         return load_implementation(target, spec)
     except ImplementationError as exc:
-        raise ImplementationError(f"cannot load the implementation {target}: {exc}") from None
+        said = str(exc).removeprefix(f"{target}: ")  # named once
+        raise ImplementationError(f"cannot load the implementation {target}: {said}") from None
+
+
+def spec_target(target: str, spec_path: str) -> str:
+    """A target as the spec's `[implementation]` names it, for a command run from anywhere: a
+    relative file path is read from the working directory where the file is there (a spec
+    run from its project's root), else from the spec's own folder (a spec kept beside its
+    class); a module name is left to the import path."""
+    location, sep, class_name = target.rpartition(":")
+    if not sep or not _is_file(location) or Path(location).is_absolute() or Path(location).is_file():
+        return target
+    beside = Path(spec_path).resolve().parent / location
+    return f"{beside}:{class_name}" if beside.is_file() else target
 
 
 def _load_file(path: Path) -> ModuleType:
