@@ -321,7 +321,7 @@ def _finish_child(name: str, child: Subprocess) -> Step:
         step.status = UNDECIDED
         ended = "" if code else f" (exit 0 without {'its verdict' if name == 'conformance' else 'pytest summary'})"
         step.failures = [f"UNDECIDED {name}: {last}{ended}"]
-        step.detail = text
+        step.detail = _narrowed(text)
         return step
     step.status = FAILED
     if name == "conformance":
@@ -329,8 +329,28 @@ def _finish_child(name: str, child: Subprocess) -> Step:
         step.failures = [f"DIVERGES  {first.strip()}"]
     else:
         step.failures = _test_failures(name, lines) or [f"TESTS     {name}: {last}"]
-    step.detail = text
+    step.detail = _narrowed(text)
     return step
+
+
+_RULE = re.compile(r"^([=_-])\1{9,}(?: (.*?) )?\1{9,}$")
+"""A separator line of pytest's (`===== FAILURES =====`, `_____ test_name _____`)."""
+RULE_WIDTH = 100
+
+
+def _narrowed(text: str) -> str:
+    """pytest's output with its separator lines drawn `RULE_WIDTH` wide: the child runs with a
+    wide terminal so that its short summary keeps whole test names, and its separators would
+    otherwise fill 400 columns of the command's report."""
+
+    def rule(line: str) -> str:
+        found = _RULE.match(line)
+        if found is None:
+            return line
+        char, title = found.group(1), found.group(2)
+        return f" {title} ".center(RULE_WIDTH, char) if title else char * RULE_WIDTH
+
+    return "\n".join(rule(line) for line in text.split("\n"))
 
 
 _PYTEST_SUMMARY = re.compile(r"^\d+ [a-z]+(, \d+ [a-z]+)* in [\d.]+s\b")

@@ -193,6 +193,17 @@ def test_an_implementation_that_never_returns_ends_in_the_budget(tmp_path: Path)
     assert "the implementation did not return from the calls report_failure(" in head, head
 
 
+def test_pytest_output_in_the_report_is_drawn_narrow() -> None:
+    """The child pytest runs 400 columns wide (so its short summary keeps whole names); its
+    separator lines are drawn 100 wide in ci's report, titles centred, other lines untouched."""
+    from ledgercheck.model.ci import RULE_WIDTH, _narrowed
+
+    wide = "=" * 190 + " FAILURES " + "=" * 190 + "\n" + "_" * 195 + " test_x " + "_" * 195 + "\nE   assert 1 == 2"
+    lines = _narrowed(wide + "\n" + "-" * 400).split("\n")
+    assert [len(line) for line in lines] == [RULE_WIDTH, RULE_WIDTH, len("E   assert 1 == 2"), RULE_WIDTH]
+    assert lines[0].strip("=") == " FAILURES " and lines[1].strip("_") == " test_x "
+
+
 def test_a_child_step_passes_only_with_its_verdict() -> None:
     """Exit 0 is not enough (where no watch runs, an implementation that ends pytest's process
     ends it with 0): the last line must be pytest's summary, or conform's `no divergence`."""
