@@ -40,13 +40,34 @@ def watch(config: pytest.Config) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     said, says = os.pipe()
+    parent = os.getpid()
     child = os.fork()
     if child == 0:
         os.close(said)
+        _die_with(parent)
         config.stash[_DONE] = says
         return
     os.close(says)
     _wait_and_exit(child, said)
+
+
+def _die_with(parent: int) -> None:
+    """The child ends when the parent does, however it ends (Linux's parent-death signal): a
+    parent killed with SIGKILL cannot pass the signal on, and the child, which runs the
+    implementation, would run on alone (`ledgercheck ci` stopping a call that never returns
+    left it sleeping)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent ended before the signal was asked for
+        os._exit(UNFINISHED)
+
+
+_PR_SET_PDEATHSIG = 1
+"""Linux's prctl option: the signal a process gets when the one that forked it ends."""
 
 
 def starting(config: pytest.Config, nodeid: str) -> None:

@@ -19,8 +19,10 @@ something else was undecided; 3 something was undecided and nothing failed; 2 ba
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -84,6 +86,15 @@ class Subprocess:
         threading.Thread(target=child._watch, daemon=True).start()
         return child
 
+    def _kill_family(self) -> None:
+        """Stop the child and everything it started (pytest's forked run, conform's workers):
+        killed alone, its children would run on, orphaned, in the call that never returns."""
+        from ledgercheck.model.executor import family
+
+        for pid in reversed(family(self.process.pid)):  # the whole family is read before any dies
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
     def _watch(self) -> None:
         self.process.wait()
         self.ended.append(time.monotonic())
@@ -98,7 +109,7 @@ class Subprocess:
         try:
             code = self.process.wait(None if left is None else left + CHILD_GRACE)
         except subprocess.TimeoutExpired:
-            self.process.kill()
+            self._kill_family()
             self.process.wait()
             spent = limits.exhausted(memory=False) or "time budget"
             overran = f"\nledgercheck ci: the {spent} ran out while this step ran; it was stopped\n"

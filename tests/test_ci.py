@@ -191,6 +191,31 @@ def test_an_implementation_that_never_returns_ends_in_the_budget(tmp_path: Path)
     ), head
     assert "UNDECIDED conformance: ledgercheck: the time budget (" in head, head
     assert "the implementation did not return from the calls report_failure(" in head, head
+    # Nothing it started runs on: pytest's forked run of the tests sleeping in the call was
+    # left behind, orphaned, when only the process ci started was killed.
+    assert _processes_naming(tmp_path, within=10.0) == [], "left running"
+
+
+def _processes_naming(path: Path, within: float) -> list[str]:
+    """The command lines of the processes that still name `path`, after waiting up to `within`
+    seconds for them to go (Linux's /proc; none elsewhere)."""
+    import os
+    import time
+
+    deadline = time.monotonic() + within
+    while True:
+        found = []
+        for pid in os.listdir("/proc") if os.path.isdir("/proc") else []:
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                    line = handle.read().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if str(path) in line and int(pid) != os.getpid():
+                found.append(line)
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.2)
 
 
 def test_pytest_output_in_the_report_is_drawn_narrow() -> None:
