@@ -461,11 +461,11 @@ def _baseline_checks_beside(spec: Spec, job: tuple[int, int], send: Callable[[Ba
 def run_baseline(spec: Spec, tests: list[tuple[str, Any]], checks: tuple[BaselineCheck, ...]) -> Baseline:
     """The baseline of the unmutated reference variant `spec`: its property checks
     (`baseline_checks`) and which of the generated `tests` fail on it."""
-    from ledgercheck.codegen.render import _outcome
+    from ledgercheck.codegen.render import verdict_of_test
 
     failing = []
     for prop_name, test in tests:
-        failure = _outcome(test, spec, spec, prop_name)
+        failure = verdict_of_test(test, spec, prop_name)
         if failure is not None:
             first = failure.strip().splitlines()[0] if failure.strip() else "failed"
             failing.append(BaselineTest(prop_name, f"test_{test.name}", first))
@@ -482,11 +482,11 @@ def _evaluate(args: tuple[str, str, str, Mutant, int, int, list[Any], list[tuple
     verdict = _first_violation(spec, checks, shards, depth)
     if verdict.violation is not None:
         return Outcome(mutant.ident, "killed_by_property", verdict.violation)
-    from ledgercheck.codegen.render import _outcome
+    from ledgercheck.codegen.render import verdict_of_test
 
     for prop_name, test in tests:
         _stop_if_spent()
-        failure = _outcome(test, spec, spec, prop_name)
+        failure = verdict_of_test(test, spec, prop_name)
         if failure is not None:
             return Outcome(mutant.ident, "killed_by_tests", f"{prop_name}: test_{test.name}")
     if verdict.undecided is not None:

@@ -222,3 +222,68 @@ def test_conform_shows_the_values_returned_where_they_differ(tmp_path, capsys) -
     assert "value returned: model HALF_OPEN, implementation CLOSED" in out, out
     assert re.search(r"> value returned +\| HALF_OPEN \(impl: CLOSED\)", out), out
     assert "<missing>" not in out and "('result',)" not in out, out
+
+
+DOUBLE_COUNT = """\
+from ledgercheck.model.interpreter import build_api
+from ledgercheck.model.spec import load_spec
+
+_api = build_api(load_spec({path!r}).variant())
+TimedBreakerPolicy = _api.Policy
+
+
+class TimedBreakers(_api.Ledger):
+    \\"\\"\\"Counts a failure twice: it opens early, and still stays open past its timeout.\\"\\"\\"
+
+    def record_failure(self, i):
+        super().record_failure(i)
+        if self.snapshot()[i].state != _api.State.OPEN:
+            super().record_failure(i)
+"""
+
+
+def test_a_known_violation_s_test_fails_on_anything_but_the_violation(tmp_path) -> None:
+    """Every variant violates `open_no_longer_than_the_timeout`: its tests are strict xfails.
+    A class that counts failures twice still violates it, but differs from the variant on the
+    way (the failure count): its tests xfailed, hiding the divergence, until the xfail
+    expected the property's own failure alone (`raises=PropertyViolated`)."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "generated"
+    assert cli.main(["gen", str(TIMED), "--out", str(out)]) == 0
+    module = tmp_path / "double_count.py"
+    module.write_text(DOUBLE_COUNT.format(path=str(TIMED)), encoding="utf-8")
+    command = [sys.executable, "-m", "pytest", "-q", "-rfx", "-p", "no:cacheprovider", str(out)]
+    model = subprocess.run(command, capture_output=True, text=True, check=False, cwd=tmp_path)
+    assert model.returncode == 0 and "2 xfailed" in model.stdout, model.stdout[-3000:]
+    run = subprocess.run(
+        [*command, "--ledger-impl", f"{module}:TimedBreakers"],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert run.returncode == 1, run.stdout[-3000:]
+    failed = re.findall(r"^FAILED \S*test_open_no_longer_than_the_timeout\.py::(\w+)", run.stdout, flags=re.M)
+    assert len(failed) == 2, run.stdout[-3000:]
+    assert "xfailed" not in run.stdout.splitlines()[-1], run.stdout[-3000:]
+
+
+def test_mutate_judges_a_known_violation_s_test_as_pytest_does() -> None:
+    """On the variant itself the test passes (it fails by the property alone: its xfail);
+    where the property holds it fails (strict); where a field differs on the way it fails."""
+    from ledgercheck.codegen.render import plan_tests, verdict_of_test
+
+    spec_file = load_spec(TIMED)
+    holding, _, tests = plan_tests(spec_file)["open_no_longer_than_the_timeout"]
+    assert all(t.known_violation for t in tests)
+    base = spec_file.variant()
+    assert [verdict_of_test(t, base, "open_no_longer_than_the_timeout") for t in tests] == [None] * len(tests)
+    held = load_spec_text(TEXT.replace("opened_for <= reset_timeout", "opened_for <= 1000"), NAME).variant()
+    for test in tests:
+        assert "XPASS" in (verdict_of_test(test, held, "open_no_longer_than_the_timeout") or ""), test.name
+    doubled = TEXT.replace("failures = failures + 1\n", "failures = failures + 2\n", 1)
+    for test in tests:
+        why = verdict_of_test(test, load_spec_text(doubled, NAME).variant(), "open_no_longer_than_the_timeout")
+        assert why is not None and "failures is" in why, (test.name, why)
