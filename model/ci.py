@@ -34,7 +34,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from ledgercheck.model import budget
 from ledgercheck.model.console import progress_for
-from ledgercheck.model.errors import EXIT_MISMATCH, EXIT_OK, EXIT_UNKNOWN
+from ledgercheck.model.errors import EXIT_BAD_INPUT, EXIT_MISMATCH, EXIT_OK, EXIT_UNKNOWN
 from ledgercheck.model.runs import DEFAULT_DEPTH, DEFAULT_TRACES, attention, mismatch_line, outcome
 from ledgercheck.model.spec import SpecFile, load_spec
 
@@ -42,6 +42,8 @@ if TYPE_CHECKING:
     from ledgercheck.codegen.gate import Verdicts
 
 PASSED, FAILED, UNDECIDED, SKIPPED = "passed", "FAILED", "UNDECIDED", "skipped"
+BAD_INPUT = "BAD INPUT"
+"""A step that judged nothing: what it was given was refused (conform refused the binding)."""
 
 
 @dataclass
@@ -177,7 +179,8 @@ def _start_children(
     children: list[tuple[str, Subprocess]] = []
     impl = _absolute_target(target) if target is not None else None
     if out_dir.is_dir():
-        pytest = [sys.executable, "-m", "pytest", "-q", "-rfE", "-p", "no:cacheprovider", "--no-header", str(out_dir)]
+        pytest = [sys.executable, "-m", "pytest", "-q", "-rfE", "-p", "no:cacheprovider", "--no-header"]
+        pytest.append(str(out_dir.resolve()))  # run from its parent: a relative --out would be read from there
         children.append(("tests vs model", Subprocess.start(pytest, out_dir.parent)))
         if impl is not None:
             children.append(
@@ -335,13 +338,38 @@ def _finish_child(name: str, child: Subprocess) -> Step:
         step.detail = _narrowed(text)
         return step
     step.status = FAILED
-    if name == "conformance":
+    if name == "conformance" and code == EXIT_BAD_INPUT:  # the binding or the target, not the class's behaviour
+        said = next((line for line in lines if line.startswith("ledgercheck: ")), last)
+        step.headline = said.removeprefix("ledgercheck: ")
+        step.status = BAD_INPUT
+        step.failures = [f"BAD INPUT {name}: {step.headline}"]
+    elif name == "conformance":
         first = next((line for line in lines if "diverge" in line.lower()), last)
+        step.headline = first.strip()
         step.failures = [f"DIVERGES  {first.strip()}"]
+    elif _refused(lines):  # every test refused what it was given: one line, nothing was judged
+        step.status = BAD_INPUT
+        step.headline = _refused(lines)[0]
+        step.failures = [f"BAD INPUT {name}: {step.headline}"]
     else:
         step.failures = _test_failures(name, lines) or [f"TESTS     {name}: {last}"]
     step.detail = _narrowed(text)
     return step
+
+
+REFUSED = "Failed: ledgercheck: "
+"""How the plugin fails a generated test it could not set up (the target, the binding, the
+spec the tests came from), in pytest's short summary."""
+
+
+def _refused(lines: list[str]) -> list[str]:
+    """The plugin's refusals, when every test pytest reports failed with one (else none)."""
+    messages = [
+        line.split(" - ", 1)[1] if " - " in line else "" for line in lines if line.startswith(("FAILED ", "ERROR "))
+    ]
+    if not messages or not all(m.startswith(REFUSED) for m in messages):
+        return []
+    return list(dict.fromkeys(m.removeprefix(REFUSED) for m in messages))
 
 
 _RULE = re.compile(r"^([=_-])\1{9,}(?: (.*?) )?\1{9,}$")
@@ -396,6 +424,8 @@ def _test_failures(name: str, lines: list[str]) -> list[str]:
 def _exit_code(steps: list[Step]) -> int:
     if any(s.status == FAILED for s in steps):
         return EXIT_MISMATCH
+    if any(s.status == BAD_INPUT for s in steps):  # conform refused the binding or the target
+        return EXIT_BAD_INPUT
     if any(s.status == UNDECIDED for s in steps):
         return EXIT_UNKNOWN
     return EXIT_OK
@@ -403,7 +433,7 @@ def _exit_code(steps: list[Step]) -> int:
 
 def _print(spec_file: SpecFile, steps: list[Step], code: int, seconds: float) -> None:
     spec_name = Path(spec_file.path).name
-    verdict = {EXIT_OK: "PASSED", EXIT_MISMATCH: "FAILED", EXIT_UNKNOWN: "UNDECIDED"}[code]
+    verdict = {EXIT_OK: "PASSED", EXIT_MISMATCH: "FAILED", EXIT_UNKNOWN: "UNDECIDED", EXIT_BAD_INPUT: "BAD INPUT"}[code]
     failures = [line for s in steps for line in s.failures]
     print(f"ledgercheck ci {spec_name}: {verdict}" + (f", {len(failures)} problem(s):" if failures else ""))
     for line in failures:

@@ -354,3 +354,21 @@ def test_a_class_misspelt_in_a_target_gets_a_suggestion_named_once(tmp_path, cap
     assert code == 2, out
     assert "has no class 'JobTabel' (did you mean 'JobTable'?)" in out, out
     assert out.count("JobTabel") == 2, out  # the target once, the class once
+
+
+def test_ci_names_a_binding_error_as_bad_input_not_a_divergence(tmp_path, capsys):
+    """`ci` ran conform, which refused the binding (exit 2), and reported it as DIVERGES with
+    exit 1; it is bad input: nothing about the class's behaviour was judged."""
+    from ledgercheck.model.cli import main
+
+    text = SPEC.replace('finish = "finish(i, epoch)"', 'finish = "finsh(i, epoch)"')
+    spec, target = _write(tmp_path, text)
+    out = tmp_path / "generated"
+    assert main(["gen", str(spec), "--out", str(out)]) == 0
+    capsys.readouterr()
+    code = main(["ci", str(spec), "--out", str(out), "--impl", target, "--conform-depth", "2", "--jobs", "1"])
+    summary = capsys.readouterr().out.split("\n\n", 1)[0]
+    assert code == 2, summary
+    assert summary.startswith("ledgercheck ci jobs.toml: BAD INPUT"), summary
+    assert "BAD INPUT conformance: " in summary and "the implementation has no finsh" in summary, summary
+    assert "DIVERGES" not in summary, summary

@@ -411,6 +411,19 @@ def test_ci_takes_the_class_the_spec_binds_without_impl(
     assert re.search(r"tests vs implementation +passed", out) and "no divergence" in out, out
 
 
+def test_ci_reads_a_relative_out_from_where_it_runs(
+    generated: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ci --out work/generated_tests` from another folder: the pytest steps, run from the
+    folder's parent, were given the relative path and found no tests there."""
+    monkeypatch.chdir(generated.parent.parent)
+    relative = generated.relative_to(generated.parent.parent)
+    code = cli.main(["ci", str(EXAMPLE), "--out", str(relative), "--impl", f"{IMPL}:ListenerBreaker", "--jobs", "1"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert re.search(r"tests vs model +passed", out) and re.search(r"tests vs implementation +passed", out), out
+
+
 def test_json_steps_carry_what_their_calls_announced(capsys: pytest.CaptureFixture[str]) -> None:
     """`replay --format json` (the step objects `check --format json` prints too) shows what
     each step's calls announced, in order; a step that announced nothing has no such key."""
