@@ -580,9 +580,20 @@ def heard_value(value: Any, values: Mapping[str, str] | None) -> Any:
     member (a Python enum member by its name), anything else as it is."""
     if values is None:
         return value
+    found = mapped(value, values)
+    return value.name if found is value and isinstance(value, enum.Enum) else found
+
+
+def mapped(value: Any, table: Mapping[str, str]) -> Any:
+    """`value` as a table of implementation values (by repr) maps it, or `value` itself: a
+    Python enum member by its name or its value (`Exit.FENCED = "fenced"` is found under
+    "fenced"), whichever the table has."""
     if isinstance(value, enum.Enum):
-        return values.get(repr(value.name), values.get(repr(value.value), value.name))
-    return values.get(repr(value), value)
+        for key in (repr(value.name), repr(value.value)):
+            if key in table:
+                return table[key]
+        return value
+    return table.get(repr(value), value)
 
 
 def expected_announcements(
@@ -886,7 +897,7 @@ def bound_class(binding: Binding, spec: Spec, target: Callable[..., Any]) -> typ
             with _reading(self._clock):
                 value = evaluate(read.read, obj, self._read_names(index))
             if read.values:
-                return reverse[name].get(repr(value), value)
+                return mapped(value, reverse[name])
             return value
 
         @contextlib.contextmanager

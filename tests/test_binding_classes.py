@@ -372,3 +372,36 @@ def test_ci_names_a_binding_error_as_bad_input_not_a_divergence(tmp_path, capsys
     assert summary.startswith("ledgercheck ci jobs.toml: BAD INPUT"), summary
     assert "BAD INPUT conformance: " in summary and "the implementation has no finsh" in summary, summary
     assert "DIVERGES" not in summary, summary
+
+
+def test_a_python_enum_is_read_by_its_name_or_its_value():
+    """A class's own `enum.Enum`: a member named as the spec's is that member; one named
+    otherwise (`Outcome.Crashed = "crashed"`) is read by its value, through the enum's
+    `api_values` (it was read as 'Crashed', which no member is)."""
+    import enum
+
+    class Outcome(enum.Enum):
+        Crashed = "crashed"
+        SUCCEEDED = "ok"
+
+    normalise = Normaliser(_spec())
+    assert normalise.field("outcome", Outcome.Crashed) == "CRASHED"
+    assert normalise.returned("crash", Outcome.Crashed) == "CRASHED"
+    assert normalise.field("outcome", Outcome.SUCCEEDED) == "SUCCEEDED"  # the name wins
+
+
+def test_a_field_s_values_table_maps_a_python_enum_member(tmp_path):
+    """`values = { CRASHED = "gone" }` maps what the class keeps: an `enum.Enum` member is
+    found by its value (or name), not by its repr (which no table holds)."""
+    source = GOOD.replace(
+        "class Job:", 'import enum\n\n\nclass Exit(enum.Enum):\n    GONE = "gone"\n\n\nclass Job:'
+    ).replace('job.outcome = "crashed"', "job.outcome = Exit.GONE")
+    text = SPEC.replace(
+        'outcome = "job(i).outcome"', 'outcome = { read = "job(i).outcome", values = { CRASHED = "gone" } }'
+    )
+    _, target = _write(tmp_path, text, source)
+    spec = _spec(text)
+    fleet = load_implementation(target, spec).build(1, spec.default_policy())
+    fleet.lease(0)
+    fleet.crash(0)
+    assert Normaliser(spec).field("outcome", fleet.snapshot()[0].outcome) == "CRASHED"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import builtins
 import enum
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,19 +44,20 @@ class Normaliser:
             for name, event in spec.events.items()
             if event.returns is not None and event.returns.type.enum is not None
         }
-        self._enum_names: dict[Any, str] = {}
+        self._enum_names: dict[tuple[Any, str | None], str] = {}
 
     def __call__(self, value: Any, enum_name: str | None = None) -> Any:
         kind = type(value)
         if kind is int or kind is bool or value is None:  # the common cases first
             return value
+        names = self._state_names if enum_name is None else self._names[enum_name]
         if isinstance(value, enum.Enum):
-            name = self._enum_names.get(value)
+            key = (value, enum_name)
+            name = self._enum_names.get(key)
             if name is None:
-                name = self._enum_names[value] = value.name
+                name = self._enum_names[key] = _member_of(value, names)
             return name
         if isinstance(value, str):
-            names = self._state_names if enum_name is None else self._names[enum_name]
             return names.get(value, value)
         return value
 
@@ -68,6 +69,17 @@ class Normaliser:
     def returned(self, event: str, value: Any) -> Any:
         """What a call of `event` returned, read by the enum of its `returns`, if one."""
         return self(value, self._returned_enums.get(event))
+
+
+def _member_of(value: enum.Enum, names: Mapping[str, str]) -> str:
+    """A Python enum member as the spec's member it stands for: by its name where that is a
+    member's (or an API value's), else by its value (`Role.Follower = "follower"` is FOLLOWER
+    where the enum's `api_values = "lower"`), else its name as it is."""
+    if value.name in names:
+        return names[value.name]
+    if isinstance(value.value, str) and value.value in names:
+        return names[value.value]
+    return value.name
 
 
 def normalise(value: Any, spec: Spec) -> Any:
