@@ -295,7 +295,7 @@ def test_a_coverage_test_failure_leads_with_what_it_pins_down(tmp_path: Path) ->
     when nothing had)."""
     code, output = _run(_copy(tmp_path, MUTANTS["swapped state: retire leaves the shard DEAD"]))
     assert code == 1, output
-    assert "the ledger does not do what refit_keeps_streak does" in output, output
+    assert "the implementation does not do what refit_keeps_streak does" in output, output
     assert "state is 'DEAD', expected 'RETIRED'" in output, output
     monitored = load_spec(str(LEDGER_SPEC)).variant("refit_keeps_streak").properties
     for name, prop in monitored.items():

@@ -95,7 +95,7 @@ class LedgerCheck:
         if broke or self.about_property:
             headline = f"{self.prop.name}: {self.prop.message}\n  {message}"
         else:
-            headline = f"the ledger does not do what {self.spec.variant} does\n  {message}"
+            headline = f"the implementation does not do what {self.spec.variant} does\n  {message}"
             if self.violation is not None:
                 headline += f"\n  meanwhile {self.prop.name}: {self.prop.message}\n  {self.violation}"
         if broke:
