@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import itertools
 import re
 import textwrap
 from collections import deque
@@ -39,9 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from ledgercheck.model import ir
+from ledgercheck.model.arguments import ArgumentDomain, Calls, argument_domain
 from ledgercheck.model.interpreter import advance_timers, clock_steps, initial_store
-from ledgercheck.model.lang import Param
-from ledgercheck.model.reduction import Node, argument_use, decision_cone
 from ledgercheck.model.semantics import ConcreteBackend, Effects, Frame, Key, Machine
 from ledgercheck.model.spec import Event, PropertyKind, Spec, SpecFile
 from ledgercheck.model.trace import base_url
@@ -50,9 +48,6 @@ SHARDS = 1
 MAX_DEPTH = 24
 MAX_STATES = 200_000
 MODULE_PREFIX = "test_branches_of_"
-MAX_INT_VALUES = 16
-"""The most values the search tries for one int argument in one state: past it, those the spec
-names first, then the ones nearest 0, and the search says it is no proof."""
 
 
 @dataclass(frozen=True)
@@ -379,159 +374,6 @@ class TracingMachine(Machine[Any]):
         effects: Effects[Any] = Effects()
         self.call_event(event, 0, dict(args), store, True, effects)
         return effects
-
-
-@dataclass(frozen=True)
-class ArgumentDomain:
-    """The values the search passes for one argument of one event: `fixed` in every state,
-    and for an int argument compared with int fields or fleet values (`variables`, store
-    keys), each of their values in the state of the call, and one either side. `gap` is
-    empty where these are as good as every value of the argument's type (a full domain, an
-    argument no branch depends on, or one that is only compared: `model.reduction.ArgumentUse`);
-    else why they are not, and a search over them proves nothing about what it misses."""
-
-    event: str
-    param: Param
-    fixed: tuple[Any, ...]
-    variables: tuple[Key, ...] = ()
-    gap: str = ""
-
-    def values(self, store: Mapping[Key, Any]) -> tuple[tuple[Any, ...], bool]:
-        """The values to try in `store`, and whether `MAX_INT_VALUES` cut some off."""
-        if not self.variables:
-            return self.fixed, False
-        found = set(self.fixed)
-        for key in self.variables:
-            value = store[key]
-            if isinstance(value, int) and not isinstance(value, bool):
-                found |= {value - 1, value, value + 1}
-        if len(found) <= MAX_INT_VALUES:
-            return tuple(sorted(found, key=_order)), False
-        met = sorted(found - set(self.fixed), key=lambda v: (abs(v), v))
-        return tuple(sorted([*self.fixed, *met][:MAX_INT_VALUES], key=_order)), True
-
-
-def _order(value: Any) -> tuple[int, int]:
-    """The order values are tried in: None, then 0, 1, 2, ..., then -1, -2, ... (a test
-    calls with a negative number only where no other value takes its branch: an
-    implementation may well refuse one where the spec does not say)."""
-    if value is None:
-        return (0, 0)
-    return (1, value) if value >= 0 else (2, -value)
-
-
-def _example(event: Event, name: str) -> list[int]:
-    """The event's `examples` value for an int argument, as a value to try (if it is one)."""
-    text = event.examples.get(name)
-    if text is None:
-        return []
-    try:
-        value = ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        return []
-    return [value] if isinstance(value, int) and not isinstance(value, bool) else []
-
-
-def argument_domain(spec: Spec, event: Event, param: Param, cone: frozenset[Node]) -> ArgumentDomain:
-    """What the search tries for `param`: both booleans, every member of an enum; for an int
-    that decides a branch, 0, 1, the event's example and each constant it is compared or
-    combined with and one either side (plus, per state, the fields it meets); one value for
-    anything no branch depends on; and `None` for an optional type, the default where it has one."""
-    use = argument_use(spec, event, param.name, spec.default_policy(), cone)
-    kind = param.type.kind
-    variables: tuple[Key, ...] = ()
-    gap = ""
-    if kind == "bool":
-        values: list[Any] = [True, False]
-    elif kind == "enum" and param.type.enum in spec.enums:
-        values = list(spec.enums[param.type.enum or ""].members)
-    elif kind == "int" and use.decides:
-        found = {0, 1, *_example(event, param.name)}
-        found |= {v + d for v in use.constants for d in (-1, 0, 1)}
-        values = sorted(found, key=_order)
-        variables = tuple((0 if node[0] == "field" else None, node[1]) for node in use.variables)
-        gap = use.inexact
-    elif kind == "int":
-        values = (_example(event, param.name) or [1])[:1]
-    elif kind == "str":
-        values = [f"{base_url(0)}.restarted"]
-        gap = use.inexact and f"{use.inexact}, and text is tried with one value"
-    else:  # opaque arguments: the default, else a placeholder the API accepts
-        values = [param.default if param.has_default else "error"]
-        gap = "read by a branch, and an opaque argument is tried with one value" if use.decides else ""
-    if param.type.optional and kind != "none":
-        values = [None, *values]
-    if param.has_default and param.default not in values:
-        values = [param.default, *values]
-    if len(values) > MAX_INT_VALUES and kind == "int":
-        values = values[:MAX_INT_VALUES]
-        gap = gap or f"compared with more than {MAX_INT_VALUES} values"
-    return ArgumentDomain(event.name, param, tuple(values), variables, gap)
-
-
-class Calls:
-    """The calls the search makes in a state: every event with every combination of its
-    arguments' values (the combinations of an event whose values depend on the state
-    remembered per the values they read), then each tick of the clock. It notes the values
-    it tried of every argument with a `gap`, and the arguments `MAX_INT_VALUES` cut short."""
-
-    def __init__(self, spec: Spec, ticks: Mapping[str, int]) -> None:
-        cone = decision_cone(spec)
-        self.events = list(spec.events.values())
-        self.domains = {
-            e.name: tuple(argument_domain(spec, e, p, cone) for p in e.signature.params) for e in self.events
-        }
-        self.ticks = list(ticks)
-        self.memo: dict[tuple[str, tuple[Any, ...]], list[tuple[tuple[str, Any], ...]]] = {}
-        self.tried: dict[tuple[str, str], set[Any]] = {}
-        self.capped: set[tuple[str, str]] = set()
-
-    def __call__(self, store: Mapping[Key, Any]) -> Iterator[tuple[Event | None, str, tuple[tuple[str, Any], ...]]]:
-        for event in self.events:
-            domains = self.domains[event.name]
-            key = (event.name, tuple(store[k] for d in domains for k in d.variables))
-            combos = self.memo.get(key)
-            if combos is None:
-                combos = self.memo[key] = self.combine(event, domains, store)
-            for args in combos:
-                yield event, event.name, args
-        for name in self.ticks:
-            yield None, name, ()
-
-    def combine(
-        self, event: Event, domains: Sequence[ArgumentDomain], store: Mapping[Key, Any]
-    ) -> list[tuple[tuple[str, Any], ...]]:
-        """Every combination of the argument values to try in `store`, an argument equal
-        to its default left out (the call a person writes)."""
-        columns = []
-        for domain in domains:
-            values, capped = domain.values(store)
-            if capped:
-                self.capped.add((event.name, domain.param.name))
-            if domain.gap or capped:
-                self.tried.setdefault((event.name, domain.param.name), set()).update(values)
-            columns.append([(domain.param.name, v) for v in values])
-        params = {p.name: p for p in event.signature.params}
-        return [
-            tuple((n, v) for n, v in combo if not (params[n].has_default and v == params[n].default))
-            for combo in itertools.product(*columns)
-        ]
-
-    def gaps(self) -> tuple[str, ...]:
-        """Per argument whose values tried are not as good as all of them: which, and why."""
-        out = []
-        for event in self.events:
-            for domain in self.domains[event.name]:
-                name = domain.param.name
-                capped = (event.name, name) in self.capped
-                why = domain.gap or (f"compared with more than {MAX_INT_VALUES} values in some state" if capped else "")
-                if not why:
-                    continue
-                values = self.tried.get((event.name, name), set())
-                numbers = sorted((v for v in values if v is None or isinstance(v, int)), key=_order)
-                tried = ", ".join([*map(repr, numbers), *sorted(repr(v) for v in values if v not in numbers)])
-                out.append(f"{event.name}({name}) tried with {tried or 'no value'} only ({name} is {why})")
-        return tuple(out)
 
 
 def tick(spec: Spec, ticks: Mapping[str, int], name: str, store: dict[Key, Any]) -> bool:

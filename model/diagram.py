@@ -3,7 +3,8 @@
 Nodes are the members of the state enum (`spec.state_enum`); an edge A -> B is labelled with
 every event that can move the state field from A to B. Edges are not written by hand: a
 bounded breadth-first search drives the executable model (`Machine` over `ConcreteBackend`)
-with every event and a small domain of arguments, one shard, from the initial state, and
+with every event and the argument values the spec gives reason to try in each state
+(`model.arguments`, as the coverage search does), one shard, from the initial state, and
 records each call that changes the state field. The search follows only calls within the
 callers' contracts (`requires`); a call that breaks its contract is recorded as a *lax*
 edge when it moves the state, and never explored further. It runs under each policy it is
@@ -20,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ledgercheck.model import ir
+from ledgercheck.model.arguments import Calls
 from ledgercheck.model.interpreter import initial_store
 from ledgercheck.model.semantics import ConcreteBackend, Effects, Key, Machine
 from ledgercheck.model.spec import Spec
@@ -51,33 +52,6 @@ class StateDiagram:
             other.edges,
             other.lax_edges,
         )
-
-
-def _domain(spec: Spec, vtype: ir.Type) -> list[Any]:
-    """A few argument values per type: enough to take every branch the spec writes on them."""
-    values: list[Any]
-    if vtype.kind == "bool":
-        values = [True, False]
-    elif vtype.kind == "int":
-        values = [0, 1]
-    elif vtype.kind == "enum":
-        values = list(spec.enums[vtype.enum or ""].members)
-    elif vtype.kind == "str":
-        values = ["other"]
-    else:  # any: opaque, never read
-        values = ["x"]
-    if vtype.optional:
-        values.append(None)
-    return values
-
-
-def _calls(spec: Spec) -> list[tuple[str, dict[str, Any]]]:
-    calls = []
-    for name, event in spec.events.items():
-        params = event.signature.params
-        for combo in itertools.product(*(_domain(spec, p.type) for p in params)):
-            calls.append((name, dict(zip((p.name for p in params), combo, strict=True))))
-    return calls
 
 
 def minimal_policy(spec: Spec) -> dict[str, int]:
@@ -122,13 +96,15 @@ def _explore(spec: Spec, policy: Mapping[str, int], depth: int, found: dict[tupl
     store = initial_store(spec, 1, ["shard-0"])
     keys: list[Key] = [(0, f.name) for f in spec.fields] + [(None, g.name) for g in spec.globals if not g.metric]
     state_key: Key = (0, spec.state_field)
-    calls = [(spec.events[name], args) for name, args in _calls(spec)]
+    calls = Calls(spec, {})  # the arguments the spec gives reason to try, per state; no clock ticks
     seen = {tuple(store[k] for k in keys)}
     frontier = [store]
     for _ in range(depth):
         following: list[dict[Key, Any]] = []
         for current in frontier:
-            for event, args in calls:
+            for event, _, arg_items in calls(current):
+                assert event is not None  # (no ticks asked for)
+                args = dict(arg_items)
                 after = dict(current)
                 effects: Effects[Any] = Effects()
                 machine.call_event(event, 0, args, after, machine.true, effects)

@@ -615,9 +615,10 @@ class ArgumentUse:
     """In `decision_cone`: some branch may depend on its value."""
     constants: tuple[int, ...] = ()
     """The constants it is compared or combined with (literals, policy constants at the policy given)."""
-    variables: tuple[Node, ...] = ()
-    """The int fields and fleet values it is compared or combined with (their values in the
-    state a call is made in are values to try)."""
+    variables: tuple[tuple[Node, int], ...] = ()
+    """The int fields and fleet values it is compared or combined with, each with the constant
+    added to it there (`args.c > term + 2`: term, 2): their values in the state a call is made
+    in, plus that constant, are values to try."""
     inexact: str = ""
     """Empty where the classes above are exact; else the first use that is not such a
     comparison (`args.c + 1`, a comparison with another argument...)."""
@@ -652,7 +653,7 @@ class _ArgumentWalk:
         self.cone = cone
         self.scope = ("event", event.name)
         self.constants: list[int] = []
-        self.variables: list[Node] = []
+        self.variables: list[tuple[Node, int]] = []
         self.inexact = ""
         # What the call may change before a comparison in its body reads it.
         blocks = [event.body, event.history, spec.on_state_change]
@@ -709,19 +710,43 @@ class _ArgumentWalk:
         whole = _fixed(self.spec, self.policy, node)
         if whole is not None:
             self.constants.append(whole)
+        shifted = self.shifted(node)
+        if shifted is not None:
+            variable = _int_variable(shifted[0])
+            assert variable is not None  # (what `shifted` found)
+            self.variables.append((variable, shifted[1]))
         for n in ir.walk(node):
             value = _constant(self.spec, self.policy, n)
             if value is not None:
                 self.constants.append(value)
             variable = _int_variable(n)
-            if variable is not None:
-                self.variables.append(variable)
+            if variable is not None and (shifted is None or n is not shifted[0]):
+                self.variables.append((variable, 0))
+
+    def shifted(self, node: object) -> tuple[object, int] | None:
+        """`var + c` or `var - c` (an int variable plus a constant) as (var, the offset)."""
+        if not isinstance(node, ir.Arith):
+            return None
+        left, right = node.left, node.right
+        if _int_variable(left) is not None:
+            offset = _fixed(self.spec, self.policy, right)
+            if offset is not None:
+                return left, offset if node.op == "+" else -offset
+        if node.op == "+" and _int_variable(right) is not None:
+            offset = _fixed(self.spec, self.policy, left)
+            if offset is not None:
+                return right, offset
+        return None
 
     def pinned(self, node: object, before: bool) -> bool:
         """Whether `node` is a constant, or an int variable of the called shard whose value
-        is the one the call starts from (read before the body runs, or never assigned by it)."""
+        is the one the call starts from (read before the body runs, or never assigned by it),
+        plus or minus a constant."""
         if _fixed(self.spec, self.policy, node) is not None:
             return True
+        shifted = self.shifted(node)
+        if shifted is not None:
+            node = shifted[0]
         variable = _int_variable(node)
         if variable is None:
             return False

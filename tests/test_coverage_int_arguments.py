@@ -204,9 +204,17 @@ if args.c + args.c == 40:
     ("body", "decides", "constants", "variables", "exact"),
     [
         ("if args.c == limit - 1:\n    state = BUSY", True, (1, 2, 3), (), True),
-        ("if args.c >= lease_epoch:\n    state = BUSY", True, (), (("field", "lease_epoch"),), True),
+        ("if args.c >= lease_epoch:\n    state = BUSY", True, (), ((("field", "lease_epoch"), 0),), True),
+        # a field plus a constant: the boundary is there, and the classes are as exact
+        ("if args.c > lease_epoch + 2:\n    state = BUSY", True, (2,), ((("field", "lease_epoch"), 2),), True),
         # compared with a field the call assigns before: its value then is not the state's
-        ("lease_epoch = 0\nif args.c == lease_epoch:\n    state = BUSY", True, (), (("field", "lease_epoch"),), False),
+        (
+            "lease_epoch = 0\nif args.c == lease_epoch:\n    state = BUSY",
+            True,
+            (),
+            ((("field", "lease_epoch"), 0),),
+            False,
+        ),
         # copied into a field a branch reads
         ("lease_epoch = args.c\nif lease_epoch == 4:\n    state = BUSY", True, (), (), False),
         ("if args.c + 1 == 4:\n    state = BUSY", True, (1, 4), (), False),
@@ -215,7 +223,11 @@ if args.c + args.c == 40:
     ],
 )
 def test_argument_use_says_when_its_classes_are_exact(
-    body: str, decides: bool, constants: tuple[int, ...], variables: tuple[tuple[str, str], ...], exact: bool
+    body: str,
+    decides: bool,
+    constants: tuple[int, ...],
+    variables: tuple[tuple[tuple[str, str], int], ...],
+    exact: bool,
 ) -> None:
     events = f'\n[events.put]\ncall = "put(i, c: int)"\nbody = """\n{body}\n"""\n'
     spec = load_spec_text(HEAD + events, "counts.toml").variant()

@@ -393,3 +393,49 @@ def test_a_legend_names_only_the_marks_its_spec_can_show(spec_file):
     plain = load_spec(str(examples / "listener_breaker.toml")).variant()  # no history at all
     assert "history" not in legend(plain) + markdown_legend(plain)
     assert legend(plain).startswith("* changed by the step;\n[x] read by the property")
+
+
+FENCE_SPEC = """\
+[spec]
+name = "lease"
+state_field = "role"
+default_shards = 1
+
+[enums.Role]
+members = ["FOLLOWER", "LEADER", "FENCED"]
+
+[fields]
+role = { type = "Role", initial = "FOLLOWER" }
+term = { type = "int", initial = 0 }
+
+[events.win]
+call = "win(i)"
+body = \"\"\"
+term = term + 1
+role = LEADER
+\"\"\"
+
+[events.fence]
+call = "fence(i, fencing: int)"
+ignore_when = "role != LEADER or args.fencing <= term + 2"
+body = "role = FENCED"
+
+[environments.ledger]
+any_call = true
+
+[properties.fenced_has_a_term]
+kind = "invariant"
+assert = "role != FENCED or term > 0"
+expect = { base = "holds" }
+"""
+
+
+def test_the_state_diagram_tries_the_values_an_argument_is_compared_with():
+    """`fence` moves LEADER to FENCED only with a fencing term above the leader's by 3: the
+    diagram tried 0 and 1 and drew no such edge; it tries the values the spec compares the
+    argument with, as the coverage search does (`model.arguments`)."""
+    from ledgercheck.model.diagram import state_diagram
+    from ledgercheck.model.spec import load_spec_text
+
+    diagram = state_diagram(load_spec_text(FENCE_SPEC, "lease.toml").variant())
+    assert ("LEADER", "FENCED", ("fence",)) in [(e.source, e.target, e.events) for e in diagram.edges]
