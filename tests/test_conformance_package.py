@@ -238,3 +238,17 @@ def test_every_name_the_package_exports_is_its_modules_own():
         assert getattr(conformance, name) is getattr(home, name), name
     with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
         conformance.nothing_here  # noqa: B018
+
+
+def test_random_calls_pass_enum_arguments_members() -> None:
+    """A random call passed an enum argument its default (here CLOSED; None where it has
+    none), so no random trace took a branch on another member; it passes every member."""
+    from ledgercheck.model.conformance.sources import random_scripts
+    from ledgercheck.model.spec import load_spec_text
+
+    text = (Path(__file__).resolve().parents[1] / "spec" / "examples" / "timed_breaker.toml").read_text()
+    text = text.replace('call = "record_success(i)"', "call = 'record_success(i, mode: Mode = \"CLOSED\")'")
+    spec = load_spec_text(text, "timed_breaker.toml").variant()
+    scripts = random_scripts(spec, 1, spec.default_policy(), 200, 0)
+    modes = {dict(c.args).get("mode") for s in scripts for c in s.calls if c.event == "record_success"}
+    assert modes == {"CLOSED", "OPEN", "HALF_OPEN"}, modes

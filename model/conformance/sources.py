@@ -47,6 +47,7 @@ def random_scripts(
         RARE_WEIGHT if e.ignore_when is None and e.requires is None and _sets_state(e, spec.state_field) else 1.0
         for e in events
     ]
+    enums = {name: decl.members for name, decl in spec.enums.items()}
     scripts = []
     number = 0
     while total > 0:
@@ -62,7 +63,7 @@ def random_scripts(
                 model.advance_time(tick.units)
                 calls.append(tick)
                 continue
-            call = _random_call(rng, model, events, weights, shards, fresh)
+            call = _random_call(rng, model, events, weights, shards, fresh, enums)
             calls.append(call)
             with contextlib.suppress(Exception):  # KeyError, or an error the event declares: compared later
                 invoke(model, call, spec.events[call.event])
@@ -71,7 +72,12 @@ def random_scripts(
     return scripts
 
 
-def _random_args(rng: random.Random, event: Event, shard: int, fresh: Iterator[int]) -> tuple[tuple[str, Any], ...]:
+def _random_args(
+    rng: random.Random, event: Event, shard: int, fresh: Iterator[int], enums: Mapping[str, tuple[str, ...]]
+) -> tuple[tuple[str, Any], ...]:
+    """One call's arguments: an int (or shard) from 0..9, a bool either way, a member of an
+    enum, a fresh address for text, an example for an opaque argument, None three times in ten
+    where the type allows it."""
     args = []
     for param in event.signature.params:
         ptype = param.type
@@ -86,6 +92,8 @@ def _random_args(rng: random.Random, event: Event, shard: int, fresh: Iterator[i
             value = rng.randrange(10)
         elif ptype.kind == "str":
             value = f"http://shard-{shard}.restart-{next(fresh)}"
+        elif ptype.kind == "enum" and ptype.enum in enums:  # (it got its default: None, for most)
+            value = rng.choice(enums[ptype.enum or ""])
         else:
             value = param.default
         args.append((param.name, value))
@@ -99,16 +107,17 @@ def _random_call(
     weights: list[float],
     shards: int,
     fresh: Iterator[int],
+    enums: Mapping[str, tuple[str, ...]],
 ) -> LedgerCall:
     if rng.random() < 0.02:
         event = rng.choices(events, weights)[0]
-        return LedgerCall(event.name, rng.choice([-1, shards, shards + 5]), _random_args(rng, event, 0, fresh))
+        return LedgerCall(event.name, rng.choice([-1, shards, shards + 5]), _random_args(rng, event, 0, fresh, enums))
     contract = rng.random() < 0.75
     call = None
     for _ in range(50):
         event = rng.choices(events, weights)[0]
         shard = rng.randrange(shards)
-        call = LedgerCall(event.name, shard, _random_args(rng, event, shard, fresh))
+        call = LedgerCall(event.name, shard, _random_args(rng, event, shard, fresh, enums))
         if not contract or model.contract_allows(event.name, shard, dict(call.args)):
             return call
     assert call is not None
