@@ -72,6 +72,8 @@ from ledgercheck.model.spec import Action, Environment, Event, Property, Propert
 from ledgercheck.model.trace import Simulation, Step, Trace, base_url
 
 INT_DOMAIN = (0, 1, 2)
+SAMPLED = "no violation among the int values searched, which is not a verdict"
+"""How an `unknown` says the search found nothing over a sample of an int parameter's values."""
 PROVE_DEPTH = 100_000
 PROVE_STATES = 3_000_000
 """With `prove`: how far past `max_depth` the search may go, and how many states it may
@@ -1123,6 +1125,25 @@ def _view_fields(spec: Spec, prop: Property) -> tuple[str, ...]:
     return tuple(prop.view or spec.observed_fields)
 
 
+def approximated_params(
+    spec: Spec, env: Environment, props: Sequence[Property], policy: Mapping[str, int]
+) -> list[str]:
+    """The int parameters of `env`'s actions that the properties' cone reads (`action.param`):
+    the explicit engine tries them with `INT_DOMAIN` only, an under-approximation, so over
+    them its search can find a violation (perhaps not the shortest) but never show that none
+    exists. Empty where every int parameter lies outside the cone (it only sets what no
+    property can see)."""
+    reduction = reduce_for(spec, env, props, policy)
+    relevant = relevant_actions(spec, env, reduction)
+    return sorted(
+        f"{a.name}.{p.name}"
+        for a in env.actions
+        if relevant is None or a.name in relevant
+        for p in a.value_params
+        if p.type.kind == "int" and ("param", a.name, p.name) in reduction.cone
+    )
+
+
 def _explorer(
     spec: Spec,
     env: Environment,
@@ -1214,7 +1235,7 @@ def explicit_check_all(
         search = first_violations(ex, PROVE_DEPTH if prove else max_depth, deadline, cap if prove else None, progress)
         caveat = (
             f"; int parameters ({', '.join(ex.int_params)}) range over {INT_DOMAIN[0]}..{INT_DOMAIN[-1]} only "
-            "(an under-approximation)"
+            "(an under-approximation: a violation found is real, perhaps not the shortest; none found is no verdict)"
             if ex.int_params
             else ""
         )
@@ -1268,6 +1289,11 @@ def explicit_check_all(
                 )
                 if finite is not None and not finite.finite:
                     note += f"; {finite}"
+            if ex.int_params and status in (Status.HOLDS_TO_DEPTH, Status.PROVED):
+                # Over some values of the int parameters only: that none of them breaks the
+                # property says nothing of the others (`put(i, 5)`): unknown, never a pass.
+                status = Status.UNKNOWN
+                note += f"; not established: {SAMPLED}"
             result = Result(
                 variant=spec.variant,
                 property=prop.name,

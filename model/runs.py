@@ -346,6 +346,10 @@ def explicit_suits(
     env = spec.environment(environment)
     if shards != 1 and not one_shard_decides(spec, env, [prop], policy):
         return None
+    from ledgercheck.model.explicit import approximated_params
+
+    if approximated_params(spec, env, [prop], policy):  # its int values would be a sample: Z3's
+        return None
     if not prove or finite_reduction(spec, env, [prop], policy).finite:
         return "search"
     return "probe"

@@ -151,13 +151,16 @@ def test_fleet_properties_and_enum_parameters(env):
 
 
 def test_int_parameters_are_reported_as_an_under_approximation(spec_file):
+    """Without the reduction nothing says weight_version cannot matter: searched over 0..2
+    only, no violation found is no verdict (it was `holds_to_depth` with a caveat)."""
     spec = spec_file.variant("fixed")
     prop = spec.properties["restarted_engine_refits_healthy"]
     result = explicit_check(
         spec, "ledger", prop, shards=1, policy=spec.default_policy(), max_depth=3, max_traces=1, reduce=False
     )
-    assert result.status == "holds_to_depth"
+    assert result.status == "unknown"
     assert "under-approximation" in result.note and "report_refit.weight_version" in result.note
+    assert "not established" in result.note
 
 
 def test_an_int_parameter_outside_the_cone_needs_one_value(spec_file):
@@ -180,3 +183,71 @@ def test_not_applicable_and_policy_required(spec_file):
     )
     with pytest.raises(Exception, match="concrete policy"):
         explicit_check(spec, "controller", prop, shards=2, policy=None, max_depth=3, max_traces=1)
+
+
+FIVE = """\
+[spec]
+name = "five"
+state_field = "state"
+default_shards = 1
+
+[enums.State]
+members = ["OK", "BAD"]
+
+[fields]
+state = { type = "State", initial = "OK" }
+level = { type = "int", initial = 0 }
+
+[events.put]
+call = "put(i, c: int)"
+body = \"\"\"
+if args.c == 5:
+    state = BAD
+\"\"\"
+ADD_HERE
+[environments.ledger]
+any_call = true
+
+[properties.never_bad]
+kind = "invariant"
+assert = "state != BAD"
+expect = { base = "holds" }
+"""
+ADD = '''
+[events.add]
+call = "add(i, c: int)"
+body = """
+level = level + args.c
+if level > 7:
+    state = BAD
+"""
+'''
+
+
+@pytest.mark.parametrize("add", [False, True], ids=["put-only", "put-and-add"])
+def test_an_int_parameter_searched_over_a_sample_is_never_a_pass(add: bool) -> None:
+    """`put(i, 5)` breaks the property in one step. The explicit engine tries ints 0..2: it
+    said "holds up to depth 12" (and `auto`, the setting for CI, passed it), or, with `add`,
+    reported a 4-step trace as the shortest. Over a sample of an int parameter the property's
+    cone reads, the explicit engine's "none found" is unknown, and `auto` and `prove` leave
+    the property to Z3, which finds the 1-step trace."""
+    from ledgercheck.model import runs
+    from ledgercheck.model.explicit import approximated_params
+    from ledgercheck.model.prove import prove_property
+
+    spec_file = load_spec_text(FIVE.replace("ADD_HERE", ADD if add else ""), "five.toml")
+    spec = spec_file.variant()
+    prop = spec.properties["never_bad"]
+    policy = spec.default_policy()
+    assert approximated_params(spec, spec.environment("ledger"), [prop], policy) == [
+        *(["add.c"] if add else []),
+        "put.c",
+    ]
+    alone = explicit_check(spec, "ledger", prop, shards=1, policy=policy, max_depth=12, max_traces=1)
+    assert alone.status == ("violated" if add else "unknown"), alone.note
+    assert "int parameters" in alone.note
+    request = runs.CheckRequest(spec_file, engine="auto", max_traces=1)
+    (auto,) = runs.run_checks(request)
+    assert (auto.status, auto.depth) == ("violated", 1), auto.note
+    proved = prove_property(spec, "ledger", prop, shards=1, policy=policy, engine="auto")
+    assert (proved.status, proved.depth) == ("violated", 1), proved.note
