@@ -188,3 +188,66 @@ def test_the_explicit_liveness_search_stops_when_the_budget_runs_out() -> None:
         result = check_liveness(spec, "controller", prop, shards=2, policy=spec.default_policy())
     assert result.status == "unknown", result.note
     assert result.note.startswith("the time budget (test) ran out after 50 of "), result.note
+
+
+SAMPLED_LIVENESS = """\
+[spec]
+name = "live"
+state_field = "state"
+default_shards = 1
+
+[enums.State]
+members = ["IDLE", "WAITING", "STUCK"]
+
+[fields]
+state = { type = "State", initial = "IDLE" }
+
+[events.start]
+call = "start(i)"
+ignore_when = "state != IDLE"
+body = "state = WAITING"
+
+[events.finish]
+call = "finish(i, code: int)"
+ignore_when = "state != WAITING"
+body = \"\"\"
+if args.code == 5:
+    state = STUCK
+else:
+    state = IDLE
+\"\"\"
+
+[environments.callers]
+fairness = [{ weak = ["end"], doc = "a started job always ends" }]
+
+[environments.callers.actions.begin]
+params = "i: shard"
+when = "i.state == IDLE"
+body = "start(i)"
+
+[environments.callers.actions.end]
+params = "i: shard, code: int"
+when = "i.state == WAITING"
+body = "finish(i, code=code)"
+
+[properties.waiting_ends]
+kind = "eventually"
+when = "state == WAITING or state == STUCK"
+assert = "state == IDLE"
+message = "a shard never got back to IDLE"
+expect = { base = "holds" }
+"""
+
+
+def test_a_lasso_behind_an_int_value_outside_the_sample_is_found():
+    """`end(i, 5)` leaves a job STUCK forever. The explicit lasso search tries ints 0..2
+    only, found no lasso there, and called that a proof ("proved by exhaustion"); over a
+    sample it is no information, and the Z3 lasso search decides."""
+    from ledgercheck.model.liveness import check_eventually
+
+    spec = load_spec_text(SAMPLED_LIVENESS, "live.toml").variant()
+    prop = spec.properties["waiting_ends"]
+    found = check_eventually(spec, "callers", prop, shards=1, policy=spec.default_policy(), max_depth=8)
+    assert found.status == "violated", found.note
+    proved = check_eventually(spec, "callers", prop, shards=1, policy=spec.default_policy(), max_depth=8, prove=True)
+    assert proved.status == "violated", proved.note
