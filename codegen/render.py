@@ -712,11 +712,13 @@ def nothing_generated(out_dir: Path) -> str | None:
 
 
 def default_out_dir(spec_path: str) -> Path:
-    """generated_tests/ beside the spec's folder (the project layout), else in the cwd."""
+    """generated_tests/ beside the spec's folder where that is `spec/` (the project layout),
+    else beside the spec itself: wherever a command runs from, `gen`, `gen --check` and `ci`
+    find the same folder (it was the working directory's, so `ci` run elsewhere found none)."""
     spec_dir = Path(spec_path).resolve().parent
     if spec_dir.name == "spec":
         return spec_dir.parent / "generated_tests"
-    return Path.cwd() / "generated_tests"
+    return spec_dir / "generated_tests"
 
 
 def generate(

@@ -4,7 +4,8 @@ Nodes are the members of the state enum (`spec.state_enum`); an edge A -> B is l
 every event that can move the state field from A to B. Edges are not written by hand: a
 bounded breadth-first search drives the executable model (`Machine` over `ConcreteBackend`)
 with every event and the argument values the spec gives reason to try in each state
-(`model.arguments`, as the coverage search does), one shard, from the initial state, and
+(`model.arguments`, as the coverage search does) and the ticks of the spec's `[clock]`, one
+shard, from the initial state, and
 records each call that changes the state field. The search follows only calls within the
 callers' contracts (`requires`); a call that breaks its contract is recorded as a *lax*
 edge when it moves the state, and never explored further. It runs under each policy it is
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ledgercheck.model.arguments import Calls
-from ledgercheck.model.interpreter import initial_store
+from ledgercheck.model.interpreter import advance_timers, clock_steps, initial_store
 from ledgercheck.model.semantics import ConcreteBackend, Effects, Key, Machine
 from ledgercheck.model.spec import Spec
 
@@ -96,14 +97,22 @@ def _explore(spec: Spec, policy: Mapping[str, int], depth: int, found: dict[tupl
     store = initial_store(spec, 1, ["shard-0"])
     keys: list[Key] = [(0, f.name) for f in spec.fields] + [(None, g.name) for g in spec.globals if not g.metric]
     state_key: Key = (0, spec.state_field)
-    calls = Calls(spec, {})  # the arguments the spec gives reason to try, per state; no clock ticks
+    ticks = clock_steps(spec, policy)
+    calls = Calls(spec, ticks)  # the arguments the spec gives reason to try, per state; the clock's ticks
     seen = {tuple(store[k] for k in keys)}
     frontier = [store]
     for _ in range(depth):
         following: list[dict[Key, Any]] = []
         for current in frontier:
-            for event, _, arg_items in calls(current):
-                assert event is not None  # (no ticks asked for)
+            for event, name, arg_items in calls(current):
+                if event is None:  # time passes: no arrow, but the states behind a timeout
+                    after = dict(current)
+                    advance_timers(spec, after, ticks[name])
+                    key = tuple(after[k] for k in keys)
+                    if key not in seen:
+                        seen.add(key)
+                        following.append(after)
+                    continue
                 args = dict(arg_items)
                 after = dict(current)
                 effects: Effects[Any] = Effects()

@@ -214,3 +214,15 @@ def test_tests_never_generated_are_named_as_that(tmp_path, capsys):
     (missing / "notes.txt").write_text("hand-written\n", encoding="utf-8")
     assert main(["gen", "--check", str(example), "--out", str(missing)]) == 1
     assert f"{missing} holds no generated tests: the tests were never generated" in capsys.readouterr().out
+
+
+def test_the_default_folder_is_beside_the_spec_from_anywhere(tmp_path, monkeypatch):
+    """A spec outside a `spec/` folder: its tests go beside it whatever the working directory
+    (they went to the working directory's, so `ci` run from elsewhere found none)."""
+    from ledgercheck.codegen.render import default_out_dir
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert default_out_dir(str(tmp_path / "work" / "limiter.toml")) == tmp_path / "work" / "generated_tests"
+    assert default_out_dir(str(tmp_path / "proj" / "spec" / "x.toml")) == tmp_path / "proj" / "generated_tests"

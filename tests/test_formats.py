@@ -439,3 +439,15 @@ def test_the_state_diagram_tries_the_values_an_argument_is_compared_with():
 
     diagram = state_diagram(load_spec_text(FENCE_SPEC, "lease.toml").variant())
     assert ("LEADER", "FENCED", ("fence",)) in [(e.source, e.target, e.events) for e in diagram.edges]
+
+
+def test_the_state_diagram_lets_time_pass():
+    """The timed breaker half-opens only once its timeout has passed: the diagram never
+    ticked the clock and drew HALF_OPEN with no arrow in or out."""
+    from ledgercheck.model.diagram import state_diagram
+    from ledgercheck.model.spec import load_spec
+
+    timed = load_spec(str(Path(__file__).resolve().parents[1] / "spec" / "examples" / "timed_breaker.toml"))
+    edges = {(e.source, e.target): e.events for e in state_diagram(timed.variant()).edges}
+    assert edges[("OPEN", "HALF_OPEN")] == ("allow",)
+    assert edges[("HALF_OPEN", "CLOSED")] == ("record_success",) and edges[("HALF_OPEN", "OPEN")] == ("record_failure",)

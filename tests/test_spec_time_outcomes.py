@@ -287,3 +287,26 @@ def test_mutate_judges_a_known_violation_s_test_as_pytest_does() -> None:
     for test in tests:
         why = verdict_of_test(test, load_spec_text(doubled, NAME).variant(), "open_no_longer_than_the_timeout")
         assert why is not None and "failures is" in why, (test.name, why)
+
+
+def test_a_call_that_raises_where_the_spec_says_it_returns_is_named() -> None:
+    """A class raising where the spec says the call returns: the test failed with the raw
+    traceback of the class's exception (its module a generated name); it names the step, the
+    exception and what was expected."""
+    from ledgercheck.model.conformance.monitor import LedgerCheck
+
+    spec = load_spec(TIMED).variant()
+    api = build_api(spec)
+    policy = {"trip_after": 1, "reset_timeout": 1}
+    ledger = api.Ledger(shard_count=1, policy=api.Policy(**policy), echo=False)
+    check = LedgerCheck(ledger, spec, "closed_admits", 1, policy)
+    with pytest.raises(
+        pytest.fail.Exception, match=r"step 1: allow\(0\) raised KeyError: 'x', expected it to return 'CLOSED'"
+    ):
+        with check.call_returning("CLOSED", "allow", 0):
+            raise KeyError("x")
+    with pytest.raises(
+        pytest.fail.Exception, match=r"step 2: record_failure\(0\) raised ValueError: no, expected it to return$"
+    ):
+        with check.call("record_failure", 0):
+            raise ValueError("no")

@@ -136,7 +136,10 @@ class LedgerCheck:
     def call(self, event: str, shard: int, **args: Any) -> Iterator[None]:
         """Wrap one API call: snapshot, call, snapshot, monitor."""
         before = self._begin(event, shard, args)
-        yield
+        try:
+            yield
+        except Exception as exc:  # the spec says it returns: named as the test's failure
+            self._fail(self._unexpected(exc))
         self._end(event, shard, args, before, raised=False)
 
     @contextmanager
@@ -146,13 +149,21 @@ class LedgerCheck:
         is), and the monitor's step property reads it as `result`."""
         before = self._begin(event, shard, args)
         outcome = Returned()
-        yield outcome
+        try:
+            yield outcome
+        except Exception as exc:
+            self._fail(self._unexpected(exc, expected))
         if outcome.value is _UNSET:
             self._fail(f"{self.current}: the test did not record what the call returned")
         actual = self.normalise.returned(event, outcome.value)
         if actual != expected:
             self._fail(f"{self.current} returned {actual!r}, expected {expected!r}")
         self._end(event, shard, args, before, raised=False, result=actual)
+
+    def _unexpected(self, exc: Exception, expected: Any = _UNSET) -> str:
+        """A call the spec says returns raised: which, and what it should have done."""
+        should = "return" if expected is _UNSET else f"return {expected!r}"
+        return f"{self.current} raised {type(exc).__name__}: {exc}, expected it to {should}"
 
     @contextmanager
     def call_raising(self, error: str, event: str, shard: int, **args: Any) -> Iterator[None]:
