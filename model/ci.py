@@ -344,9 +344,12 @@ def _finish_child(name: str, child: Subprocess) -> Step:
         step.status = BAD_INPUT
         step.failures = [f"BAD INPUT {name}: {step.headline}"]
     elif name == "conformance":
-        first = next((line for line in lines if "diverge" in line.lower()), last)
-        step.headline = first.strip()
-        step.failures = [f"DIVERGES  {first.strip()}"]
+        at = next((i for i, line in enumerate(lines) if "diverge" in line.lower()), None)
+        first = lines[at].strip() if at is not None else last
+        if at is not None and first.endswith(":") and at + 1 < len(lines):
+            first += " " + lines[at + 1].strip()  # what differs, not a line that stops at its colon
+        step.headline = first
+        step.failures = [f"DIVERGES  {first}"]
     elif _refused(lines):  # every test refused what it was given: one line, nothing was judged
         step.status = BAD_INPUT
         step.headline = _refused(lines)[0]

@@ -75,7 +75,11 @@ def run(ns: argparse.Namespace) -> int:
     base = spec_file.variant()
     scenario = None
     if not events:
-        name = ns.scenario or ("seed" if "seed" in base.scenarios else None)
+        only = next(iter(base.scenarios)) if len(base.scenarios) == 1 else None
+        name = ns.scenario or ("seed" if "seed" in base.scenarios else only)
+        if name is None and base.scenarios:
+            known = ", ".join(base.scenarios)
+            raise UsageError(f"no events given: name the scenario to replay (--scenario NAME; the spec has {known})")
         if name is None:
             raise UsageError("no events given and the spec has no scenario to replay")
         if name not in base.scenarios:

@@ -783,7 +783,11 @@ class _Builder:
             return raw
         if vtype.kind == "str" and isinstance(raw, str):
             return raw
-        raise self.fail(keys, f"initial value {raw!r} is not a {vtype}")
+        hint = ""
+        if isinstance(raw, str) and raw in self.policy:
+            hint = " (an initial value is a constant: a policy constant cannot set it)"
+        article = "an" if str(vtype)[:1] in "aeiou" else "a"
+        raise self.fail(keys, f"initial value {raw!r} is not {article} {vtype}{hint}")
 
     def _vars(self, where: KeyPath, kind: str, required: bool = False) -> tuple[VarDecl, ...]:
         table = _table(self.source, self.data, where, required=required)

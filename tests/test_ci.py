@@ -98,6 +98,9 @@ def test_an_implementation_is_tested_and_conformance_checked(tmp_path: Path) -> 
     head = bad.stdout.split("\n\n", 1)[0]
     assert "TESTS     tests vs implementation" in head and "test_wedged_engine_is_taken_out.py" in head
     assert "DIVERGES" in head
+    # the line says what differs: it stopped at the colon that introduces it
+    diverges = next(line for line in head.splitlines() if "DIVERGES" in line)
+    assert not diverges.endswith(":") and ": model " in diverges, diverges
 
 
 def test_bad_input_exits_2(tmp_path: Path) -> None:

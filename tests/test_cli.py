@@ -225,3 +225,17 @@ def test_a_commands_defaults_do_not_leak_into_another() -> None:
     parser = cli.build_parser()
     assert (cli.parse(parser, ["mutate"]).shards, cli.parse(parser, ["mutate"]).max_depth) == (2, 10)
     assert (cli.parse(parser, ["check"]).shards, cli.parse(parser, ["check"]).max_depth) == (None, 12)
+
+
+def test_replay_names_the_scenarios_a_spec_has(tmp_path, capsys):
+    """No events and no `seed` scenario: the one scenario is replayed; with several, the
+    message names them (it said the spec had no scenario)."""
+    text = (Path(__file__).resolve().parents[1] / "spec" / "examples" / "breaker.toml").read_text()
+    one = text + '\n[scenarios.trip]\nenvironment = "ledger"\nsteps = ["record_failure(0)"]\n'
+    path = tmp_path / "breaker.toml"
+    path.write_text(one, encoding="utf-8")
+    assert cli.main(["replay", str(path)]) == 0
+    assert "record_failure(0)" in capsys.readouterr().out
+    path.write_text(one + '\n[scenarios.calm]\nenvironment = "ledger"\nsteps = ["record_success(0)"]\n', encoding="utf-8")
+    assert cli.main(["replay", str(path)]) == 2
+    assert "name the scenario to replay (--scenario NAME; the spec has trip, calm)" in capsys.readouterr().err
