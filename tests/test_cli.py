@@ -236,6 +236,7 @@ def test_replay_names_the_scenarios_a_spec_has(tmp_path, capsys):
     path.write_text(one, encoding="utf-8")
     assert cli.main(["replay", str(path)]) == 0
     assert "record_failure(0)" in capsys.readouterr().out
-    path.write_text(one + '\n[scenarios.calm]\nenvironment = "ledger"\nsteps = ["record_success(0)"]\n', encoding="utf-8")
+    two = one + '\n[scenarios.calm]\nenvironment = "ledger"\nsteps = ["record_success(0)"]\n'
+    path.write_text(two, encoding="utf-8")
     assert cli.main(["replay", str(path)]) == 2
     assert "name the scenario to replay (--scenario NAME; the spec has trip, calm)" in capsys.readouterr().err
