@@ -299,18 +299,19 @@ def test_a_divergence_of_the_any_call_pass_within_the_contracts_says_so(tmp_path
 # --- 7. the reproducer is the user's own code ----------------------------------------------
 
 
-def test_the_reproducer_builds_and_calls_the_user_s_class(tmp_path, capsys):
+def test_the_reproducer_builds_and_calls_the_user_s_class(tmp_path, capsys, monkeypatch):
     spec, target = _write(tmp_path, source=STALE)
     code, out = _conform(capsys, spec, target, "--no-counterexamples")
     assert code == 1, out
     reproducer = out.split("reproduce:\n", 1)[1]
     assert textwrap.dedent(reproducer).splitlines() == [
+        f"from jobtable import JobTable  # {tmp_path / 'jobtable.py'}",
         "job_table = JobTable(n=1, max_attempts=2)",
         "job_table.lease(0)",
         "job_table.finish(0, 0)",
     ]
     namespace: dict[str, Any] = {}
-    exec(STALE, namespace)  # the user's module, then the reproducer pasted after it
+    monkeypatch.syspath_prepend(str(tmp_path))  # pasted into a session in the class's folder
     exec(textwrap.dedent(reproducer), namespace)
     assert namespace["job_table"].job(0).state == "DONE"  # the divergence: the model ignores the stale epoch
 

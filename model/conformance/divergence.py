@@ -5,6 +5,7 @@ figure of the trace (one column per call) and a reproducer.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ledgercheck.model.conformance.calls import LedgerCall, Script, Tick
@@ -151,8 +152,9 @@ def reproducer(checker: Conformance, script: Script) -> list[str]:
     binding does it (`job_table = JobTable(n=1, max_attempts=3)`, `job_table.lease(0)`)."""
     built = checker.impl.ledger_class
     if callable(getattr(built, "construction_code", None)) and checker.spec.binding is not None:
-        return _bound_reproducer(checker, script, built)
-    lines = []
+        return _class_import(checker.impl.label) + _bound_reproducer(checker, script, built)
+    policy = checker.impl.policy_class
+    lines = _class_import(checker.impl.label, policy.__name__ if policy is not None else None)
     policy_name = checker.impl.policy_class_name
     policy_args = ", ".join(f"{k}={v}" for k, v in checker.policy.items() if v != checker.spec.policy[k].default)
     urls = ", ".join(repr(base_url(i)) for i in range(script.shards))
@@ -169,6 +171,19 @@ def reproducer(checker: Conformance, script: Script) -> list[str]:
         for c in script.calls
     ]
     return lines
+
+
+def _class_import(label: str, policy: str | None = None) -> list[str]:
+    """The import of the implementation's class, and of its module's policy class where it
+    has one (`module:Class`, or `path/file.py:Class`: its module, run from the file's folder),
+    where the label names one."""
+    location, sep, name = label.rpartition(":")
+    if not sep or not location or not name.isidentifier():
+        return []
+    names = name if policy is None else f"{name}, {policy}"
+    if location.endswith(".py"):
+        return [f"from {Path(location).stem} import {names}  # {location}"]
+    return [f"from {location} import {names}"]
 
 
 def _bound_reproducer(checker: Conformance, script: Script, built: Any) -> list[str]:
