@@ -344,7 +344,11 @@ def _finish_child(name: str, child: Subprocess) -> Step:
         step.status = BAD_INPUT
         step.failures = [f"BAD INPUT {name}: {step.headline}"]
     elif name == "conformance":
-        at = next((i for i, line in enumerate(lines) if "diverge" in line.lower()), None)
+        # the report's headline (`X diverges from the model of 'v' at call 2 of 2, f(0):`), not
+        # a progress line that says where the divergence was found
+        at = next((i for i, line in enumerate(lines) if " diverges from " in line), None)
+        if at is None:
+            at = next((i for i, line in enumerate(lines) if "diverge" in line.lower()), None)
         first = lines[at].strip() if at is not None else last
         if at is not None and first.endswith(":") and at + 1 < len(lines):
             first += " " + lines[at + 1].strip()  # what differs, not a line that stops at its colon
