@@ -141,6 +141,8 @@ class Announcer:
     form: str
     target: str
     skip: int = 0
+    where: Location | None = field(default=None, compare=False, repr=False)
+    """Where the binding names it (a constructor keyword it passes is checked against the class)."""
 
     @property
     def channel(self) -> str:
@@ -285,7 +287,7 @@ class _Parser:
                     raise self.fail(
                         (*keys, form), f"notification {name!r} has no text: declare its log line's text to compare it"
                     )
-            found.append(Announcer(name, form, target, skip))
+            found.append(Announcer(name, form, target, skip, self.source.where(*keys, form)))
         return found
 
     def field(self, name: str, raw: Any, keys: KeyPath) -> FieldRead:
@@ -721,11 +723,13 @@ def _check_construct(binding: Binding, target: Callable[..., Any]) -> None:
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
         return
     takes = [name for name, p in params.items() if p.kind is not inspect.Parameter.POSITIONAL_ONLY]
-    for name, path in binding.construct:
+    passed = [("construct", name, path.where) for name, path in binding.construct]
+    passed += [(f"notification {a.notification!r}", a.target, a.where) for a in binding.announcers if a.form == "param"]
+    for what, name, at in passed:
         if name not in takes:
-            where = f"{path.where}: " if path.where is not None else ""
+            where = f"{at}: " if at is not None else ""
             raise BindingError(
-                f"{where}construct passes {name}=, which {getattr(target, '__name__', target)}({', '.join(takes)}) "
+                f"{where}{what} passes {name}=, which {getattr(target, '__name__', target)}({', '.join(takes)}) "
                 f"does not take{did_you_mean(name, takes)}"
             )
 

@@ -442,3 +442,22 @@ def test_ledger_steps_have_no_announced_key(capsys: pytest.CaptureFixture[str]) 
     assert code == 0
     steps = json.loads(capsys.readouterr().out)[0]["steps"]
     assert len(steps) == 2 and all("announced" not in step for step in steps)
+
+
+def test_a_callback_keyword_the_class_does_not_take_is_a_binding_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`opened = [{ param = "on_opne" }]`: the class does not take that keyword. It was a raw
+    TypeError reported at the construct line; it names the notification's line and the
+    keyword the class does take."""
+    text = EXAMPLE.read_text(encoding="utf-8").replace('{ param = "on_open" }', '{ param = "on_opne" }')
+    assert text.count("on_opne") == 1
+    path = tmp_path / "listener_breaker_typo.toml"
+    path.write_text(text, encoding="utf-8")
+    code = cli.main(["conform", str(path), "--impl", f"{IMPL}:ListenerBreaker", "--depth", "2"])
+    err = capsys.readouterr()
+    out = err.out + err.err
+    line = next(n for n, row in enumerate(text.splitlines(), 1) if "on_opne" in row)
+    assert code == 2, out
+    assert f"listener_breaker_typo.toml:{line}:" in out, out
+    assert "notification 'opened' passes on_opne=, which ListenerBreaker(" in out and "did you mean 'on_open'?" in out
