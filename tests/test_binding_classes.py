@@ -406,3 +406,13 @@ def test_a_field_s_values_table_maps_a_python_enum_member(tmp_path):
     fleet.lease(0)
     fleet.crash(0)
     assert Normaliser(spec).field("outcome", fleet.snapshot()[0].outcome) == "CRASHED"
+
+
+def test_a_bound_class_s_state_is_compared_once(tmp_path, capsys):
+    """A bound class's `state_of` is its state field's read: the figure showed the same
+    values twice (a `state_of(0)` row beside `state`) and the differences named both."""
+    spec, target = _write(tmp_path, source=STALE)
+    code, out = _conform(capsys, spec, target, "--no-counterexamples")
+    assert code == 1, out
+    assert "state_of" not in out, out
+    assert "shard 0 state: model LEASED, implementation DONE" in out, out
