@@ -54,7 +54,7 @@ class ArgumentDomain:
         for key, offset in zip(self.variables, offsets, strict=True):
             value = store[key]
             if isinstance(value, int) and not isinstance(value, bool):
-                found |= {value + offset - 1, value + offset, value + offset + 1}
+                found |= {v for v in (value + offset - 1, value + offset, value + offset + 1) if v >= 0}
         if len(found) <= MAX_INT_VALUES:
             return tuple(sorted(found, key=_order)), False
         met = sorted(found - set(self.fixed), key=lambda v: (abs(v), v))
@@ -79,7 +79,7 @@ def _example(event: Event, name: str) -> list[int]:
         value = ast.literal_eval(text)
     except (ValueError, SyntaxError):
         return []
-    return [value] if isinstance(value, int) and not isinstance(value, bool) else []
+    return [value] if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else []
 
 
 def argument_domain(spec: Spec, event: Event, param: Param, cone: frozenset[Node]) -> ArgumentDomain:
@@ -98,7 +98,7 @@ def argument_domain(spec: Spec, event: Event, param: Param, cone: frozenset[Node
         values = list(spec.enums[param.type.enum or ""].members)
     elif kind == "int" and use.decides:
         found = {0, 1, *_example(event, param.name)}
-        found |= {v + d for v in use.constants for d in (-1, 0, 1)}
+        found |= {v + d for v in use.constants for d in (-1, 0, 1) if v + d >= 0}  # an int argument is natural
         values = sorted(found, key=_order)
         variables = tuple((0 if node[0] == "field" else None, node[1]) for node, _ in use.variables)
         offsets = tuple(offset for _, offset in use.variables)

@@ -11,13 +11,14 @@ from __future__ import annotations
 import dataclasses
 import enum
 import inspect
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
 from ledgercheck.model import ir
 from ledgercheck.model.errors import builtin_exception
+from ledgercheck.model.lang import Param
 from ledgercheck.model.semantics import ConcreteBackend, Effects, Key, Machine
 from ledgercheck.model.spec import Event, Spec
 
@@ -254,6 +255,9 @@ class LedgerModel:
     def _call(self, event: Event, shard: Any, args: Mapping[str, Any]) -> Any:
         """Run one event; raise its error if one of its `raises` holds as it begins, else
         return its `returns` value (None when it declares none)."""
+        negative = negative_argument(event.name, event.signature.params, args)
+        if negative is not None:
+            raise ValueError(negative)
         index = self._index(shard)
         self._sync_clock()
         from ledgercheck.model.semantics import Frame
@@ -293,6 +297,19 @@ class LedgerModel:
             self.log_lines.append(line)
             if self._echo:
                 print(line)
+
+
+def negative_argument(name: str, params: Sequence[Param], values: Mapping[str, Any]) -> str | None:
+    """Why a call's values are outside the spec's semantics, or None: an int argument is a
+    natural number (0, 1, 2, ...), as the bounded search and the proofs read it (the solver's
+    encoding gives a free int parameter no negative value: an optional one's None is coded
+    below zero). The executable model refuses a negative one, so that it never shows
+    behaviour the checker does not see."""
+    for param in params:
+        value = values.get(param.name)
+        if param.type.kind == "int" and isinstance(value, int) and not isinstance(value, bool) and value < 0:
+            return f"{name}: {param.name} = {value}: an int argument is a natural number (0, 1, 2, ...)"
+    return None
 
 
 def advance_timers(spec: Spec, store: dict[Key, Any], units: int) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 from ledgercheck.model import ir
 from ledgercheck.model.errors import UsageError, did_you_mean
-from ledgercheck.model.interpreter import initial_store
+from ledgercheck.model.interpreter import initial_store, negative_argument
 from ledgercheck.model.lang import Param
 from ledgercheck.model.semantics import ConcreteBackend, Effects, Key, Machine
 from ledgercheck.model.spec import Action, Environment, Spec
@@ -154,6 +154,9 @@ class Simulation:
         for name, index in shards.items():
             if not 0 <= index < self.shard_count:
                 raise UsageError(f"{action.name}: shard {index} is out of range (0..{self.shard_count - 1}) for {name}")
+        negative = negative_argument(action.name, action.value_params, values)
+        if negative is not None:
+            raise UsageError(negative)
         if not self.enabled(action, shards, values):
             raise UsageError(f"{action.name} is not enabled here (when: {action.name} requires its guard)")
         effects = self.machine.run_action(action, shards, values, self.store)

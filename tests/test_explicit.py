@@ -251,3 +251,30 @@ def test_an_int_parameter_searched_over_a_sample_is_never_a_pass(add: bool) -> N
     assert (auto.status, auto.depth) == ("violated", 1), auto.note
     proved = prove_property(spec, "ledger", prop, shards=1, policy=policy, engine="auto")
     assert (proved.status, proved.depth) == ("violated", 1), proved.note
+
+
+def test_an_int_argument_is_a_natural_number_everywhere(tmp_path, capsys) -> None:
+    """The solver reads a free int argument as natural (0, 1, 2, ...); the executable model
+    took `put(0, c=-3)` and broke the property the proofs said holds. Both now read the same
+    spec: the model and `replay` refuse a negative argument, the coverage search never
+    tries one, and the branch it alone takes is unreachable."""
+    from ledgercheck.codegen import coverage
+    from ledgercheck.model import cli, runs
+    from ledgercheck.model.interpreter import build_api
+    from ledgercheck.model.spec import load_spec_text
+
+    text = FIVE.replace("ADD_HERE", "").replace("args.c == 5", "args.c == -3")
+    spec_file = load_spec_text(text, "minus.toml")
+    spec = spec_file.variant()
+    (result,) = runs.run_checks(runs.CheckRequest(spec_file, engine="z3", max_traces=1))
+    assert result.status == "holds_to_depth"
+    api = build_api(spec)
+    with pytest.raises(ValueError, match=r"put: c = -3: an int argument is a natural number"):
+        api.Ledger(shard_count=1, echo=False).put(0, -3)
+    path = tmp_path / "minus.toml"
+    path.write_text(text, encoding="utf-8")
+    assert cli.main(["replay", str(path), "put(0, c=-3)"]) == 2
+    assert "an int argument is a natural number" in capsys.readouterr().err
+    found = coverage.search(spec_file, spec)
+    assert [u.branch.describe for u in found.unreachable] == ["`if args.c == -3:` holds: its body runs"]
+    assert all(v >= 0 for call in found.traces.values() for _, args in call for _, v in args if isinstance(v, int))
