@@ -164,6 +164,8 @@ class Binding:
     construct_where: Location | None = None
     """Where the spec says how the class is built (its `construct`, else `[implementation]`):
     what a construction that fails names."""
+    target_where: Location | None = None
+    """Where the spec names its `target`: what a target that cannot be loaded names."""
 
     def observes(self, field: str) -> bool:
         """Whether conformance and the generated tests can read `field` off the implementation."""
@@ -236,7 +238,8 @@ class _Parser:
             for announcer in self.announcers(name, value, (*top, "notifications", name))
         )
         built_at = self.source.lines.where((*top, "construct") if "construct" in table else top)
-        return Binding(target, instances, construct, fields, events, announcers, built_at)
+        named_at = self.source.lines.where((*top, "target")) if "target" in table else None
+        return Binding(target, instances, construct, fields, events, announcers, built_at, named_at)
 
     def construct_path(self, raw: Any, keys: KeyPath) -> CallPath:
         """A `construct` path: the class does not exist yet, so every name in it must be one

@@ -416,3 +416,17 @@ def test_a_bound_class_s_state_is_compared_once(tmp_path, capsys):
     assert code == 1, out
     assert "state_of" not in out, out
     assert "shard 0 state: model LEASED, implementation DONE" in out, out
+
+
+def test_a_misspelt_target_names_its_line(tmp_path, capsys, monkeypatch):
+    """The spec's own `target` that cannot be loaded names the line that wrote it (it named
+    the target only, as a --impl given on the command line is named)."""
+    from ledgercheck.model.cli import main
+
+    text = SPEC.replace("[implementation]\n", '[implementation]\ntarget = "jobtabel.py:JobTable"\n', 1)
+    spec, _ = _write(tmp_path, text)
+    monkeypatch.chdir(tmp_path)
+    assert main(["conform", str(spec), "--depth", "1", "--random", "0"]) == 2
+    err = capsys.readouterr()
+    line = next(n for n, row in enumerate(text.splitlines(), 1) if row.startswith("target = "))
+    assert f"jobs.toml:{line}:" in err.out + err.err and "jobtabel.py" in err.out + err.err, err

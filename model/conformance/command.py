@@ -18,7 +18,7 @@ from typing import Any
 from ledgercheck.model import budget, executor
 from ledgercheck.model.budget import BudgetExhausted
 from ledgercheck.model.conformance.checker import Conformance
-from ledgercheck.model.conformance.implementation import load_target, spec_target
+from ledgercheck.model.conformance.implementation import ImplementationError, load_target, spec_target
 from ledgercheck.model.conformance.session import check
 from ledgercheck.model.conformance.sources import (
     default_cache,
@@ -53,7 +53,13 @@ def run(ns: argparse.Namespace) -> int:
         target = spec_target(spec.binding.target, spec_file.path)
     if target is None:
         raise UsageError("conform needs --impl module:Class (the spec's [implementation] names no target)")
-    impl = load_target(target, spec)
+    try:
+        impl = load_target(target, spec)
+    except ImplementationError as exc:
+        where = spec.binding.target_where if ns.impl is None and spec.binding is not None else None
+        if where is None:
+            raise
+        raise ImplementationError(f"{where}: {exc}") from None  # the spec's own target: its line
     conformance = Conformance(spec, impl, policy, target)
     print(f"ledgercheck conform: {target} against the model of {variant!r} ({Path(spec_file.path).name})", flush=True)
     work = _Work(conformance, spec_file, overrides, variant, ns, executor.from_namespace(ns))
