@@ -405,7 +405,7 @@ def search(spec_file: SpecFile, spec: Spec) -> Coverage:
     calls = Calls(spec, ticks)
     decisions = [n for e in spec.events.values() for n in ir.walk([e.ignore_when, e.requires, e.body])]
     read = {n.name for n in decisions if isinstance(n, ir.GlobalRef)}
-    read |= {k[1] for domains in calls.domains.values() for d in domains for k in d.variables if k[0] is None}
+    read |= {k[1] for domains in calls.domains.values() for d in domains for k, _ in d.variables if k[0] is None}
     globals_read = [g.name for g in spec.globals if g.name in read]
     start = start_store(spec)
     traces: dict[Branch, tuple[Call, ...]] = {}

@@ -35,10 +35,11 @@ from ledgercheck.codegen import coverage, gate
 from ledgercheck.codegen.changes import compare
 from ledgercheck.codegen.gate import Verdicts
 from ledgercheck.codegen.meaning import meaning_of
-from ledgercheck.codegen.runtime import LedgerCheck, normalise
+from ledgercheck.codegen.runtime import LedgerCheck
 from ledgercheck.model import budget, engines
 from ledgercheck.model.binding import expected_announcements
 from ledgercheck.model.conformance.implementation import ManualClock
+from ledgercheck.model.conformance.observation import Normaliser
 from ledgercheck.model.console import progress_for
 from ledgercheck.model.errors import EXIT_BAD_INPUT, EXIT_MISMATCH, EXIT_OK, LedgercheckError
 from ledgercheck.model.executor import ExecutorConfig
@@ -149,8 +150,9 @@ def observed_fields(spec: Spec) -> list[str]:
     return [f.name for f in spec.fields if spec.binding is None or spec.binding.observes(f.name)]
 
 
-def _observable(spec: Spec, record: Any) -> dict[str, Any]:
-    return {name: normalise(getattr(record, name), spec) for name in observed_fields(spec)}
+def _observable(spec: Spec, record: Any, norm: Normaliser) -> dict[str, Any]:
+    """A record's observed fields, read as the generated tests' monitor reads them."""
+    return {name: norm.field(name, getattr(record, name)) for name in observed_fields(spec)}
 
 
 def announcements(spec: Spec, notices: Sequence[Notice]) -> tuple[tuple[str, int, Any], ...] | None:
@@ -188,7 +190,8 @@ def _replay_calls(spec: Spec, trace: Trace, skip_outside_contract: bool) -> _Rep
         echo=False,
     )
     ticks = clock_steps(spec, trace.policy)
-    replay = _Replay([[_observable(spec, r) for r in ledger.snapshot()]], [], [], [], [])
+    norm = Normaliser(spec)
+    replay = _Replay([[_observable(spec, r, norm) for r in ledger.snapshot()]], [], [], [], [])
     for step in trace.steps[1:]:
         if step.action in ticks and not step.calls:
             clock.advance(ticks[step.action])
@@ -196,7 +199,7 @@ def _replay_calls(spec: Spec, trace: Trace, skip_outside_contract: bool) -> _Rep
             replay.raised.append(None)
             replay.returned.append(None)
             replay.announced.append(None)
-            replay.states.append([_observable(spec, r) for r in ledger.snapshot()])
+            replay.states.append([_observable(spec, r, norm) for r in ledger.snapshot()])
         for call in step.calls:
             ok = ledger.contract_allows(call.event, call.shard, dict(call.args))
             replay.allowed.append(ok)
@@ -210,9 +213,9 @@ def _replay_calls(spec: Spec, trace: Trace, skip_outside_contract: bool) -> _Rep
                     error = type(exc).__name__
             returns = spec.events[call.event].returns is not None and error is None
             replay.raised.append(error)
-            replay.returned.append(normalise(value, spec) if returns else None)
+            replay.returned.append(norm.returned(call.event, value) if returns else None)
             replay.announced.append(announcements(spec, ledger.notifications[start:]))
-            replay.states.append([_observable(spec, r) for r in ledger.snapshot()])
+            replay.states.append([_observable(spec, r, norm) for r in ledger.snapshot()])
     return replay
 
 

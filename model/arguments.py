@@ -31,8 +31,9 @@ names first, then the ones nearest 0, and the search says it is no proof."""
 @dataclass(frozen=True)
 class ArgumentDomain:
     """The values the search passes for one argument of one event: `fixed` in every state,
-    and for an int argument compared with int fields or fleet values (`variables`, store
-    keys), each of their values in the state of the call, and one either side. `gap` is
+    and for an int argument compared with int fields or fleet values (`variables`: store keys,
+    each with the constant added to it there, `args.c > term + 2` being (term, 2)), each of
+    their values plus that constant in the state of the call, and one either side. `gap` is
     empty where these are as good as every value of the argument's type (a full domain, an
     argument no branch depends on, or one that is only compared: `model.reduction.ArgumentUse`);
     else why they are not, and a search over them proves nothing about what it misses."""
@@ -40,34 +41,28 @@ class ArgumentDomain:
     event: str
     param: Param
     fixed: tuple[Any, ...]
-    variables: tuple[Key, ...] = ()
+    variables: tuple[tuple[Key, int], ...] = ()
     gap: str = ""
-    offsets: tuple[int, ...] = ()
-    """Per variable, the constant it meets the argument with (`args.c > term + 2`: 2)."""
 
     def values(self, store: Mapping[Key, Any]) -> tuple[tuple[Any, ...], bool]:
         """The values to try in `store`, and whether `MAX_INT_VALUES` cut some off."""
         if not self.variables:
             return self.fixed, False
         found = set(self.fixed)
-        offsets = self.offsets or (0,) * len(self.variables)
-        for key, offset in zip(self.variables, offsets, strict=True):
+        for key, offset in self.variables:
             value = store[key]
             if isinstance(value, int) and not isinstance(value, bool):
                 found |= {v for v in (value + offset - 1, value + offset, value + offset + 1) if v >= 0}
         if len(found) <= MAX_INT_VALUES:
             return tuple(sorted(found, key=_order)), False
-        met = sorted(found - set(self.fixed), key=lambda v: (abs(v), v))
+        met = sorted(found - set(self.fixed))
         return tuple(sorted([*self.fixed, *met][:MAX_INT_VALUES], key=_order)), True
 
 
 def _order(value: Any) -> tuple[int, int]:
-    """The order values are tried in: None, then 0, 1, 2, ..., then -1, -2, ... (a test
-    calls with a negative number only where no other value takes its branch: an
-    implementation may well refuse one where the spec does not say)."""
-    if value is None:
-        return (0, 0)
-    return (1, value) if value >= 0 else (2, -value)
+    """The order values are tried in: None, then 0, 1, 2, ... (an int argument is a natural
+    number: no negative one is ever tried)."""
+    return (0, 0) if value is None else (1, value)
 
 
 def _example(event: Event, name: str) -> list[int]:
@@ -89,8 +84,7 @@ def argument_domain(spec: Spec, event: Event, param: Param, cone: frozenset[Node
     anything no branch depends on; and `None` for an optional type, the default where it has one."""
     use = argument_use(spec, event, param.name, spec.default_policy(), cone)
     kind = param.type.kind
-    variables: tuple[Key, ...] = ()
-    offsets: tuple[int, ...] = ()
+    variables: tuple[tuple[Key, int], ...] = ()
     gap = ""
     if kind == "bool":
         values: list[Any] = [True, False]
@@ -100,8 +94,7 @@ def argument_domain(spec: Spec, event: Event, param: Param, cone: frozenset[Node
         found = {0, 1, *_example(event, param.name)}
         found |= {v + d for v in use.constants for d in (-1, 0, 1) if v + d >= 0}  # an int argument is natural
         values = sorted(found, key=_order)
-        variables = tuple((0 if node[0] == "field" else None, node[1]) for node, _ in use.variables)
-        offsets = tuple(offset for _, offset in use.variables)
+        variables = tuple(((0 if node[0] == "field" else None, node[1]), offset) for node, offset in use.variables)
         gap = use.inexact
     elif kind == "int":
         values = (_example(event, param.name) or [1])[:1]
@@ -118,7 +111,7 @@ def argument_domain(spec: Spec, event: Event, param: Param, cone: frozenset[Node
     if len(values) > MAX_INT_VALUES and kind == "int":
         values = values[:MAX_INT_VALUES]
         gap = gap or f"compared with more than {MAX_INT_VALUES} values"
-    return ArgumentDomain(event.name, param, tuple(values), variables, gap, offsets)
+    return ArgumentDomain(event.name, param, tuple(values), variables, gap)
 
 
 class Calls:
@@ -141,7 +134,7 @@ class Calls:
     def __call__(self, store: Mapping[Key, Any]) -> Iterator[tuple[Event | None, str, tuple[tuple[str, Any], ...]]]:
         for event in self.events:
             domains = self.domains[event.name]
-            key = (event.name, tuple(store[k] for d in domains for k in d.variables))
+            key = (event.name, tuple(store[k] for d in domains for k, _ in d.variables))
             combos = self.memo.get(key)
             if combos is None:
                 combos = self.memo[key] = self.combine(event, domains, store)

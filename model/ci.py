@@ -344,24 +344,30 @@ def _finish_child(name: str, child: Subprocess) -> Step:
         step.status = BAD_INPUT
         step.failures = [f"BAD INPUT {name}: {step.headline}"]
     elif name == "conformance":
-        # the report's headline (`X diverges from the model of 'v' at call 2 of 2, f(0):`), not
-        # a progress line that says where the divergence was found
-        at = next((i for i, line in enumerate(lines) if " diverges from " in line), None)
-        if at is None:
-            at = next((i for i, line in enumerate(lines) if "diverge" in line.lower()), None)
-        first = lines[at].strip() if at is not None else last
-        if at is not None and first.endswith(":") and at + 1 < len(lines):
-            first += " " + lines[at + 1].strip()  # what differs, not a line that stops at its colon
-        step.headline = first
-        step.failures = [f"DIVERGES  {first}"]
-    elif _refused(lines):  # every test refused what it was given: one line, nothing was judged
+        step.headline = _divergence(lines, last)
+        step.failures = [f"DIVERGES  {step.headline}"]
+    elif refused := _refused(lines):  # every test refused what it was given: one line, nothing was judged
         step.status = BAD_INPUT
-        step.headline = _refused(lines)[0]
+        step.headline = refused[0]
         step.failures = [f"BAD INPUT {name}: {step.headline}"]
     else:
         step.failures = _test_failures(name, lines) or [f"TESTS     {name}: {last}"]
     step.detail = _narrowed(text)
     return step
+
+
+def _divergence(lines: list[str], last: str) -> str:
+    """conform's headline (`X diverges from the model of 'v' at call 2 of 2, f(0):` and what
+    differs, from the next line), not a progress line that says where the divergence was found."""
+    at = next((i for i, line in enumerate(lines) if " diverges from " in line), None)
+    if at is None:
+        at = next((i for i, line in enumerate(lines) if "diverge" in line.lower()), None)
+    if at is None:
+        return last
+    headline = lines[at].strip()
+    if headline.endswith(":") and at + 1 < len(lines):
+        headline += " " + lines[at + 1].strip()
+    return headline
 
 
 REFUSED = "Failed: ledgercheck: "
@@ -431,7 +437,7 @@ def _test_failures(name: str, lines: list[str]) -> list[str]:
 def _exit_code(steps: list[Step]) -> int:
     if any(s.status == FAILED for s in steps):
         return EXIT_MISMATCH
-    if any(s.status == BAD_INPUT for s in steps):  # conform refused the binding or the target
+    if any(s.status == BAD_INPUT for s in steps):  # a target or binding was refused: nothing judged
         return EXIT_BAD_INPUT
     if any(s.status == UNDECIDED for s in steps):
         return EXIT_UNKNOWN

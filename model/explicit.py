@@ -337,14 +337,7 @@ class Explorer:
                 continue
             for combo in itertools.product(range(shards), repeat=len(action.shard_params)):
                 self.instances.append((action, dict(zip(action.shard_params, combo, strict=True))))
-        self.int_params = sorted(
-            {
-                f"{a.name}.{p.name}"
-                for a, _ in self.instances
-                for p in a.value_params
-                if p.type.kind == "int" and (a.name, p.name) not in self.free_params
-            }
-        )
+        self.int_params = _sampled_params(env, self.reduction, relevant)
         self.step_props = [k for k, p in enumerate(self.props) if p.kind == PropertyKind.STEP]
         self.inv_props = [k for k, p in enumerate(self.props) if p.kind == PropertyKind.INVARIANT]
         self.counters = frozenset((None, g) for g in counter_globals(spec))
@@ -1125,23 +1118,55 @@ def _view_fields(spec: Spec, prop: Property) -> tuple[str, ...]:
     return tuple(prop.view or spec.observed_fields)
 
 
-def approximated_params(
-    spec: Spec, env: Environment, props: Sequence[Property], policy: Mapping[str, int]
-) -> list[str]:
-    """The int parameters of `env`'s actions that the properties' cone reads (`action.param`):
-    the explicit engine tries them with `INT_DOMAIN` only, an under-approximation, so over
-    them its search can find a violation (perhaps not the shortest) but never show that none
-    exists. Empty where every int parameter lies outside the cone (it only sets what no
-    property can see)."""
-    reduction = reduce_for(spec, env, props, policy)
-    relevant = relevant_actions(spec, env, reduction)
+def _sampled_params(env: Environment, reduction: Reduction | None, relevant: frozenset[str] | None) -> list[str]:
+    """The int parameters of `env`'s (relevant) actions that the cone reads (`action.param`),
+    every one without a reduction: the explicit engine tries them with `INT_DOMAIN` only, an
+    under-approximation, so over them its search can find a violation (perhaps not the
+    shortest) but never show that none exists."""
     return sorted(
         f"{a.name}.{p.name}"
         for a in env.actions
         if relevant is None or a.name in relevant
         for p in a.value_params
-        if p.type.kind == "int" and ("param", a.name, p.name) in reduction.cone
+        if p.type.kind == "int" and (reduction is None or ("param", a.name, p.name) in reduction.cone)
     )
+
+
+def approximated_params(
+    spec: Spec, env: Environment, props: Sequence[Property], policy: Mapping[str, int]
+) -> list[str]:
+    """`_sampled_params` of the reduced search for `props`: empty where every int parameter
+    lies outside the cone (it only sets what no property can see)."""
+    reduction = reduce_for(spec, env, props, policy)
+    return _sampled_params(env, reduction, relevant_actions(spec, env, reduction))
+
+
+def explicit_decides(
+    spec: Spec, env: Environment, props: Sequence[Property], shards: int, policy: Mapping[str, int]
+) -> bool:
+    """Whether the explicit engine's answer can stand for `props` (`check --engine auto`,
+    `prove`): one shard decides them for every fleet size, and no int parameter their cone
+    reads would be searched over a sample of its values. One reduction answers both."""
+    reduction = reduce_for(spec, env, props, policy)
+    if shards != 1 and not shards_independent(spec, env, props, reduction):
+        return False
+    return not _sampled_params(env, reduction, relevant_actions(spec, env, reduction))
+
+
+def sampled(int_params: Sequence[str], status: Status, note: str, name_them: bool = False) -> tuple[Status, str]:
+    """A search's verdict where it tried `int_params` over a sample of their values: no
+    violation found (a bound reached, or the states exhausted) says nothing of the other
+    values, so it is unknown, never a pass; a violation found stands. `name_them`: the note
+    names the parameters too (where nothing else in it does)."""
+    if not int_params or status not in (Status.HOLDS_TO_DEPTH, Status.PROVED):
+        return status, note
+    named = f"; int parameters ({', '.join(int_params)}) searched over a sample" if name_them else ""
+    return Status.UNKNOWN, f"{note}{named}; not established: {SAMPLED}"
+
+
+def is_sampled(result: Result) -> bool:
+    """A result `sampled` made unknown: no information for or against; the next engine decides."""
+    return result.status == Status.UNKNOWN and SAMPLED in result.note
 
 
 def _explorer(
@@ -1289,11 +1314,7 @@ def explicit_check_all(
                 )
                 if finite is not None and not finite.finite:
                     note += f"; {finite}"
-            if ex.int_params and status in (Status.HOLDS_TO_DEPTH, Status.PROVED):
-                # Over some values of the int parameters only: that none of them breaks the
-                # property says nothing of the others (`put(i, 5)`): unknown, never a pass.
-                status = Status.UNKNOWN
-                note += f"; not established: {SAMPLED}"
+            status, note = sampled(ex.int_params, status, note)
             result = Result(
                 variant=spec.variant,
                 property=prop.name,

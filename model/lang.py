@@ -500,29 +500,27 @@ def _refuse_unread_locals(tree: ast.Module, block: tuple[ir.Stmt, ...], scope: S
     It is almost always a field's name misspelt (`attempt = 0` for `attempts`), which would
     otherwise leave the field unchanged without a word, and a property that sees the field
     quietly checks a different machine."""
-    assigned = [n.name for n in ir.walk(block) if isinstance(n, ir.Assign) and n.kind == "local"]
-    read = {n.name for n in ir.walk(block) if isinstance(n, ir.LocalRef)}
-    unread = [name for name in dict.fromkeys(assigned) if name not in read and name not in given]
+    assigned: set[str] = set()
+    read: set[str] = set()
+    for node in ir.walk(block):
+        if isinstance(node, ir.Assign) and node.kind == "local":
+            assigned.add(node.name)
+        elif isinstance(node, ir.LocalRef):
+            read.add(node.name)
+    unread = assigned - read - given
     if not unread:
         return
-    name = min(unread, key=lambda n: _first_assignment(tree, n)[:2])
-    target = _first_assignment(tree, name)[2]
-    known = [*scope.fields, *scope.globals]
-    hint = did_you_mean(name, known) if did_you_mean(name, known) else " (a block's locals end with it)"
-    raise scope.fail(target, f"{name!r} is assigned but never read: it is a local, not a field{hint}")
-
-
-def _first_assignment(tree: ast.Module, name: str) -> tuple[int, int, ast.AST]:
-    """Where `name` is first assigned in the block (line, column, the target's node)."""
     targets = [
         target
         for node in ast.walk(tree)
         if isinstance(node, (ast.Assign, ast.AugAssign))
         for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
-        if isinstance(target, ast.Name) and target.id == name
+        if isinstance(target, ast.Name) and target.id in unread
     ]
-    first = min(targets, key=lambda t: (t.lineno, t.col_offset))
-    return first.lineno, first.col_offset, first
+    first = min(targets, key=lambda t: (t.lineno, t.col_offset))  # the first assignment of any of them
+    known = [*scope.fields, *scope.globals]
+    hint = did_you_mean(first.id, known) or " (a block's locals end with it)"
+    raise scope.fail(first, f"{first.id!r} is assigned but never read: it is a local, not a field{hint}")
 
 
 def _dedent(text: str) -> tuple[str, int, int]:

@@ -39,7 +39,7 @@ from typing import Any
 
 from ledgercheck.model import budget
 from ledgercheck.model.errors import UsageError
-from ledgercheck.model.explicit import SAMPLED, Explorer, Label
+from ledgercheck.model.explicit import Explorer, Label, is_sampled, sampled
 from ledgercheck.model.result import FOCUS, EncodingMismatch, Result, Status
 from ledgercheck.model.spec import Environment, Property, PropertyKind, Spec
 
@@ -81,7 +81,7 @@ def check_eventually(
     explicit = check_liveness(
         spec, environment, prop, shards=shards, policy=policy, timeout=timeout, max_states=CHECK_STATES
     )
-    if (explicit.status != Status.HOLDS_TO_DEPTH and not _sampled(explicit)) or policy is None:
+    if (explicit.status != Status.HOLDS_TO_DEPTH and not is_sampled(explicit)) or policy is None:
         return explicit
     from ledgercheck.model.wf1 import wf1_proof
 
@@ -106,7 +106,7 @@ def check_eventually(
         )
         explicit.seconds += spent
         spent = explicit.seconds
-        if explicit.status != Status.HOLDS_TO_DEPTH and not _sampled(explicit):
+        if explicit.status != Status.HOLDS_TO_DEPTH and not is_sampled(explicit):
             return explicit
     from ledgercheck.model.lasso import z3_lasso
 
@@ -114,16 +114,10 @@ def check_eventually(
     deeper = z3_lasso(spec, environment, prop, shards=shards, policy=policy, max_depth=depth, timeout=timeout)
     deeper.seconds += spent
     if deeper.status == Status.HOLDS_TO_DEPTH:
-        if deeper.depth < explicit.depth and not _sampled(explicit):
+        if deeper.depth < explicit.depth and not is_sampled(explicit):
             return explicit
         deeper.note += f"; the explicit search: {explicit.note}"
     return deeper
-
-
-def _sampled(result: Result) -> bool:
-    """An explicit search that found no lasso over a sample of an int parameter's values:
-    no information for or against; the next engine decides."""
-    return result.status == Status.UNKNOWN and SAMPLED in result.note
 
 
 @dataclass
@@ -199,12 +193,8 @@ def check_liveness(
         status = Status.HOLDS_TO_DEPTH
         depth = graph.depth[graph.expanded - 1] if graph.expanded else 0
         note = f"no fair lasso within depth {depth} ({states} states; the search stopped at its bound)"
-    if explorer.int_params and status in (Status.PROVED, Status.HOLDS_TO_DEPTH):
-        # Its int parameters (`explorer.int_params`) took a sample of their values: no lasso
-        # among those says nothing of the others. Never a pass; the Z3 engines decide.
-        status = Status.UNKNOWN
-        sampled = ", ".join(explorer.int_params)
-        note += f"; int parameters ({sampled}) searched over a sample; not established: {SAMPLED}"
+    # no lasso among a sample of its int parameters' values: the Z3 engines decide
+    status, note = sampled(explorer.int_params, status, note, name_them=True)
     return Result(
         variant=spec.variant,
         property=prop.name,

@@ -32,7 +32,6 @@ from ledgercheck.model.console import progress_for
 from ledgercheck.model.encoding import Encoding
 from ledgercheck.model.errors import UsageError
 from ledgercheck.model.figure import render_table, trace_figure
-from ledgercheck.model.reduction import one_shard_decides
 from ledgercheck.model.result import FOCUS, Result, Status
 from ledgercheck.model.spacer import lemma_violation, spacer_proof
 from ledgercheck.model.spec import Property, PropertyKind, Spec, load_spec
@@ -164,18 +163,6 @@ def _show(spec: Spec, vtype: Any, raw: Any) -> str:
     return str(value)
 
 
-def _explicit_decides(spec: Spec, environment: str, prop: Property, shards: int, policy: Mapping[str, int]) -> bool:
-    """`auto` asks the explicit engine first where one shard decides the property and no int
-    parameter the property's cone reads would be searched over a sample of its values only
-    (`explicit.approximated_params`: its refutation could then miss the shortest trace)."""
-    from ledgercheck.model.explicit import approximated_params
-
-    env = spec.environment(environment)
-    if shards != 1 and not one_shard_decides(spec, env, [prop], policy):
-        return False
-    return not approximated_params(spec, env, [prop], policy)
-
-
 def prove_property(
     spec: Spec,
     environment: str,
@@ -251,11 +238,12 @@ def _prove(
         )
     if not prop.applies_to(environment):
         return Result.not_applicable(spec, prop, environment, shards, policy)
-    explicit_first = engine == "auto" and policy is not None
-    explicit_first = explicit_first and _explicit_decides(spec, environment, prop, shards, policy or {})
-    if policy is not None and (engine == "explicit" or explicit_first):
-        from ledgercheck.model.explicit import explicit_check
+    from ledgercheck.model.explicit import explicit_check, explicit_decides
 
+    env = spec.environment(environment)
+    if policy is not None and (
+        engine == "explicit" or (engine == "auto" and explicit_decides(spec, env, [prop], shards, policy))
+    ):
         phase("explicit-state search")
         searched = explicit_check(
             spec,

@@ -341,14 +341,11 @@ def explicit_suits(
         return None
     if not prop.applies_to(environment):
         return "search"
-    from ledgercheck.model.reduction import finite_reduction, one_shard_decides
+    from ledgercheck.model.explicit import explicit_decides
+    from ledgercheck.model.reduction import finite_reduction
 
     env = spec.environment(environment)
-    if shards != 1 and not one_shard_decides(spec, env, [prop], policy):
-        return None
-    from ledgercheck.model.explicit import approximated_params
-
-    if approximated_params(spec, env, [prop], policy):  # its int values would be a sample: Z3's
+    if not explicit_decides(spec, env, [prop], shards, policy):
         return None
     if not prove or finite_reduction(spec, env, [prop], policy).finite:
         return "search"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ledgercheck.model.explicit import SAMPLED
+from ledgercheck.model.explicit import is_sampled
 
 
 def searched(result: Any) -> str:
@@ -12,6 +12,6 @@ def searched(result: Any) -> str:
     an int parameter's values and found nothing (an unreduced search reads every parameter,
     since no cone leaves one out) reads as `holds_to_depth`, what the search established over
     the values it tried, so it compares with a reduced search that needs no sample."""
-    if result.status == "unknown" and SAMPLED in result.note:
+    if is_sampled(result):
         return "holds_to_depth"
     return str(result.status)
