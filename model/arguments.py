@@ -77,12 +77,15 @@ def _example(event: Event, name: str) -> list[int]:
     return [value] if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else []
 
 
-def argument_domain(spec: Spec, event: Event, param: Param, cone: frozenset[Node]) -> ArgumentDomain:
+def argument_domain(
+    spec: Spec, event: Event, param: Param, cone: frozenset[Node], policy: Mapping[str, int] | None = None
+) -> ArgumentDomain:
     """What the search tries for `param`: both booleans, every member of an enum; for an int
     that decides a branch, 0, 1, the event's example and each constant it is compared or
     combined with and one either side (plus, per state, the fields it meets); one value for
-    anything no branch depends on; and `None` for an optional type, the default where it has one."""
-    use = argument_use(spec, event, param.name, spec.default_policy(), cone)
+    anything no branch depends on; and `None` for an optional type, the default where it has one.
+    Policy constants are read at `policy` (the spec's defaults where it is None)."""
+    use = argument_use(spec, event, param.name, {**spec.default_policy(), **(policy or {})}, cone)
     kind = param.type.kind
     variables: tuple[tuple[Key, int], ...] = ()
     gap = ""

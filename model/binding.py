@@ -37,14 +37,14 @@ Time comes from the spec's `[clock]`: its `drive` names the constructor paramete
 function to patch (`circuitbreaker.monotonic`), and the bound class hands the real class the
 clock that conformance and the generated tests move on every tick.
 
-Every expression is a *call path*: names, attribute access, calls with positional and
-keyword arguments, and constants; nothing else (no operators, no subscripts, no lambdas),
-checked when the spec loads and never compiled. A leading name is, in this order: an
-argument of the event (every one, defaults filled in), a policy constant, the instance index
-(an indexed binding's call paths and every read path: `index`, or the spec's own name for
-it, the `i` of `call = "lease(i)"`), one of the helpers `returning(value)` (a function that
-returns `value`) and `raising(Error)` (a function that raises `Error`, a built-in
-exception), or else an attribute of the instance the call is made on. A `construct` path,
+Every expression is a *call path*: names, attribute access, subscripts by one value
+(`slots[i]`, `table["x"]`), calls with positional and keyword arguments, and constants; nothing
+else (no operators, no slices, no lambdas), checked when the spec loads and never compiled.
+A leading name is, in this order: an argument of the event (every one, defaults filled in),
+a policy constant, the instance index (an indexed binding's call paths and every read path:
+`index`, or the spec's own name for it, the `i` of `call = "lease(i)"`), one of the helpers
+`returning(value)` (a function that returns `value`) and `raising(Error)` (a function that
+raises `Error`, a built-in exception), or else an attribute of the instance the call is made on. A `construct` path,
 evaluated before there is an instance, names only policy constants, the number of instances
 (`instances`, `shard_count`), the helpers and built-in exceptions.
 
@@ -355,7 +355,8 @@ class _Parser:
         if bad is not None:
             raise self.fail(
                 keys,
-                f"{text!r}: {bad} is not allowed in a call path (names, attributes, calls and constants only)",
+                f"{text!r}: {bad} is not allowed in a call path "
+                "(names, attributes, subscripts, calls and constants only)",
             )
         return CallPath(text, tree, self.source.lines.where(keys))
 
@@ -372,6 +373,10 @@ def _first_unsupported(node: ast.expr) -> str | None:
         return _first_unsupported(node.value)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant):
         return _first_unsupported(node.operand)
+    if isinstance(node, ast.Subscript):
+        if isinstance(node.slice, (ast.Slice, ast.Tuple)):
+            return "a slice" if isinstance(node.slice, ast.Slice) else "a subscript by a tuple"
+        return _first_unsupported(node.value) or _first_unsupported(node.slice)
     if isinstance(node, ast.Call):
         parts: list[ast.expr] = [node.func, *node.args, *(k.value for k in node.keywords)]
         if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
@@ -429,6 +434,8 @@ def _eval(node: ast.expr, receiver: Any, names: Mapping[str, Any]) -> Any:
         return getattr(receiver, node.id)
     if isinstance(node, ast.Attribute):
         return getattr(_eval(node.value, receiver, names), node.attr)
+    if isinstance(node, ast.Subscript):
+        return _eval(node.value, receiver, names)[_eval(node.slice, receiver, names)]
     if isinstance(node, ast.Call):
         function = _eval(node.func, receiver, names)
         args = [_eval(a, receiver, names) for a in node.args]
@@ -677,6 +684,15 @@ def _probe(node: ast.expr, receiver: Any, names: Mapping[str, Any], perform: boo
     if isinstance(node, ast.Attribute):
         base = _probe(node.value, receiver, names, True)
         return _UNKNOWN if base is _UNKNOWN else _attribute(base, node.attr, node)
+    if isinstance(node, ast.Subscript):
+        base = _probe(node.value, receiver, names, True)
+        key = _probe(node.slice, receiver, names, True)
+        if base is _UNKNOWN or key is _UNKNOWN:
+            return _UNKNOWN
+        try:  # a key the container lacks yet (a table filled on first use) is not the binding's mistake
+            return base[key]
+        except Exception:
+            return _UNKNOWN
     if isinstance(node, ast.Call):
         function = _probe(node.func, receiver, names, True)
         args = [_probe(a, receiver, names, True) for a in node.args]
@@ -714,6 +730,35 @@ def _unfollowed(path: CallPath, receiver: Any, names: Mapping[str, Any], perform
             f"{owner} has no attribute {missing.name!r}{did_you_mean(missing.name, candidates)}"
         ]
     return []
+
+
+def _has(obj: Any, name: str) -> bool:
+    """Whether `obj.name` can be read (a property that raises something else counts: the
+    comparison reports what it raises)."""
+    try:
+        getattr(obj, name)
+    except AttributeError:
+        return False
+    except Exception:  # noqa: BLE001 - the class's own error, reported where it is compared
+        return True
+    return True
+
+
+def _unbound_field(binding: Binding, name: str, obj: Any, target_name: str) -> str:
+    """A field `[implementation.fields]` does not bind, which the class lacks as an attribute
+    (what an unbound field is read as): a binding error, with how to bind it."""
+    where = f"{binding.construct_where}: " if binding.construct_where is not None else ""
+    how = (
+        f"; an indexed binding reads an unbound field off the one object for every instance: bind it with a "
+        f'read path that names the index (`{name} = "...(i).{name}"` under [implementation.fields])'
+        if binding.instances == "indexed"
+        else f" (bind it under [implementation.fields], or `{name} = {{ observe = false }}` to leave it unread)"
+    )
+    return (
+        f"{where}the implementation has no {name} (needed by field {name}, which [implementation.fields] does not "
+        f"bind, so it is read as the attribute {name!r}): {target_name} has no attribute {name!r}"
+        f"{did_you_mean(name, _public(obj))}{how}"
+    )
 
 
 def _check_construct(binding: Binding, target: Callable[..., Any]) -> None:
@@ -936,6 +981,9 @@ def bound_class(binding: Binding, spec: Spec, target: Callable[..., Any]) -> typ
                 for name, read in binding.fields.items():
                     if read.read is not None:
                         problems += _unfollowed(read.read, obj, self._read_names(0), True, f"field {name}")
+                for name in fields:
+                    if name not in binding.fields and not _has(obj, name):
+                        problems.append(_unbound_field(binding, name, obj, target_name))
                 for event in spec.events.values():
                     call = binding.events.get(event.name)
                     if call is None and not callable(getattr(obj, event.name, None)):

@@ -28,6 +28,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -74,9 +75,9 @@ class Subprocess:
     ended: list[float] = field(default_factory=list)
 
     @classmethod
-    def start(cls, argv: list[str], cwd: Path) -> Subprocess:
+    def start(cls, argv: list[str], cwd: Path, extra: Mapping[str, str] | None = None) -> Subprocess:
         output = tempfile.TemporaryFile()
-        env = dict(os.environ)
+        env = {**os.environ, **(extra or {})}
         env.pop("PYTEST_ADDOPTS", None)
         env.setdefault("NO_COLOR", "1")
         env["COLUMNS"] = "400"  # pytest cuts its short summary to the terminal width
@@ -176,15 +177,20 @@ def _start_children(
     target: str | None, conform_depth: int | None, spec_file: SpecFile, out_dir: Path
 ) -> list[tuple[str, Subprocess]]:
     """The generated tests (against the model; against --impl) and conformance, started now."""
+    from ledgercheck.model.conformance.implementation import IMPORT_ROOT, import_root
+
     children: list[tuple[str, Subprocess]] = []
     impl = _absolute_target(target) if target is not None else None
+    root = import_root(impl) if impl is not None else None
+    # One module for both children: the tests run from their folder, conform from here.
+    env = {IMPORT_ROOT: root} if root is not None else {}
     if out_dir.is_dir():
         pytest = [sys.executable, "-m", "pytest", "-q", "-rfE", "-p", "no:cacheprovider", "--no-header"]
         pytest.append(str(out_dir.resolve()))  # run from its parent: a relative --out would be read from there
         children.append(("tests vs model", Subprocess.start(pytest, out_dir.parent)))
         if impl is not None:
             children.append(
-                ("tests vs implementation", Subprocess.start([*pytest, "--ledger-impl", impl], out_dir.parent))
+                ("tests vs implementation", Subprocess.start([*pytest, "--ledger-impl", impl], out_dir.parent, env))
             )
     if impl is not None:
         conform = [
@@ -201,7 +207,7 @@ def _start_children(
         left = budget.active().remaining()
         if left is not None:  # conform stops within the command's budget, naming what it was doing
             conform += ["--time-budget", f"{max(left, 1.0):.1f}"]
-        children.append(("conformance", Subprocess.start(conform, Path.cwd())))
+        children.append(("conformance", Subprocess.start(conform, Path.cwd(), env)))
     return children
 
 

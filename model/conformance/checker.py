@@ -41,6 +41,7 @@ from ledgercheck.model.conformance.observation import (
     compare,
     exception_text,
 )
+from ledgercheck.model.conformance.values import IntValues
 from ledgercheck.model.errors import ImplementationEnded
 from ledgercheck.model.interpreter import LedgerModel
 from ledgercheck.model.lang import Param
@@ -63,6 +64,7 @@ class Conformance:
         self.traces = 0
         self.accepts_clock = impl.accepts_clock
         self.ticks = clock_ticks(spec, {**spec.default_policy(), **self.policy})
+        self.int_values = IntValues(spec, {**spec.default_policy(), **self.policy})
         # The ledger's log line per state change is part of its API; a class bound through
         # `[implementation]` (a library of its own) is compared on what the binding reads.
         self.compare_logs = spec.binding is None
@@ -325,13 +327,35 @@ class Conformance:
         unknown: list[LedgerCall] = []
         for shard in range(shards):
             for event in self.events.values():
-                combos = _combinations(
-                    [(p.name, enumeration_domain(self.spec, p, event, shard)) for p in event.signature.params]
-                )
+                combos = _combinations([(p.name, self._domain(event, p, shard)) for p in event.signature.params])
                 calls += [LedgerCall(event.name, shard, combo) for combo in combos]
                 if shard == 0:
                     unknown.append(LedgerCall(event.name, shards, combos[0]))
         return calls + unknown + list(self.ticks)
+
+    def _domain(self, event: Event, param: Param, shard: int) -> list[Any]:
+        return enumeration_domain(self.spec, param, event, shard, self.int_values.fixed(event.name, param.name))
+
+    def calls_in_state(self, store: Mapping[Any, Any], shards: int, static: set[LedgerCall]) -> list[LedgerCall]:
+        """The calls of one enumeration step that only this state gives reason to make: an
+        int argument compared with a field passed that field's value (and one either side),
+        in every combination with the other arguments' values, less those in `static`."""
+        calls: list[LedgerCall] = []
+        for event in self.events.values():
+            if not self.int_values.depends_on_state(event.name):
+                continue
+            for shard in range(shards):
+                domains = []
+                for p in event.signature.params:
+                    values = self._domain(event, p, shard)
+                    met = self.int_values.at(event.name, p.name, store, shard)
+                    domains.append((p.name, [*values, *(v for v in met if v not in values)]))
+                calls += [
+                    call
+                    for combo in _combinations(domains)
+                    if (call := LedgerCall(event.name, shard, combo)) not in static
+                ]
+        return calls
 
     def enumerate(
         self,
@@ -426,9 +450,12 @@ def _combinations(domains: list[tuple[str, list[Any]]]) -> list[tuple[tuple[str,
     return combos
 
 
-def enumeration_domain(spec: Spec, param: Param, event: Event, shard: int) -> list[Any]:
-    """Small argument domains: bools both ways, ints 0..2, text None or a fresh address,
-    enums every member, opaque arguments the spec's example."""
+def enumeration_domain(
+    spec: Spec, param: Param, event: Event, shard: int, spec_values: tuple[int, ...] = ()
+) -> list[Any]:
+    """Small argument domains: bools both ways, ints 0..2 and `spec_values` (those the spec
+    gives reason to try: `values.IntValues`), text None or a fresh address, enums every
+    member, opaque arguments the spec's example."""
     ptype = param.type
     values: list[Any]
     if ptype.kind == "any":
@@ -436,7 +463,7 @@ def enumeration_domain(spec: Spec, param: Param, event: Event, shard: int) -> li
     if ptype.kind == "bool":
         values = [False, True]
     elif ptype.kind in ("int", "shard"):
-        values = list(INT_DOMAIN)
+        values = sorted({*INT_DOMAIN, *spec_values})
     elif ptype.kind == "str":
         values = [f"http://shard-{shard}.new"]
     elif ptype.kind == "enum" and ptype.enum is not None and ptype.enum in spec.enums:

@@ -130,7 +130,7 @@ def report(checker: Conformance, divergence: Divergence, variant: str, width: in
     found = divergence.found_by or script.source
     if divergence.original_calls and divergence.original_calls != len(script.calls):
         found += f"; shrunk from {divergence.original_calls} to {len(script.calls)} calls"
-    lines.append(f"  (found by {found}; {_plural(script.shards, 'shard')})")
+    lines.append(f"  (found by {found}; {plural(script.shards, 'shard')})")
     if script.calls:
         lines.append(
             "  every call is one the callers' contracts allow"
@@ -199,7 +199,8 @@ def _bound_reproducer(checker: Conformance, script: Script, built: Any) -> list[
     return lines
 
 
-def _plural(count: int, word: str) -> str:
+def plural(count: int, word: str) -> str:
+    """`1 shard`, `2 shards`."""
     return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ledgercheck.model import budget, ir
 from ledgercheck.model.conformance.calls import RAISED_BY_CALLS, LedgerCall, Script, Tick, invoke
-from ledgercheck.model.conformance.divergence import Divergence
+from ledgercheck.model.conformance.divergence import Divergence, plural
 from ledgercheck.model.conformance.implementation import ManualClock
 from ledgercheck.model.conformance.observation import Observation, Outcome, compare
 from ledgercheck.model.errors import ImplementationEnded, ProcessDied
@@ -90,6 +90,10 @@ class Enumerator:
         choices = conformance.calls_at(shards)
         self.choices = [c for c in choices if 0 <= c.shard < shards] if contract else choices
         self.model = conformance.new_model(shards)
+        self.reads = conformance.int_values.reads(shards)
+        self.static = set(self.choices) if self.reads else set()
+        self.in_state: dict[tuple[Any, ...], list[Call]] = {}
+        """The calls of a step per values of `reads`: the fixed ones, then the state's own."""
         self.keys = StateKeys(conformance.spec, shards, merge == "full")
         self.observed: dict[tuple[Any, ...], Observation] = {}
         self.sink = io.StringIO()
@@ -208,7 +212,7 @@ class Enumerator:
             # moves its clock: it is built afresh after one.
             ledger: Any = None
             ledger_clock: ManualClock | None = None
-            for call in self.choices:
+            for call in self._choices(state):
                 model.restore(state)
                 model.log_lines.clear()
                 model.notifications.clear()
@@ -218,7 +222,8 @@ class Enumerator:
                 conformance.traces += 1
                 if conformance.watching is not None:  # a watched run: told before the implementation runs it
                     label = conformance.calls_label((*prefix, call))
-                    conformance.watching(f"the calls {label} (the enumeration at {shards} shards, depth {level})")
+                    at = f"the enumeration at {plural(shards, 'shard')}, depth {level}"
+                    conformance.watching(f"the calls {label} ({at})")
                 if ledger is None or ledger_clock is None:
                     ledger_clock = ManualClock()
                     ledger = self._replayed(prefix, ledger_clock)
@@ -237,7 +242,7 @@ class Enumerator:
                 differences = compare(self._observation(), impl_obs, model_out, impl_out, error)
                 if differences:
                     calls = (*prefix, call)
-                    script = Script(f"enumeration ({shards} shards, depth {level})", shards, calls)
+                    script = Script(f"enumeration ({plural(shards, 'shard')}, depth {level})", shards, calls)
                     # A pass over any call may still find a trace every call of which the
                     # contracts allow (a spec with no `requires`): it says so, as a run does.
                     within = self.contract or conformance.within_contracts(script)
@@ -251,6 +256,18 @@ class Enumerator:
                 if key not in seen:
                     seen.add(key)
                     found.children.append((key, ((*prefix, call), model.save() if keep else None)))
+        return found
+
+    def _choices(self, state: Mapping[Any, Any]) -> list[Call]:
+        """The calls of a step from `state`: the fixed ones, and those an int argument compared
+        with a field or fleet value gets from its value here (`values.IntValues`)."""
+        if not self.reads:
+            return self.choices
+        key = tuple(state[k] for k in self.reads)
+        found = self.in_state.get(key)
+        if found is None:
+            extra = self.conformance.calls_in_state(state, self.shards, self.static)
+            found = self.in_state[key] = [*self.choices, *extra]
         return found
 
     def _observation(self) -> Observation:

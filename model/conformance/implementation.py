@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.machinery
 import importlib.util
 import inspect
 import io
@@ -155,13 +156,40 @@ def _is_file(location: str) -> bool:
     return location.endswith(".py") or "/" in location or "\\" in location
 
 
+IMPORT_ROOT = "LEDGERCHECK_IMPORT_ROOT"
+"""An environment variable: the directory a `module:Class` target's module is imported from
+first. `ledgercheck ci` sets it for its children (the generated tests run from the tests'
+folder, conformance from the working directory), so that both load the module the command
+found, not two different ones, or one that only one of them can see."""
+
+
+def import_root(target: str) -> str | None:
+    """The directory `module:Class`'s top-level module is found in, searched as `load_target`
+    searches (the import path, then the working directory), without importing it; None for a
+    file target or a module not found on a path (a builtin, or none at all)."""
+    location, sep, _ = target.rpartition(":")
+    if not sep or _is_file(location):
+        return None
+    top = location.partition(".")[0]
+    entries = [os.path.abspath(entry or os.curdir) for entry in sys.path if isinstance(entry, str)]
+    for entry in [*entries, os.getcwd()]:
+        found = importlib.machinery.PathFinder.find_spec(top, [entry])
+        if found is not None:
+            return entry
+    return None
+
+
 def load_implementation(target: str, spec: Spec, option: str = "--ledger-impl") -> Implementation:
-    """`module:Class` or `path/to/file.py:Class`; imports only what the user names. The
-    policy class is the module's class named as the spec's (`FleetHealthPolicy`), if any."""
+    """`module:Class` or `path/to/file.py:Class`; imports only what the user names (a module
+    from `$LEDGERCHECK_IMPORT_ROOT` first, where that is set). The policy class is the
+    module's class named as the spec's (`FleetHealthPolicy`), if any."""
     location, class_name = split_target(target, option)
     if _is_file(location):
         module = _load_file(Path(location))
     else:
+        root = os.environ.get(IMPORT_ROOT)
+        if root and root not in sys.path:
+            sys.path.insert(0, root)
         try:
             module = importlib.import_module(location)
         except Exception as exc:

@@ -22,7 +22,7 @@ from ledgercheck.model.conformance.defaults import (
     DEFAULT_RANDOM,
     ENUMERATION_SHARDS,
 )
-from ledgercheck.model.conformance.divergence import Divergence
+from ledgercheck.model.conformance.divergence import Divergence, plural
 from ledgercheck.model.conformance.enumeration import Enumeration
 from ledgercheck.model.conformance.sources import (
     counterexample_scripts,
@@ -224,17 +224,17 @@ def check(
         for what, result in (enumerated or _enumerate(conformance, job, progress)).passes:
             if result.divergence is not None:
                 say(
-                    f"  enumeration      {job.shards} shards, {what}: divergence at depth {result.depth + 1} "
-                    f"({result.sequences} call sequences)"
+                    f"  enumeration      {plural(job.shards, 'shard')}, {what}: divergence at depth {result.depth + 1} "
+                    f"({plural(result.sequences, 'call sequence')})"
                 )
-                result.divergence.found_by = f"enumeration of every sequence of {what} at {job.shards} shards"
+                result.divergence.found_by = f"enumeration of every sequence of {what} at {plural(job.shards, 'shard')}"
                 summary.divergence = conformance.shrink(result.divergence)
                 return summary
             note = ", every reachable state seen" if result.exhausted else ""
             if result.stopped is not None:
                 note = f"; stopped at depth {result.depth + 1}"
             say(
-                f"  enumeration      {job.shards} shards, {what}, depth {result.depth}: "
+                f"  enumeration      {plural(job.shards, 'shard')}, {what}, depth {result.depth}: "
                 f"{result.sequences} call sequences, {result.states} distinct states{note} ({result.seconds:.1f} s)"
             )
             if result.stopped is not None:  # whatever this process's own budget says: never a pass
@@ -253,8 +253,8 @@ def check(
             summary.divergence = found
             return summary
         say(
-            f"  random           {other_shards} shards: {random_calls} calls in {len(scripts)} traces, seed {seed} "
-            f"({time.monotonic() - start:.1f} s)"
+            f"  random           {plural(other_shards, 'shard')}: {random_calls} calls in {len(scripts)} traces, "
+            f"seed {seed} ({time.monotonic() - start:.1f} s)"
         )
     if counterexamples:
         start = time.monotonic()

@@ -18,6 +18,7 @@ from ledgercheck.model import ir
 from ledgercheck.model.conformance.calls import LedgerCall, Opaque, Script, Tick, clock_ticks, invoke, opaque_value
 from ledgercheck.model.conformance.defaults import COUNTEREXAMPLE_DEPTH, COUNTEREXAMPLE_TRACES
 from ledgercheck.model.conformance.implementation import model_implementation
+from ledgercheck.model.conformance.values import IntValues
 from ledgercheck.model.interpreter import LedgerModel
 from ledgercheck.model.result import Result
 from ledgercheck.model.spec import Event, Spec, SpecFile, reference_variant
@@ -48,6 +49,7 @@ def random_scripts(
         for e in events
     ]
     enums = {name: decl.members for name, decl in spec.enums.items()}
+    ints = IntValues(spec, {**spec.default_policy(), **policy})
     scripts = []
     number = 0
     while total > 0:
@@ -63,7 +65,7 @@ def random_scripts(
                 model.advance_time(tick.units)
                 calls.append(tick)
                 continue
-            call = _random_call(rng, model, events, weights, shards, fresh, enums)
+            call = _random_call(rng, model, events, weights, shards, fresh, enums, ints)
             calls.append(call)
             with contextlib.suppress(Exception):  # KeyError, or an error the event declares: compared later
                 invoke(model, call, spec.events[call.event])
@@ -73,11 +75,17 @@ def random_scripts(
 
 
 def _random_args(
-    rng: random.Random, event: Event, shard: int, fresh: Iterator[int], enums: Mapping[str, tuple[str, ...]]
+    rng: random.Random,
+    event: Event,
+    shard: int,
+    fresh: Iterator[int],
+    enums: Mapping[str, tuple[str, ...]],
+    spec_ints: Callable[[str], tuple[int, ...]] = lambda name: (),
 ) -> tuple[tuple[str, Any], ...]:
-    """One call's arguments: an int (or shard) from 0..9, a bool either way, a member of an
-    enum, a fresh address for text, an example for an opaque argument, None three times in ten
-    where the type allows it."""
+    """One call's arguments: an int (or shard) from 0..9, or half the time, for an int the
+    spec gives values to try (`spec_ints`: `values.IntValues` in the model's state), one of
+    those; a bool either way, a member of an enum, a fresh address for text, an example for an
+    opaque argument, None three times in ten where the type allows it."""
     args = []
     for param in event.signature.params:
         ptype = param.type
@@ -89,7 +97,8 @@ def _random_args(
         elif ptype.kind == "bool":
             value = rng.random() < 0.5
         elif ptype.kind in ("int", "shard"):
-            value = rng.randrange(10)
+            values = spec_ints(param.name) if ptype.kind == "int" else ()
+            value = rng.choice(values) if values and rng.random() < 0.5 else rng.randrange(10)
         elif ptype.kind == "str":
             value = f"http://shard-{shard}.restart-{next(fresh)}"
         elif ptype.kind == "enum" and ptype.enum in enums:  # (it got its default: None, for most)
@@ -108,6 +117,7 @@ def _random_call(
     shards: int,
     fresh: Iterator[int],
     enums: Mapping[str, tuple[str, ...]],
+    ints: IntValues,
 ) -> LedgerCall:
     if rng.random() < 0.02:
         event = rng.choices(events, weights)[0]
@@ -117,7 +127,8 @@ def _random_call(
     for _ in range(50):
         event = rng.choices(events, weights)[0]
         shard = rng.randrange(shards)
-        call = LedgerCall(event.name, shard, _random_args(rng, event, shard, fresh, enums))
+        spec_ints = functools.partial(ints.at, event.name, store=model.variables(), shard=shard)
+        call = LedgerCall(event.name, shard, _random_args(rng, event, shard, fresh, enums, spec_ints))
         if not contract or model.contract_allows(event.name, shard, dict(call.args)):
             return call
     assert call is not None
