@@ -68,6 +68,8 @@ class Scope:
     readable_kinds: frozenset[str] = frozenset({"ledger"})
     self_shard: bool = True
     args: Mapping[str, Type] | None = None
+    # What `args` belongs to, in the message for an argument it lacks.
+    args_owner: str = "the event has no argument"
     params: Mapping[str, Type] = field(default_factory=dict)
     shard_vars: frozenset[str] = frozenset()
     snapshots: frozenset[str] = frozenset()
@@ -369,7 +371,7 @@ def _attribute(node: ast.Attribute, scope: Scope) -> ir.Expr:
     _check_identifier(node.value, base, scope)
     if base == "args" and scope.args is not None:
         if attr not in scope.args:
-            raise scope.fail(node, f"the event has no argument {attr!r}{did_you_mean(attr, scope.args)}")
+            raise scope.fail(node, f"{scope.args_owner} {attr!r}{did_you_mean(attr, scope.args)}")
         return ir.ArgRef(attr, scope.args[attr])
     if base in scope.snapshots:
         return _shard_field(node, "self", base, scope)
@@ -378,9 +380,9 @@ def _attribute(node: ast.Attribute, scope: Scope) -> ir.Expr:
     if base == "args":
         raise scope.fail(
             node,
-            "the call's arguments (args.x) are read only in an event's own blocks and guards; to "
-            f"state something about {attr!r} here, keep it in a history field (`last_{attr} = args.{attr}` "
-            "in the event's history block) and read that",
+            "the call's arguments (args.x) are read only in an event's own blocks and guards and in a "
+            f"step property (of the call); to state something about {attr!r} here, keep it in a history "
+            f"field (`last_{attr} = args.{attr}` in the event's history block) and read that",
         )
     allowed = ["args"] if scope.args is not None else []
     allowed += sorted(scope.snapshots) + sorted(scope.shard_vars)

@@ -405,17 +405,18 @@ class Machine(Generic[V]):
             outcome["result"] = record.result
         snaps = {"before": record.before, "after": record.after}
         frame = Frame(record.shard, {}, record.args, outcome, snaps, record.emitted)
-        holds = self.eval(prop_check, frame, store)
-        parts = [record.pc, b.not_(holds)]
-        if prop_when is not None:
-            parts.insert(1, self.eval(prop_when, frame, store))
-        return b.and_(parts)
+        applies = self.eval(prop_when, frame, store) if prop_when is not None else b.const(True, ir.BOOL)
+        if b.decide(applies) is False:  # what the assert reads may be outside the cone the `when` left
+            return b.const(False, ir.BOOL)
+        return b.and_([record.pc, applies, b.not_(self.eval(prop_check, frame, store))])
 
     def invariant(self, when: ir.Expr | None, check: ir.Expr, shard: int | None, store: Mapping[Key, V]) -> V:
         """Whether an invariant holds of one shard (or of the fleet, shard None)."""
         b = self.backend
         frame: Frame[V] = Frame(shard)
-        holds = self.eval(check, frame, store)
         if when is None:
-            return holds
-        return b.or_([b.not_(self.eval(when, frame, store)), holds])
+            return self.eval(check, frame, store)
+        applies = self.eval(when, frame, store)
+        if b.decide(applies) is False:  # what `check` reads may be outside the cone the `when` left
+            return b.const(True, ir.BOOL)
+        return b.or_([b.not_(applies), self.eval(check, frame, store)])

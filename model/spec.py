@@ -1586,6 +1586,12 @@ class _Builder:
                     readable_kinds=all_fields, snapshots=frozenset({"before", "after"}), self_shard=False
                 )
                 overrides["locals"] = self._outcome_locals(on)
+                overrides["args"] = self._common_args(on)
+                overrides["args_owner"] = (
+                    f"the event {on[0]} has no argument"
+                    if len(on) == 1
+                    else f"the events {', '.join(on)} do not all take, with one type, an argument"
+                )
                 overrides["emitted"] = frozenset(self.notifications)
             elif fleet:
                 overrides = dict(readable_kinds=all_fields, self_shard=False, aggregates=True)
@@ -1647,6 +1653,13 @@ class _Builder:
             )
         self._check_expectations(gaps, named, variants)
         return properties
+
+    def _common_args(self, on: tuple[str, ...]) -> dict[str, Type]:
+        """The arguments a step property may read as `args.x`: those every event in `on` takes,
+        with one type (`on = ["take", "put"]`, both with `n: int`, read `args.n`)."""
+        signatures = [{p.name: p.type for p in self.events[e].signature.params} for e in on]
+        first, *rest = signatures
+        return {name: t for name, t in first.items() if all(other.get(name) == t for other in rest)}
 
     def _outcome_locals(self, on: tuple[str, ...]) -> dict[str, Type]:
         """What a step property may say of the call's outcome: `raised` (it raised one of its

@@ -230,7 +230,8 @@ def print_results(
         spec = spec_file.variant(result.variant)
         prop = spec.properties[result.property]
         print()
-        heading = f"== {result.variant} / {result.property} ({result.environment}, {result.shards} shards)"
+        shards = f"{result.shards} shard{'' if result.shards == 1 else 's'}"
+        heading = f"== {result.variant} / {result.property} ({result.environment}, {shards})"
         if result.matches is False:
             heading += f"  MISMATCH: the spec expects {result.expected}"
         print(heading)

@@ -20,6 +20,7 @@ Every test has a fixed example budget and `derandomize=True`: the same examples 
 from __future__ import annotations
 
 import itertools
+import os
 import random
 import re
 from collections.abc import Callable, Iterator, Mapping
@@ -42,7 +43,7 @@ from ledgercheck.model.errors import SpecError
 from ledgercheck.model.explicit import explicit_check
 from ledgercheck.model.interpreter import initial_store
 from ledgercheck.model.semantics import ConcreteBackend, Key, Machine
-from ledgercheck.model.spec import Action, Environment, Property, Spec, load_spec_text
+from ledgercheck.model.spec import Action, Environment, Property, PropertyKind, Spec, load_spec_text
 from ledgercheck.model.trace import Simulation, base_url
 
 NAME = "x.toml"
@@ -55,7 +56,7 @@ BASES = {"fleet": FLEET, "breaker": BREAKER, "timed": TIMED}
 
 def budget(examples: int) -> Any:
     return settings(
-        max_examples=examples,
+        max_examples=int(os.environ.get("LEDGERCHECK_FUZZ_EXAMPLES", examples)),
         deadline=None,
         derandomize=True,
         database=None,
@@ -629,8 +630,10 @@ def valid_specs(draw: Draw) -> str:
         out += ["", "[globals]", 'g = { type = "int", initial = 0 }', "", "[on_state_change]"]
         hook = Grammar(draw, members, {"old": "enum", "new": "enum", "g": "int"})
         out.append("body = " + _toml("\n".join(hook.block({"g": "int"}, 1))))
+    flagged: list[bool] = []
     for n in range(draw(st.integers(2, 4))):
         flag = draw(st.booleans())
+        flagged.append(flag)
         names = dict(ledger) | ({"args.flag": "bool"} if flag else {})
         grammar = Grammar(draw, members, names)
         out += ["", f"[events.e{n}]", f'call = "e{n}(i{", flag: bool" if flag else ""})"']
@@ -651,6 +654,18 @@ def valid_specs(draw: Draw) -> str:
     out += ["", "[environments.ledger]", "any_call = true"]
     readable = ledger | history | ({"g": "int"} if fleet_value else {})
     for n in range(draw(st.integers(1, 2))):
+        if draw(st.integers(0, 3)) == 0:  # a step property: the called shard around the call, its arguments
+            on = draw(st.lists(st.integers(0, len(flagged) - 1), min_size=1, max_size=2, unique=True))
+            names = {f"{snap}.{k}": v for snap in ("before", "after") for k, v in ledger.items()}
+            if all(flagged[e] for e in on):
+                names["args.flag"] = "bool"
+            grammar = Grammar(draw, members, names)
+            out += ["", f"[properties.p{n}]", 'kind = "step"', f"on = {[f'e{e}' for e in on]!r}".replace("'", '"')]
+            out.append(f'expect = {{ base = "{draw(st.sampled_from(["holds", "violated"]))}" }}')
+            if draw(st.booleans()):
+                out.append("when = " + _toml(grammar.expr("bool", 1)))
+            out.append("assert = " + _toml(grammar.expr("bool", 3)))
+            continue
         out += ["", f"[properties.p{n}]", 'kind = "invariant"']
         # Whether it holds is for the engines to find: the expectation only has to be stated.
         verdict = draw(st.sampled_from(["holds", "violated"]))
@@ -776,6 +791,8 @@ def brute_force_depth(spec: Spec, env: Environment, prop: Property, shards: int,
     start = initial_store(spec, shards, [base_url(i) for i in range(shards)], env.vars)
 
     def broken(store: Mapping[Key, Any]) -> bool:
+        if prop.kind == PropertyKind.STEP:  # a state breaks no step property: a call does
+            return False
         if prop.fleet:
             return not machine.invariant(prop.when, prop.check, None, store)
         return any(not machine.invariant(prop.when, prop.check, s, store) for s in range(shards))
@@ -794,6 +811,12 @@ def brute_force_depth(spec: Spec, env: Environment, prop: Property, shards: int,
                 effects = machine.run_action(action, binding, values, store)
                 if not all(call.contract_ok for call in effects.calls):
                     continue
+                if prop.kind == PropertyKind.STEP and any(
+                    machine.step_violations(prop.when, prop.check, call, dict(state))
+                    for call in effects.calls
+                    if call.event in prop.on
+                ):
+                    return depth + 1
                 frozen = _freeze(store)
                 if frozen not in seen:
                     seen.add(frozen)
@@ -815,7 +838,8 @@ def test_b_the_checker_agrees_with_brute_force(text: str) -> None:
                 spec, "ledger", prop, shards=shards, policy=policy, max_depth=MAX_DEPTH, max_traces=1, lax=False
             )
             got = result.depth if result.status == "violated" else None
-            event(f"{'fleet' if prop.fleet else 'shard'} property, {shards} shard(s): depth {expected}")
+            kind = "step" if prop.kind == PropertyKind.STEP else "fleet" if prop.fleet else "shard"
+            event(f"{kind} property, {shards} shard(s): depth {expected}")
             assert result.status in ("violated", "holds_to_depth"), result.status
             assert got == expected, (
                 f"{prop.name} at {shards} shard(s): the checker says {result.status} at depth {result.depth}, "
@@ -944,3 +968,97 @@ def test_gen_reports_an_unwritable_output_directory(tmp_path: Path, monkeypatch:
     monkeypatch.setattr(Path, "mkdir", refuse)
     with pytest.raises(GenerationError):
         write_tests(tmp_path / "generated", {"test_x.py": "# generated by ledgercheck\n"})
+
+
+NEVER_APPLIES = """\
+[spec]
+name = "generated"
+state_field = "state"
+default_shards = 2
+
+[enums.S]
+members = ["M0", "M1"]
+
+[sets]
+SET = ["M0"]
+
+[policy]
+limit = { default = 0, min = 0, max = 5 }
+
+[fields]
+state = { type = "S", initial = "M0" }
+f1 = { type = "int", initial = 0 }
+f2 = { type = "bool", initial = false }
+f3 = { type = "bool", initial = false }
+
+[history.fields]
+h = { type = "int", initial = 0 }
+
+[events.e0]
+call = "e0(i)"
+requires = '''
+f2
+'''
+body = '''
+f1 = f1
+'''
+raises = [{ when = 'f2', error = 'E0' }]
+
+[events.e1]
+call = "e1(i)"
+requires = '''
+(f1 < f1)
+'''
+body = '''
+f1 = f1 + 1
+'''
+raises = [{ when = 'f3', error = 'E1' }]
+
+[events.e2]
+call = "e2(i)"
+body = '''
+if f2:
+    if f2:
+        f2 = not f2
+'''
+raises = [{ when = 'f2', error = 'E2' }]
+
+[events.e3]
+call = "e3(i)"
+requires = '''
+f2
+'''
+body = '''
+if f2:
+    if f2:
+        f1 = f1 + 1
+'''
+raises = [{ when = 'f2', error = 'E3' }]
+
+[environments.ledger]
+any_call = true
+
+[properties.p1]
+kind = "invariant"
+expect = { base = "holds" }
+when = '''
+False
+'''
+assert = '''
+h <= 0
+'''
+"""
+
+
+def test_a_property_whose_when_never_holds_is_checked_not_crashed() -> None:
+    """Found by the fuzz: an invariant whose `when` folds to False has an empty cone, and the
+    checker then read its assert's history field off the sliced state (KeyError). It holds,
+    trivially, as brute force says."""
+    spec = _load_valid(NEVER_APPLIES)
+    prop = spec.properties["p1"]
+    for shards in (1, 2):
+        result = bmc.check_property(
+            spec, "ledger", prop, shards=shards, policy=spec.default_policy(), max_depth=3, max_traces=1, lax=False
+        )
+        assert result.status == "holds_to_depth", result.note
+        assert brute_force_depth(spec, spec.environment("ledger"), prop, shards, spec.default_policy()) is None

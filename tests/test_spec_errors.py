@@ -200,11 +200,21 @@ BAD: dict[str, Bad] = {
         "restart_attempts",
         ("event report_success: history", "ledger field 'restart_attempts' cannot be assigned"),
     ),
-    "argument-in-a-step-property": Bad(
+    "argument-in-an-invariant": Bad(
+        'assert = "verdict_reads <= 1"',
+        'assert = "args.weight_version <= 1"',
+        "args.weight_version",
+        (
+            "read only in an event's own blocks and guards and in a step property",
+            "keep it in a history field",
+            "last_weight_version = args.weight_version",
+        ),
+    ),
+    "argument-not-every-step-event-takes": Bad(
         'when = "before.state != DEAD and after.state == DEAD and after.incarnation > 0"',
-        'when = "before.state != DEAD and after.state == DEAD and args.error is None"',
-        "args.error",
-        ("read only in an event's own blocks and guards", "keep it in a history field", "last_error = args.error"),
+        'when = "before.state != DEAD and after.state == DEAD and args.ok"',
+        "args.ok",
+        ("the events report_failure, record_probe do not all take, with one type, an argument 'ok'",),
     ),
     "misspelt-field-assigned": Bad(
         RETIRE_BODY,
