@@ -151,6 +151,11 @@ def focus_events(step: Step, shard: int) -> str:
     return ", ".join(names) if names else "-"
 
 
+def _reads_outcome(prop: Property) -> bool:
+    """Whether a step property reads its call's outcome (`raised`, `result`)."""
+    return any(isinstance(n, ir.LocalRef) and n.name in ("raised", "result") for n in ir.walk([prop.when, prop.check]))
+
+
 def focus_of(trace: Trace, shard: int | None = None) -> int:
     if shard is not None:
         return shard
@@ -180,6 +185,13 @@ def figure_of(
         at = breaking.step if breaking is not None else None  # `emitted` is about the breaking call alone
         announced = tuple(Cell(text, "", reads_emitted and index == at) for index, text in enumerate(texts))
         calls.append(Row("announced", announced, "calls", reads_emitted))
+    outcomes = ["; ".join(c.outcome for c in s.calls if c.shard == shard and c.outcome) for s in steps[1:]]
+    if any(outcomes):  # what the calls gave their callers: a property may read it (`raised`, `result`)
+        reads_outcome = prop is not None and _reads_outcome(prop)
+        at = breaking.step if breaking is not None else None
+        texts = ["-", *(text or "-" for text in outcomes)]
+        given = tuple(Cell(text, "", reads_outcome and index == at) for index, text in enumerate(texts))
+        calls.append(Row("outcome", given, "calls", reads_outcome))
     incarnation = [s.after["history"]["shards"][shard].get("incarnation") for s in steps]
     fresh = _fresh_values(spec)
     fields: list[Row] = []

@@ -127,6 +127,9 @@ class CallRecord(Generic[V]):
     # whether it announced it (the disjunction of its emits' path conditions).
     emits: tuple[Emission[V], ...] = ()
     emitted: Mapping[str, V] = field(default_factory=dict)
+    raising: tuple[V, ...] = ()
+    """Per `raises` entry of the event, in order, its condition as the call began (the first
+    that holds names the error raised: what a trace shows)."""
 
 
 @dataclass
@@ -352,7 +355,8 @@ class Machine(Generic[V]):
             self.eval(event.ignore_when, frame, store) if event.ignore_when is not None else b.const(False, ir.BOOL)
         )
         contract = self.eval(event.requires, frame, store) if event.requires is not None else self.true
-        raised = self.raised(event, frame, store)
+        raising = tuple(self.eval(r.when, frame, store) for r in event.raises)
+        raised = b.or_(list(raising)) if raising else b.const(False, ir.BOOL)
         first_emit = len(effects.emits)
 
         def run(s: dict[Key, V], f: Frame[V], p: V) -> None:
@@ -370,15 +374,21 @@ class Machine(Generic[V]):
             emitted[name] = b.or_(sites) if sites else b.const(False, ir.BOOL)
         effects.calls.append(
             CallRecord(
-                event.name, shard, full_args, pc, ignored, contract, before, after, raised, result, emits, emitted
+                event.name,
+                shard,
+                full_args,
+                pc,
+                ignored,
+                contract,
+                before,
+                after,
+                raised,
+                result,
+                emits,
+                emitted,
+                raising,
             )
         )
-
-    def raised(self, event: Event, frame: Frame[V], store: Mapping[Key, V]) -> V:
-        """Whether a call raises, as it begins: one of its `raises` conditions holds."""
-        if not event.raises:
-            return self.backend.const(False, ir.BOOL)
-        return self.backend.or_([self.eval(r.when, frame, store) for r in event.raises])
 
     def enabled(self, action: Action, shards: Mapping[str, int], values: Mapping[str, V], store: Mapping[Key, V]) -> V:
         frame = Frame(None, dict(shards), values)

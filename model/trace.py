@@ -18,7 +18,7 @@ from ledgercheck.model import ir
 from ledgercheck.model.errors import UsageError, did_you_mean
 from ledgercheck.model.interpreter import initial_store, negative_argument
 from ledgercheck.model.lang import Param
-from ledgercheck.model.semantics import ConcreteBackend, Effects, Key, Machine
+from ledgercheck.model.semantics import CallRecord, ConcreteBackend, Effects, Key, Machine
 from ledgercheck.model.spec import Action, Environment, Spec
 
 
@@ -37,6 +37,9 @@ class Call:
     args: Mapping[str, Any]
     ignored: bool
     contract_ok: bool
+    outcome: str = field(default="", compare=False)
+    """What the call gave its caller, for the figures: `raised Error`, `returned VALUE`, or
+    empty where the event declares neither `raises` nor `returns` (nor raised)."""
 
     def to_json(self) -> dict[str, Any]:
         return {"event": self.event, "shard": self.shard, "args": dict(self.args)}
@@ -147,6 +150,15 @@ class Simulation:
     def initial_step(self) -> Step:
         return Step(None, None, {}, {}, (), self.observe())
 
+    def _outcome(self, record: CallRecord[Any]) -> str:
+        """`raised Error` (the first of the event's `raises` whose condition held), `returned
+        VALUE`, or empty (the event declares no outcome)."""
+        event = self.spec.events[record.event]
+        for entry, held in zip(event.raises, record.raising, strict=True):
+            if held:
+                return f"raised {entry.error}"
+        return f"returned {_shown(record.result)}" if event.returns is not None else ""
+
     def enabled(self, action: Action, shards: Mapping[str, int], values: Mapping[str, Any]) -> bool:
         return bool(self.machine.enabled(action, shards, values, self.store))
 
@@ -160,7 +172,10 @@ class Simulation:
         if not self.enabled(action, shards, values):
             raise UsageError(f"{action.name} is not enabled here (when: {action.name} requires its guard)")
         effects = self.machine.run_action(action, shards, values, self.store)
-        calls = tuple(Call(c.event, c.shard, dict(c.args), bool(c.ignored), bool(c.contract_ok)) for c in effects.calls)
+        calls = tuple(
+            Call(c.event, c.shard, dict(c.args), bool(c.ignored), bool(c.contract_ok), self._outcome(c))
+            for c in effects.calls
+        )
         logs = tuple(self.spec.log.format(shard=s, old=o, new=n, event=e) for s, o, n, e in effects.logs)
         first = action.shard_params[0] if action.shard_params else None
         announced = tuple(Notice(c.shard, e.name, tuple(e.args)) for c in effects.calls for e in c.emits)

@@ -130,3 +130,30 @@ def test_an_argument_not_every_event_takes_is_refused() -> None:
     one = SPEC.replace('assert = "before.tokens - after.tokens == args.n"', 'assert = "args.m == 1"')
     with pytest.raises(SpecError, match="the event take has no argument 'm'"):
         load_spec_text(one, "bucket.toml")
+
+
+TIMED_BREAKER = Path(__file__).resolve().parents[1] / "spec" / "examples" / "timed_breaker.toml"
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "shown"),
+    [
+        ('assert = "not raised and result == CLOSED"', 'assert = "not raised and result == OPEN"', "[returned CLOSED]"),
+        ('assert = "raised and after.state == OPEN"', 'assert = "not raised"', "[raised CircuitOpenError]"),
+    ],
+)
+def test_a_figure_shows_what_each_call_gave_its_caller(
+    tmp_path: Path, capsys: Any, old: str, new: str, shown: str
+) -> None:
+    """The row `outcome`: what the call returned or raised, marked read where the property
+    reads it at the breaking step (a property about `result` is broken by a value the
+    figure shows)."""
+    text = TIMED_BREAKER.read_text(encoding="utf-8")
+    assert text.count(old) == 1
+    spec = tmp_path / "breaker.toml"
+    spec.write_text(text.replace(old, new), encoding="utf-8")
+    code, out = _check(capsys, spec, "--engine", "z3")
+    assert code == 1, out  # the changed claim is a mismatch
+    rows = [line for line in out.splitlines() if line.startswith("outcome ")]
+    assert rows, out
+    assert any(shown in row for row in rows), rows
