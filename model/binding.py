@@ -78,6 +78,9 @@ Instances = Literal["indexed", "each"]
 _KEYS = ("target", "instances", "construct", "fields", "events", "notifications")
 _ANNOUNCE_FORMS = ("param", "register", "attribute", "logger")
 _HELPERS = ("returning", "raising")
+SELF = "self"
+"""The instance itself, in a call or read path: `self.max_size` is the object's attribute where
+a policy constant or an argument of that name would be read by `max_size` alone."""
 INSTANCE_COUNT = ("instances", "shard_count")
 """The names a `construct` path reads the number of instances by (`JobTable(n=instances)`):
 conformance and the generated tests choose it, so the binding cannot write it down. Both
@@ -422,6 +425,8 @@ def _eval(node: ast.expr, receiver: Any, names: Mapping[str, Any]) -> Any:
     if isinstance(node, ast.UnaryOp):
         return -_eval(node.operand, receiver, names)
     if isinstance(node, ast.Name):
+        if node.id == SELF:
+            return receiver
         if node.id in names:
             return names[node.id]
         if node.id == "returning":
@@ -458,6 +463,8 @@ class _Rendered(ast.NodeTransformer):
         self.names = names
 
     def visit_Name(self, node: ast.Name) -> ast.expr:
+        if node.id == SELF and self.receiver is not None:
+            return ast.copy_location(ast.Name(self.receiver), node)
         if node.id in self.names:
             value = self.names[node.id]
             shown: ast.expr = ast.Constant(value) if isinstance(value, _LITERALS) else ast.Name(repr(value))
@@ -678,6 +685,8 @@ def _probe(node: ast.expr, receiver: Any, names: Mapping[str, Any], perform: boo
     if isinstance(node, ast.UnaryOp):
         return _eval(node, receiver, names)
     if isinstance(node, ast.Name):
+        if node.id == SELF:
+            return receiver
         if node.id in names or node.id in _HELPERS or builtin_exception(node.id, BaseException) is not None:
             return _eval(node, receiver, names)
         return _attribute(receiver, node.id, node)
@@ -728,6 +737,41 @@ def _unfollowed(path: CallPath, receiver: Any, names: Mapping[str, Any], perform
         return [
             f"{where}the implementation has no {ast.unparse(node)} (needed by {needed_by}: {path.text!r}): "
             f"{owner} has no attribute {missing.name!r}{did_you_mean(missing.name, candidates)}"
+        ]
+    return []
+
+
+def _head(tree: ast.expr) -> ast.Name | None:
+    """The name a path starts from (`max_size` in `max_size`, `pool` in `pool.slots[i].size`)."""
+    node = tree
+    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node if isinstance(node, ast.Name) else None
+
+
+def _unread_instance(path: CallPath, obj: Any, names: Mapping[str, Any], policy: Any, field_name: str) -> list[str]:
+    """A read path that would not read the implementation, as a binding error: one whose every
+    name is a policy constant, the index or a helper (it compares the model with a constant),
+    or one that starts from such a name while the object has an attribute of that name too
+    (`capacity = "max_size"` read the policy's max_size, never the pool's)."""
+    where = f"{path.where}: " if path.where is not None else ""
+    head = _head(path.tree)
+    if head is not None and head.id != SELF and head.id in names and _has(obj, head.id):
+        what = f"the policy constant {head.id}" if head.id in policy else "the instance index"
+        return [
+            f"{where}field {field_name}'s read path {path.text!r} starts from {head.id!r}, which is {what} "
+            f"there, while {type(obj).__name__} has an attribute {head.id!r} too: write self.{head.id} to read "
+            "the implementation's"
+        ]
+
+    def of_instance(name: str) -> bool:
+        known = name in names or name in _HELPERS or builtin_exception(name, BaseException) is not None
+        return name == SELF or not known
+
+    if not any(isinstance(n, ast.Name) and of_instance(n.id) for n in ast.walk(path.tree)):
+        return [
+            f"{where}field {field_name}'s read path {path.text!r} reads nothing of the implementation (its names "
+            "are policy constants or the index): it would compare the model with a constant"
         ]
     return []
 
@@ -838,6 +882,21 @@ def bound_class(binding: Binding, spec: Spec, target: Callable[..., Any]) -> typ
     if drive is not None and drive.drive_patch is not None:
         _patch(drive.drive_patch)
     enums = {name: enum_values(spec, binding, name) for name in spec.enums}
+    api_value = {
+        event.name: {
+            p.name: spec.enums[p.type.enum].api_values
+            for p in event.signature.params
+            if p.type.enum is not None and p.type.enum in spec.enums
+        }
+        for event in spec.events.values()
+    }
+
+    def as_passed(event: str, name: str, value: Any) -> Any:
+        """An argument as the class is handed it: an enum member by its API value (the enum's
+        `api_values`, else its name), anything else as it is."""
+        table = api_value[event].get(name)
+        return table.get(value, value) if table is not None and isinstance(value, str) else value
+
     for announcer in binding.announcers:
         if announcer.form == "logger":
             _listen(announcer.target)
@@ -933,7 +992,8 @@ def bound_class(binding: Binding, spec: Spec, target: Callable[..., Any]) -> typ
             """What an event's call path's names mean: every argument of the event (defaults
             filled in), the policy constants, and for an indexed binding the index (as `index`
             and by the event's own name for it)."""
-            names: dict[str, Any] = {**policy, **defaults[event], **given}
+            passed = {name: as_passed(event, name, value) for name, value in {**defaults[event], **given}.items()}
+            names: dict[str, Any] = {**policy, **passed}
             if binding.instances == "indexed":
                 names.setdefault(INDEX, index)
                 names.setdefault(spec.events[event].signature.shard_param, index)
@@ -980,6 +1040,7 @@ def bound_class(binding: Binding, spec: Spec, target: Callable[..., Any]) -> typ
             with _reading(self._clock):
                 for name, read in binding.fields.items():
                     if read.read is not None:
+                        problems += _unread_instance(read.read, obj, self._read_names(0), self._policy, name)
                         problems += _unfollowed(read.read, obj, self._read_names(0), True, f"field {name}")
                 for name in fields:
                     if name not in binding.fields and not _has(obj, name):
@@ -1039,6 +1100,9 @@ def bound_class(binding: Binding, spec: Spec, target: Callable[..., Any]) -> typ
             call = binding.events.get(event)
             if call is None:
                 leading = [index] if binding.instances == "indexed" else []
+                params = event_params[event]
+                args = [as_passed(event, params[n], v) if n < len(params) else v for n, v in enumerate(args)]
+                kwargs = {k: as_passed(event, k, v) for k, v in kwargs.items()}
                 shown = [repr(v) for v in (*leading, *args)] + [f"{k}={v!r}" for k, v in kwargs.items()]
                 return f"{obj}.{event}({', '.join(shown)})"
             given = {**dict(zip(event_params[event], args, strict=False)), **kwargs}
@@ -1059,6 +1123,11 @@ def bound_class(binding: Binding, spec: Spec, target: Callable[..., Any]) -> typ
             def perform(index: Any, *args: Any, **kwargs: Any) -> Any:
                 obj = self._object(index)
                 if call is None:  # the method of the event's name: the index first, if indexed
+                    params = event_params[event.name]
+                    args = tuple(
+                        as_passed(event.name, params[n], v) if n < len(params) else v for n, v in enumerate(args)
+                    )
+                    kwargs = {k: as_passed(event.name, k, v) for k, v in kwargs.items()}
                     with _reading(self._clock), self._announcing(index):
                         return getattr(obj, event.name)(*((index,) if leading else ()), *args, **kwargs)
                 given = {**dict(zip(event_params[event.name], args, strict=False)), **kwargs}

@@ -41,6 +41,10 @@ class Divergence:
         return self.script.calls[self.index] if self.index >= 0 else None
 
 
+NO_FIGURE = "(no figure: "
+"""How the figure begins when the calls, run again, did not repeat the divergence."""
+
+
 @dataclass
 class Recording:
     """A script replayed with everything recorded, for the figure."""
@@ -57,7 +61,18 @@ def figure(checker: Conformance, divergence: Divergence, width: int | None = Non
     the model's values, and in the divergent cell the model's value against the
     implementation's, the row marked `>`."""
     script = divergence.script
-    recording = checker.record(script)
+    recording = Recording()
+    again = checker.run(script, recording)
+    if again is None or again.index != divergence.index:
+        # The figure is drawn from a second run; an implementation whose answers depend on
+        # more than the calls (a class attribute shared by every instance, the real clock,
+        # randomness) may not repeat the first.
+        what = "did not diverge" if again is None else f"diverged at call {again.index + 1} instead"
+        return (
+            f"{NO_FIGURE}run again on a new instance, the implementation {what}. Its behaviour depends on "
+            "more than these calls: state shared between instances (a class attribute), the real clock or "
+            "randomness; the reproducer below may not show the divergence either)"
+        )
     steps = len(recording.model)
     last = steps - 1
     differing = {d.key for d in divergence.differences}
@@ -138,8 +153,10 @@ def report(checker: Conformance, divergence: Divergence, variant: str, width: in
             else "  the trace makes a call outside the callers' contracts (the spec still defines what it does)"
         )
     lines.append("")
-    lines.append(figure(checker, divergence, width))
-    lines.append("* changed by the call; > the implementation differs (impl: its value)")
+    drawn = figure(checker, divergence, width)
+    lines.append(drawn)
+    if not drawn.startswith(NO_FIGURE):
+        lines.append("* changed by the call; > the implementation differs (impl: its value)")
     lines.append("")
     lines.append("reproduce:")
     lines += [f"  {line}" for line in reproducer(checker, script)]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import builtins
 import enum
 import functools
+import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +24,29 @@ Observation = dict[Key, Any]
 Channels = tuple[tuple[str, tuple[tuple[int, Any], ...]], ...]
 """A call's announcements as compared: per channel, in order, (instance index, payload)."""
 MISSING = "<missing>"
+
+
+@dataclass(frozen=True)
+class WrongType:
+    """An implementation's value of another type than the spec's, where Python would call
+    them equal: `True` for an int field (`True == 1`), `2.0` for an int, `1` for a bool. It
+    equals no value of the spec's, so the comparison reports it, by value and type."""
+
+    value: Any
+
+    def __str__(self) -> str:
+        return f"{cell(self.value)} (a {type(self.value).__name__})"
+
+
+def _typed(value: Any, kind: str | None) -> Any:
+    """`value` as compared with a value of type `kind`: a bool, float or other number where an
+    int is meant (or an int where a bool is) is a `WrongType`."""
+    if kind == "int":
+        if isinstance(value, bool) or (isinstance(value, numbers.Number) and not isinstance(value, int)):
+            return WrongType(value)
+    elif kind == "bool" and isinstance(value, numbers.Number) and not isinstance(value, bool):
+        return WrongType(value)
+    return value
 
 
 class Normaliser:
@@ -39,6 +63,8 @@ class Normaliser:
         }
         self._state_names = self._names[spec.state_enum]
         self._field_enums = {f.name: f.type.enum for f in spec.fields if f.type.enum is not None}
+        self._field_kinds = {f.name: f.type.kind for f in spec.fields}
+        self._returned_kinds = {n: e.returns.type.kind for n, e in spec.events.items() if e.returns is not None}
         self._returned_enums = {
             name: event.returns.type.enum
             for name, event in spec.events.items()
@@ -64,11 +90,12 @@ class Normaliser:
     def field(self, name: str, value: Any) -> Any:
         """A field's value: a string read by the field's own enum (`c1 = "crashed"` is
         CRASHED where its enum's `api_values = "lower"`), whatever the state enum is."""
-        return self(value, self._field_enums.get(name))
+        return _typed(self(value, self._field_enums.get(name)), self._field_kinds.get(name))
 
     def returned(self, event: str, value: Any) -> Any:
-        """What a call of `event` returned, read by the enum of its `returns`, if one."""
-        return self(value, self._returned_enums.get(event))
+        """What a call of `event` returned, read by the enum of its `returns`, if one (a value
+        of another type than the spec's, which Python would call equal, kept apart)."""
+        return _typed(self(value, self._returned_enums.get(event)), self._returned_kinds.get(event))
 
 
 def _member_of(value: enum.Enum, names: Mapping[str, str]) -> str:

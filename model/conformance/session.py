@@ -230,7 +230,21 @@ def check(
                 result.divergence.found_by = f"enumeration of every sequence of {what} at {plural(job.shards, 'shard')}"
                 summary.divergence = conformance.shrink(result.divergence)
                 return summary
-            note = ", every reachable state seen" if result.exhausted else ""
+            note = ""
+            if result.exhausted:
+                sampled = [
+                    f"{e.name}({p.name})"
+                    for e in spec.events.values()
+                    for p in e.signature.params
+                    if p.type.kind in ("int", "str", "any")
+                ]
+                # An int, text or opaque argument takes a few values: the states other values
+                # reach were never seen.
+                note = (
+                    f", every state these calls reach seen ({', '.join(sampled)} tried with a few values)"
+                    if sampled
+                    else ", every reachable state seen"
+                )
             if result.stopped is not None:
                 note = f"; stopped at depth {result.depth + 1}"
             say(

@@ -1,0 +1,171 @@
+"""What a user binding a connection pool met: a read path that read a policy constant instead
+of the pool, a bool passed for an int, an enum argument handed over by its member name, and a
+divergence the implementation did not repeat (state shared between instances) that crashed
+the figure. Each was a pass where something was wrong, or a traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+SPEC = """\
+[spec]
+name = "pool"
+api_class = "Pool"
+state_field = "status"
+default_shards = 1
+
+[enums.Status]
+members = ["OPEN", "CLOSED"]
+
+[enums.Release]
+members = ["OK", "BROKEN"]
+api_values = "lower"
+
+[policy]
+max_size = { default = 2, min = 1, max = 4 }
+
+[fields]
+status = { type = "Status", initial = "OPEN" }
+capacity = { type = "int", initial = 2 }
+in_use = { type = "int", initial = 0 }
+broken = { type = "int", initial = 0 }
+
+[events.acquire]
+call = "acquire(i)"
+returns = "in_use"
+body = \"\"\"
+if status == OPEN and in_use < capacity:
+    in_use = in_use + 1
+\"\"\"
+
+[events.release]
+call = "release(i, how: Release = 'OK')"
+body = \"\"\"
+if in_use > 0:
+    in_use = in_use - 1
+    if args.how == BROKEN:
+        broken = broken + 1
+\"\"\"
+
+[events.close]
+call = "close(i)"
+body = "status = CLOSED"
+
+[environments.ledger]
+any_call = true
+
+[properties.bounded]
+kind = "invariant"
+assert = "in_use <= capacity"
+expect = { base = "holds" }
+
+[implementation]
+instances = "each"
+construct = { max_size = "max_size" }
+
+[implementation.fields]
+capacity = "{capacity}"
+"""
+
+CLASS = """\
+class Pool:
+    def __init__(self, max_size):
+        self.status = "OPEN"
+        self.max_size = max_size
+        self.capacity = max_size
+        self.in_use = 0
+        self.broken = 0
+
+    def acquire(self):
+        if self.status == "OPEN" and self.in_use < self.capacity:
+            self.in_use += 1
+        return {returned}
+
+    def release(self, how="ok"):
+        if how not in ("ok", "broken"):
+            raise ValueError(how)
+        if self.in_use > 0:
+            self.in_use -= 1
+            if how == "broken":
+                self.broken += 1
+
+    def close(self):
+        self.status = "CLOSED"
+        {on_close}
+"""
+
+
+def _conform(tmp_path: Path, capsys: Any, capacity: str = "capacity", **changes: str) -> tuple[int, str]:
+    from ledgercheck.model.cli import main
+
+    source = CLASS.format(**{"returned": "self.in_use", "on_close": "pass", **changes})
+    (tmp_path / "pool.toml").write_text(SPEC.replace("{capacity}", capacity), encoding="utf-8")
+    (tmp_path / "pool.py").write_text(source, encoding="utf-8")
+    target = f"{tmp_path / 'pool.py'}:Pool"
+    code = main(["conform", str(tmp_path / "pool.toml"), "--impl", target, "--depth", "3", "--random", "100"])
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+def test_the_pool_conforms(tmp_path: Path, capsys: Any) -> None:
+    code, out = _conform(tmp_path, capsys)
+    assert code == 0, out
+
+
+def test_an_enum_argument_reaches_the_class_as_its_api_value(tmp_path: Path, capsys: Any) -> None:
+    """`release(0, how=BROKEN)` hands the class "broken" (api_values = "lower"), its default
+    "ok": the class raises ValueError on anything else."""
+    code, out = _conform(tmp_path, capsys)
+    assert code == 0, out
+    assert "ValueError" not in out
+
+
+def test_a_read_path_that_would_read_a_policy_constant_is_refused(tmp_path: Path, capsys: Any) -> None:
+    code, out = _conform(tmp_path, capsys, capacity="max_size", on_close="self.max_size = 0")
+    assert code == 2, out
+    assert "field capacity's read path 'max_size' starts from 'max_size', which is the policy constant" in out
+    assert "write self.max_size" in out
+    code, out = _conform(tmp_path, capsys, capacity="self.max_size", on_close="self.max_size = 0")
+    assert code == 1, out  # read off the pool: close zeroes it, and conform says so
+    assert "capacity: model 2, implementation 0" in out
+
+
+def test_a_read_path_that_reads_nothing_of_the_class_is_refused(tmp_path: Path, capsys: Any) -> None:
+    spec = SPEC.replace("max_size = { default", "limit = { default").replace('"max_size" }', '"limit" }')
+    (tmp_path / "pool.toml").write_text(spec.replace("{capacity}", "limit"), encoding="utf-8")
+    (tmp_path / "pool.py").write_text(CLASS.format(returned="self.in_use", on_close="pass"), encoding="utf-8")
+    from ledgercheck.model.cli import main
+
+    code = main(["conform", str(tmp_path / "pool.toml"), "--impl", f"{tmp_path / 'pool.py'}:Pool"])
+    out = capsys.readouterr()
+    assert code == 2
+    assert "reads nothing of the implementation" in out.err + out.out
+
+
+@pytest.mark.parametrize(
+    ("returned", "shown"),
+    [("self.in_use > 0", "(a bool)"), ("float(self.in_use)", "(a float)")],
+)
+def test_a_value_of_another_type_python_calls_equal_is_a_divergence(
+    tmp_path: Path, capsys: Any, returned: str, shown: str
+) -> None:
+    code, out = _conform(tmp_path, capsys, returned=returned)
+    assert code == 1, out
+    assert "value returned: model 1, implementation" in out
+    assert shown in out
+
+
+def test_a_divergence_the_implementation_does_not_repeat_is_reported_not_crashed(tmp_path: Path, capsys: Any) -> None:
+    """A class attribute shared by every pool: the second close anywhere in the process breaks
+    it, so the calls, run again for the figure, do not diverge where they did."""
+    shared = (
+        "type(self).closes = getattr(type(self), 'closes', 0) + 1\n        if type(self).closes == 2: self.in_use = 5"
+    )
+    code, out = _conform(tmp_path, capsys, on_close=shared)
+    assert code == 1, out
+    assert "Traceback" not in out
+    assert "(no figure: run again on a new instance, the implementation" in out
+    assert "reproduce:" in out
