@@ -64,7 +64,8 @@ import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from types import SimpleNamespace
+from pathlib import Path
+from types import ModuleType, SimpleNamespace
 from typing import TYPE_CHECKING, Any, Literal
 
 from ledgercheck.model.errors import Location, SpecError, builtin_exception, did_you_mean
@@ -78,6 +79,9 @@ Instances = Literal["indexed", "each"]
 _KEYS = ("target", "instances", "construct", "fields", "events", "notifications")
 _ANNOUNCE_FORMS = ("param", "register", "attribute", "logger")
 _HELPERS = ("returning", "raising")
+FILE_MODULE_PREFIX = "ledgercheck_impl_"
+"""The name a class's module is loaded under from a file target (`path/sched.py:Scheduler`):
+the prefix, the file's name and a hash of its path (two files of one name stay apart)."""
 SELF = "self"
 """The instance itself, in a call or read path: `self.max_size` is the object's attribute where
 a policy constant or an argument of that name would be read by `max_size` alone."""
@@ -510,17 +514,34 @@ class PatchedClock:
         return clock() if clock is not None else self.original()
 
 
-def _patch(target: str) -> None:
+def _patch(target: str, home: ModuleType) -> None:
+    """Replace the time source `target` (`module.function`) by one the bound class moves. A
+    class loaded from a file (`path/sched.py:Scheduler`) lives in a module of its own name:
+    `sched.monotonic` is patched there, not in a second copy imported as `sched` (whose
+    clock the class never reads) or in none."""
     module_name, _, attribute = target.rpartition(".")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise BindingError(f"clock patch {target!r}: cannot import {module_name!r}: {exc}") from None
+    module: Any
+    if _is_home(home, module_name):
+        module = home
+    else:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise BindingError(f"clock patch {target!r}: cannot import {module_name!r}: {exc}") from None
     if not hasattr(module, attribute):
         raise BindingError(f"clock patch {target!r}: {module_name} has no {attribute!r}")
     current = getattr(module, attribute)
     if not isinstance(current, PatchedClock):
         setattr(module, attribute, PatchedClock(current))
+
+
+def _is_home(home: ModuleType, name: str) -> bool:
+    """Whether `name` is how a user names the class's own module: its import name, or for a
+    class loaded from a file, the file's name without `.py`."""
+    if home.__name__ == name:
+        return True
+    file = getattr(home, "__file__", None)
+    return home.__name__.startswith(FILE_MODULE_PREFIX) and file is not None and Path(file).stem == name
 
 
 @contextlib.contextmanager
@@ -880,7 +901,7 @@ def bound_class(binding: Binding, spec: Spec, target: Callable[..., Any]) -> typ
     passed_on = {name: _errors(call.reraises, home) for name, call in binding.events.items()}
     drive = spec.clock
     if drive is not None and drive.drive_patch is not None:
-        _patch(drive.drive_patch)
+        _patch(drive.drive_patch, home)
     enums = {name: enum_values(spec, binding, name) for name in spec.enums}
     api_value = {
         event.name: {

@@ -381,11 +381,19 @@ REFUSED = "Failed: ledgercheck: "
 spec the tests came from), in pytest's short summary."""
 
 
+def _summary(lines: list[str]) -> list[str]:
+    """The lines of pytest's short test summary (`FAILED path::test - message`, `ERROR ...`):
+    only those after its header, so that a line the code under test logged (`ERROR    app:
+    task 0 dead-lettered`, in a captured-log section) is never taken for a test's result."""
+    for index, line in enumerate(lines):
+        if _RULE.match(line) and "short test summary info" in line:
+            return [entry for entry in lines[index + 1 :] if entry.startswith(("FAILED ", "ERROR "))]
+    return []
+
+
 def _refused(lines: list[str]) -> list[str]:
     """The plugin's refusals, when every test pytest reports failed with one (else none)."""
-    messages = [
-        line.split(" - ", 1)[1] if " - " in line else "" for line in lines if line.startswith(("FAILED ", "ERROR "))
-    ]
+    messages = [line.split(" - ", 1)[1] if " - " in line else "" for line in _summary(lines)]
     if not messages or not all(m.startswith(REFUSED) for m in messages):
         return []
     return list(dict.fromkeys(m.removeprefix(REFUSED) for m in messages))
@@ -428,9 +436,7 @@ def _test_failures(name: str, lines: list[str]) -> list[str]:
     """pytest's short summary folded to one line per test module: how many failed, and the
     first failure's message (what a reader needs to decide where to look)."""
     by_module: dict[str, list[str]] = {}
-    for line in lines:
-        if not line.startswith(("FAILED ", "ERROR ")):
-            continue
+    for line in _summary(lines):
         test, _, message = line.split(" ", 1)[1].partition(" - ")
         by_module.setdefault(test.split("::", 1)[0], []).append(message.strip())
     out = []

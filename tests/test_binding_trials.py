@@ -169,3 +169,116 @@ def test_a_divergence_the_implementation_does_not_repeat_is_reported_not_crashed
     assert "Traceback" not in out
     assert "(no figure: run again on a new instance, the implementation" in out
     assert "reproduce:" in out
+
+
+def test_ci_reads_test_results_from_pytest_s_summary_only() -> None:
+    """A line the class under test logged at ERROR level, in pytest's captured-log section,
+    is not a test's result (ci reported `1 failed` for it, a problem made up)."""
+    from ledgercheck.model.ci import _refused, _test_failures
+
+    output = [
+        "F.",
+        "=" * 30 + " FAILURES " + "=" * 30,
+        "_" * 20 + " test_a " + "_" * 20,
+        "----- Captured log call -----",
+        "ERROR    scheduler:scheduler.py:169 task 0 dead-lettered after 3 attempts",
+        "=" * 20 + " short test summary info " + "=" * 20,
+        "FAILED generated_tests/test_x.py::test_a - the implementation does not do what base does",
+        "1 failed, 1 passed in 0.1s",
+    ]
+    assert _test_failures("tests vs implementation", output) == [
+        "TESTS     tests vs implementation: generated_tests/test_x.py: 1 failed "
+        "(the implementation does not do what base does)"
+    ]
+    assert _refused(output) == []
+
+
+LEASE = """\
+[spec]
+name = "lease"
+api_class = "Lease"
+state_field = "state"
+default_shards = 1
+
+[enums.State]
+members = ["FREE", "HELD"]
+
+[policy]
+ttl = { default = 2, min = 1, max = 5 }
+
+[clock]
+unit = "s"
+steps = [1]
+drive = { patch = "leasing.monotonic" }
+
+[fields]
+state = { type = "State", initial = "FREE" }
+held_for = { type = "timer", initial = 0 }
+
+[events.acquire]
+call = "acquire(i)"
+body = \"\"\"
+if state == FREE:
+    state = HELD
+    held_for = 0
+\"\"\"
+
+[events.expire]
+call = "expire(i)"
+body = \"\"\"
+if state == HELD and held_for >= ttl:
+    state = FREE
+\"\"\"
+
+[environments.ledger]
+any_call = true
+
+[properties.free_or_held]
+kind = "invariant"
+assert = "state == FREE or state == HELD"
+expect = { base = "holds" }
+
+[implementation]
+target = "leasing.py:Lease"
+instances = "each"
+construct = { ttl = "ttl" }
+[implementation.fields]
+held_for = { observe = false }
+"""
+
+LEASING = """\
+from time import monotonic
+
+
+class Lease:
+    def __init__(self, ttl):
+        self.ttl = ttl
+        self.state = "FREE"
+        self.since = 0.0
+
+    def acquire(self):
+        if self.state == "FREE":
+            self.state = "HELD"
+            self.since = monotonic()
+
+    def expire(self):
+        if self.state == "HELD" and monotonic() - self.since >= self.ttl:
+            self.state = "FREE"
+"""
+
+
+def test_a_clock_patched_in_a_class_loaded_from_a_file_is_the_one_it_reads(
+    tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`target = "leasing.py:Lease"` with `drive = { patch = "leasing.monotonic" }`: the clock
+    is patched in the module the class was loaded into (before: `leasing` could not be
+    imported, or a second copy was patched, and a correct class diverged on every expiry)."""
+    from ledgercheck.model.cli import main
+
+    (tmp_path / "lease.toml").write_text(LEASE, encoding="utf-8")
+    (tmp_path / "leasing.py").write_text(LEASING, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    code = main(["conform", "lease.toml", "--depth", "5", "--random", "200"])
+    out = capsys.readouterr()
+    assert code == 0, out.out + out.err
+    assert "no divergence" in out.out

@@ -22,7 +22,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from ledgercheck.model.binding import BindingError, bound_class
+from ledgercheck.model.binding import FILE_MODULE_PREFIX, BindingError, bound_class
 from ledgercheck.model.errors import EXIT_BAD_INPUT, LedgercheckError, did_you_mean
 from ledgercheck.model.interpreter import build_api
 from ledgercheck.model.spec import Spec
@@ -241,7 +241,7 @@ def spec_target(target: str, spec_path: str) -> str:
 def _load_file(path: Path) -> ModuleType:
     if not path.is_file():
         raise ImplementationError(f"no such file: {path}")
-    name = f"ledgercheck_impl_{path.stem}_{abs(hash(str(path.resolve()))) % 10**8}"
+    name = f"{FILE_MODULE_PREFIX}{path.stem}_{abs(hash(str(path.resolve()))) % 10**8}"
     if name in sys.modules:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, path)
