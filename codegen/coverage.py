@@ -395,14 +395,15 @@ def _key(spec: Spec, store: Mapping[Key, Any], globals_read: Sequence[str]) -> t
     return tuple(store[(0, f.name)] for f in spec.fields) + tuple(store[(None, g)] for g in globals_read)
 
 
-def search(spec_file: SpecFile, spec: Spec) -> Coverage:
-    """Breadth first over call sequences on one shard, the shortest trace per branch."""
+def search(spec_file: SpecFile, spec: Spec, policy: Mapping[str, int] | None = None) -> Coverage:
+    """Breadth first over call sequences on one shard, the shortest trace per branch (at the
+    spec's default policy, or `policy` over it: conformance searches at its own)."""
     all_branches = branches(spec_file, spec)
     index = {b.key: b for b in all_branches}
-    policy = spec.default_policy()
+    policy = {**spec.default_policy(), **(policy or {})}
     machine = TracingMachine(spec, policy, SHARDS)
     ticks = clock_steps(spec, policy)
-    calls = Calls(spec, ticks)
+    calls = Calls(spec, ticks, policy)
     decisions = [n for e in spec.events.values() for n in ir.walk([e.ignore_when, e.requires, e.body])]
     read = {n.name for n in decisions if isinstance(n, ir.GlobalRef)}
     read |= {k[1] for domains in calls.domains.values() for d in domains for k, _ in d.variables if k[0] is None}

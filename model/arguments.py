@@ -123,11 +123,11 @@ class Calls:
     remembered per the values they read), then each tick of the clock. It notes the values
     it tried of every argument with a `gap`, and the arguments `MAX_INT_VALUES` cut short."""
 
-    def __init__(self, spec: Spec, ticks: Mapping[str, int]) -> None:
+    def __init__(self, spec: Spec, ticks: Mapping[str, int], policy: Mapping[str, int] | None = None) -> None:
         cone = decision_cone(spec)
         self.events = list(spec.events.values())
         self.domains = {
-            e.name: tuple(argument_domain(spec, e, p, cone) for p in e.signature.params) for e in self.events
+            e.name: tuple(argument_domain(spec, e, p, cone, policy) for p in e.signature.params) for e in self.events
         }
         self.ticks = list(ticks)
         self.memo: dict[tuple[str, tuple[Any, ...]], list[tuple[tuple[str, Any], ...]]] = {}

@@ -436,7 +436,8 @@ def _conform_parser(subparsers: Any) -> None:
         "conform",
         help="check an implementation against the executable model, call by call",
         description="Drive an implementation of the ledger's API and the executable model of a spec variant "
-        "through the same calls (every sequence up to --depth, seeded random traces, every counterexample "
+        "through the same calls (every sequence up to --depth, seeded random traces, the shortest trace to every "
+        "branch of the spec, every counterexample "
         "of the checker) and compare everything the API shows after every call.",
         epilog="examples:\n"
         "  ledgercheck conform --impl nemo_rl.models.generation.fleet_health:GenerationFleetHealth\n"
@@ -485,6 +486,11 @@ def _conform_parser(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--no-counterexamples", action="store_true", help="skip the checker's counterexamples (the slowest source)"
+    )
+    parser.add_argument(
+        "--no-branches",
+        action="store_true",
+        help="skip the shortest trace to every branch of the spec (the coverage search's, at the policy given)",
     )
     parser.add_argument(
         "--cex-depth",

@@ -75,7 +75,7 @@ class Pool:
     def __init__(self, max_size):
         self.status = "OPEN"
         self.max_size = max_size
-        self.capacity = max_size
+        self.capacity = 2
         self.in_use = 0
         self.broken = 0
 
@@ -282,3 +282,32 @@ def test_a_clock_patched_in_a_class_loaded_from_a_file_is_the_one_it_reads(
     out = capsys.readouterr()
     assert code == 0, out.out + out.err
     assert "no divergence" in out.out
+
+
+@pytest.mark.parametrize(
+    ("change", "found_by"),
+    [
+        # one tick late: deeper than the enumeration's depth 1 here, met by the trace to the branch
+        ("monotonic() - self.since >= self.ttl", "(found by a trace to a branch of the spec: the trace to branch"),
+        # a ttl of 5 or more taken for "never expires": only the largest policy the spec allows meets it
+        ("monotonic() - self.since >= self.ttl and self.ttl < 5", "at the largest policy (ttl=5)"),
+    ],
+)
+def test_conform_follows_a_trace_to_every_branch_at_the_default_and_the_largest_policy(
+    tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch, change: str, found_by: str
+) -> None:
+    from ledgercheck.model.cli import main
+
+    wrong = change if " and " in change else change.replace(">=", ">", 1)
+    late = LEASING.replace("monotonic() - self.since >= self.ttl", wrong)
+    (tmp_path / "lease.toml").write_text(LEASE, encoding="utf-8")
+    (tmp_path / "leasing.py").write_text(late, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    quick = ["--depth", "1", "--random", "0", "--no-counterexamples"]
+    code = main(["conform", "lease.toml", *quick])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    assert found_by in out
+    code = main(["conform", "lease.toml", *quick, "--no-branches"])
+    out = capsys.readouterr().out
+    assert code == 0, out  # what the branches source adds: without it, no divergence

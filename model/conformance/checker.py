@@ -90,6 +90,10 @@ class Conformance:
         reading = (clock or ManualClock()) if self.accepts_clock else None
         return self.impl.build(shards, self.policy, clock=reading, quiet=True)
 
+    def at_policy(self, policy: Mapping[str, int]) -> Conformance:
+        """The same implementation against the same model, at another policy."""
+        return Conformance(self.spec, self.impl, policy, self.label)
+
     def new_model(self, shards: int, clock: ManualClock | None = None) -> LedgerModel:
         model: LedgerModel = self.model.build(shards, self.policy, clock=clock, echo=False)
         return model

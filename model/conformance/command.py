@@ -196,6 +196,7 @@ def _compare(work: _Work, write: Callable[[str, str], None], watch: Callable[[st
             random_calls=ns.random,
             seed=ns.seed,
             counterexamples=not ns.no_counterexamples,
+            branches=not ns.no_branches,
             cex_depth=ns.cex_depth,
             cex_traces=ns.cex_traces,
             jobs=config.jobs if watch is None else 1,
@@ -207,6 +208,7 @@ def _compare(work: _Work, write: Callable[[str, str], None], watch: Callable[[st
         )
         if summary.divergence is not None:
             write("stdout", "")
-            write("stdout", work.conformance.report(summary.divergence, work.variant))
+            found_by = summary.checker or work.conformance  # the policy it diverged at
+            write("stdout", found_by.report(summary.divergence, work.variant))
             return EXIT_MISMATCH
     return EXIT_OK

@@ -25,6 +25,7 @@ from ledgercheck.model.conformance.defaults import (
 from ledgercheck.model.conformance.divergence import Divergence, plural
 from ledgercheck.model.conformance.enumeration import Enumeration
 from ledgercheck.model.conformance.sources import (
+    branch_scripts,
     counterexample_scripts,
     known_counterexample_scripts,
     random_scripts,
@@ -37,6 +38,8 @@ from ledgercheck.model.spec import SpecFile
 class Summary:
     lines: list[str] = field(default_factory=list)
     divergence: Divergence | None = None
+    checker: Conformance | None = None
+    """Where the divergence was found at another policy than the one asked: its checker."""
 
 
 _MODES = ((True, "calls the callers' contracts allow"), (False, "any call"))
@@ -148,6 +151,10 @@ def _beside_checks(
     return _BesideChecks(None if enumerated.again else enumerated, scripts, seconds, stopped)
 
 
+def _policy_text(policy: Mapping[str, int]) -> str:
+    return ", ".join(f"{name}={value}" for name, value in policy.items())
+
+
 def check(
     conformance: Conformance,
     spec_file: SpecFile,
@@ -158,6 +165,7 @@ def check(
     random_calls: int = DEFAULT_RANDOM,
     seed: int = 0,
     counterexamples: bool = True,
+    branches: bool = True,
     cex_depth: int = COUNTEREXAMPLE_DEPTH,
     cex_traces: int = COUNTEREXAMPLE_TRACES,
     jobs: int | None = 1,
@@ -270,6 +278,35 @@ def check(
             f"  random           {plural(other_shards, 'shard')}: {random_calls} calls in {len(scripts)} traces, "
             f"seed {seed} ({time.monotonic() - start:.1f} s)"
         )
+    if branches:
+        # At the policy asked, and where none was asked at the largest policy the spec allows
+        # too: a limit an implementation caps (attempts at most 4 where the spec allows 5) is
+        # met only above the default.
+        largest = {name: decl.max for name, decl in spec.policy.items()}
+        corners = [conformance] + (
+            [] if overrides or largest == conformance.policy else [conformance.at_policy(largest)]
+        )
+        for checker in corners:
+            start = time.monotonic()
+            scripts, reached, total = branch_scripts(spec_file, spec, checker.policy)
+            at = "" if checker is conformance else f" at the largest policy ({_policy_text(largest)})"
+            for script in scripts:
+                budget.stop_if_spent("a trace to a branch of the spec", "the lines above found no divergence")
+                found = checker.run(script)
+                if found is not None:
+                    found.found_by = f"a trace to a branch of the spec{at}: {script.source}"
+                    found.original_calls = len(found.script.calls)
+                    summary.divergence = checker.shrink(found)
+                    summary.checker = checker
+                    return summary
+            calls = sum(len(s.calls) for s in scripts)
+            say(
+                f"  branches         1 shard{at}: {len(scripts)} traces to the {reached} of {total} branches "
+                f"the coverage search reaches, {calls} calls ({time.monotonic() - start:.1f} s)"
+            )
+            if checker is not conformance:
+                conformance.traces += checker.traces
+                conformance.calls_compared += checker.calls_compared
     if counterexamples:
         start = time.monotonic()
         found_beside = beside.scripts if beside is not None else None

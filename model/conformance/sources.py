@@ -25,6 +25,10 @@ from ledgercheck.model.spec import Event, Spec, SpecFile, reference_variant
 from ledgercheck.model.trace import Trace
 
 RANDOM_TRACE_CALLS = 50
+WIDE_INTS = (15, 16, 17, 31, 32, 33, 63, 64, 65, 99, 100, 101, 127, 128, 129, 255, 256, 257, 1000, 1024, 65535, 65536)
+"""Larger ints a random int argument takes now and then, where the spec gives no value of its
+own: the limits and powers of two an implementation caps or splits at (`code >= 128`)."""
+WIDE_SHARE = 0.1
 RARE_WEIGHT = 0.15  # an unguarded event that sets the state (retire): rare in random traces
 TICK_SHARE = 0.25  # of the steps of a random trace, where the spec has a [clock]
 
@@ -84,8 +88,9 @@ def _random_args(
 ) -> tuple[tuple[str, Any], ...]:
     """One call's arguments: an int (or shard) from 0..9, or half the time, for an int the
     spec gives values to try (`spec_ints`: `values.IntValues` in the model's state), one of
-    those; a bool either way, a member of an enum, a fresh address for text, an example for an
-    opaque argument, None three times in ten where the type allows it."""
+    those, and one time in ten one of `WIDE_INTS`; a bool either way, a member of an enum, a
+    fresh address for text, an example for an opaque argument, None three times in ten where
+    the type allows it."""
     args = []
     for param in event.signature.params:
         ptype = param.type
@@ -98,7 +103,12 @@ def _random_args(
             value = rng.random() < 0.5
         elif ptype.kind in ("int", "shard"):
             values = spec_ints(param.name) if ptype.kind == "int" else ()
-            value = rng.choice(values) if values and rng.random() < 0.5 else rng.randrange(10)
+            if values and rng.random() < 0.5:
+                value = rng.choice(values)
+            elif ptype.kind == "int" and rng.random() < WIDE_SHARE:
+                value = rng.choice(WIDE_INTS)
+            else:
+                value = rng.randrange(10)
         elif ptype.kind == "str":
             value = f"http://shard-{shard}.restart-{next(fresh)}"
         elif ptype.kind == "enum" and ptype.enum in enums:  # (it got its default: None, for most)
@@ -133,6 +143,44 @@ def _random_call(
             return call
     assert call is not None
     return call
+
+
+# --- a trace to every branch ----------------------------------------------------------------
+
+
+def branch_scripts(spec_file: SpecFile, spec: Spec, policy: Mapping[str, int]) -> tuple[list[Script], int, int]:
+    """The shortest call sequence (on one instance) to every branch of `spec` the coverage
+    search reaches at `policy` (`codegen.coverage.search`, as the coverage tests are found),
+    a sequence that begins another left out (running the longer compares every call of it);
+    with the number of branches reached and of branches in all. The one source that reaches
+    each branch however deep it lies: a timeout five ticks away, a retry limit at a policy
+    above the default."""
+    from ledgercheck.codegen.coverage import search  # the search, only when this source runs
+
+    found = search(spec_file, spec, policy)
+    ticks = {tick.event: tick for tick in clock_ticks(spec, {**spec.default_policy(), **policy})}
+    sequences: list[tuple[LedgerCall, ...]] = []
+    for branch in found.branches:
+        trace = found.traces.get(branch)
+        if trace is None:
+            continue
+        calls: list[LedgerCall] = []
+        for name, given in trace:
+            if name not in spec.events:
+                calls.append(ticks[name])
+                continue
+            event = spec.events[name]
+            values = dict(given)
+            args = []
+            for param in event.signature.params:
+                value = values.get(param.name, param.default)
+                args.append((param.name, opaque_value(param, event, value) if param.type.kind == "any" else value))
+            calls.append(LedgerCall(name, 0, tuple(args)))
+        sequences.append(tuple(calls))
+    unique = list(dict.fromkeys(sequences))
+    kept = [s for s in unique if not any(len(o) > len(s) and o[: len(s)] == s for o in unique)]
+    scripts = [Script(f"the trace to branch {n} of {len(kept)}", 1, calls) for n, calls in enumerate(kept, 1)]
+    return scripts, len(found.traces), len(found.branches)
 
 
 # --- counterexamples ----------------------------------------------------------------------
