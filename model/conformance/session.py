@@ -187,14 +187,14 @@ def check(
         if echo is not None:
             echo(line)
 
-    def scripts_diverge(scripts: Iterable[Script], by: str) -> Divergence | None:
+    def scripts_diverge(scripts: Iterable[Script], by: str, checker: Conformance = conformance) -> Divergence | None:
         for script in scripts:
             budget.stop_if_spent(by, "the lines above found no divergence")
-            found = conformance.run(script)
+            found = checker.run(script)
             if found is not None:
                 found.found_by = f"{by}: {script.source}"
                 found.original_calls = len(found.script.calls)
-                return conformance.shrink(found)
+                return checker.shrink(found)
         return None
 
     other_shards = shards or spec.default_shards
@@ -290,15 +290,10 @@ def check(
             start = time.monotonic()
             scripts, reached, total = branch_scripts(spec_file, spec, checker.policy)
             at = "" if checker is conformance else f" at the largest policy ({_policy_text(largest)})"
-            for script in scripts:
-                budget.stop_if_spent("a trace to a branch of the spec", "the lines above found no divergence")
-                found = checker.run(script)
-                if found is not None:
-                    found.found_by = f"a trace to a branch of the spec{at}: {script.source}"
-                    found.original_calls = len(found.script.calls)
-                    summary.divergence = checker.shrink(found)
-                    summary.checker = checker
-                    return summary
+            found = scripts_diverge(scripts, f"a trace to a branch of the spec{at}", checker)
+            if found is not None:
+                summary.divergence, summary.checker = found, checker
+                return summary
             calls = sum(len(s.calls) for s in scripts)
             say(
                 f"  branches         1 shard{at}: {len(scripts)} traces to the {reached} of {total} branches "
