@@ -826,7 +826,7 @@ def _unbound_field(binding: Binding, name: str, obj: Any, target_name: str) -> s
     )
 
 
-def _check_construct(binding: Binding, target: Callable[..., Any]) -> None:
+def _check_construct(binding: Binding, target: Callable[..., Any], clock: Any = None) -> None:
     """A construct keyword the class does not take is the binding's mistake: refused when the
     class is bound, naming its line, not reported by every trace as a failed construction."""
     try:
@@ -838,6 +838,8 @@ def _check_construct(binding: Binding, target: Callable[..., Any]) -> None:
     takes = [name for name, p in params.items() if p.kind is not inspect.Parameter.POSITIONAL_ONLY]
     passed = [("construct", name, path.where) for name, path in binding.construct]
     passed += [(f"notification {a.notification!r}", a.target, a.where) for a in binding.announcers if a.form == "param"]
+    if clock is not None and clock.drive_param is not None:
+        passed.append(("[clock] drive", clock.drive_param, clock.drive_where))
     for what, name, at in passed:
         if name not in takes:
             where = f"{at}: " if at is not None else ""
@@ -888,7 +890,7 @@ def _imports(binding: Binding, spec: Spec) -> list[str]:
 
 def bound_class(binding: Binding, spec: Spec, target: Callable[..., Any]) -> type:
     """A class with the ledger's API whose instances drive `target` as `binding` says."""
-    _check_construct(binding, target)
+    _check_construct(binding, target, spec.clock)
     fields = [f.name for f in spec.fields if binding.observes(f.name)]
     reverse = {
         name: {repr(v): member for member, group in read.values.items() for v in group}

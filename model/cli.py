@@ -466,7 +466,8 @@ def _conform_parser(subparsers: Any) -> None:
         "--shards",
         type=int,
         default=None,
-        help=f"fleet size (default: {ENUMERATION_SHARDS} for enumeration, the spec's for the other traces)",
+        help=f"fleet size (default: the spec's default_shards, at most {ENUMERATION_SHARDS} for the enumeration; "
+        "the branches' traces use one instance)",
     )
     parser.add_argument(
         "--random",

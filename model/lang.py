@@ -13,6 +13,7 @@ a call, an import, a subscript, a lambda or a dunder name is refused with its po
 from __future__ import annotations
 
 import ast
+import re
 import textwrap
 import warnings
 from collections.abc import Callable, Mapping
@@ -103,6 +104,10 @@ class Scope:
         return names
 
 
+_LONE_EQUALS = re.compile(r"(?<![=!<>])=(?!=)")
+"""A single `=` in an expression: almost always a comparison written `=`."""
+
+
 def parse_python(text: str, mode: str, scope: Scope) -> ast.AST:
     """Parse text as Python, refusing oversized or overly deep input before it can hurt.
     Only ever parses: nothing here compiles or runs the text. Every failure is a SpecError
@@ -119,6 +124,8 @@ def parse_python(text: str, mode: str, scope: Scope) -> ast.AST:
         line = exc.lineno or 1
         col = (exc.offset or 1) - 1
         message = f"syntax error: {exc.msg}"
+        if mode == "eval" and "==" not in message and _LONE_EQUALS.search(text):
+            message += " (an expression compares with ==; a single = assigns, which only a block does)"
         if "integer string conversion" in (exc.msg or ""):
             message = f"an integer literal is out of range (|n| <= {MAX_INT})"
         raise SpecError(scope.where(line, col), f"{scope.context}: {message}") from None
@@ -354,7 +361,22 @@ def _name(node: ast.Name, scope: Scope) -> ir.Expr:
     if name in ("True", "False", "None"):
         raise scope.fail(node, f"{name} is reserved")
     if name in scope.fields:
+        if scope.snapshots:
+            shown = " or ".join(f"{snap}.{name}" for snap in sorted(scope.snapshots))
+            raise scope.fail(node, f"{name!r} is a field of the called instance: read it as {shown}")
         raise scope.fail(node, f"{name!r} is a per-shard field: name the shard ({_shard_hint(scope)}.{name})")
+    if scope.args is not None and name in scope.args:
+        raise scope.fail(node, f"unknown name {name!r}: the call's argument is read as args.{name}")
+    if name in ("result", "raised"):
+        raise scope.fail(
+            node,
+            f"unknown name {name!r}: {name} is the call's outcome, read in a step property"
+            + (
+                " whose every event in `on` declares `returns`, of one type"
+                if name == "result" and scope.snapshots
+                else ""
+            ),
+        )
     raise scope.fail(node, f"unknown name {name!r}{did_you_mean(name, scope.all_names())}")
 
 
@@ -384,6 +406,12 @@ def _attribute(node: ast.Attribute, scope: Scope) -> ir.Expr:
             f"step property (of the call); to state something about {attr!r} here, keep it in a history "
             f"field (`last_{attr} = args.{attr}` in the event's history block) and read that",
         )
+    if base in ("before", "after") and base not in scope.snapshots:
+        raise scope.fail(
+            node, f"{base}.{attr}: before and after are read in a step property (around a call); here read {attr}"
+        )
+    if base == "old" and base not in scope.snapshots:
+        raise scope.fail(node, f"old.{attr}: old (the record before the call) is read in a history block only")
     allowed = ["args"] if scope.args is not None else []
     allowed += sorted(scope.snapshots) + sorted(scope.shard_vars)
     hint = f" (here: {', '.join(allowed)})" if allowed else ""

@@ -186,6 +186,9 @@ class Clock:
     drive_param: str | None
     drive_patch: str | None
     doc: str = ""
+    drive_where: Location | None = field(default=None, compare=False)
+    """Where the spec says how the clock is driven (`drive`, else `[clock]`): what a
+    constructor parameter the class does not take names."""
 
 
 @dataclass(frozen=True)
@@ -1288,6 +1291,7 @@ class _Builder:
             target if how == "param" else None,
             target if how == "patch" else None,
             self._str(table, "doc", keys, ""),
+            self.source.lines.where((*keys, "drive") if "drive" in table else keys),
         )
 
     def _clock_actions(self, env_vars: tuple[VarDecl, ...], taken: set[str]) -> tuple[Action, ...]:

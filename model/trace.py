@@ -169,6 +169,14 @@ class Simulation:
         negative = negative_argument(action.name, action.value_params, values)
         if negative is not None:
             raise UsageError(negative)
+        for param in action.value_params:
+            value = values.get(param.name)
+            enum = self.spec.enums.get(param.type.enum or "")
+            if enum is not None and value is not None and value not in enum.members:
+                raise UsageError(
+                    f"{action.name}: {param.name} = {value!r} is not a member of {enum.name} "
+                    f"({', '.join(enum.members)}){did_you_mean(str(value), enum.members)}"
+                )
         if not self.enabled(action, shards, values):
             raise UsageError(f"{action.name} is not enabled here (when: {action.name} requires its guard)")
         effects = self.machine.run_action(action, shards, values, self.store)
@@ -190,6 +198,14 @@ class Simulation:
             announced,
         )
         return step, effects
+
+
+def _argument(node: ast.expr) -> Any:
+    """A step's argument: a Python literal, or a bare name, read as an enum member's name (as
+    the figures print it: `cancel(0, mode=FORCE)`)."""
+    if isinstance(node, ast.Name) and node.id not in ("True", "False", "None"):
+        return node.id
+    return ast.literal_eval(node)
 
 
 def parse_action_call(text: str, environment: Environment) -> tuple[Action, dict[str, int], dict[str, Any]]:
@@ -215,10 +231,10 @@ def parse_action_call(text: str, environment: Environment) -> tuple[Action, dict
         )
     action = environment.action(name)
     try:
-        positional = [ast.literal_eval(a) for a in node.args]
-        keywords = {k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg}
+        positional = [_argument(a) for a in node.args]
+        keywords = {k.arg: _argument(k.value) for k in node.keywords if k.arg}
     except ValueError:
-        raise UsageError(f"step {text!r}: arguments must be literals") from None
+        raise UsageError(f"step {text!r}: arguments must be literals or enum members") from None
     shards: dict[str, int] = {}
     for param in action.shard_params:
         if param in keywords:

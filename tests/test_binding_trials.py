@@ -5,6 +5,7 @@ the figure. Each was a pass where something was wrong, or a traceback."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -311,3 +312,41 @@ def test_conform_follows_a_trace_to_every_branch_at_the_default_and_the_largest_
     code = main(["conform", "lease.toml", *quick, "--no-branches"])
     out = capsys.readouterr().out
     assert code == 0, out  # what the branches source adds: without it, no divergence
+
+
+def test_ci_folds_a_stale_suite_into_one_line() -> None:
+    from ledgercheck.model.ci import _test_failures
+
+    stale = "Failed: pool.toml: event release changed since these tests were generated; run `ledgercheck gen`"
+    output = [
+        "=" * 20 + " short test summary info " + "=" * 20,
+        *(f"FAILED generated_tests/test_{m}.py::test_{n} - {stale}" for m in ("a", "b", "c") for n in range(2)),
+    ]
+    assert _test_failures("tests vs model", output) == [f"TESTS     tests vs model: 6 failed in 3 modules ({stale})"]
+
+
+def test_a_clock_parameter_the_class_does_not_take_names_the_drive_line(
+    tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ledgercheck.model.cli import main
+
+    spec = LEASE.replace('drive = { patch = "leasing.monotonic" }', 'drive = { param = "clck" }')
+    (tmp_path / "lease.toml").write_text(spec, encoding="utf-8")
+    (tmp_path / "leasing.py").write_text(LEASING.replace("def __init__(self, ttl)", "def __init__(self, ttl, clock)"))
+    monkeypatch.chdir(tmp_path)
+    assert main(["conform", "lease.toml"]) == 2
+    err = capsys.readouterr().err
+    line = next(n for n, text in enumerate(spec.splitlines(), 1) if text.startswith("drive"))
+    assert f"lease.toml:{line}:" in err
+    assert "[clock] drive passes clck=, which Lease(ttl, clock) does not take (did you mean 'clock'?)" in err
+
+
+def test_replay_reads_an_enum_member_by_its_bare_name_and_refuses_a_misspelt_one(tmp_path: Path, capsys: Any) -> None:
+    from ledgercheck.model.cli import main
+
+    (tmp_path / "pool.toml").write_text(SPEC.replace("{capacity}", "capacity"), encoding="utf-8")
+    spec = str(tmp_path / "pool.toml")
+    assert main(["replay", spec, "acquire(0)", "release(0, how=BROKEN)"]) == 0
+    assert re.search(r"broken +\| 0 +\| 0 +\| 1\*", capsys.readouterr().out)
+    assert main(["replay", spec, "acquire(0)", "release(0, how=BROKN)"]) == 2
+    assert "how = 'BROKN' is not a member of Release (OK, BROKEN) (did you mean 'BROKEN'?)" in capsys.readouterr().err

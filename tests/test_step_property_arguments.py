@@ -157,3 +157,20 @@ def test_a_figure_shows_what_each_call_gave_its_caller(
     rows = [line for line in out.splitlines() if line.startswith("outcome ")]
     assert rows, out
     assert any(shown in row for row in rows), rows
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "says"),
+    [
+        ('"before.tokens - after.tokens == args.n"', '"before.tokens - after.tokens == n"', "read as args.n"),
+        ('"before.tokens - after.tokens == args.n"', '"result == 1"', "declares `returns`, of one type"),
+        ('"before.tokens - after.tokens == args.n"', '"tokens == 1"', "read it as after.tokens or before.tokens"),
+        ('when = "args.n > 0"', 'when = "args.n = 0"', "an expression compares with =="),
+        ('assert = "tokens >= 0"', 'assert = "after.tokens >= 0"', "before and after are read in a step property"),
+    ],
+)
+def test_a_misread_property_says_how_to_read_it(old: str, new: str, says: str) -> None:
+    spec = SPEC + '\n[properties.inv]\nkind = "invariant"\nassert = "tokens >= 0"\nexpect = { base = "holds" }\n'
+    assert spec.count(old) == 1
+    with pytest.raises(SpecError, match=re.escape(says)):
+        load_spec_text(spec.replace(old, new), "bucket.toml")

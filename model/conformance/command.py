@@ -61,7 +61,12 @@ def run(ns: argparse.Namespace) -> int:
             raise
         raise ImplementationError(f"{where}: {exc}") from None  # the spec's own target: its line
     conformance = Conformance(spec, impl, policy, target)
-    print(f"ledgercheck conform: {target} against the model of {variant!r} ({Path(spec_file.path).name})", flush=True)
+    shown = ", ".join(f"{name}={value}" for name, value in policy.items())
+    print(
+        f"ledgercheck conform: {target} against the model of {variant!r} ({Path(spec_file.path).name})"
+        + (f", policy {shown}" if shown else ""),
+        flush=True,
+    )
     work = _Work(conformance, spec_file, overrides, variant, ns, executor.from_namespace(ns))
     if not executor.Beside.possible():
         return _compare(work, _written, None)
