@@ -66,6 +66,9 @@ class Result:
     invariant: str = ""
     assumptions: str = ""
     """What a liveness verdict assumes (the environment's fairness), printed with it."""
+    vacuous: str = ""
+    """For a property that holds with a `when`: where its `when` never holds (`in any
+    reachable state`, `up to depth 12`), so it holds of nothing there; empty otherwise."""
     reused: bool = False
     """Answered from the cache of results (`model.resultcache`), not solved by this run. No
     format prints it: a reused result prints what a fresh check would; `ci` counts them."""

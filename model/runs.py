@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from ledgercheck.model import budget, executor, resultcache
+from ledgercheck.model import budget, executor, ir, resultcache
 from ledgercheck.model.errors import EXIT_MISMATCH, EXIT_OK, EXIT_UNKNOWN, UsageError, did_you_mean
 from ledgercheck.model.result import Result, Status
 from ledgercheck.model.spec import Property, PropertyKind, Spec, SpecFile
@@ -238,14 +238,54 @@ def _check_job(plan: _Plan, job: tuple[str, str, str], progress: Callable[[str],
     if progress is not None:
         progress(f"{variant} / {name} ({environment}): checking")
     try:
-        return _check_one(
-            plan.request, spec, environment, spec.property(name), shards=fleet, policy=policy, progress=progress
-        )
+        prop = spec.property(name)
+        result = _check_one(plan.request, spec, environment, prop, shards=fleet, policy=policy, progress=progress)
+        if result.status in (Status.PROVED, Status.HOLDS_TO_DEPTH):
+            result.vacuous = _vacuous(plan.request, spec, environment, prop, shards=fleet, policy=policy)
+        return result
     except Exception as exc:
         spent = budget.interrupted_by(exc)  # the budget, not an error of the check's: unknown
         if spent is None:
             raise
         return _not_established(plan, job, f"the {spent} ran out while it was checked")
+
+
+def _vacuous(
+    request: CheckRequest, spec: Spec, environment: str, prop: Property, *, shards: int, policy: dict[str, int] | None
+) -> str:
+    """Where a property that holds is about nothing: its `when` never holds (in a reachable
+    state of the focus shard, or at a call of its `on`), within the callers' contracts (what
+    the verdict counts). Searched as a property of its own, `not when`, where the explicit
+    engine decides it (a witness is usually a few steps away: a run pays little for it);
+    elsewhere nothing is said (the solver's search would cost as much as the check). A trace
+    that breaks it is a witness that the property was exercised; none is vacuity, proved or up
+    to the depth searched."""
+    if prop.when is None or prop.kind not in (PropertyKind.INVARIANT, PropertyKind.STEP) or policy is None:
+        return ""
+    witness = replace(prop, name=f"{prop.name} (its when)", when=None, check=ir.Not(prop.when), lemmas=())
+    choice = explicit_suits(spec, environment, witness, shards=shards, policy=policy, view=None, prove=True)
+    if choice is None:  # the solver's search would cost as much as the check: nothing is said
+        return ""
+    from ledgercheck.model.explicit import explicit_check
+
+    found = explicit_check(
+        spec,
+        environment,
+        witness,
+        shards=shards,
+        policy=policy,
+        max_depth=request.max_depth,
+        max_traces=1,
+        timeout=request.timeout,
+        prove=True,
+    )
+    contracts = spec.environment(environment).any_call and any(e.requires is not None for e in spec.events.values())
+    within = " within the callers' contracts" if contracts else ""
+    if found.status == Status.PROVED:
+        return ("in any reachable state" if prop.kind == PropertyKind.INVARIANT else "at any call") + within
+    if found.status == Status.HOLDS_TO_DEPTH and choice == "search":
+        return f"up to depth {found.depth}{within}"
+    return ""
 
 
 def _not_established(plan: _Plan, job: tuple[str, str, str], why: str) -> Result:
@@ -438,6 +478,8 @@ def result_json(result: Result) -> dict[str, Any]:
         data["lax_traces"] = [t.to_json() for t in result.lax_traces]
     if result.note:
         data["note"] = result.note
+    if result.vacuous:  # a property that holds, but whose `when` is never true where it was checked
+        data["vacuous"] = result.vacuous
     if result.region is not None:
         data["policy_region"] = result.region
         data["policy_region_text"] = result.region_text()

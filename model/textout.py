@@ -116,6 +116,26 @@ def summary_lines(results: list[Result]) -> list[str]:
     lines = [head]
     lines += [f"  MISMATCH  {mismatch_line(r)}" for r in attention(results) if outcome(r) == "mismatch"]
     lines += [f"  UNKNOWN   {mismatch_line(r)}" for r in attention(results) if outcome(r) == "unknown"]
+    lines += vacuous_lines(results)
+    return lines
+
+
+def vacuous_lines(results: Sequence[Result]) -> list[str]:
+    """The properties that hold of nothing: their `when` is never true where they were checked
+    (one line per property, environment and finding, its variants named together)."""
+    groups: dict[tuple[str, str, str], list[str]] = {}
+    for result in results:
+        if result.vacuous:
+            groups.setdefault((result.property, result.environment, result.vacuous), []).append(result.variant)
+    lines = []
+    for (name, environment, where), variants in groups.items():
+        why = (
+            "the verdict counts only those, so it is seen only in its lax traces and conform's any-call pass"
+            if "contracts" in where
+            else "so it checks nothing there (a when that cannot happen, or a misread field?)"
+        )
+        head = f"{name} ({environment}; {', '.join(variants)})"
+        lines.append(f"  VACUOUS   {head}: holds, but its when is never true {where}: {why}")
     return lines
 
 
