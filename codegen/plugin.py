@@ -291,7 +291,7 @@ def _check_binding(impl: Any, spec: Any, shards: int, policy: Mapping[str, int])
     probe = impl.build(shards, policy, clock=ManualClock() if spec.clock is not None else None)
     missing = impl.missing_api(probe, spec)
     if missing:
-        raise ImplementationError(f"{impl.label}: " + "; ".join(missing))
+        raise ImplementationError(f"{impl.label}: " + "\n  ".join(missing))
 
 
 @pytest.fixture

@@ -797,6 +797,31 @@ def _unread_instance(path: CallPath, obj: Any, names: Mapping[str, Any], policy:
     return []
 
 
+def _uncallable(method: Callable[..., Any], event: Event, binding: Binding, target_name: str) -> list[str]:
+    """An event called by its own name whose method cannot take the call as it is made (the
+    index first where indexed, then the spec's arguments): a binding error, not a divergence
+    of every trace that calls it."""
+    try:
+        signature = inspect.signature(method)
+    except (TypeError, ValueError):
+        return []
+    leading = ["index"] if binding.instances == "indexed" else []
+    positional = [*leading, *(p.name for p in event.signature.params if not p.keyword_only)]
+    keywords = {p.name: p.name for p in event.signature.params if p.keyword_only}
+    try:
+        signature.bind(*positional, **keywords)
+    except TypeError as exc:
+        made = ", ".join([*positional, *(f"{k}=..." for k in keywords)])
+        indexed = ' (instances = "indexed" passes the index first)' if leading else ""
+        where = f"{binding.construct_where}: " if binding.construct_where is not None else ""
+        return [
+            f"{where}event {event.name} is called as {event.name}({made}){indexed}, which "
+            f"{target_name}.{event.name}{signature} does not take ({exc}); bind it under "
+            "[implementation.events], or set instances"
+        ]
+    return []
+
+
 def _has(obj: Any, name: str) -> bool:
     """Whether `obj.name` can be read (a property that raises something else counts: the
     comparison reports what it raises)."""
@@ -1076,6 +1101,8 @@ def bound_class(binding: Binding, spec: Spec, target: Callable[..., Any]) -> typ
                             f"the implementation has no {event.name} (needed by event {event.name}, which "
                             f"[implementation.events] does not bind): {target_name} has no method {event.name!r}{hint}"
                         )
+                    elif call is None:
+                        problems += _uncallable(getattr(obj, event.name), event, binding, target_name)
                     elif call is not None:
                         unknown = dict.fromkeys(event_params[event.name], _UNKNOWN)
                         names = self._call_names(event, 0, unknown)

@@ -350,3 +350,19 @@ def test_replay_reads_an_enum_member_by_its_bare_name_and_refuses_a_misspelt_one
     assert re.search(r"broken +\| 0 +\| 0 +\| 1\*", capsys.readouterr().out)
     assert main(["replay", spec, "acquire(0)", "release(0, how=BROKN)"]) == 2
     assert "how = 'BROKN' is not a member of Release (OK, BROKEN) (did you mean 'BROKEN'?)" in capsys.readouterr().err
+
+
+def test_an_event_method_that_cannot_take_the_call_is_a_binding_error(tmp_path: Path, capsys: Any) -> None:
+    """`instances = "indexed"` on a class of one pool per object: every call passes an index
+    its methods do not take. A binding error (exit 2) naming the call and the method, where
+    it was a divergence of every trace (`TypeError: ... takes 1 positional argument`)."""
+    from ledgercheck.model.cli import main
+
+    spec = SPEC.replace("{capacity}", "capacity").replace('instances = "each"', 'instances = "indexed"')
+    (tmp_path / "pool.toml").write_text(spec, encoding="utf-8")
+    (tmp_path / "pool.py").write_text(CLASS.format(returned="self.in_use", on_close="pass"), encoding="utf-8")
+    code = main(["conform", str(tmp_path / "pool.toml"), "--impl", f"{tmp_path / 'pool.py'}:Pool"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert 'event acquire is called as acquire(index) (instances = "indexed" passes the index first)' in err
+    assert "Pool.acquire() does not take (too many positional arguments)" in err

@@ -114,7 +114,7 @@ class Conformance:
             raise self.impl.cannot_build(exc, clock=self.accepts_clock, label=self.label) from None
         missing = self.impl.missing_api(instance, self.spec)
         if missing:
-            raise ImplementationError(f"{self.label}: " + "; ".join(missing))
+            raise ImplementationError(f"{self.label}: " + "\n  ".join(missing))
         return tuple(g.name for g in self.spec.globals if hasattr(instance, g.name))
 
     # -- observing and calling --
