@@ -366,7 +366,8 @@ class Machine(Generic[V]):
 
         self.branch(ignored, lambda s, f, p: None, run, frame, store, pc)
         after = {name: store[(shard, name)] for name in self.shard_field_names}
-        result = self.eval(event.returns, Frame(shard, {}, full_args), store) if event.returns is not None else None
+        returned = Frame(shard, {}, full_args, {}, {"old": before})  # `old.x`: the record before the call
+        result = self.eval(event.returns, returned, store) if event.returns is not None else None
         emits = tuple(effects.emits[first_emit:])
         emitted: dict[str, V] = {}
         for name in self.spec.notifications:

@@ -174,3 +174,65 @@ def test_a_misread_property_says_how_to_read_it(old: str, new: str, says: str) -
     assert spec.count(old) == 1
     with pytest.raises(SpecError, match=re.escape(says)):
         load_spec_text(spec.replace(old, new), "bucket.toml")
+
+
+OPENS = """\
+[spec]
+name = "door"
+api_class = "Door"
+state_field = "state"
+default_shards = 1
+
+[enums.State]
+members = ["SHUT", "OPEN"]
+
+[fields]
+state = { type = "State", initial = "SHUT" }
+
+[events.open]
+call = "open(i)"
+returns = "old.state != OPEN"
+body = "state = OPEN"
+
+[events.shut]
+call = "shut(i)"
+body = "state = SHUT"
+
+[environments.ledger]
+any_call = true
+
+[properties.open_says_whether_it_opened]
+kind = "step"
+on = ["open"]
+assert = "result == (before.state == SHUT)"
+expect = { base = "holds" }
+
+[properties.open_always_opens_something]
+kind = "step"
+on = ["open"]
+assert = "result"
+expect = { base = "violated" }
+"""
+
+
+def test_returns_reads_the_record_before_the_call(tmp_path: Path, capsys: Any) -> None:
+    """`returns = "old.state != OPEN"`: whether the call changed something, the most common
+    return of all, which could not be written (old.x was refused there)."""
+    from ledgercheck.model.cli import main
+
+    spec = tmp_path / "door.toml"
+    spec.write_text(OPENS, encoding="utf-8")
+    for engine in ("z3", "explicit"):
+        code, out = _check(capsys, spec, "--engine", engine)
+        assert code == 0, out
+        assert "open_always_opens_something" in out and "VIOLATED, depth 2" in out
+    out_dir = tmp_path / "generated_tests"
+    assert main(["gen", str(spec), "--out", str(out_dir)]) == 0, capsys.readouterr()
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(out_dir)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr

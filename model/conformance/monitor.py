@@ -246,7 +246,7 @@ class LedgerCheck:
         if self.prop.kind == PropertyKind.STEP and event_name in self.prop.on:
             emitted = self._emitted(event_name, shard, full_args, store)
             if result is _UNSET and event.returns is not None:  # it raised: the spec's value, as the model's
-                result = self.machine.eval(event.returns, Frame(shard, {}, full_args), new_store)
+                result = self.machine.eval(event.returns, Frame(shard, {}, full_args, {}, {"old": old}), new_store)
             outcome = {"raised": raised} if result is _UNSET else {"raised": raised, "result": result}
             frame = Frame(shard, {}, full_args, outcome, {"before": old, "after": new}, emitted)
             applies = self.prop.when is None or self.machine.eval(self.prop.when, frame, new_store)
