@@ -61,6 +61,7 @@ import enum
 import importlib
 import inspect
 import logging
+import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -440,6 +441,10 @@ def _eval(node: ast.expr, receiver: Any, names: Mapping[str, Any]) -> Any:
         error = builtin_exception(node.id, BaseException)
         if error is not None and not hasattr(receiver, node.id):
             return error
+        if not hasattr(receiver, node.id):  # a name of the class's own module: its enum, a constant
+            found = _module_name(receiver, node.id)
+            if found is not _UNKNOWN:
+                return found
         return getattr(receiver, node.id)
     if isinstance(node, ast.Attribute):
         return getattr(_eval(node.value, receiver, names), node.attr)
@@ -462,9 +467,10 @@ class _Rendered(ast.NodeTransformer):
     """A call path as the Python it performs: a name in scope becomes its value, a leading
     name that is not one becomes an attribute of `receiver` (the object's variable)."""
 
-    def __init__(self, receiver: str | None, names: Mapping[str, Any]) -> None:
+    def __init__(self, receiver: str | None, names: Mapping[str, Any], bare: frozenset[str] = frozenset()) -> None:
         self.receiver = receiver
         self.names = names
+        self.bare = bare
 
     def visit_Name(self, node: ast.Name) -> ast.expr:
         if node.id == SELF and self.receiver is not None:
@@ -473,16 +479,19 @@ class _Rendered(ast.NodeTransformer):
             value = self.names[node.id]
             shown: ast.expr = ast.Constant(value) if isinstance(value, _LITERALS) else ast.Name(repr(value))
             return ast.copy_location(shown, node)
-        if self.receiver is None or node.id in _HELPERS or builtin_exception(node.id, BaseException) is not None:
+        if self.receiver is None or node.id in _HELPERS or node.id in self.bare:
+            return node
+        if builtin_exception(node.id, BaseException) is not None:
             return node
         return ast.copy_location(ast.Attribute(ast.Name(self.receiver), node.id, ast.Load()), node)
 
 
-def render(path: CallPath, receiver: str | None, names: Mapping[str, Any]) -> str:
+def render(path: CallPath, receiver: str | None, names: Mapping[str, Any], bare: frozenset[str] = frozenset()) -> str:
     """`path` as a line a user can paste (`job_table.complete(0, 1)`): what `evaluate` does
-    with the same names, on the object called `receiver`."""
+    with the same names, on the object called `receiver`; `bare` are the names of the class's
+    module it reads (imported by the reproducer), left as they are."""
     tree = ast.parse(path.text.strip(), mode="eval").body
-    return ast.unparse(_Rendered(receiver, names).visit(tree))
+    return ast.unparse(_Rendered(receiver, names, bare).visit(tree))
 
 
 def variable(class_name: str) -> str:
@@ -710,6 +719,10 @@ def _probe(node: ast.expr, receiver: Any, names: Mapping[str, Any], perform: boo
             return receiver
         if node.id in names or node.id in _HELPERS or builtin_exception(node.id, BaseException) is not None:
             return _eval(node, receiver, names)
+        if not hasattr(receiver, node.id):
+            found = _module_name(receiver, node.id)
+            if found is not _UNKNOWN:
+                return found
         return _attribute(receiver, node.id, node)
     if isinstance(node, ast.Attribute):
         base = _probe(node.value, receiver, names, True)
@@ -734,6 +747,13 @@ def _probe(node: ast.expr, receiver: Any, names: Mapping[str, Any], perform: boo
         except Exception:
             return _UNKNOWN
     return _UNKNOWN
+
+
+def _module_name(receiver: Any, name: str) -> Any:
+    """`name` in the module the receiver's class is defined in (`CancelMode`, for a call path
+    `cancel(i, CancelMode(mode))`), or `_UNKNOWN`."""
+    module = sys.modules.get(getattr(type(receiver), "__module__", ""), None)
+    return getattr(module, name, _UNKNOWN) if module is not None else _UNKNOWN
 
 
 def _public(owner: Any) -> list[str]:
@@ -950,6 +970,18 @@ def bound_class(binding: Binding, spec: Spec, target: Callable[..., Any]) -> typ
             _listen(announcer.target)
     target_name = getattr(target, "__name__", "Implementation")
     imports = _imports(binding, spec)
+    # Names of the class's own module an event's path reads (its enum, say): bare in a reproducer,
+    # which imports them beside the class.
+    from_module = frozenset(
+        n.id
+        for call in binding.events.values()
+        for n in ast.walk(call.call.tree)
+        if isinstance(n, ast.Name) and not hasattr(target, n.id) and hasattr(home, n.id)
+    )
+    if from_module:
+        file = getattr(home, "__file__", None)
+        named = Path(file).stem if home.__name__.startswith(FILE_MODULE_PREFIX) and file else home.__name__
+        imports = [f"from {named} import {', '.join(sorted(from_module))}", *imports]
 
     class Bound:
         """Built from the spec's [implementation] table (see `model.binding`)."""
@@ -1156,7 +1188,7 @@ def bound_class(binding: Binding, spec: Spec, target: Callable[..., Any]) -> typ
                 shown = [repr(v) for v in (*leading, *args)] + [f"{k}={v!r}" for k, v in kwargs.items()]
                 return f"{obj}.{event}({', '.join(shown)})"
             given = {**dict(zip(event_params[event], args, strict=False)), **kwargs}
-            line = render(call.call, obj, Bound.call_names(event, index, given, policy))
+            line = render(call.call, obj, Bound.call_names(event, index, given, policy), from_module)
             passed = ", ".join(call.reraises)
             return f"with contextlib.suppress({passed}): {line}" if call.reraises else line
 

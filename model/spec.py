@@ -1121,7 +1121,10 @@ class _Builder:
         returns = None
         if returns_text is not None:
             if not isinstance(returns_text, str) or not returns_text.strip():
-                raise self.fail((*keys, "returns"), "returns must be an expression over the record after the call (old.x: before it)")
+                raise self.fail(
+                    (*keys, "returns"),
+                    "returns must be an expression over the record after the call (old.x: before it)",
+                )
             returns = lang.compile_expr(
                 returns_text,
                 self.scope((*keys, "returns"), f"event {name}: returns", args=args, snapshots=frozenset({"old"})),

@@ -366,3 +366,28 @@ def test_an_event_method_that_cannot_take_the_call_is_a_binding_error(tmp_path: 
     assert code == 2, err
     assert 'event acquire is called as acquire(index) (instances = "indexed" passes the index first)' in err
     assert "Pool.acquire() does not take (too many positional arguments)" in err
+
+
+def test_a_call_path_names_the_class_s_own_module_enum(tmp_path: Path, capsys: Any) -> None:
+    """`release = "release(how=Release(how))"`: `Release` is the module's enum, not an
+    attribute of the class; the reproducer imports it beside the class."""
+    from ledgercheck.model.cli import main
+
+    source = "import enum\n\n\nclass Release(enum.Enum):\n    OK = 'ok'\n    BROKEN = 'broken'\n\n\n" + CLASS.format(
+        returned="self.in_use", on_close="pass"
+    ).replace('if how not in ("ok", "broken"):', "if not isinstance(how, Release):").replace(
+        'how="ok"', "how=Release.OK"
+    ).replace('if how == "broken":', "if how is Release.BROKEN:")
+    spec = SPEC.replace("{capacity}", "capacity") + '\n[implementation.events]\nrelease = "release(how=Release(how))"\n'
+    (tmp_path / "pool.toml").write_text(spec, encoding="utf-8")
+    (tmp_path / "pool.py").write_text(source, encoding="utf-8")
+    target = f"{tmp_path / 'pool.py'}:Pool"
+    code = main(["conform", str(tmp_path / "pool.toml"), "--impl", target, "--depth", "3"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    (tmp_path / "leaky.py").write_text(source.replace("self.broken += 1", "pass"), encoding="utf-8")
+    code = main(["conform", str(tmp_path / "pool.toml"), "--impl", f"{tmp_path / 'leaky.py'}:Pool", "--depth", "3"])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    assert "from leaky import Release" in out
+    assert "pool_0.release(how=Release('broken'))" in out
