@@ -47,7 +47,7 @@ from ledgercheck.model.figure import shows_inherited, trace_figure
 from ledgercheck.model.interpreter import Notice, advance_timers, build_api, clock_steps
 from ledgercheck.model.result import Status
 from ledgercheck.model.runs import run_checks
-from ledgercheck.model.spec import Event, Spec, SpecFile, load_spec, reference_variant
+from ledgercheck.model.spec import Event, PropertyKind, Spec, SpecFile, load_spec, reference_variant
 from ledgercheck.model.trace import Trace, base_url
 
 TEMPLATE_VERSION = "2"
@@ -783,7 +783,27 @@ def cmd_gen(*, spec: str | None, out: str | None, check: bool, progress: bool | 
         if change.name in changed:
             print(change.line())
     print("\n".join(coverage_report(spec_file, command)))
+    for line in untested_lassos(spec_file, command):
+        print(line)
     return EXIT_OK
+
+
+def untested_lassos(spec_file: SpecFile, command: str) -> list[str]:
+    """The liveness properties some variant is expected to violate: their counterexamples are
+    lassos (a loop that never gets there), which a test of finitely many calls cannot show, so
+    none is generated; said, not left to be noticed."""
+    base = spec_file.variant()
+    found = [
+        name
+        for name, prop in base.properties.items()
+        if prop.kind == PropertyKind.EVENTUALLY
+        and any(spec_file.variant(v).properties[name].expect.get(v) == "violated" for v in spec_file.variants)
+    ]
+    return [
+        f"{command}: {name}: a liveness counterexample (a lasso) has no generated test; "
+        f"`ledgercheck check --property {name}` shows it"
+        for name in found
+    ]
 
 
 def _gen_command(out: str | None) -> str:

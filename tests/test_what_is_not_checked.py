@@ -1,5 +1,7 @@
-"""A property that holds of nothing is said so: its `when` never true where it was checked
-(a pool trial: `when = "idle > capacity + 100"` and `assert = "False"` was PROVED)."""
+"""What a run does not check is said, not left to be noticed: a property that holds of nothing
+(its `when` never true where it was checked: a pool trial's `when = "idle > capacity + 100"`
+with `assert = "False"` was PROVED), a liveness counterexample no test can show.
+"""
 
 from __future__ import annotations
 
@@ -65,3 +67,46 @@ def test_json_names_it(tmp_path: Path, capsys: Any) -> None:
     assert code == 0
     results = json.loads(out)["results"] if isinstance(json.loads(out), dict) else json.loads(out)
     assert results[0]["vacuous"] == "in any reachable state"
+
+
+LIVE = """\
+[spec]
+name = "job"
+state_field = "state"
+default_shards = 1
+
+[enums.State]
+members = ["WAITING", "DONE"]
+
+[fields]
+state = { type = "State", initial = "WAITING" }
+
+[events.poke]
+call = "poke(i)"
+body = "pass"
+
+[events.finish]
+call = "finish(i)"
+requires = "False"
+body = "state = DONE"
+
+[environments.ledger]
+any_call = true
+
+[properties.ends]
+kind = "eventually"
+when = "state == WAITING"
+assert = "state == DONE"
+expect = { base = "violated" }
+"""
+
+
+def test_gen_says_a_liveness_counterexample_has_no_test(tmp_path: Path, capsys: Any) -> None:
+    from ledgercheck.model.cli import main
+
+    spec = tmp_path / "job.toml"
+    spec.write_text(LIVE, encoding="utf-8")
+    code = main(["gen", str(spec), "--out", str(tmp_path / "generated_tests")])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "ends: a liveness counterexample (a lasso) has no generated test" in out
