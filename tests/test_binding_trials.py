@@ -391,3 +391,23 @@ def test_a_call_path_names_the_class_s_own_module_enum(tmp_path: Path, capsys: A
     assert code == 1, out
     assert "from leaky import Release" in out
     assert "pool_0.release(how=Release('broken'))" in out
+
+
+def test_what_the_implementation_logs_stays_out_of_conform_s_report(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    (tmp_path / "lease.toml").write_text(LEASE, encoding="utf-8")
+    noisy = LEASING.replace("from time import monotonic", "import logging\nfrom time import monotonic").replace(
+        'self.state = "HELD"', 'self.state = "HELD"\n            logging.getLogger("lease").warning("lease taken")'
+    )
+    (tmp_path / "leasing.py").write_text(noisy, encoding="utf-8")
+    run = subprocess.run(
+        [sys.executable, "-m", "ledgercheck.model.cli", "conform", "lease.toml", "--depth", "2", "--random", "50"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "lease taken" not in run.stdout + run.stderr

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import os
 import signal
 import sys
@@ -44,6 +45,7 @@ def run(ns: argparse.Namespace) -> int:
     if ns.shards is not None and not 1 <= ns.shards <= MAX_SHARDS:
         raise UsageError(f"--shards must be in [1, {MAX_SHARDS}]")
     spec_file = load_spec(ns.spec)
+    _quiet_implementation_logs()
     variant = ns.variant or default_variant(spec_file)
     spec = spec_file.variant(variant)
     overrides = dict(ns.policy)
@@ -88,6 +90,17 @@ class _Work:
     variant: str
     ns: argparse.Namespace
     config: executor.ExecutorConfig
+
+
+def _quiet_implementation_logs() -> None:
+    """Keep what the implementation logs out of the command's output: with no handler of its
+    own, Python prints a warning or worse to stderr (its last resort), thousands of times
+    over the calls conform makes, between the lines of the report. Conform compares the log
+    lines a spec declares through handlers of its own; a program that configured logging keeps
+    its handlers."""
+    root = logging.getLogger()
+    if not root.handlers:
+        root.addHandler(logging.NullHandler())
 
 
 def _guarded(work: _Work) -> int:
