@@ -411,3 +411,25 @@ def test_what_the_implementation_logs_stays_out_of_conform_s_report(tmp_path: Pa
     )
     assert run.returncode == 0, run.stdout + run.stderr
     assert "lease taken" not in run.stdout + run.stderr
+
+
+def test_a_divergence_of_a_class_that_never_read_the_clock_says_so(
+    tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The class took `monotonic` as a default argument before the binding patched it: it
+    reads the real clock, and its leases never expire under conform's ticks. The report says
+    the clock never reached it, where it read as a timeout bug of the class."""
+    from ledgercheck.model.cli import main
+
+    captured = (
+        LEASING.replace("def __init__(self, ttl):", "def __init__(self, ttl, now=monotonic):")
+        .replace("        self.since = 0.0\n", "        self.since = 0.0\n        self.now = now\n")
+        .replace("monotonic() - self.since", "self.now() - self.since")
+        .replace("self.since = monotonic()", "self.since = self.now()")
+    )
+    (tmp_path / "lease.toml").write_text(LEASE, encoding="utf-8")
+    (tmp_path / "leasing.py").write_text(captured, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    assert main(["conform", "lease.toml", "--depth", "4"]) == 1
+    out = capsys.readouterr().out
+    assert "note: time passed in these calls, and the implementation never read the clock conform moves" in out

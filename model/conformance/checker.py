@@ -64,6 +64,7 @@ class Conformance:
         self.traces = 0
         self.accepts_clock = impl.accepts_clock
         self.ticks = clock_ticks(spec, {**spec.default_policy(), **self.policy})
+        self.clock_reads = 0
         self.int_values = IntValues(spec, {**spec.default_policy(), **self.policy})
         # The ledger's log line per state change is part of its API; a class bound through
         # `[implementation]` (a library of its own) is compared on what the binding reads.
@@ -86,8 +87,17 @@ class Conformance:
     # -- building --
 
     def new_impl(self, shards: int, clock: ManualClock | None = None) -> Any:
-        """An implementation reading `clock` (a fresh one at 0 by default), if it takes one."""
-        reading = (clock or ManualClock()) if self.accepts_clock else None
+        """An implementation reading `clock` (a fresh one at 0 by default), if it takes one;
+        its reads are counted (`clock_reads`): a divergence of a class that never read it,
+        while time passed, is most likely a clock that never reached the class."""
+        if not self.accepts_clock:
+            return self.impl.build(shards, self.policy, clock=None, quiet=True)
+        moved = clock or ManualClock()
+
+        def reading() -> float:
+            self.clock_reads += 1
+            return moved()
+
         return self.impl.build(shards, self.policy, clock=reading, quiet=True)
 
     def at_policy(self, policy: Mapping[str, int]) -> Conformance:

@@ -62,6 +62,7 @@ def figure(checker: Conformance, divergence: Divergence, width: int | None = Non
     implementation's, the row marked `>`."""
     script = divergence.script
     recording = Recording()
+    checker.clock_reads = 0
     again = checker.run(script, recording)
     if again is None or again.index != divergence.index:
         # The figure is drawn from a second run; an implementation whose answers depend on
@@ -157,6 +158,15 @@ def report(checker: Conformance, divergence: Divergence, variant: str, width: in
     lines.append(drawn)
     if not drawn.startswith(NO_FIGURE):
         lines.append("* changed by the call; > the implementation differs (impl: its value)")
+    clock = checker.spec.clock
+    if checker.accepts_clock and clock is not None and checker.clock_reads == 0:
+        if any(isinstance(c, Tick) for c in script.calls):
+            how = f"patch = {clock.drive_patch!r}" if clock.drive_patch else f"param = {clock.drive_param!r}"
+            lines.append(
+                f"note: time passed in these calls, and the implementation never read the clock conform moves "
+                f"(drive = {{ {how} }}): a class that took its time source before the patch (a default argument, "
+                "a function imported under another name) reads the real clock, and its timers never move"
+            )
     lines.append("")
     lines.append("reproduce:")
     lines += [f"  {line}" for line in reproducer(checker, script)]
