@@ -817,6 +817,8 @@ def _default(name: str, node: ast.expr, ptype: Type, scope: Scope) -> object:
     """A parameter's default: a constant of the parameter's type (a member name for an enum)."""
     if ptype.kind == "shard":
         raise scope.fail(node, f"the shard parameter {name!r} cannot have a default")
+    if ptype.kind == "enum" and isinstance(node, ast.Name):  # `mode: Mode = GRACEFUL`, as an expression names it
+        node = ast.copy_location(ast.Constant(node.id), node)
     negative = isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub)
     constant = node.operand if isinstance(node, ast.UnaryOp) and negative else node
     if not isinstance(constant, ast.Constant) or (negative and type(constant.value) is not int):

@@ -433,3 +433,14 @@ def test_a_divergence_of_a_class_that_never_read_the_clock_says_so(
     assert main(["conform", "lease.toml", "--depth", "4"]) == 1
     out = capsys.readouterr().out
     assert "note: time passed in these calls, and the implementation never read the clock conform moves" in out
+
+
+def test_an_enum_default_is_written_as_an_expression_names_a_member() -> None:
+    from ledgercheck.model.errors import SpecError
+    from ledgercheck.model.spec import load_spec_text
+
+    text = SPEC.replace("{capacity}", "capacity")
+    bare = load_spec_text(text.replace("how: Release = 'OK'", "how: Release = OK"), "pool.toml").variant()
+    assert bare.events["release"].signature.params[0].default == "OK"
+    with pytest.raises(SpecError, match="'OKK' is not a member of Release \\(did you mean 'OK'\\?\\)"):
+        load_spec_text(text.replace("how: Release = 'OK'", "how: Release = OKK"), "pool.toml")
