@@ -444,3 +444,15 @@ def test_an_enum_default_is_written_as_an_expression_names_a_member() -> None:
     assert bare.events["release"].signature.params[0].default == "OK"
     with pytest.raises(SpecError, match="'OKK' is not a member of Release \\(did you mean 'OK'\\?\\)"):
         load_spec_text(text.replace("how: Release = 'OK'", "how: Release = OKK"), "pool.toml")
+
+
+def test_an_enum_field_read_as_no_member_says_how_to_map_it(tmp_path: Path, capsys: Any) -> None:
+    from ledgercheck.model.cli import main
+
+    spec = SPEC.replace("{capacity}", "capacity") + 'status = "in_use"\n'
+    (tmp_path / "pool.toml").write_text(spec, encoding="utf-8")
+    (tmp_path / "pool.py").write_text(CLASS.format(returned="self.in_use", on_close="pass"), encoding="utf-8")
+    assert main(["conform", str(tmp_path / "pool.toml"), "--impl", f"{tmp_path / 'pool.py'}:Pool"]) == 1
+    out = capsys.readouterr().out
+    assert "shard 0 status: model OPEN, implementation 0" in out
+    assert "(status is a Status, and the class shows 0, no member of it: map its values" in out

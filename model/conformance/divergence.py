@@ -143,6 +143,7 @@ def report(checker: Conformance, divergence: Divergence, variant: str, width: in
             f"of {len(script.calls)}, {call.label(checker.events.get(call.event))}:"
         )
     lines += [f"  {d}" for d in divergence.differences]
+    lines += _unmapped(checker, divergence)
     found = divergence.found_by or script.source
     if divergence.original_calls and divergence.original_calls != len(script.calls):
         found += f"; shrunk from {divergence.original_calls} to {len(script.calls)} calls"
@@ -224,6 +225,27 @@ def _bound_reproducer(checker: Conformance, script: Script, built: Any) -> list[
         positional, keywords = call.split(checker.events[call.event])
         lines.append(built.call_code(call.event, call.shard, positional[1:], keywords, script.shards, checker.policy))
     return lines
+
+
+def _unmapped(checker: Conformance, divergence: Divergence) -> list[str]:
+    """For an enum field the class shows as no member at all (`true`, `3`, an unknown word): how
+    to map the class's values onto the members, where the spec binds a class."""
+    if checker.spec.binding is None:
+        return []
+    enums = {f.name: f.type.enum for f in checker.spec.fields if f.type.enum is not None}
+    out = []
+    for difference in divergence.differences:
+        if difference.key[0] != "field" or difference.key[2] not in enums:
+            continue
+        name, enum = difference.key[2], enums[difference.key[2]]
+        members = checker.spec.enums[enum or ""].members
+        if difference.impl == MISSING or (isinstance(difference.impl, str) and difference.impl in members):
+            continue
+        out.append(
+            f"  ({name} is a {enum}, and the class shows {cell(difference.impl)}, no member of it: map its values "
+            f"in [implementation.fields], {name} = {{ read = ..., values = {{ {members[0]} = ..., ... }} }})"
+        )
+    return out
 
 
 def plural(count: int, word: str) -> str:
