@@ -476,7 +476,9 @@ def prove_command(
                 shown = spec_file.variant(result.variant)
                 where = f"{result.variant} / {result.property} ({result.environment})"
                 kind = "a lasso" if result.traces[0].loop_start is not None else "shortest trace"
-                print(f"\n== {where}: {kind} ({result.traces[0].depth} steps)")
+                found = result.traces[0].policy if result.policy is None else {}  # symbolic: the values found
+                at = (", at " + ", ".join(f"{k}={v}" for k, v in found.items())) if found else ""
+                print(f"\n== {where}: {kind} ({result.traces[0].depth} steps{at})")
                 print(trace_figure(result.traces[0], shown, prop=shown.properties[result.property]))
             elif result.status == Status.UNKNOWN and "counterexample to induction" in result.note:
                 print(f"\n== {result.variant} / {result.property}")

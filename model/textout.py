@@ -271,6 +271,8 @@ def print_results(
         for number, trace in enumerate(traces, 1):
             where = figure_of(trace, spec, prop=prop).breaking
             broken = f", broken at step {where.step}" if where is not None else ""
+            if result.policy is None and trace.policy:  # a symbolic policy: the values this trace found
+                broken += ", at " + ", ".join(f"{name}={value}" for name, value in trace.policy.items())
             print()
             print(
                 wrap(f"-- trace {number} of {len(result.traces)}, {trace.depth} steps{broken}: {prop.message}", width)

@@ -6,6 +6,7 @@ with `assert = "False"` was PROVED), a liveness counterexample no test can show.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -110,3 +111,13 @@ def test_gen_says_a_liveness_counterexample_has_no_test(tmp_path: Path, capsys: 
     out = capsys.readouterr().out
     assert code == 0, out
     assert "ends: a liveness counterexample (a lasso) has no generated test" in out
+
+
+def test_a_symbolic_policy_trace_names_the_policy_it_found(capsys: Any) -> None:
+    from ledgercheck.model.cli import main
+
+    args = ["--symbolic-policy", "--property", "no_condemnation_by_inherited_streak", "--variant", "as_written"]
+    main(["check", *args, "--environment", "ledger"])
+    assert re.search(r"broken at step 7, at unhealthy_threshold=\d+, healthy_threshold=\d+", capsys.readouterr().out)
+    main(["prove", *args])
+    assert re.search(r"shortest trace \(7 steps, at unhealthy_threshold=\d+", capsys.readouterr().out)
