@@ -363,9 +363,11 @@ def _finish_child(name: str, child: Subprocess) -> Step:
 
 
 def _divergence(lines: list[str], last: str) -> str:
-    """conform's headline (`X diverges from the model of 'v' at call 2 of 2, f(0):` and what
-    differs, from the next line), not a progress line that says where the divergence was found."""
-    at = next((i for i, line in enumerate(lines) if " diverges from " in line), None)
+    """conform's headline (`X diverges from the model of 'v' at call 2 of 2, f(0):`, or `X
+    differs from the model of 'v' right after construction:`, and what differs, from the next
+    line), not a progress line that says where the divergence was found."""
+    headlines = (" diverges from the model of ", " differs from the model of ")  # at a call; right after construction
+    at = next((i for i, line in enumerate(lines) if any(h in line for h in headlines)), None)
     if at is None:
         at = next((i for i, line in enumerate(lines) if "diverge" in line.lower()), None)
     if at is None:

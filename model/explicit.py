@@ -338,6 +338,12 @@ class Explorer:
             for combo in itertools.product(range(shards), repeat=len(action.shard_params)):
                 self.instances.append((action, dict(zip(action.shard_params, combo, strict=True))))
         self.int_params = _sampled_params(env, self.reduction, relevant)
+        if exact_fields and self.int_params and reduce:
+            # The fields a view shows widen the cone the search keeps, not what the verdict
+            # depends on: an int parameter only they read is sampled harmlessly (the traces
+            # shown are real ones), as `explicit_decides` judges it.
+            verdict_cone = reduce_for(spec, env, self.props, self.policy)
+            self.int_params = _sampled_params(env, verdict_cone, relevant_actions(spec, env, verdict_cone))
         self.step_props = [k for k, p in enumerate(self.props) if p.kind == PropertyKind.STEP]
         self.inv_props = [k for k, p in enumerate(self.props) if p.kind == PropertyKind.INVARIANT]
         self.counters = frozenset((None, g) for g in counter_globals(spec))

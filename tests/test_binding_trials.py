@@ -456,3 +456,19 @@ def test_an_enum_field_read_as_no_member_says_how_to_map_it(tmp_path: Path, caps
     out = capsys.readouterr().out
     assert "shard 0 status: model OPEN, implementation 0" in out
     assert "(status is a Status, and the class shows 0, no member of it: map its values" in out
+
+
+def test_ci_s_headline_of_a_divergence_right_after_construction() -> None:
+    from ledgercheck.model.ci import _divergence
+
+    lines = [
+        "ledgercheck conform: pool.py:Pool against the model of 'base' (pool.toml)",
+        "  enumeration      1 shard, calls the callers' contracts allow: divergence at depth 1 (1 call sequence)",
+        "",
+        "pool.py:Pool differs from the model of 'base' right after construction:",
+        "  shard 0 waiters: model 0, implementation false (a bool)",
+    ]
+    assert _divergence(lines, "last") == (
+        "pool.py:Pool differs from the model of 'base' right after construction: "
+        "shard 0 waiters: model 0, implementation false (a bool)"
+    )

@@ -13,6 +13,7 @@ answer: checked against a search without them.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 from ledger_fixture import LEDGER_EXAMPLES
@@ -278,3 +279,58 @@ def test_an_int_argument_is_a_natural_number_everywhere(tmp_path, capsys) -> Non
     found = coverage.search(spec_file, spec)
     assert [u.branch.describe for u in found.unreachable] == ["`if args.c == -3:` holds: its body runs"]
     assert all(v >= 0 for call in found.traces.values() for _, args in call for _, v in args if isinstance(v, int))
+
+
+VIEWED_INT = """\
+[spec]
+name = "till"
+state_field = "state"
+default_shards = 1
+
+[enums.S]
+members = ["OPEN", "CLOSED"]
+
+[fields]
+state = { type = "S", initial = "OPEN" }
+total = { type = "int", initial = 0 }
+
+[events.add]
+call = "add(i, n: int)"
+ignore_when = "state == CLOSED"
+body = "total = total + args.n"
+
+[events.close]
+call = "close(i)"
+body = "state = CLOSED"
+
+[environments.ledger]
+any_call = true
+
+[properties.closed_stays_closed]
+kind = "step"
+on = ["add", "close"]
+when = "before.state == CLOSED"
+assert = "after.state == CLOSED"
+expect = { base = "holds" }
+
+[properties.never_negative]
+kind = "invariant"
+assert = "total >= 0"
+expect = { base = "holds" }
+"""
+
+
+def test_an_int_argument_only_the_trace_view_reads_leaves_the_verdict_to_the_explicit_engine(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`total` is shown in traces (the view: a property reads it), not read by this property: `add`'s n, sampled,
+    changes nothing the verdict depends on. `--engine auto` said unknown (exit 3), as if the
+    verdict stood on the sample (a pool trial), where `explicit_decides` had chosen it."""
+    from ledgercheck.model.cli import main
+
+    spec = tmp_path / "till.toml"
+    spec.write_text(VIEWED_INT, encoding="utf-8")
+    code = main(["check", str(spec), "--no-cache", "--engine", "auto", "--property", "closed_stays_closed"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "UNKNOWN" not in out
