@@ -472,3 +472,21 @@ def test_ci_s_headline_of_a_divergence_right_after_construction() -> None:
         "pool.py:Pool differs from the model of 'base' right after construction: "
         "shard 0 waiters: model 0, implementation false (a bool)"
     )
+
+
+def test_a_divergence_only_at_the_largest_policy_says_what_may_be_wrong(tmp_path: Path, capsys: Any) -> None:
+    """The spec's capacity starts at 2 whatever max_size is (an initial value cannot name a
+    policy constant), the class's at max_size: at max_size=4 they part, and the report says
+    which side may be wrong and what to do about the spec's."""
+    from ledgercheck.model.cli import main
+
+    (tmp_path / "pool.toml").write_text(SPEC.replace("{capacity}", "capacity"), encoding="utf-8")
+    source = CLASS.format(returned="self.in_use", on_close="pass").replace(
+        "self.capacity = 2", "self.capacity = max_size"
+    )
+    (tmp_path / "pool.py").write_text(source, encoding="utf-8")
+    assert main(["conform", str(tmp_path / "pool.toml"), "--impl", f"{tmp_path / 'pool.py'}:Pool"]) == 1
+    out = capsys.readouterr().out
+    assert "capacity: model 2, implementation 4" in out
+    assert "at the largest policy (max_size=4)" in out
+    assert "these calls agree at the policy asked" in out

@@ -22,7 +22,7 @@ from ledgercheck.model.conformance.defaults import (
     DEFAULT_RANDOM,
     ENUMERATION_SHARDS,
 )
-from ledgercheck.model.conformance.divergence import Divergence, plural
+from ledgercheck.model.conformance.divergence import LARGEST_POLICY, Divergence, plural
 from ledgercheck.model.conformance.enumeration import Enumeration
 from ledgercheck.model.conformance.sources import (
     branch_scripts,
@@ -289,7 +289,7 @@ def check(
         for checker in corners:
             start = time.monotonic()
             scripts, reached, total = branch_scripts(spec_file, spec, checker.policy)
-            at = "" if checker is conformance else f" at the largest policy ({_policy_text(largest)})"
+            at = "" if checker is conformance else f" {LARGEST_POLICY} ({_policy_text(largest)})"
             found = scripts_diverge(scripts, f"a trace to a branch of the spec{at}", checker)
             if found is not None:
                 summary.divergence, summary.checker = found, checker
