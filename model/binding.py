@@ -683,6 +683,15 @@ _UNKNOWN: Any = object()
 not make."""
 
 
+class _NotCallable(Exception):
+    """A path calls what is not a function (`idle_count()`, where `idle_count` is a property)."""
+
+    def __init__(self, node: ast.expr, value: Any) -> None:
+        super().__init__(ast.unparse(node))
+        self.node = node
+        self.value = value
+
+
 class _Missing(Exception):
     """An attribute a path names that the object it is looked up on lacks."""
 
@@ -738,6 +747,8 @@ def _probe(node: ast.expr, receiver: Any, names: Mapping[str, Any], perform: boo
             return _UNKNOWN
     if isinstance(node, ast.Call):
         function = _probe(node.func, receiver, names, True)
+        if function is not _UNKNOWN and not callable(function):
+            raise _NotCallable(node.func, function)
         args = [_probe(a, receiver, names, True) for a in node.args]
         kwargs = {str(k.arg): _probe(k.value, receiver, names, True) for k in node.keywords}
         if not perform or any(v is _UNKNOWN for v in (function, *args, *kwargs.values())):
@@ -756,6 +767,12 @@ def _module_name(receiver: Any, name: str) -> Any:
     return getattr(module, name, _UNKNOWN) if module is not None else _UNKNOWN
 
 
+def cell_text(value: Any) -> str:
+    """A value in a binding error: short."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def _public(owner: Any) -> list[str]:
     try:
         return [name for name in dir(owner) if not name.startswith("_")]
@@ -768,6 +785,13 @@ def _unfollowed(path: CallPath, receiver: Any, names: Mapping[str, Any], perform
     a did-you-mean from the object's attributes), or nothing."""
     try:
         _probe(path.tree, receiver, names, perform)
+    except _NotCallable as called:
+        where = f"{path.where}: " if path.where is not None else ""
+        text = ast.unparse(called.node)
+        return [
+            f"{where}{needed_by}'s path {path.text!r} calls {text}, which is a {type(called.value).__name__} "
+            f"({cell_text(called.value)}), not a function: drop the ()"
+        ]
     except _Missing as missing:
         node = missing.node
         owner = type(receiver).__name__

@@ -490,3 +490,14 @@ def test_a_divergence_only_at_the_largest_policy_says_what_may_be_wrong(tmp_path
     assert "capacity: model 2, implementation 4" in out
     assert "at the largest policy (max_size=4)" in out
     assert "these calls agree at the policy asked" in out
+
+
+def test_a_read_path_calling_what_is_no_function_is_a_binding_error(tmp_path: Path, capsys: Any) -> None:
+    from ledgercheck.model.cli import main
+
+    spec = SPEC.replace("{capacity}", "capacity") + 'in_use = "in_use()"\n'
+    (tmp_path / "pool.toml").write_text(spec, encoding="utf-8")
+    (tmp_path / "pool.py").write_text(CLASS.format(returned="self.in_use", on_close="pass"), encoding="utf-8")
+    assert main(["conform", str(tmp_path / "pool.toml"), "--impl", f"{tmp_path / 'pool.py'}:Pool"]) == 2
+    err = capsys.readouterr().err
+    assert "field in_use's path 'in_use()' calls in_use, which is a int (0), not a function: drop the ()" in err
