@@ -30,7 +30,19 @@ from ledgercheck.model.spec import Spec, SpecFile
 
 # Where something is written, and how: never part of the meaning.
 SOURCE_FIELDS = frozenset(
-    {"line", "text", "body_text", "when_text", "assert_text", "lemma_texts", "path", "sha256", "returns_text"}
+    {
+        "line",
+        "text",
+        "body_text",
+        "when_text",
+        "assert_text",
+        "lemma_texts",
+        "path",
+        "sha256",
+        "returns_text",
+        "where",
+        "drive_where",
+    }
 )
 # Words for people (docstrings and failure messages read them from the spec at run time).
 TEXT_FIELDS = frozenset({"doc", "message", "title", "variant_doc", "claim", "claim_text", "log"})

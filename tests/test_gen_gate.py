@@ -7,6 +7,7 @@ in a subprocess, the way a user runs them.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -21,7 +22,7 @@ from ledger_fixture import LEDGER_GENERATED, LEDGER_SPEC
 from ledgercheck.codegen.changes import compare
 from ledgercheck.codegen.coverage import MODULE_PREFIX
 from ledgercheck.codegen.gate import Verdicts, describe
-from ledgercheck.codegen.meaning import changed_parts, meaning_of
+from ledgercheck.codegen.meaning import changed_parts, meaning_of, variant_parts
 from ledgercheck.codegen.render import MARKER
 from ledgercheck.model.result import Result, Status
 from ledgercheck.model.spec import load_spec, load_spec_text
@@ -399,3 +400,16 @@ def test_change_report_names_tests_and_reasons() -> None:
         "restart_budget_counts_genuine_failures no longer has a counterexample in any variant "
         "(checked: as_written, fixed)"
     )
+
+
+def test_the_meaning_of_a_clocked_spec_ignores_where_its_drive_is_written() -> None:
+    """Where `[clock] drive` is written is for binding errors (its line), not meaning: a spec
+    with a clock kept the digest its committed tests carry (a version that recorded it told a
+    scheduler's user the spec's meaning had changed when nothing had)."""
+    breaker = ROOT / "spec" / "examples" / "timed_breaker.toml"
+    text = breaker.read_text(encoding="utf-8")
+    assert text.count("drive = {") == 1
+    base = meaning_of(load_spec(str(breaker)))
+    moved = text.replace("drive = {", "drive   =   {")
+    assert meaning_of(load_spec_text(moved, str(breaker))) == base
+    assert "where" not in json.dumps(variant_parts(load_spec(str(breaker)).variant())["spec"])
