@@ -118,6 +118,8 @@ def test_a_symbolic_policy_trace_names_the_policy_it_found(capsys: Any) -> None:
 
     args = ["--symbolic-policy", "--property", "no_condemnation_by_inherited_streak", "--variant", "as_written"]
     main(["check", *args, "--environment", "ledger"])
-    assert re.search(r"broken at step 7, at unhealthy_threshold=\d+, healthy_threshold=\d+", capsys.readouterr().out)
+    flat = " ".join(capsys.readouterr().out.split())  # the line wraps at the terminal's width
+    assert re.search(r"broken at step 7, at unhealthy_threshold=\d+, healthy_threshold=\d+", flat), flat
     main(["prove", *args])
-    assert re.search(r"shortest trace \(7 steps, at unhealthy_threshold=\d+", capsys.readouterr().out)
+    flat = " ".join(capsys.readouterr().out.split())
+    assert re.search(r"shortest trace \(7 steps, at unhealthy_threshold=\d+", flat), flat
