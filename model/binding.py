@@ -659,7 +659,11 @@ def expected_announcements(
             if announcer.form == "logger":
                 decl = spec.notifications[name]
                 found.append(
-                    (announcer.channel, shard, decl.render(dict(zip([p.name for p in decl.params], args, strict=True))))
+                    (
+                        announcer.channel,
+                        shard,
+                        decl.render(dict(zip([p.name for p in decl.params], args, strict=True)), shard),
+                    )
                 )
             else:
                 found.append((announcer.channel, shard, args))

@@ -79,6 +79,8 @@ PATCH_KEYS = (
     "doc",
 )
 MAX_SHARDS = 64
+INDEX_PLACEHOLDER = "index"
+"""In a notification's `text`: the instance that announces it (a parameter of that name wins)."""
 
 
 @dataclass(frozen=True)
@@ -167,11 +169,12 @@ class Notification:
     log_format: str | None
     line: int
 
-    def render(self, args: Mapping[str, object]) -> str | None:
-        """The log line announcing it with `args`, or None without a `text`."""
+    def render(self, args: Mapping[str, object], index: int | None = None) -> str | None:
+        """The log line announcing it with `args` on instance `index` (`{index}` in the text,
+        where no parameter has that name), or None without a `text`."""
         if self.log_format is None:
             return None
-        return self.log_format.format(**args)  # an enum member shows as its name, as the model holds it
+        return self.log_format.format(**{INDEX_PLACEHOLDER: index, **args})  # an enum member: its name
 
 
 @dataclass(frozen=True)
@@ -957,7 +960,8 @@ class _Builder:
         return found
 
     def _check_format(self, text: str, names: list[str], keys: KeyPath) -> None:
-        """A log line's text: literal text and `{param}` placeholders, nothing else."""
+        """A log line's text: literal text, `{param}` placeholders and `{index}` (the instance
+        announcing it), nothing else."""
         try:
             pieces = list(string.Formatter().parse(text))
         except ValueError as exc:
@@ -965,9 +969,13 @@ class _Builder:
         for _, field_name, spec_text, conversion in pieces:
             if field_name is None:
                 continue
-            if field_name not in names:
-                hint = did_you_mean(field_name, names) if names else " (it has no parameters)"
-                raise self.fail(keys, f"text: {{{field_name}}} is not a parameter of the notification{hint}")
+            if field_name not in names and field_name != INDEX_PLACEHOLDER:
+                known = [*names, INDEX_PLACEHOLDER]
+                raise self.fail(
+                    keys,
+                    f"text: {{{field_name}}} is not a parameter of the notification, nor {{{INDEX_PLACEHOLDER}}} "
+                    f"(the instance){did_you_mean(field_name, known)}",
+                )
             if spec_text or conversion:
                 raise self.fail(keys, f"text: {{{field_name}}} takes no format spec or conversion")
 

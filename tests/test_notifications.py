@@ -461,3 +461,43 @@ def test_a_callback_keyword_the_class_does_not_take_is_a_binding_error(
     assert code == 2, out
     assert f"listener_breaker_typo.toml:{line}:" in out, out
     assert "notification 'opened' passes on_opne=, which ListenerBreaker(" in out and "did you mean 'on_open'?" in out
+
+
+def test_a_log_line_names_the_instance_that_announces_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`text = "breaker {index} opened ..."`: the model's line names the instance, and a class
+    that logs another index diverges on it."""
+    from ledgercheck.model.cli import main
+
+    root = Path(__file__).resolve().parents[1]
+    spec = (root / "spec" / "examples" / "listener_breaker.toml").read_text(encoding="utf-8")
+    assert spec.count('text = "breaker opened after {failures} failures"') == 1
+    spec = spec.replace(
+        'text = "breaker opened after {failures} failures"', 'text = "breaker {index} opened after {failures} failures"'
+    )
+    source = (root / "tests" / "impl" / "listener_breaker.py").read_text(encoding="utf-8")
+    assert source.count('"breaker opened after %d failures"') == 1
+    (tmp_path / "breaker.toml").write_text(spec, encoding="utf-8")
+    for number, index in ((1, "0"), (2, "7")):
+        (tmp_path / f"breaker{number}.py").write_text(
+            source.replace('"breaker opened after %d failures"', f'"breaker {index} opened after %d failures"'),
+            encoding="utf-8",
+        )
+    target = f"{tmp_path / 'breaker1.py'}:ListenerBreaker"
+    assert main(["conform", str(tmp_path / "breaker.toml"), "--impl", target, "--depth", "4"]) == 0, capsys.readouterr()
+    capsys.readouterr()
+    target = f"{tmp_path / 'breaker2.py'}:ListenerBreaker"
+    assert main(["conform", str(tmp_path / "breaker.toml"), "--impl", target, "--depth", "4"]) == 1
+    assert "breaker 0 opened after" in capsys.readouterr().out
+
+
+def test_a_log_line_placeholder_that_is_neither_a_parameter_nor_the_index_is_refused() -> None:
+    from ledgercheck.model.errors import SpecError
+    from ledgercheck.model.spec import load_spec_text
+
+    root = Path(__file__).resolve().parents[1]
+    spec = (root / "spec" / "examples" / "listener_breaker.toml").read_text(encoding="utf-8")
+    bad = spec.replace('text = "breaker opened after {failures} failures"', 'text = "breaker {indx} opened"')
+    with pytest.raises(
+        SpecError, match=r"\{indx\} is not a parameter of the notification, nor \{index\}.*did you mean 'index'"
+    ):
+        load_spec_text(bad, "breaker.toml")
