@@ -57,6 +57,7 @@ class Step:
     seconds: float = 0.0
     failures: list[str] = field(default_factory=list)  # one line per failure, for the summary
     detail: str = ""  # the long form, printed after the summary
+    notes: list[str] = field(default_factory=list)  # what is worth knowing and fails nothing (vacuity)
 
 
 CHILD_GRACE = 10.0
@@ -262,6 +263,11 @@ def _verdicts(spec_file: SpecFile, progress: Any) -> tuple[Step, Verdicts]:
         step.headline += f"; {reused} answered from the cache of results (--no-cache solves them again)"
     step.failures = [f"MISMATCH  {mismatch_line(r)}" for r in mismatches]
     step.failures += [f"UNKNOWN   {mismatch_line(r)}" for r in unknown]
+    from ledgercheck.model.textout import vacuous_lines
+
+    step.notes = [line.strip() for line in vacuous_lines(results)]
+    if step.notes:
+        step.headline += f"; {len(step.notes)} vacuous (below)"
     step.status = FAILED if mismatches else UNDECIDED if unknown else PASSED
     if flagged:
         from ledgercheck.model.figure import trace_figure
@@ -480,6 +486,11 @@ def _print(spec_file: SpecFile, steps: list[Step], code: int, seconds: float) ->
         took = f"{s.seconds:5.1f} s" if s.status != SKIPPED else "      "
         print(f"  {s.name:<{width}}  {s.status:<9} {took}  {s.headline}")
     print(f"  {'total':<{width}}  {'':<9} {seconds:5.1f} s")
+    notes = [line for s in steps for line in s.notes]
+    if notes:
+        print()
+        for line in notes:
+            print(f"  {line}")
     for s in steps:
         if s.detail and s.status != PASSED:
             print()

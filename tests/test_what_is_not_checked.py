@@ -123,3 +123,17 @@ def test_a_symbolic_policy_trace_names_the_policy_it_found(capsys: Any) -> None:
     main(["prove", *args])
     flat = " ".join(capsys.readouterr().out.split())
     assert re.search(r"shortest trace \(7 steps, at unhealthy_threshold=\d+", flat), flat
+
+
+def test_ci_names_a_vacuous_property_and_passes(tmp_path: Path, capsys: Any) -> None:
+    from ledgercheck.model.cli import main
+
+    spec = tmp_path / "door.toml"
+    spec.write_text(SPEC.format(when="state == JAMMED"), encoding="utf-8")
+    out_dir = tmp_path / "generated_tests"
+    assert main(["gen", str(spec), "--out", str(out_dir)]) == 0
+    capsys.readouterr()
+    assert main(["ci", str(spec), "--out", str(out_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "1 vacuous (below)" in out
+    assert "  VACUOUS   jammed_never (ledger; base): holds, but its when is never true in any reachable state" in out
