@@ -40,11 +40,12 @@ clock that conformance and the generated tests move on every tick.
 Every expression is a *call path*: names, attribute access, subscripts by one value
 (`slots[i]`, `table["x"]`), calls with positional and keyword arguments, and constants; nothing
 else (no operators, no slices, no lambdas), checked when the spec loads and never compiled.
-A leading name is, in this order: an argument of the event (every one, defaults filled in),
-a policy constant, the instance index (an indexed binding's call paths and every read path:
-`index`, or the spec's own name for it, the `i` of `call = "lease(i)"`), one of the helpers
-`returning(value)` (a function that returns `value`) and `raising(Error)` (a function that
-raises `Error`, a built-in exception), or else an attribute of the instance the call is made on. A `construct` path,
+A leading name is, in this order: `self` (the instance), an argument of the event (every one,
+defaults filled in), a policy constant, the instance index (an indexed binding's call paths and
+every read path: `index`, or the spec's own name for it, the `i` of `call = "lease(i)"`), one
+of the helpers `returning(value)` (a function that returns `value`) and `raising(Error)` (a
+function that raises `Error`, a built-in exception), an attribute of the instance the call is
+made on, or failing that a name of the class's own module (its enum). A `construct` path,
 evaluated before there is an instance, names only policy constants, the number of instances
 (`instances`, `shard_count`), the helpers and built-in exceptions.
 
@@ -441,11 +442,8 @@ def _eval(node: ast.expr, receiver: Any, names: Mapping[str, Any]) -> Any:
         error = builtin_exception(node.id, BaseException)
         if error is not None and not hasattr(receiver, node.id):
             return error
-        if not hasattr(receiver, node.id):  # a name of the class's own module: its enum, a constant
-            found = _module_name(receiver, node.id)
-            if found is not _UNKNOWN:
-                return found
-        return getattr(receiver, node.id)
+        found = _module_name(receiver, node.id)  # a name of the class's own module: its enum, a constant
+        return getattr(receiver, node.id) if found is _UNKNOWN else found
     if isinstance(node, ast.Attribute):
         return getattr(_eval(node.value, receiver, names), node.attr)
     if isinstance(node, ast.Subscript):
@@ -545,12 +543,15 @@ def _patch(target: str, home: ModuleType) -> None:
 
 
 def _is_home(home: ModuleType, name: str) -> bool:
-    """Whether `name` is how a user names the class's own module: its import name, or for a
-    class loaded from a file, the file's name without `.py`."""
-    if home.__name__ == name:
-        return True
+    """Whether `name` is how a user names the class's own module (`_user_module_name`)."""
+    return name in (home.__name__, _user_module_name(home))
+
+
+def _user_module_name(home: ModuleType) -> str:
+    """The name a user imports the class's module by: its import name, or for a class loaded
+    from a file, the file's name without `.py` (not the name it was loaded under)."""
     file = getattr(home, "__file__", None)
-    return home.__name__.startswith(FILE_MODULE_PREFIX) and file is not None and Path(file).stem == name
+    return Path(file).stem if home.__name__.startswith(FILE_MODULE_PREFIX) and file else home.__name__
 
 
 @contextlib.contextmanager
@@ -732,11 +733,8 @@ def _probe(node: ast.expr, receiver: Any, names: Mapping[str, Any], perform: boo
             return receiver
         if node.id in names or node.id in _HELPERS or builtin_exception(node.id, BaseException) is not None:
             return _eval(node, receiver, names)
-        if not hasattr(receiver, node.id):
-            found = _module_name(receiver, node.id)
-            if found is not _UNKNOWN:
-                return found
-        return _attribute(receiver, node.id, node)
+        found = _module_name(receiver, node.id)
+        return _attribute(receiver, node.id, node) if found is _UNKNOWN else found
     if isinstance(node, ast.Attribute):
         base = _probe(node.value, receiver, names, True)
         return _UNKNOWN if base is _UNKNOWN else _attribute(base, node.attr, node)
@@ -766,12 +764,15 @@ def _probe(node: ast.expr, receiver: Any, names: Mapping[str, Any], perform: boo
 
 def _module_name(receiver: Any, name: str) -> Any:
     """`name` in the module the receiver's class is defined in (`CancelMode`, for a call path
-    `cancel(i, CancelMode(mode))`), or `_UNKNOWN`."""
+    `cancel(i, CancelMode(mode))`), where the receiver has no attribute of that name (the
+    instance's come first); else `_UNKNOWN`."""
+    if hasattr(receiver, name):
+        return _UNKNOWN
     module = sys.modules.get(getattr(type(receiver), "__module__", ""), None)
     return getattr(module, name, _UNKNOWN) if module is not None else _UNKNOWN
 
 
-def cell_text(value: Any) -> str:
+def _short(value: Any) -> str:
     """A value in a binding error: short."""
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
@@ -794,7 +795,7 @@ def _unfollowed(path: CallPath, receiver: Any, names: Mapping[str, Any], perform
         text = ast.unparse(called.node)
         return [
             f"{where}{needed_by}'s path {path.text!r} calls {text}, which is a {type(called.value).__name__} "
-            f"({cell_text(called.value)}), not a function: drop the ()"
+            f"({_short(called.value)}), not a function: drop the ()"
         ]
     except _Missing as missing:
         node = missing.node
@@ -993,6 +994,14 @@ def bound_class(binding: Binding, spec: Spec, target: Callable[..., Any]) -> typ
         table = api_value[event].get(name)
         return table.get(value, value) if table is not None and isinstance(value, str) else value
 
+    def passed_args(
+        event: str, args: Sequence[Any], kwargs: Mapping[str, Any]
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """A call of the event's own method (no call path), its arguments `as_passed`."""
+        params = event_params[event]
+        positional = tuple(as_passed(event, params[n], v) if n < len(params) else v for n, v in enumerate(args))
+        return positional, {k: as_passed(event, k, v) for k, v in kwargs.items()}
+
     for announcer in binding.announcers:
         if announcer.form == "logger":
             _listen(announcer.target)
@@ -1007,9 +1016,7 @@ def bound_class(binding: Binding, spec: Spec, target: Callable[..., Any]) -> typ
         if isinstance(n, ast.Name) and not hasattr(target, n.id) and hasattr(home, n.id)
     )
     if from_module:
-        file = getattr(home, "__file__", None)
-        named = Path(file).stem if home.__name__.startswith(FILE_MODULE_PREFIX) and file else home.__name__
-        imports = [f"from {named} import {', '.join(sorted(from_module))}", *imports]
+        imports = [f"from {_user_module_name(home)} import {', '.join(sorted(from_module))}", *imports]
 
     class Bound:
         """Built from the spec's [implementation] table (see `model.binding`)."""
@@ -1210,9 +1217,7 @@ def bound_class(binding: Binding, spec: Spec, target: Callable[..., Any]) -> typ
             call = binding.events.get(event)
             if call is None:
                 leading = [index] if binding.instances == "indexed" else []
-                params = event_params[event]
-                args = [as_passed(event, params[n], v) if n < len(params) else v for n, v in enumerate(args)]
-                kwargs = {k: as_passed(event, k, v) for k, v in kwargs.items()}
+                args, kwargs = passed_args(event, args, kwargs)
                 shown = [repr(v) for v in (*leading, *args)] + [f"{k}={v!r}" for k, v in kwargs.items()]
                 return f"{obj}.{event}({', '.join(shown)})"
             given = {**dict(zip(event_params[event], args, strict=False)), **kwargs}
@@ -1233,11 +1238,7 @@ def bound_class(binding: Binding, spec: Spec, target: Callable[..., Any]) -> typ
             def perform(index: Any, *args: Any, **kwargs: Any) -> Any:
                 obj = self._object(index)
                 if call is None:  # the method of the event's name: the index first, if indexed
-                    params = event_params[event.name]
-                    args = tuple(
-                        as_passed(event.name, params[n], v) if n < len(params) else v for n, v in enumerate(args)
-                    )
-                    kwargs = {k: as_passed(event.name, k, v) for k, v in kwargs.items()}
+                    args, kwargs = passed_args(event.name, args, kwargs)
                     with _reading(self._clock), self._announcing(index):
                         return getattr(obj, event.name)(*((index,) if leading else ()), *args, **kwargs)
                 given = {**dict(zip(event_params[event.name], args, strict=False)), **kwargs}

@@ -21,7 +21,7 @@ from ledgercheck.model import ir
 from ledgercheck.model.figure import figure_of, legend, markdown_legend, markdown_table, md_code, md_text, trace_figure
 from ledgercheck.model.result import Result, Status
 from ledgercheck.model.runs import attention, mismatch_line, multi_environment, outcome, reading_order
-from ledgercheck.model.spec import Property, Spec, SpecFile
+from ledgercheck.model.spec import Property, Spec, SpecFile, policy_text
 from ledgercheck.model.trace import Trace
 
 CHECK_FORMATS = ("text", "json", "markdown", "itf", "junit")
@@ -148,8 +148,10 @@ def markdown_replay(sections: Sequence[tuple[Spec, Trace, int, Property | None, 
     out: list[str] = [markdown_legend(sections[0][0]), ""] if sections else []
     for spec, trace, shard, prop, verdicts in sections:
         title = f"{md_code(spec.variant)}: {md_text(spec.variant_doc)}" if spec.variant_doc else md_code(spec.variant)
-        policy = ", ".join(f"{k}={v}" for k, v in trace.policy.items())
-        where = f"{trace.environment} environment, {trace.shard_count} shards, shard {shard}; policy {policy}"
+        where = (
+            f"{trace.environment} environment, {trace.shard_count} shards, shard {shard}; "
+            f"policy {policy_text(trace.policy)}"
+        )
         out += [f"### {title}", "", md_text(where), ""]
         out += [f"- {md_text(line.strip())}" for line in verdicts]
         out += ["", markdown_table(trace, spec, shard, prop=prop), ""]

@@ -34,7 +34,7 @@ from ledgercheck.model.errors import UsageError
 from ledgercheck.model.figure import render_table, trace_figure
 from ledgercheck.model.result import FOCUS, Result, Status
 from ledgercheck.model.spacer import lemma_violation, spacer_proof
-from ledgercheck.model.spec import Property, PropertyKind, Spec, load_spec
+from ledgercheck.model.spec import Property, PropertyKind, Spec, load_spec, policy_text
 
 ENGINES = ("auto", "spacer", "kind", "explicit")
 REFUTE_DEPTH = 12
@@ -477,7 +477,7 @@ def prove_command(
                 where = f"{result.variant} / {result.property} ({result.environment})"
                 kind = "a lasso" if result.traces[0].loop_start is not None else "shortest trace"
                 found = result.traces[0].policy if result.policy is None else {}  # symbolic: the values found
-                at = (", at " + ", ".join(f"{k}={v}" for k, v in found.items())) if found else ""
+                at = f", at {policy_text(found)}" if found else ""
                 print(f"\n== {where}: {kind} ({result.traces[0].depth} steps{at})")
                 print(trace_figure(result.traces[0], shown, prop=shown.properties[result.property]))
             elif result.status == Status.UNKNOWN and "counterexample to induction" in result.note:

@@ -20,7 +20,7 @@ from ledgercheck.model.breaking import Break, find_break
 from ledgercheck.model.errors import EXIT_OK, UsageError, did_you_mean
 from ledgercheck.model.figure import colour_enabled, column_label, legend, trace_figure
 from ledgercheck.model.formats import markdown_replay
-from ledgercheck.model.spec import Property, PropertyKind, Spec, SpecFile, load_spec
+from ledgercheck.model.spec import Property, PropertyKind, Spec, SpecFile, load_spec, policy_text
 from ledgercheck.model.trace import Simulation, Trace, parse_action_call
 
 
@@ -55,8 +55,7 @@ def first_broken(trace: Trace, spec: Spec) -> Property | None:
 
 
 def setting_line(trace: Trace) -> str:
-    policy = ", ".join(f"{k}={v}" for k, v in trace.policy.items())
-    return f"environment {trace.environment}, {trace.shard_count} shards, policy {policy}"
+    return f"environment {trace.environment}, {trace.shard_count} shards, policy {policy_text(trace.policy)}"
 
 
 def run(ns: argparse.Namespace) -> int:

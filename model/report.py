@@ -31,7 +31,7 @@ from ledgercheck.model.formats import (
 )
 from ledgercheck.model.result import Result, Status
 from ledgercheck.model.runs import CheckRequest, exit_code, outcome, reading_order, run_checks
-from ledgercheck.model.spec import Spec, SpecFile, load_spec
+from ledgercheck.model.spec import Spec, SpecFile, load_spec, policy_text
 
 
 def report_command(
@@ -231,7 +231,7 @@ def render(
     ]
     out += [f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in settings.items()]
     shown_policy = base.resolve_policy(policy or {})
-    out.append(f"<dt>policy</dt><dd><code>{esc(', '.join(f'{k}={v}' for k, v in shown_policy.items()))}</code></dd>")
+    out.append(f"<dt>policy</dt><dd><code>{esc(policy_text(shown_policy))}</code></dd>")
     out += [
         "</dl>",
         f'<p class="summary {"pass" if ok else "fail"}">{esc(summary_text(results))}</p>',

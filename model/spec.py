@@ -79,6 +79,13 @@ PATCH_KEYS = (
     "doc",
 )
 MAX_SHARDS = 64
+
+
+def policy_text(policy: Mapping[str, int]) -> str:
+    """A policy as every output writes it: `unhealthy_threshold=2, healthy_threshold=1`."""
+    return ", ".join(f"{name}={value}" for name, value in policy.items())
+
+
 INDEX_PLACEHOLDER = "index"
 """In a notification's `text`: the instance that announces it (a parameter of that name wins)."""
 

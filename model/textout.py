@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from ledgercheck.model.figure import colour_enabled, column_label, figure_of, legend, trace_figure
 from ledgercheck.model.result import Result, Status
 from ledgercheck.model.runs import attention, mismatch_line, multi_environment, outcome, reading_order
-from ledgercheck.model.spec import SpecFile
+from ledgercheck.model.spec import SpecFile, policy_text
 from ledgercheck.model.trace import Trace
 
 NOTE_LIMIT = 44
@@ -272,7 +272,7 @@ def print_results(
             where = figure_of(trace, spec, prop=prop).breaking
             broken = f", broken at step {where.step}" if where is not None else ""
             if result.policy is None and trace.policy:  # a symbolic policy: the values this trace found
-                broken += ", at " + ", ".join(f"{name}={value}" for name, value in trace.policy.items())
+                broken += f", at {policy_text(trace.policy)}"
             print()
             print(
                 wrap(f"-- trace {number} of {len(result.traces)}, {trace.depth} steps{broken}: {prop.message}", width)

@@ -65,6 +65,7 @@ class Conformance:
         self.accepts_clock = impl.accepts_clock
         self.ticks = clock_ticks(spec, {**spec.default_policy(), **self.policy})
         self.clock_reads = 0
+        self.policy_note = ""
         self.int_values = IntValues(spec, {**spec.default_policy(), **self.policy})
         # The ledger's log line per state change is part of its API; a class bound through
         # `[implementation]` (a library of its own) is compared on what the binding reads.
@@ -100,9 +101,12 @@ class Conformance:
 
         return self.impl.build(shards, self.policy, clock=reading, quiet=True)
 
-    def at_policy(self, policy: Mapping[str, int]) -> Conformance:
-        """The same implementation against the same model, at another policy."""
-        return Conformance(self.spec, self.impl, policy, self.label)
+    def at_policy(self, policy: Mapping[str, int], note: str) -> Conformance:
+        """The same implementation against the same model, at another policy than the one
+        asked; `note` says what a divergence found there means (its report prints it)."""
+        checker = Conformance(self.spec, self.impl, policy, self.label)
+        checker.policy_note = note
+        return checker
 
     def new_model(self, shards: int, clock: ManualClock | None = None) -> LedgerModel:
         model: LedgerModel = self.model.build(shards, self.policy, clock=clock, echo=False)

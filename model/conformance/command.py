@@ -33,7 +33,7 @@ from ledgercheck.model.errors import (
     ProcessDied,
     UsageError,
 )
-from ledgercheck.model.spec import MAX_SHARDS, SpecFile, load_spec
+from ledgercheck.model.spec import MAX_SHARDS, SpecFile, load_spec, policy_text
 
 
 def run(ns: argparse.Namespace) -> int:
@@ -63,7 +63,7 @@ def run(ns: argparse.Namespace) -> int:
             raise
         raise ImplementationError(f"{where}: {exc}") from None  # the spec's own target: its line
     conformance = Conformance(spec, impl, policy, target)
-    shown = ", ".join(f"{name}={value}" for name, value in policy.items())
+    shown = policy_text(policy)
     print(
         f"ledgercheck conform: {target} against the model of {variant!r} ({Path(spec_file.path).name})"
         + (f", policy {shown}" if shown else ""),

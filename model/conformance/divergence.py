@@ -41,8 +41,6 @@ class Divergence:
         return self.script.calls[self.index] if self.index >= 0 else None
 
 
-LARGEST_POLICY = "at the largest policy"
-"""How a divergence found by the branches source at the spec's largest policy is introduced."""
 NO_FIGURE = "(no figure: "
 """How the figure begins when the calls, run again, did not repeat the divergence."""
 
@@ -150,12 +148,8 @@ def report(checker: Conformance, divergence: Divergence, variant: str, width: in
     if divergence.original_calls and divergence.original_calls != len(script.calls):
         found += f"; shrunk from {divergence.original_calls} to {len(script.calls)} calls"
     lines.append(f"  (found by {found}; {plural(script.shards, 'shard')})")
-    if LARGEST_POLICY in found:
-        lines.append(
-            "  (these calls agree at the policy asked: at the largest policy the spec allows, the class or the "
-            "spec's model of it is wrong. A field's initial value cannot follow a policy constant yet: where the "
-            "spec's should, narrow that constant's min and max to what the model covers)"
-        )
+    if checker.policy_note:
+        lines.append(f"  ({checker.policy_note})")
     if script.calls:
         lines.append(
             "  every call is one the callers' contracts allow"

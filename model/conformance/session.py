@@ -22,7 +22,7 @@ from ledgercheck.model.conformance.defaults import (
     DEFAULT_RANDOM,
     ENUMERATION_SHARDS,
 )
-from ledgercheck.model.conformance.divergence import LARGEST_POLICY, Divergence, plural
+from ledgercheck.model.conformance.divergence import Divergence, plural
 from ledgercheck.model.conformance.enumeration import Enumeration
 from ledgercheck.model.conformance.sources import (
     branch_scripts,
@@ -31,7 +31,7 @@ from ledgercheck.model.conformance.sources import (
     random_scripts,
 )
 from ledgercheck.model.executor import Beside, ExecutorConfig
-from ledgercheck.model.spec import SpecFile
+from ledgercheck.model.spec import SpecFile, policy_text
 
 
 @dataclass
@@ -41,6 +41,13 @@ class Summary:
     checker: Conformance | None = None
     """Where the divergence was found at another policy than the one asked: its checker."""
 
+
+LARGEST_POLICY_NOTE = (
+    "these calls agree at the policy asked: at the largest policy the spec allows, the class or the spec's "
+    "model of it is wrong. A field's initial value cannot follow a policy constant yet: where the spec's "
+    "should, narrow that constant's min and max to what the model covers"
+)
+"""What a divergence the branches source finds only at the spec's largest policy means."""
 
 _MODES = ((True, "calls the callers' contracts allow"), (False, "any call"))
 """The enumeration's two passes, in order: the calls the contracts allow, then any call."""
@@ -149,10 +156,6 @@ def _beside_checks(
     conformance.traces += enumerated.traces
     conformance.calls_compared += enumerated.calls_compared
     return _BesideChecks(None if enumerated.again else enumerated, scripts, seconds, stopped)
-
-
-def _policy_text(policy: Mapping[str, int]) -> str:
-    return ", ".join(f"{name}={value}" for name, value in policy.items())
 
 
 def check(
@@ -284,12 +287,12 @@ def check(
         # met only above the default.
         largest = {name: decl.max for name, decl in spec.policy.items()}
         corners = [conformance] + (
-            [] if overrides or largest == conformance.policy else [conformance.at_policy(largest)]
+            [] if overrides or largest == conformance.policy else [conformance.at_policy(largest, LARGEST_POLICY_NOTE)]
         )
         for checker in corners:
             start = time.monotonic()
             scripts, reached, total = branch_scripts(spec_file, spec, checker.policy)
-            at = "" if checker is conformance else f" {LARGEST_POLICY} ({_policy_text(largest)})"
+            at = "" if checker is conformance else f" at the largest policy ({policy_text(largest)})"
             found = scripts_diverge(scripts, f"a trace to a branch of the spec{at}", checker)
             if found is not None:
                 summary.divergence, summary.checker = found, checker

@@ -169,13 +169,7 @@ def branch_scripts(spec_file: SpecFile, spec: Spec, policy: Mapping[str, int]) -
             if name not in spec.events:
                 calls.append(ticks[name])
                 continue
-            event = spec.events[name]
-            values = dict(given)
-            args = []
-            for param in event.signature.params:
-                value = values.get(param.name, param.default)
-                args.append((param.name, opaque_value(param, event, value) if param.type.kind == "any" else value))
-            calls.append(LedgerCall(name, 0, tuple(args)))
+            calls.append(LedgerCall(name, 0, _every_argument(spec.events[name], dict(given))))
         sequences.append(tuple(calls))
     unique = list(dict.fromkeys(sequences))
     kept = [s for s in unique if not any(len(o) > len(s) and o[: len(s)] == s for o in unique)]
@@ -194,14 +188,18 @@ def trace_script(trace: Trace, spec: Spec, source: str) -> Script:
         if step.action in ticks and not step.calls:
             calls.append(ticks[step.action])
         for call in step.calls:
-            event = spec.events[call.event]
-            args = []
-            for param in event.signature.params:
-                given = call.args.get(param.name, param.default)
-                value = opaque_value(param, event, given) if param.type.kind == "any" else given
-                args.append((param.name, value))
-            calls.append(LedgerCall(call.event, call.shard, tuple(args)))
+            calls.append(LedgerCall(call.event, call.shard, _every_argument(spec.events[call.event], call.args)))
     return Script(source, trace.shard_count, tuple(calls))
+
+
+def _every_argument(event: Event, given: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+    """A call's arguments as conformance passes them: every one, its default where `given`
+    leaves it out, an opaque one as the Python expression a caller passes."""
+    args = []
+    for param in event.signature.params:
+        value = given.get(param.name, param.default)
+        args.append((param.name, opaque_value(param, event, value) if param.type.kind == "any" else value))
+    return tuple(args)
 
 
 def _scripts_of(result: Result, spec: Spec) -> list[Script]:
