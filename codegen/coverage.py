@@ -386,9 +386,10 @@ def tick(spec: Spec, ticks: Mapping[str, int], name: str, store: dict[Key, Any])
     return True
 
 
-def start_store(spec: Spec) -> dict[Key, Any]:
-    """The state the generated tests build the ledger in: `SHARDS` shards, the API's base URLs."""
-    return initial_store(spec, SHARDS, [base_url(i) for i in range(SHARDS)])
+def start_store(spec: Spec, policy: Mapping[str, int]) -> dict[Key, Any]:
+    """The state the generated tests build the ledger in at `policy`: `SHARDS` shards, the
+    API's base URLs."""
+    return initial_store(spec, SHARDS, policy, [base_url(i) for i in range(SHARDS)])
 
 
 def _key(spec: Spec, store: Mapping[Key, Any], globals_read: Sequence[str]) -> tuple[Any, ...]:
@@ -408,7 +409,7 @@ def search(spec_file: SpecFile, spec: Spec, policy: Mapping[str, int] | None = N
     read = {n.name for n in decisions if isinstance(n, ir.GlobalRef)}
     read |= {k[1] for domains in calls.domains.values() for d in domains for k, _ in d.variables if k[0] is None}
     globals_read = [g.name for g in spec.globals if g.name in read]
-    start = start_store(spec)
+    start = start_store(spec, policy)
     traces: dict[Branch, tuple[Call, ...]] = {}
     seen = {_key(spec, start, globals_read)}
     frontier: deque[tuple[dict[Key, Any], tuple[Call, ...]]] = deque([(start, ())])
@@ -478,7 +479,7 @@ def covered_by(spec: Spec, traces: Sequence[Sequence[Call]], all_branches: Seque
     ticks = clock_steps(spec, policy)
     hit: set[Branch] = set()
     for trace in traces:
-        store = start_store(spec)
+        store = start_store(spec, policy)
         for name, args in trace:
             if tick(spec, ticks, name, store):
                 continue

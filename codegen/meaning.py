@@ -67,6 +67,7 @@ UNORDERED_FIELDS = frozenset({"actions", "on", "environments"})
 # meaning, and its generated tests the key, they had before the features existed.
 OPTIONAL_FIELDS = {
     "timer": False,
+    "initial_policy": None,
     "duration": False,
     "raises": (),
     "returns": None,

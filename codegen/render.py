@@ -483,7 +483,7 @@ def build_coverage_test(spec: Spec, branch: coverage.Branch, trace: Sequence[cov
     `build_test` asserts them), after the last one every field and the log lines."""
     policy = spec.default_policy()
     machine = coverage.TracingMachine(spec, policy, coverage.SHARDS)
-    store = coverage.start_store(spec)
+    store = coverage.start_store(spec, policy)
     ticks = clock_steps(spec, policy)
     observed = observed_fields(spec)
     steps: list[GeneratedStep] = []

@@ -280,7 +280,7 @@ def _verdicts(spec_file: SpecFile, progress: Any) -> tuple[Step, Verdicts]:
             lines.append(verdict_line(result, True))
             lines.append(f"   {prop.doc}")
             for trace in result.traces[:1]:
-                lines.append(f"-- shortest trace, {trace.depth} steps: {prop.message}")
+                lines.append(f"-- shortest trace, {trace.length}: {prop.message}")
                 lines.append(trace_figure(trace, spec, prop=prop))
             lines.append("")
         step.detail = "\n".join(lines)

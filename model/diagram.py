@@ -94,7 +94,7 @@ def state_diagram(
 
 def _explore(spec: Spec, policy: Mapping[str, int], depth: int, found: dict[tuple[str, str, str], bool]) -> int:
     machine: Machine[Any] = Machine(spec, ConcreteBackend(), dict(policy), 1)
-    store = initial_store(spec, 1, ["shard-0"])
+    store = initial_store(spec, 1, policy, ["shard-0"])
     keys: list[Key] = [(0, f.name) for f in spec.fields] + [(None, g.name) for g in spec.globals if not g.metric]
     state_key: Key = (0, spec.state_field)
     ticks = clock_steps(spec, policy)

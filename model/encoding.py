@@ -717,6 +717,8 @@ class Encoding:
             var = self.vars[key]
             if var.initial_from is not None:
                 value = self.numbers.value(0, self.ctx)
+            elif var.initial_policy is not None:
+                value = self.policy[var.initial_policy]
             else:
                 value = self.backend.const(var.initial, var.type)
             parts.append(state[key] == value)

@@ -422,7 +422,7 @@ class Explorer:
             self.view_index = [(name, self.field_index[name]) for name in self.view_fields]
             self.view_text = {n for n in self.view_fields if shard_types[self.field_index[n]].kind == "str"}
         urls = [base_url(i) for i in range(shards)]
-        store = initial_store(spec, shards, urls, env.vars)
+        store = initial_store(spec, shards, self.policy, urls, env.vars)
         initial = [store[key] for key in self.keys]
         for p, cap in self.caps.items():
             initial[p] = min(initial[p], cap)

@@ -193,7 +193,7 @@ def figure_of(
         given = tuple(Cell(text, "", reads_outcome and index == at) for index, text in enumerate(texts))
         calls.append(Row("outcome", given, "calls", reads_outcome))
     incarnation = [s.after["history"]["shards"][shard].get("incarnation") for s in steps]
-    fresh = _fresh_values(spec)
+    fresh = _fresh_values(spec, trace.policy)
     fields: list[Row] = []
     for field in spec.fields:
         values = [s.after["shards"][shard][field.name] for s in steps]
@@ -253,8 +253,8 @@ def trace_rows(trace: Trace, spec: Spec, shard: int) -> tuple[list[str], list[li
     return figure.header, [[row.name, *(c.text for c in row.cells)] for row in figure.rows]
 
 
-def _fresh_values(spec: Spec) -> dict[str, Any]:
-    return {f.name: f.initial for f in spec.fields if f.initial_from is None}
+def _fresh_values(spec: Spec, policy: Mapping[str, int]) -> dict[str, Any]:
+    return {f.name: f.initial_at(policy) for f in spec.fields if f.initial_from is None}
 
 
 def _inherited(values: Sequence[Any], incarnation: Sequence[Any], index: int, fresh: Any) -> bool:

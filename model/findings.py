@@ -74,7 +74,7 @@ def findings_table(spec_file: SpecFile, shards: int | None = None, mismatches: l
         if shortest is not None and shortest.traces:
             trace = shortest.traces[0]
             actions = " → ".join(s.action or "" for s in trace.steps[1:])
-            evidence = f"{trace.depth} steps ({shortest.variant}): {actions}"
+            evidence = f"{trace.length} ({shortest.variant}): {actions}"
         else:
             evidence = "none found"
         message = base.properties[name].message

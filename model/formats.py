@@ -83,7 +83,7 @@ def spec_label(spec: Spec) -> str:
 
 def trace_groups(result: Result) -> list[tuple[str, Trace]]:
     """Every trace of a result with its heading: the verdict's traces, then the lax ones."""
-    out = [(f"trace {n} of {len(result.traces)}, {t.depth} steps", t) for n, t in enumerate(result.traces, 1)]
+    out = [(f"trace {n} of {len(result.traces)}, {t.length}", t) for n, t in enumerate(result.traces, 1)]
     out += [
         (f"outside the callers' contracts, trace {n}: relies on a lax guard", t)
         for n, t in enumerate(result.lax_traces, 1)

@@ -171,7 +171,7 @@ class LedgerModel:
         self._time = clock() if clock is not None and spec.clock is not None else 0
         self._echo = echo
         self._machine: Machine[Any] = Machine(spec, ConcreteBackend(), self._policy_values, shard_count)
-        self._store: dict[Key, Any] = initial_store(spec, shard_count, base_urls)
+        self._store: dict[Key, Any] = initial_store(spec, shard_count, self._policy_values, base_urls)
         self.log_lines: list[str] = []
         self.notifications: list[Notice] = []
         """What the calls announced (the spec's `emit`s), in order: (notification, shard,
@@ -350,20 +350,23 @@ def _policy_values(spec: Spec, policy: Any) -> dict[str, int]:
 
 
 def initial_store(
-    spec: Spec, shards: int, base_urls: list[str] | None = None, env_vars: tuple[Any, ...] = ()
+    spec: Spec,
+    shards: int,
+    policy: Mapping[str, int],
+    base_urls: Sequence[str] | None = None,
+    env_vars: tuple[Any, ...] = (),
 ) -> dict[Key, Any]:
-    """The initial values of every state variable, as the concrete semantics holds them."""
+    """The initial values of every state variable at `policy`, as the concrete semantics
+    holds them."""
     store: dict[Key, Any] = {}
     for index in range(shards):
         for var in spec.shard_vars:
             if var.initial_from is not None:
                 store[(index, var.name)] = base_urls[index] if base_urls is not None else None
             else:
-                store[(index, var.name)] = var.initial
-    for var in spec.globals:
-        store[(None, var.name)] = var.initial
-    for var in env_vars:
-        store[(None, var.name)] = var.initial
+                store[(index, var.name)] = var.initial_at(policy)
+    for var in (*spec.globals, *env_vars):
+        store[(None, var.name)] = var.initial_at(policy)
     return store
 
 

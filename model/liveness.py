@@ -161,7 +161,7 @@ def check_liveness(
         trace, _, _, _ = explorer.path_trace(labels, FOCUS)
         trace = replace(trace, loop_start=loop_at)
         loop = "no action is enabled there (the run stutters)" if loop_at == trace.depth else f"back to step {loop_at}"
-        note = f"a lasso: {trace.depth} steps, then {loop}; explicit search of {states} states"
+        note = f"a lasso: {trace.length}, then {loop}; explicit search of {states} states"
         return Result(
             variant=spec.variant,
             property=prop.name,

@@ -263,15 +263,22 @@ def _counter_update(
     return None
 
 
-def _int_counters(spec: Spec, env: Environment) -> dict[Node, int]:
-    """Per int state variable that starts at a non-negative value (not optional): that value."""
+def _int_counters(spec: Spec, env: Environment, policy: Mapping[str, int] | None) -> dict[Node, int]:
+    """Per int state variable that starts at a non-negative value (not optional): that value.
+    One that starts at a policy constant starts at its value, or for a symbolic policy (None)
+    at its declared minimum, the least it can start at."""
     declared = [(("field", v.name), v) for v in spec.shard_vars]
     declared += [(("global", v.name), v) for v in (*spec.globals, *env.vars)]
-    return {
-        node: var.initial
-        for node, var in declared
-        if var.type.kind == "int" and not var.type.optional and isinstance(var.initial, int) and var.initial >= 0
-    }
+    counters: dict[Node, int] = {}
+    for node, var in declared:
+        if var.type.kind != "int" or var.type.optional:
+            continue
+        start: object = var.initial
+        if var.initial_policy is not None:
+            start = policy[var.initial_policy] if policy is not None else spec.policy[var.initial_policy].min
+        if isinstance(start, int) and not isinstance(start, bool) and start >= 0:
+            counters[node] = start
+    return counters
 
 
 class _Uses:
@@ -349,7 +356,7 @@ def _saturation(
 ) -> tuple[dict[Node, int], dict[Node, str]]:
     """The saturated counters with their caps, and per int counter in the cone that is not
     saturated, why not."""
-    initial = _int_counters(spec, env)
+    initial = _int_counters(spec, env, policy)
     uses = _Uses(spec, policy, {node for node in initial if node in cone and node not in exact})
     graph_scopes: list[tuple[tuple[str, ...], Sequence[ir.Stmt]]] = []
     for event in spec.events.values():
@@ -396,7 +403,7 @@ def nonnegative_counters(spec: Spec, env: Environment, policy: Mapping[str, int]
     constants are non-negative (a policy constant counts by its value, or for a symbolic
     policy its declared minimum). `x >= 0` is then an invariant, which the bounded model
     checker states at every step (measured faster)."""
-    good = set(_int_counters(spec, env))
+    good = set(_int_counters(spec, env, policy))
     blocks: list[object] = [spec.on_state_change]
     blocks += [[event.body, event.history] for event in spec.events.values()]
     blocks += [action.body for action in env.actions]

@@ -113,6 +113,14 @@ class VarDecl:
     persistent: bool = False
     """Carried across process incarnations on purpose (a ledger field): trace figures do
     not flag its held-over values with `!`."""
+    initial_policy: str | None = None
+    """An int that starts at a policy constant (`initial = "capacity"`): its initial value is
+    that constant's at the policy checked (a term where the policy is symbolic), and `initial`
+    is None, so that no engine can take one policy's value for every policy's."""
+
+    def initial_at(self, policy: Mapping[str, Any]) -> Any:
+        """The initial value at `policy` (constant name -> value, or -> term)."""
+        return policy[self.initial_policy] if self.initial_policy is not None else self.initial
 
 
 @dataclass(frozen=True)
@@ -798,7 +806,7 @@ class _Builder:
             return raw
         hint = ""
         if isinstance(raw, str) and raw in self.policy:
-            hint = " (an initial value is a constant: a policy constant cannot set it)"
+            hint = " (only an int may start at a policy constant)"
         article = "an" if str(vtype)[:1] in "aeiou" else "a"
         raise self.fail(keys, f"initial value {raw!r} is not {article} {vtype}{hint}")
 
@@ -824,10 +832,12 @@ class _Builder:
                 if vtype.kind != "str":
                     raise self.fail((*keys, "initial_from"), "only str fields can come from the constructor")
                 initial: object = None
+                initial_policy: str | None = None
             elif "initial" not in body:
                 raise self.fail(keys, f"{name!r} needs an 'initial' value")
             else:
-                initial = self._value(body["initial"], vtype, (*keys, "initial"))
+                initial_policy = self._initial_policy(body["initial"], vtype, (*keys, "initial"))
+                initial = None if initial_policy else self._value(body["initial"], vtype, (*keys, "initial"))
             metric = body.get("metric", False)
             if not isinstance(metric, bool):
                 raise self.fail((*keys, "metric"), "metric must be true or false")
@@ -835,8 +845,19 @@ class _Builder:
             if not isinstance(persistent, bool) or (persistent and kind != "ledger"):
                 raise self.fail((*keys, "persistent"), "persistent is true or false, and only on a ledger field")
             doc = body.get("doc", "")
-            result.append(VarDecl(name, vtype, initial, kind, initial_from, str(doc), metric, timer, persistent))
+            result.append(
+                VarDecl(name, vtype, initial, kind, initial_from, str(doc), metric, timer, persistent, initial_policy)
+            )
         return tuple(result)
+
+    def _initial_policy(self, raw: object, vtype: Type, keys: KeyPath) -> str | None:
+        """The policy constant an int starts at (`initial = "capacity"`), or None for a value."""
+        if not isinstance(raw, str) or raw == "None" or vtype.kind != "int":
+            return None
+        if raw not in self.policy:
+            known = did_you_mean(raw, list(self.policy))
+            raise self.fail(keys, f"initial value {raw!r} is neither an integer nor a policy constant{known}")
+        return raw
 
     def _check_unique(self) -> None:
         seen: dict[str, str] = {}

@@ -259,7 +259,7 @@ def print_results(
         if not full and result.variant in figures_shown:
             trace = result.traces[0]
             print()
-            print(wrap(f"-- trace 1 of {len(result.traces)}, {trace.depth} steps: {steps_text(trace)}", width))
+            print(wrap(f"-- trace 1 of {len(result.traces)}, {trace.length}: {steps_text(trace)}", width))
             sentence = figure_of(trace, spec, prop=prop).break_line()
             if sentence:
                 print(wrap(f">> {sentence}", width))

@@ -107,6 +107,11 @@ class Trace:
     def depth(self) -> int:
         return len(self.steps) - 1
 
+    @property
+    def length(self) -> str:
+        """The trace's length as text: `1 step`, `3 steps`."""
+        return "1 step" if self.depth == 1 else f"{self.depth} steps"
+
     def to_json(self) -> list[dict[str, Any]]:
         return [step.to_json() for step in self.steps]
 
@@ -133,7 +138,7 @@ class Simulation:
         self.policy = dict(policy)
         urls = list(base_urls) if base_urls is not None else [base_url(i) for i in range(shard_count)]
         self.machine: Machine[Any] = Machine(spec, ConcreteBackend(), self.policy, shard_count)
-        self.store: dict[Key, Any] = initial_store(spec, shard_count, urls, environment.vars)
+        self.store: dict[Key, Any] = initial_store(spec, shard_count, self.policy, urls, environment.vars)
 
     def observe(self) -> dict[str, Any]:
         """The state as the step schema shows it: ledger fields per shard, then history."""

@@ -248,9 +248,11 @@ class Width:
     """Why the numbers are unbounded integers (empty where they are bit-vectors)."""
 
 
-def _initial(backend: IntervalBackend, var: Any) -> Any:
+def _initial(backend: IntervalBackend, var: Any, policy: Mapping[str, Any]) -> Any:
     if var.initial_from is not None:
         return TOKEN if var.type.kind in ("str", "any") else backend.note(Interval(0, 0))
+    if var.initial_policy is not None:
+        return policy[var.initial_policy]
     return backend.const(var.initial, var.type)
 
 
@@ -304,7 +306,7 @@ def _analyse(
     machine: Machine[Any] = Machine(spec, backend, terms, shards)
     decls: dict[Key, Any] = {(i, v.name): v for i in range(shards) for v in spec.shard_vars}
     decls.update({(None, v.name): v for v in (*spec.globals, *env.vars)})
-    store: dict[Key, Any] = {key: backend.note(_initial(backend, var)) for key, var in decls.items()}
+    store: dict[Key, Any] = {key: backend.note(_initial(backend, var, terms)) for key, var in decls.items()}
     instances = _instances(env, shards)
     shard_names = [v.name for v in spec.shard_vars]
     values: list[dict[str, Any]] = []

@@ -594,6 +594,7 @@ def valid_specs(draw: Draw) -> str:
         ledger["t"] = "int"
     history = {"h": "int"} if draw(st.booleans()) else {}
     fleet_value = draw(st.booleans())
+    limit = draw(st.integers(0, 3))
     out = [
         "[spec]",
         'name = "generated"',
@@ -607,13 +608,17 @@ def valid_specs(draw: Draw) -> str:
         f"SET = {subset!r}".replace("'", '"'),
         "",
         "[policy]",
-        f"limit = {{ default = {draw(st.integers(0, 3))}, min = 0, max = 5 }}",
+        f"limit = {{ default = {limit}, min = 0, max = 5 }}",
         "",
         "[fields]",
     ]
     initial["state"] = draw(st.sampled_from(members))
     out.append(f'state = {{ type = "S", initial = "{initial["state"]}" }}')
     for name, kind in fields.items():
+        if kind == "int" and draw(st.integers(0, 3)) == 0:  # an int that starts at the policy constant
+            initial[name] = limit
+            out.append(f'{name} = {{ type = "int", initial = "limit" }}')
+            continue
         initial[name] = draw(st.integers(0, 2)) if kind == "int" else draw(st.booleans())
         out.append(f'{name} = {{ type = "{kind}", initial = {str(initial[name]).lower()} }}')
     if timed:
@@ -788,7 +793,7 @@ def brute_force_depth(spec: Spec, env: Environment, prop: Property, shards: int,
     the invariant on any shard, by breadth-first search of the interpreter; None if no trace
     of at most MAX_DEPTH steps does."""
     machine: Machine[Any] = Machine(spec, ConcreteBackend(), policy, shards)
-    start = initial_store(spec, shards, [base_url(i) for i in range(shards)], env.vars)
+    start = initial_store(spec, shards, policy, [base_url(i) for i in range(shards)], env.vars)
 
     def broken(store: Mapping[Key, Any]) -> bool:
         if prop.kind == PropertyKind.STEP:  # a state breaks no step property: a call does
@@ -826,11 +831,12 @@ def brute_force_depth(spec: Spec, env: Environment, prop: Property, shards: int,
 
 
 @budget(30)
-@given(valid_specs())
-def test_b_the_checker_agrees_with_brute_force(text: str) -> None:
+@given(valid_specs(), st.one_of(st.none(), st.integers(0, 5)))
+def test_b_the_checker_agrees_with_brute_force(text: str, limit: int | None) -> None:
+    """At the default policy or another (where an int may start at the policy constant)."""
     spec = _load_valid(text)
     env = spec.environment("ledger")
-    policy = spec.default_policy()
+    policy = spec.default_policy() if limit is None else {"limit": limit}
     for shards in (1, 2):
         for prop in spec.properties.values():
             expected = brute_force_depth(spec, env, prop, shards, policy)
@@ -860,13 +866,13 @@ def test_b_the_checker_agrees_with_brute_force(text: str) -> None:
 
 
 @budget(30)
-@given(valid_specs())
-def test_b_the_reduced_search_is_exact(text: str) -> None:
+@given(valid_specs(), st.integers(0, 5))
+def test_b_the_reduced_search_is_exact(text: str, limit: int) -> None:
     """Saturating counters and dropping what the property cannot see change nothing it can:
     the reduced and the full explicit search agree on each property's shortest violation,
     deeper than brute force goes (an exhausted reduced search, a proof, implies that too)."""
     spec = _load_valid(text)
-    policy = spec.default_policy()
+    policy = {"limit": limit}
     for prop in spec.properties.values():
         full = explicit_check(spec, "ledger", prop, shards=1, policy=policy, max_depth=DEEP, max_traces=1, reduce=False)
         reduced = explicit_check(spec, "ledger", prop, shards=1, policy=policy, max_depth=DEEP, max_traces=1)

@@ -70,8 +70,9 @@ class LedgerCheck:
         self.spec = spec
         self.prop = spec.properties[property_name]
         self.shards = shards
-        self.machine: Machine[Any] = Machine(spec, ConcreteBackend(), dict(policy), shards)
-        self.history: dict[Key, Any] = {(i, h.name): h.initial for i in range(shards) for h in spec.history}
+        self.policy = dict(policy)
+        self.machine: Machine[Any] = Machine(spec, ConcreteBackend(), self.policy, shards)
+        self.history: dict[Key, Any] = {(i, h.name): h.initial_at(policy) for i in range(shards) for h in spec.history}
         self.normalise = Normaliser(spec)
         self.step = 0
         self.violation: str | None = None
@@ -119,7 +120,7 @@ class LedgerCheck:
                     self._fail(f"the implementation's snapshot records have no field {field.name!r}")
                 store[(index, field.name)] = self.normalise.field(field.name, getattr(record, field.name))
         for var in self.spec.globals:
-            store[(None, var.name)] = getattr(self.ledger, var.name, var.initial)
+            store[(None, var.name)] = getattr(self.ledger, var.name, var.initial_at(self.policy))
         return store
 
     def callers_would_call(self, event: str, shard: int, **args: Any) -> bool:

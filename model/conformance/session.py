@@ -44,8 +44,8 @@ class Summary:
 
 LARGEST_POLICY_NOTE = (
     "these calls agree at the policy asked: at the largest policy the spec allows, the class or the spec's "
-    "model of it is wrong. A field's initial value cannot follow a policy constant yet: where the spec's "
-    "should, narrow that constant's min and max to what the model covers"
+    "model of it is wrong: a field the class starts at a policy constant can start there in the spec too "
+    '(initial = "constant"), or that constant\'s min and max can be narrowed to what the model covers'
 )
 """What a divergence the branches source finds only at the spec's largest policy means."""
 
