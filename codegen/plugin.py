@@ -5,6 +5,8 @@ Options (each also by its neutral name, without `ledger-`: `--impl`, `--variant`
   --ledger-variant NAME      run against the executable model of another spec variant
   --ledger-impl TARGET       run against any implementation with the ledger's API:
                              `module:Class` or `path/to/file.py:Class`
+  --ledger-call-timeout S    a call of the implementation that has not returned after S
+                             seconds fails its test, named (default: conform's, 10 s; 0: none)
   --ledger-conform TARGET    add conformance tests of an implementation against the model
                              (`ledgercheck conform` as one test per trace; model.conformance.items)
 The default is the executable model of the variant the test's expectations come from
@@ -55,6 +57,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         metavar="TARGET",
         help="run generated tests against module:Class or path/to/file.py:Class",
+    )
+    add(
+        "--ledger-call-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="a call of the implementation that has not returned after this long fails its test "
+        "(default: conform's --call-timeout; 0: none)",
     )
     add(
         "--ledger-conform",
@@ -275,7 +285,15 @@ def ledger_factory(request: pytest.FixtureRequest) -> LedgerFactory:
         expects_violation = xfail is not None and xfail.kwargs.get("raises") is not None
         watched = Path(str(request.node.path)).name.startswith(MODULE_PREFIX) or expects_violation
         check = LedgerCheck(
-            ledger, monitor_spec, prop, shards, policy, note=stale, clock=clock, about_property=not watched
+            ledger,
+            monitor_spec,
+            prop,
+            shards,
+            policy,
+            note=stale,
+            clock=clock,
+            about_property=not watched,
+            call_timeout=config.getoption("--ledger-call-timeout"),  # None: conform's default
         )
         return ledger, check
 

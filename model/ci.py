@@ -35,7 +35,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from ledgercheck.model import budget
 from ledgercheck.model.console import progress_for
-from ledgercheck.model.errors import EXIT_BAD_INPUT, EXIT_MISMATCH, EXIT_OK, EXIT_UNKNOWN
+from ledgercheck.model.errors import EXIT_BAD_INPUT, EXIT_MISMATCH, EXIT_OK, EXIT_UNKNOWN, UsageError
 from ledgercheck.model.runs import DEFAULT_DEPTH, DEFAULT_TRACES, attention, mismatch_line, outcome
 from ledgercheck.model.spec import SpecFile, load_spec
 
@@ -128,9 +128,17 @@ class Subprocess:
 
 
 def ci_command(
-    *, spec: str | None, impl: str | None, out: str | None, conform_depth: int | None, progress: bool | None
+    *,
+    spec: str | None,
+    impl: str | None,
+    out: str | None,
+    conform_depth: int | None,
+    call_timeout: float | None,
+    progress: bool | None,
 ) -> int:
     """`ledgercheck ci`: every step, the summary first; exit 0 only when all passed."""
+    if call_timeout is not None and not call_timeout >= 0:
+        raise UsageError("--call-timeout must be >= 0 (0: no limit but the time budget)")
     spec_file = load_spec(spec)
     from ledgercheck.codegen.render import default_out_dir
 
@@ -145,7 +153,7 @@ def ci_command(
     reporter = progress_for(progress)
     say = reporter if reporter is not None else (lambda message: None)
     try:
-        children = _start_children(impl, conform_depth, spec_file, out_dir)
+        children = _start_children(impl, conform_depth, call_timeout, spec_file, out_dir)
         branches = _search_branches_beside(spec_file)
         verdict_step, verdicts = _verdicts(spec_file, reporter)
         steps.append(verdict_step)
@@ -175,7 +183,7 @@ def ci_command(
 
 
 def _start_children(
-    target: str | None, conform_depth: int | None, spec_file: SpecFile, out_dir: Path
+    target: str | None, conform_depth: int | None, call_timeout: float | None, spec_file: SpecFile, out_dir: Path
 ) -> list[tuple[str, Subprocess]]:
     """The generated tests (against the model; against --impl) and conformance, started now."""
     from ledgercheck.model.conformance.implementation import IMPORT_ROOT, import_root
@@ -185,14 +193,14 @@ def _start_children(
     root = import_root(impl) if impl is not None else None
     # One module for both children: the tests run from their folder, conform from here.
     env = {IMPORT_ROOT: root} if root is not None else {}
+    limit = ["--call-timeout", f"{call_timeout:g}"] if call_timeout is not None else []
     if out_dir.is_dir():
         pytest = [sys.executable, "-m", "pytest", "-q", "-rfE", "-p", "no:cacheprovider", "--no-header"]
         pytest.append(str(out_dir.resolve()))  # run from its parent: a relative --out would be read from there
         children.append(("tests vs model", Subprocess.start(pytest, out_dir.parent)))
         if impl is not None:
-            children.append(
-                ("tests vs implementation", Subprocess.start([*pytest, "--ledger-impl", impl], out_dir.parent, env))
-            )
+            against = [*pytest, "--ledger-impl", impl, *limit]
+            children.append(("tests vs implementation", Subprocess.start(against, out_dir.parent, env)))
     if impl is not None:
         conform = [
             sys.executable,
@@ -202,6 +210,7 @@ def _start_children(
             "--impl",
             impl,
             str(Path(spec_file.path).resolve()),
+            *limit,
         ]
         if conform_depth is not None:
             conform += ["--depth", str(conform_depth)]
@@ -344,6 +353,9 @@ def _finish_child(name: str, child: Subprocess) -> Step:
         step.status = PASSED
         return step
     if code in (0, EXIT_UNKNOWN):  # no verdict: not a pass, and nothing diverged or failed
+        if name == "conformance":  # what it says of itself, not the last line of a reproducer
+            said = next((line for line in lines if line.startswith("ledgercheck: ")), None)
+            last = step.headline = said if said is not None else last
         step.status = UNDECIDED
         ended = "" if code else f" (exit 0 without {'its verdict' if name == 'conformance' else 'pytest summary'})"
         step.failures = [f"UNDECIDED {name}: {last}{ended}"]

@@ -416,6 +416,13 @@ def build_parser(args: Sequence[str] | None = None) -> argparse.ArgumentParser:
     ci.add_argument(
         "--conform-depth", type=int, default=None, metavar="D", help="conformance enumeration depth (conform's default)"
     )
+    ci.add_argument(
+        "--call-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="the longest one call of the implementation may take, in the tests and in conform (conform's default)",
+    )
     executor.add_options(ci)
 
     _conform_parser(sub)
@@ -425,6 +432,7 @@ def build_parser(args: Sequence[str] | None = None) -> argparse.ArgumentParser:
 def _conform_parser(subparsers: Any) -> None:
     """`conform`: its options (the defaults are the conformance package's own)."""
     from ledgercheck.model.conformance.defaults import (
+        CALL_TIMEOUT,
         COUNTEREXAMPLE_DEPTH,
         COUNTEREXAMPLE_TRACES,
         DEFAULT_DEPTH,
@@ -523,6 +531,14 @@ def _conform_parser(subparsers: Any) -> None:
         "($LEDGERCHECK_CACHE, default ~/.cache/ledgercheck)",
     )
     parser.add_argument("--progress", action="store_true", help="progress on stderr")
+    parser.add_argument(
+        "--call-timeout",
+        type=float,
+        default=CALL_TIMEOUT,
+        metavar="SECONDS",
+        help=f"a call of the implementation that has not returned after this long is named, and conform exits 3 "
+        f"(default {CALL_TIMEOUT:g}; 0: only the time budget bounds it)",
+    )
     budget.add_options(parser)
 
 

@@ -64,6 +64,11 @@ class ProcessDied(Undecided):
     as for any question left open, with a message instead of a traceback."""
 
 
+class CallTimedOut(Undecided):
+    """A call of the implementation that did not return within the per-call limit
+    (`--call-timeout`): named with the calls that led to it, and never a pass."""
+
+
 class ImplementationEnded(ProcessDied):
     """The implementation under test ended the process it ran in (`os._exit`, a crash in
     native code), and the message names the calls it was running: nothing more to find."""

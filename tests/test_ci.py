@@ -183,10 +183,13 @@ def test_an_implementation_that_never_returns_ends_in_the_budget(tmp_path: Path)
     """The reference implementation, but `report_failure` never returns (it sleeps, leaving the
     cores to the verdicts): `ci --impl` waited for its children without end. Now conform gets
     the time left as its budget and stops within it, pytest is stopped past the deadline, and
-    both steps are UNDECIDED: exit 3."""
+    both steps are UNDECIDED: exit 3. (Without a per-call limit, `--call-timeout 0`: with one,
+    `test_call_timeout` names the call sooner.)"""
     spec = project_copy(tmp_path)
     impl = _reference_with_report_failure(tmp_path, "__import__('time').sleep(3600)")
-    run = ci(spec, "--impl", impl, "--conform-depth", "3", "--time-budget", "30", cache=tmp_path / "c")
+    run = ci(
+        spec, "--impl", impl, "--conform-depth", "3", "--time-budget", "30", "--call-timeout", "0", cache=tmp_path / "c"
+    )
     assert run.returncode == 3, run.stdout + run.stderr
     head = run.stdout.split("\n\n", 1)[0]
     assert "UNDECIDED tests vs implementation: ledgercheck ci: the time budget (30 s) ran out while this step ran" in (

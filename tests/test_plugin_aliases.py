@@ -39,7 +39,7 @@ def test_every_ledger_option_has_an_alias() -> None:
     plugin.pytest_addoption(parser)
     names = [name for group in parser._groups for option in group.options for name in option.names()]
     old = [n for n in names if n.startswith("--ledger-")]
-    assert len(old) == 9 and all(n.replace("--ledger-", "--", 1) in names for n in old)
+    assert len(old) == 10 and all(n.replace("--ledger-", "--", 1) in names for n in old)
     assert _parse("--conform-counterexamples").ledger_conform_counterexamples is True  # type: ignore[attr-defined]
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from ledgercheck.model import budget
 from ledgercheck.model.budget import BudgetExhausted
+from ledgercheck.model.conformance import deadline
 from ledgercheck.model.conformance.calls import (
     RAISED_BY_CALLS,
     LedgerCall,
@@ -23,8 +24,8 @@ from ledgercheck.model.conformance.calls import (
     invoke,
     opaque_value,
 )
-from ledgercheck.model.conformance.defaults import ENUMERATION_SHARDS
-from ledgercheck.model.conformance.divergence import Divergence, Recording, figure, report
+from ledgercheck.model.conformance.defaults import CALL_TIMEOUT, ENUMERATION_SHARDS
+from ledgercheck.model.conformance.divergence import Divergence, Recording, figure, plural, report, reproducer
 from ledgercheck.model.conformance.enumeration import Enumeration, Enumerator, StateKeys
 from ledgercheck.model.conformance.implementation import (
     Implementation,
@@ -42,7 +43,7 @@ from ledgercheck.model.conformance.observation import (
     exception_text,
 )
 from ledgercheck.model.conformance.values import IntValues
-from ledgercheck.model.errors import ImplementationEnded
+from ledgercheck.model.errors import CallTimedOut, ImplementationEnded
 from ledgercheck.model.interpreter import LedgerModel
 from ledgercheck.model.lang import Param
 from ledgercheck.model.spec import Event, Spec
@@ -77,9 +78,13 @@ class Conformance:
         self._memo_ok = True
         self._contract_memo: dict[tuple[Any, ...], bool] = {}
         self.observer = Observer(spec, self._check_api())
-        self.at: tuple[LedgerCall | Tick, ...] | None = None
-        """The calls the implementation is running, while it runs the last one or its state
-        after it is read (None otherwise): what `conform` names if it never returns."""
+        self.call_timeout = CALL_TIMEOUT
+        """Seconds the implementation may spend in one call and the reading of its state after
+        it (0: no limit), where the process runs calls under `deadline` (`limit_calls`)."""
+        self._at: tuple[LedgerCall | Tick, ...] | None = None
+        self._armed = False
+        self.fleet = 1
+        """The fleet size of the calls `at` names (for the reproducer of a call that hangs)."""
         self.watching: Callable[[str], None] | None = None
         """Told each call sequence before the implementation runs its last call (a watched
         run: the process the command runs in is told what the implementation was doing if
@@ -106,6 +111,7 @@ class Conformance:
         asked; `note` says what a divergence found there means (its report prints it)."""
         checker = Conformance(self.spec, self.impl, policy, self.label)
         checker.policy_note = note
+        checker.call_timeout = self.call_timeout
         return checker
 
     def new_model(self, shards: int, clock: ManualClock | None = None) -> LedgerModel:
@@ -205,6 +211,37 @@ class Conformance:
         )
         return Outcome(exception_text(error), lines, returned, announced_since(ledger, self.spec, announced)), error
 
+    @property
+    def at(self) -> tuple[LedgerCall | Tick, ...] | None:
+        """The calls the implementation is running, while it runs the last one or its state
+        after it is read (None otherwise): what `conform` names if it never returns. Setting
+        it starts the per-call limit (`call_timeout`) afresh; clearing it stops it."""
+        return self._at
+
+    @at.setter
+    def at(self, calls: tuple[LedgerCall | Tick, ...] | None) -> None:
+        if calls is None:
+            if self._armed:
+                deadline.disarm()
+                self._armed = False
+            self._at = None
+            return
+        self._at = calls
+        if self.call_timeout > 0 and deadline.ready():
+            deadline.arm(self.call_timeout)
+            self._armed = True
+
+    def limit_calls(self) -> bool:
+        """From now on, in this process and those it forks, a call of the implementation that
+        runs past `call_timeout` is interrupted (`deadline.TooLong`; `stops_named` names the
+        calls). False where this process cannot (not its main thread, SIGALRM taken)."""
+
+        def expired() -> None:
+            if self._at is not None:
+                raise deadline.TooLong
+
+        return deadline.install(expired)
+
     def stop_when_overdue(self) -> None:
         """From now on, in this process and those it forks, SIGUSR1 raises `Overdue` where the
         implementation is running a call (and does nothing elsewhere: a process waiting for
@@ -216,6 +253,7 @@ class Conformance:
                 raise Overdue
 
         signal.signal(signal.SIGUSR1, overdue)
+        self.limit_calls()
 
     @contextlib.contextmanager
     def stops_named(self) -> Iterator[None]:
@@ -224,6 +262,8 @@ class Conformance:
         command's errors naming the calls (`not_returned`, `exited`), never a bare exit."""
         try:
             yield
+        except deadline.TooLong:
+            raise self.too_long() from None
         except Overdue:
             raise self.not_returned() from None
         except SystemExit as exc:  # the implementation's, while its state was read
@@ -241,6 +281,19 @@ class Conformance:
             else "the comparison did not stop"
         )
         return BudgetExhausted(f"the {spent} ran out: {doing}; no conformance established")
+
+    def too_long(self) -> CallTimedOut:
+        """The error of a call interrupted by the per-call limit: the calls it was running."""
+        calls = self._at or ()
+        lines = [
+            f"the implementation did not return within {self.call_timeout:g} s (--call-timeout) from the calls "
+            f"{self.calls_label(calls)} on {plural(self.fleet, 'instance')} (the last call, or the reading of its "
+            "state after it): an endless loop, a lock never released or a wait on a clock that does not move; no "
+            "conformance established",
+            "reproduce:",
+            *(f"  {line}" for line in reproducer(self, Script("", self.fleet, calls))),
+        ]
+        return CallTimedOut("\n".join(lines))
 
     def exited(self, exc: SystemExit) -> ImplementationEnded:
         """The error of a comparison the implementation raised SystemExit in outside a compared
@@ -262,6 +315,7 @@ class Conformance:
     def run(self, script: Script, recording: Recording | None = None) -> Divergence | None:
         """Replay a script on a fresh implementation and model; the first divergence, if any."""
         self.traces += 1
+        self.fleet = script.shards
         clock = ManualClock()
         model = self.new_model(script.shards, clock)
         if self.watching is not None:

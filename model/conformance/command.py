@@ -42,6 +42,8 @@ def run(ns: argparse.Namespace) -> int:
             raise UsageError(f"{name} must be >= {low}")
     if ns.cex_traces < 1:
         raise UsageError("--cex-traces must be >= 1")
+    if not ns.call_timeout >= 0:
+        raise UsageError("--call-timeout must be >= 0 (0: no limit but the time budget)")
     if ns.shards is not None and not 1 <= ns.shards <= MAX_SHARDS:
         raise UsageError(f"--shards must be in [1, {MAX_SHARDS}]")
     spec_file = load_spec(ns.spec)
@@ -63,6 +65,7 @@ def run(ns: argparse.Namespace) -> int:
             raise
         raise ImplementationError(f"{where}: {exc}") from None  # the spec's own target: its line
     conformance = Conformance(spec, impl, policy, target)
+    conformance.call_timeout = ns.call_timeout
     shown = policy_text(policy)
     print(
         f"ledgercheck conform: {target} against the model of {variant!r} ({Path(spec_file.path).name})"
@@ -71,6 +74,7 @@ def run(ns: argparse.Namespace) -> int:
     )
     work = _Work(conformance, spec_file, overrides, variant, ns, executor.from_namespace(ns))
     if not executor.Beside.possible():
+        conformance.limit_calls()
         return _compare(work, _written, None)
     return _guarded(work)
 

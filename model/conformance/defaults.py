@@ -19,4 +19,17 @@ COUNTEREXAMPLE_DEPTH = 9
 COUNTEREXAMPLE_TRACES = 2
 """Distinct counterexamples per property the checker hands to `conform`."""
 
-__all__ = ["COUNTEREXAMPLE_DEPTH", "COUNTEREXAMPLE_TRACES", "DEFAULT_DEPTH", "DEFAULT_RANDOM", "ENUMERATION_SHARDS"]
+CALL_TIMEOUT = 10.0
+"""Seconds one call of the implementation (and the reading of its state after it) may take
+before it is named as a call that does not return (`--call-timeout`; `model.conformance.
+deadline`): three orders of magnitude above what a state machine's call takes, so that a
+loaded machine never reads as a hang, and short enough that nobody waits for the budget."""
+
+__all__ = [
+    "CALL_TIMEOUT",
+    "COUNTEREXAMPLE_DEPTH",
+    "COUNTEREXAMPLE_TRACES",
+    "DEFAULT_DEPTH",
+    "DEFAULT_RANDOM",
+    "ENUMERATION_SHARDS",
+]

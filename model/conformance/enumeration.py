@@ -197,6 +197,7 @@ class Enumerator:
         """Every call from each node in turn, up to the first divergence; the states not in
         `seen` are added to it and returned with the calls that reached them."""
         conformance, model, keys, shards = self.conformance, self.model, self.keys, self.shards
+        conformance.fleet = shards
         limits = budget.active()
         found = _Run()
         for number, (prefix, state) in enumerate(nodes):

@@ -42,12 +42,14 @@ class ConformanceItem(pytest.Item):
         self._variant = variant
 
     def runtest(self) -> None:
-        found = self._job()
+        self._checker.limit_calls()  # a call that does not return fails this test, named
+        with self._checker.stops_named():
+            found = self._job()
         if found is not None:
             raise ConformanceFailure(self._checker.report(self._checker.shrink(found), self._variant))
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
-        if isinstance(excinfo.value, ConformanceFailure):
+        if isinstance(excinfo.value, (ConformanceFailure, LedgercheckError)):
             return str(excinfo.value)
         return str(super().repr_failure(excinfo, style))
 

@@ -24,6 +24,8 @@ from typing import Any, NoReturn
 
 import pytest
 
+from ledgercheck.model.conformance import deadline
+from ledgercheck.model.conformance.defaults import CALL_TIMEOUT
 from ledgercheck.model.conformance.observation import MISSING, Normaliser, announced_since, notifications_text
 from ledgercheck.model.semantics import ConcreteBackend, Effects, Frame, Key, Machine
 from ledgercheck.model.spec import PropertyKind, Spec
@@ -60,8 +62,11 @@ class LedgerCheck:
         note: str | None = None,
         clock: Any = None,
         about_property: bool = True,
+        call_timeout: float | None = None,
     ) -> None:
         self.ledger = ledger
+        # Seconds a call and the reading after it may take (0: no limit; None: conform's default).
+        self.call_timeout = CALL_TIMEOUT if call_timeout is None else call_timeout
         # False where the property is only watched (a coverage test): a failure that is not
         # the property's own then leads with what the test pins down, not the property's message.
         self.about_property = about_property
@@ -137,11 +142,12 @@ class LedgerCheck:
     def call(self, event: str, shard: int, **args: Any) -> Iterator[None]:
         """Wrap one API call: snapshot, call, snapshot, monitor."""
         before = self._begin(event, shard, args)
-        try:
-            yield
-        except Exception as exc:  # the spec says it returns: named as the test's failure
-            self._fail(self._unexpected(exc))
-        self._end(event, shard, args, before, raised=False)
+        with self._limited():
+            try:
+                yield
+            except Exception as exc:  # the spec says it returns: named as the test's failure
+                self._fail(self._unexpected(exc))
+            self._end(event, shard, args, before, raised=False)
 
     @contextmanager
     def call_returning(self, expected: Any, event: str, shard: int, **args: Any) -> Iterator[Returned]:
@@ -150,16 +156,17 @@ class LedgerCheck:
         is), and the monitor's step property reads it as `result`."""
         before = self._begin(event, shard, args)
         outcome = Returned()
-        try:
-            yield outcome
-        except Exception as exc:
-            self._fail(self._unexpected(exc, expected))
-        if outcome.value is _UNSET:
-            self._fail(f"{self.current}: the test did not record what the call returned")
-        actual = self.normalise.returned(event, outcome.value)
-        if actual != expected:
-            self._fail(f"{self.current} returned {actual!r}, expected {expected!r}")
-        self._end(event, shard, args, before, raised=False, result=actual)
+        with self._limited():
+            try:
+                yield outcome
+            except Exception as exc:
+                self._fail(self._unexpected(exc, expected))
+            if outcome.value is _UNSET:
+                self._fail(f"{self.current}: the test did not record what the call returned")
+            actual = self.normalise.returned(event, outcome.value)
+            if actual != expected:
+                self._fail(f"{self.current} returned {actual!r}, expected {expected!r}")
+            self._end(event, shard, args, before, raised=False, result=actual)
 
     def _unexpected(self, exc: Exception, expected: Any = _UNSET) -> str:
         """A call the spec says returns raised: which, and what it should have done."""
@@ -171,14 +178,35 @@ class LedgerCheck:
         """Wrap one API call the spec says raises `error` (a class name): it must, and it
         changes nothing the monitor does not see."""
         before = self._begin(event, shard, args)
+        with self._limited():
+            try:
+                yield
+            except Exception as exc:
+                if type(exc).__name__ != error:
+                    self._fail(f"{self.current} raised {type(exc).__name__}: {exc}, expected {error}")
+            else:
+                self._fail(f"{self.current} returned, expected it to raise {error}")
+            self._end(event, shard, args, before, raised=True)
+
+    @contextmanager
+    def _limited(self) -> Iterator[None]:
+        """The call and the reading of the state after it, under the per-call limit: past
+        `call_timeout` the test fails where the implementation is, naming the call (where this
+        process can: its main thread, SIGALRM not taken by another plugin)."""
+        armed = self.call_timeout > 0 and deadline.install(self._too_long)
+        if armed:
+            deadline.arm(self.call_timeout)
         try:
             yield
-        except Exception as exc:
-            if type(exc).__name__ != error:
-                self._fail(f"{self.current} raised {type(exc).__name__}: {exc}, expected {error}")
-        else:
-            self._fail(f"{self.current} returned, expected it to raise {error}")
-        self._end(event, shard, args, before, raised=True)
+        finally:
+            if armed:
+                deadline.disarm()
+
+    def _too_long(self) -> None:
+        self._fail(
+            f"{self.current} did not return within {self.call_timeout:g} s (--call-timeout): an endless loop, a lock "
+            "never released or a wait on a clock that does not move"
+        )
 
     def tick(self, action: str, units: int) -> None:
         """One of the clock's tick actions: the clock the implementation reads moves on by
