@@ -502,6 +502,12 @@ def _conform_parser(subparsers: Any) -> None:
         help="skip the shortest trace to every branch of the spec (the coverage search's, at the policy given)",
     )
     parser.add_argument(
+        "--no-policies",
+        action="store_true",
+        help="skip the random and branch traces at other policies the spec allows (the smallest, the largest, "
+        "three drawn with --seed; run only where no --policy is given)",
+    )
+    parser.add_argument(
         "--cex-depth",
         type=int,
         default=COUNTEREXAMPLE_DEPTH,

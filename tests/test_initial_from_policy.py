@@ -206,3 +206,66 @@ def test_a_class_that_starts_at_a_fixed_count_diverges_at_the_largest_policy(tmp
     code, out = _conform(tmp_path, capsys, "3")
     assert code == 1, out
     assert "shard 0 tokens: model 6, implementation 3" in out
+
+
+# --- conform tries other policies the spec allows -------------------------------------------
+
+ODD_CAP = """\
+class Slot:
+    def __init__(self, tokens):
+        self.state = "FULL"
+        self.tokens = tokens
+
+
+class Bucket:
+    def __init__(self, n, capacity):
+        self.capacity = capacity
+        self.slots = [Slot(capacity) for _ in range(n)]
+
+    def take(self, i):
+        slot = self.slots[i]
+        if slot.tokens > 0:
+            slot.tokens -= 1
+            slot.state = "PARTIAL"
+        if slot.tokens == 0:
+            slot.state = "EMPTY"
+
+    def refill(self, i):
+        # Wrong at an odd capacity other than 1 and the default 3: at 5 (the largest is 6)
+        odd = self.capacity % 2 == 1 and self.capacity > 1
+        self.slots[i].tokens = self.capacity - 1 if odd and self.capacity != 3 else self.capacity
+        self.slots[i].state = "FULL"
+"""
+
+
+def test_other_policies_are_the_corners_and_a_seeded_draw() -> None:
+    from ledgercheck.model.conformance.sources import DRAWN_POLICIES, other_policies
+
+    spec = _spec().variant()
+    chosen = other_policies(spec, {"capacity": 3}, seed=0)
+    assert chosen == other_policies(spec, {"capacity": 3}, seed=0)  # the same every run
+    policies = [policy for _, policy in chosen]
+    assert policies[:2] == [{"capacity": 6}, {"capacity": 1}]
+    assert {"capacity": 3} not in policies and len(policies) == len({p["capacity"] for p in policies})
+    assert len(policies) <= 2 + DRAWN_POLICIES
+    assert chosen[0][0] == "the largest policy (capacity=6)" and chosen[1][0] == "the smallest policy (capacity=1)"
+    assert all(where.startswith("a policy drawn with seed 0 (capacity=") for where, _ in chosen[2:])
+    assert other_policies(spec, {"capacity": 6}, seed=0)[0][0] == "the smallest policy (capacity=1)"
+
+
+def test_a_class_wrong_at_a_policy_between_the_corners_is_found_there(tmp_path: Path, capsys: Any) -> None:
+    from ledgercheck.model.cli import main
+    from ledgercheck.model.conformance.sources import other_policies
+
+    (tmp_path / "bucket.toml").write_text(SPEC.replace("INITIAL", '"capacity"'), encoding="utf-8")
+    (tmp_path / "bucket.py").write_text(ODD_CAP, encoding="utf-8")
+    drawn = [p["capacity"] for _, p in other_policies(_spec().variant(), {"capacity": 3}, seed=0)[2:]]
+    assert 5 in drawn  # the seed draws the one policy where the class is wrong
+    args = ["conform", str(tmp_path / "bucket.toml"), "--impl", f"{tmp_path / 'bucket.py'}:Bucket"]
+    assert main([*args, "--no-policies"]) == 0  # the default (3), the smallest (1) and the largest (6) agree
+    capsys.readouterr()
+    assert main(args) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert "found by a trace at a policy drawn with seed 0 (capacity=5)" in out
+    assert "at a policy drawn with seed 0 (capacity=5), which the spec allows" in out
+    assert "Bucket(n=1, capacity=5)" in out  # the reproducer builds it at that policy

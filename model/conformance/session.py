@@ -28,6 +28,7 @@ from ledgercheck.model.conformance.sources import (
     branch_scripts,
     counterexample_scripts,
     known_counterexample_scripts,
+    other_policies,
     random_scripts,
 )
 from ledgercheck.model.executor import Beside, ExecutorConfig
@@ -42,11 +43,17 @@ class Summary:
     """Where the divergence was found at another policy than the one asked: its checker."""
 
 
-LARGEST_POLICY_NOTE = (
-    "these calls agree at the policy asked: at the largest policy the spec allows, the class or the spec's "
-    "model of it is wrong: a field the class starts at a policy constant can start there in the spec too "
-    '(initial = "constant"), or that constant\'s min and max can be narrowed to what the model covers'
-)
+def policy_note(where: str) -> str:
+    """What a divergence found only at another policy than the one asked means (`where`: that
+    policy, as the output names it)."""
+    return (
+        f"these calls agree at the policy asked: at {where}, which the spec allows, the class or the spec's "
+        "model of it is wrong: a field the class starts at a policy constant can start there in the spec too "
+        '(initial = "constant"), or the constants\' min and max can be narrowed to what the model covers'
+    )
+
+
+LARGEST_POLICY_NOTE = policy_note("the largest policy")
 """What a divergence the branches source finds only at the spec's largest policy means."""
 
 _MODES = ((True, "calls the callers' contracts allow"), (False, "any call"))
@@ -169,6 +176,7 @@ def check(
     seed: int = 0,
     counterexamples: bool = True,
     branches: bool = True,
+    policies: bool = True,
     cex_depth: int = COUNTEREXAMPLE_DEPTH,
     cex_traces: int = COUNTEREXAMPLE_TRACES,
     jobs: int | None = 1,
@@ -281,11 +289,11 @@ def check(
             f"  random           {plural(other_shards, 'shard')}: {random_calls} calls in {len(scripts)} traces, "
             f"seed {seed} ({time.monotonic() - start:.1f} s)"
         )
+    largest = {name: decl.max for name, decl in spec.policy.items()}
     if branches:
         # At the policy asked, and where none was asked at the largest policy the spec allows
         # too: a limit an implementation caps (attempts at most 4 where the spec allows 5) is
         # met only above the default.
-        largest = {name: decl.max for name, decl in spec.policy.items()}
         corners = [conformance] + (
             [] if overrides or largest == conformance.policy else [conformance.at_policy(largest, LARGEST_POLICY_NOTE)]
         )
@@ -305,6 +313,31 @@ def check(
             if checker is not conformance:
                 conformance.traces += checker.traces
                 conformance.calls_compared += checker.calls_compared
+    others = other_policies(spec, conformance.policy, seed) if policies and not overrides else []
+    if others:
+        # Random traces at the other policies the spec allows (the largest, the smallest, a few
+        # drawn between), and the branches' traces at the smallest (the largest's ran above; a
+        # coverage search per drawn policy would cost more than all the random traces).
+        start = time.monotonic()
+        traces = calls = 0
+        for where, policy in others:
+            checker = conformance.at_policy(policy, policy_note(where))
+            smallest = policy == {name: decl.min for name, decl in spec.policy.items()}
+            scripts = branch_scripts(spec_file, spec, policy)[0] if branches and smallest else []
+            scripts += random_scripts(spec, other_shards, policy, random_calls, seed) if random_calls > 0 else []
+            found = scripts_diverge(scripts, f"a trace at {where}", checker)
+            if found is not None:
+                summary.divergence, summary.checker = found, checker
+                return summary
+            traces, calls = traces + checker.traces, calls + checker.calls_compared
+            conformance.traces += checker.traces
+            conformance.calls_compared += checker.calls_compared
+        say(
+            f"  policies         {plural(other_shards, 'shard')} at {len(others)} more policies the spec allows (random "
+            f"traces; the branches' at the smallest): {traces} traces, {calls} calls ({time.monotonic() - start:.1f} s)"
+        )
+        for where, _ in others:
+            say(f"                   {where}")
     if counterexamples:
         start = time.monotonic()
         found_beside = beside.scripts if beside is not None else None

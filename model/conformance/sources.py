@@ -21,7 +21,7 @@ from ledgercheck.model.conformance.implementation import model_implementation
 from ledgercheck.model.conformance.values import IntValues
 from ledgercheck.model.interpreter import LedgerModel
 from ledgercheck.model.result import Result
-from ledgercheck.model.spec import Event, Spec, SpecFile, reference_variant
+from ledgercheck.model.spec import Event, Spec, SpecFile, policy_text, reference_variant
 from ledgercheck.model.trace import Trace
 
 RANDOM_TRACE_CALLS = 50
@@ -175,6 +175,34 @@ def branch_scripts(spec_file: SpecFile, spec: Spec, policy: Mapping[str, int]) -
     kept = [s for s in unique if not any(len(o) > len(s) and o[: len(s)] == s for o in unique)]
     scripts = [Script(f"the trace to branch {n} of {len(kept)}", 1, calls) for n, calls in enumerate(kept, 1)]
     return scripts, len(found.traces), len(found.branches)
+
+
+DRAWN_POLICIES = 6
+"""Policies the spec allows, drawn at random (`--seed`), that `conform` also tries."""
+
+
+def other_policies(spec: Spec, asked: Mapping[str, int], seed: int) -> list[tuple[str, dict[str, int]]]:
+    """The policies besides the one asked that conform tries, each with its label: the largest
+    the spec allows (every constant at its max), the smallest (at its min), and DRAWN_POLICIES
+    drawn between (seeded). A cap a class keeps at one value (a backoff that overshoots a cap
+    of 3, 5 or 7 but not the default 8) is met only at a policy where it shows."""
+    if not spec.policy:
+        return []
+    rng = random.Random(f"ledgercheck-conform-policies:{seed}")
+    candidates = [
+        ("the largest policy", {name: decl.max for name, decl in spec.policy.items()}),
+        ("the smallest policy", {name: decl.min for name, decl in spec.policy.items()}),
+    ]
+    for _ in range(DRAWN_POLICIES):
+        drawn = {name: rng.randint(decl.min, decl.max) for name, decl in spec.policy.items()}
+        candidates.append((f"a policy drawn with seed {seed}", drawn))
+    seen = [dict(asked)]
+    chosen = []
+    for label, policy in candidates:
+        if policy not in seen:
+            seen.append(policy)
+            chosen.append((f"{label} ({policy_text(policy)})", policy))
+    return chosen
 
 
 # --- counterexamples ----------------------------------------------------------------------
