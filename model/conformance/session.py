@@ -334,7 +334,8 @@ def check(
             conformance.calls_compared += checker.calls_compared
         say(
             f"  policies         {plural(other_shards, 'shard')} at {len(others)} more policies the spec allows "
-            f"(random traces; the branches' at the smallest): {traces} traces, {calls} calls ({time.monotonic() - start:.1f} s)"
+            f"(random traces; the branches' at the smallest): {traces} traces, {calls} calls "
+            f"({time.monotonic() - start:.1f} s)"
         )
         for where, _ in others:
             say(f"                   {where}")
