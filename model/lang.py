@@ -108,6 +108,24 @@ _LONE_EQUALS = re.compile(r"(?<![=!<>])=(?!=)")
 """A single `=` in an expression: almost always a comparison written `=`."""
 
 
+OPERATOR_SYMBOLS = {
+    "Mult": "*",
+    "Div": "/",
+    "FloorDiv": "//",
+    "Mod": "%",
+    "Pow": "**",
+    "LShift": "<<",
+    "RShift": ">>",
+    "BitOr": "|",
+    "BitAnd": "&",
+    "BitXor": "^",
+    "MatMult": "@",
+}
+"""Python's operators as a message names them (`*`, not the syntax tree's `Mult`)."""
+
+MULTIPLY_HINT = " (linear arithmetic only: double a value as x + x, or keep the product in a field of its own)"
+
+
 def parse_python(text: str, mode: str, scope: Scope) -> ast.AST:
     """Parse text as Python, refusing oversized or overly deep input before it can hurt.
     Only ever parses: nothing here compiles or runs the text. Every failure is a SpecError
@@ -264,7 +282,8 @@ def _expr(node: ast.expr, scope: Scope) -> ir.Expr:
         raise scope.fail(node, f"the operator {type(node.op).__name__} is not allowed")
     if isinstance(node, ast.BinOp):
         if not isinstance(node.op, (ast.Add, ast.Sub)):
-            raise scope.fail(node, f"only + and - are allowed, not {type(node.op).__name__}")
+            symbol = OPERATOR_SYMBOLS.get(type(node.op).__name__, type(node.op).__name__)
+            raise scope.fail(node, f"only + and - are allowed, not {symbol}{MULTIPLY_HINT if symbol == '*' else ''}")
         left, right = _expr(node.left, scope), _expr(node.right, scope)
         _require(left, INT, node.left, scope, "an operand of + or -")
         _require(right, INT, node.right, scope, "an operand of + or -")

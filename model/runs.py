@@ -239,6 +239,10 @@ def _check_job(plan: _Plan, job: tuple[str, str, str], progress: Callable[[str],
         progress(f"{variant} / {name} ({environment}): checking")
     try:
         prop = spec.property(name)
+        if prop.kind == PropertyKind.EVENTUALLY and policy is None and prop.applies_to(environment):
+            # The lasso search enumerates states: the other properties are still checked.
+            why = "a liveness property is checked at a concrete policy only: check it without --symbolic-policy"
+            return Result.not_established(spec, prop, environment, fleet, policy, why)
         result = _check_one(plan.request, spec, environment, prop, shards=fleet, policy=policy, progress=progress)
         if result.status in (Status.PROVED, Status.HOLDS_TO_DEPTH):
             result.vacuous = _vacuous(plan.request, spec, environment, prop, shards=fleet, policy=policy)

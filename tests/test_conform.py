@@ -248,7 +248,8 @@ def test_the_enumeration_beside_the_checks_reads_as_one_after_the_other(monkeypa
     one, two = summaries
     assert one.divergence is None and two.divergence is None
     firsts = [line.split()[0] for line in one.lines[:-1] if not line.startswith("   ")]  # not a policy listed
-    assert firsts == ["enumeration", "enumeration", "random", "branches", "branches", "policies", "counterexamples"]
+    # listener_breaker has no contracts: the enumeration makes one pass, of any call
+    assert firsts == ["enumeration", "random", "branches", "branches", "policies", "counterexamples"]
     assert _masked(one.lines) == _masked(two.lines)  # the counts of traces and calls compared too
 
 

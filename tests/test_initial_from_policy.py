@@ -206,6 +206,8 @@ def test_a_class_that_starts_at_a_fixed_count_diverges_at_the_largest_policy(tmp
     code, out = _conform(tmp_path, capsys, "3")
     assert code == 1, out
     assert "shard 0 tokens: model 6, implementation 3" in out
+    # No event has a `requires`: one pass of the enumeration, and no word of contracts.
+    assert "enumeration 1 shard, any call, depth 4" in out and "contracts" not in out
 
 
 # --- conform tries other policies the spec allows -------------------------------------------

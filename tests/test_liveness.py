@@ -251,3 +251,32 @@ def test_a_lasso_behind_an_int_value_outside_the_sample_is_found():
     assert found.status == "violated", found.note
     proved = check_eventually(spec, "callers", prop, shards=1, policy=spec.default_policy(), max_depth=8, prove=True)
     assert proved.status == "violated", proved.note
+
+
+def test_a_symbolic_policy_leaves_liveness_unknown_and_checks_the_rest(capsys: pytest.CaptureFixture[str]) -> None:
+    """The lasso search enumerates states, so it needs a concrete policy: under
+    `--symbolic-policy` a liveness property is UNKNOWN (exit 3, never a pass) and says why,
+    where the whole run used to be refused for it (exit 2) and nothing else was checked."""
+    code = main(
+        [
+            "check",
+            "--symbolic-policy",
+            "--variant",
+            "fixed",
+            "--environment",
+            "controller",
+            "--property",
+            "restart_always_ends",
+            "--property",
+            "no_condemnation_by_inherited_streak",
+            "--format",
+            "json",
+            "--max-depth",
+            "4",
+        ]
+    )
+    results = {r["property"]: r for r in json.loads(capsys.readouterr().out)}
+    assert code == 3
+    assert results["restart_always_ends"]["status"] == "unknown"
+    assert "checked at a concrete policy only" in results["restart_always_ends"]["note"]
+    assert results["no_condemnation_by_inherited_streak"]["status"] in ("holds_to_depth", "proved")

@@ -112,6 +112,12 @@ BAD: dict[str, Bad] = {
         '["report_failur"',
         ("unknown event 'report_failur'", "did you mean 'report_failure'?"),
     ),
+    "multiplication-named-as-written": Bad(
+        "consecutive_reported_failures = consecutive_reported_failures + 1",
+        "consecutive_reported_failures = consecutive_reported_failures * 2",
+        "consecutive_reported_failures * 2",
+        ("only + and - are allowed, not * (linear arithmetic only: double a value as x + x",),
+    ),
     "unknown-set-in-body": Bad(
         "if (old in SERVING) != (new in SERVING):",
         "if (old in SERVING) != (new in SERVNG):",

@@ -71,6 +71,8 @@ class Conformance:
         # The ledger's log line per state change is part of its API; a class bound through
         # `[implementation]` (a library of its own) is compared on what the binding reads.
         self.compare_logs = spec.binding is None
+        self.has_contracts = any(event.requires is not None for event in spec.events.values())
+        """Whether the callers' contracts rule any call out (a spec without `requires`: none)."""
         # Notifications are compared where the binding says how the class announces them; a
         # ledger-convention class (no binding) is not observed announcing anything.
         self.compare_notifications = spec.binding is not None and bool(spec.binding.announcers)

@@ -150,7 +150,7 @@ def report(checker: Conformance, divergence: Divergence, variant: str, width: in
     lines.append(f"  (found by {found}; {plural(script.shards, 'shard')})")
     if checker.policy_note:
         lines.append(f"  ({checker.policy_note})")
-    if script.calls:
+    if script.calls and (checker.has_contracts or not divergence.within_contract):  # an unknown instance: outside
         lines.append(
             "  every call is one the callers' contracts allow"
             if divergence.within_contract

@@ -90,7 +90,8 @@ class _Enumerated:
 def _enumerate(conformance: Conformance, job: _EnumerationJob, progress: Callable[[str], None] | None) -> _Enumerated:
     traces, compared = conformance.traces, conformance.calls_compared
     passes: list[tuple[str, Enumeration]] = []
-    for contract, what in _MODES:
+    # Without contracts the first pass is the second's calls on known instances: one pass.
+    for contract, what in _MODES if conformance.has_contracts else _MODES[1:]:
         result = conformance.enumerate(job.shards, job.depth, progress, job.merge, contract, job.parts)
         passes.append((what, result))
         if result.divergence is not None or result.stopped is not None:
