@@ -490,7 +490,8 @@ def covered_by(spec: Spec, traces: Sequence[Sequence[Call]], all_branches: Seque
 
 def monitored_property(spec_file: SpecFile, spec: Spec) -> str:
     """The property the coverage tests' monitor watches: the first one `spec` is expected
-    to hold in an environment that allows any call (the tests make any call)."""
+    to hold in an environment that allows any call (the tests make any call); where it holds
+    none, the first, which the tests then watch without judging (`LedgerCheck.judges`)."""
     any_call = [name for name, env in spec.environments.items() if env.any_call]
     for prop in spec.properties.values():
         if prop.expect.get(spec.variant) == "holds" and prop.kind != PropertyKind.EVENTUALLY:

@@ -73,6 +73,7 @@ OPTIONAL_FIELDS = {
     "returns": None,
     "clock": None,
     "declared_default_environment": None,
+    "max_depth": None,
 }
 DIGEST_CHARS = 12
 

@@ -283,7 +283,9 @@ def ledger_factory(request: pytest.FixtureRequest) -> LedgerFactory:
         # to break (its xfail): either way a failure on the way is not the property's.
         xfail = request.node.get_closest_marker("xfail")
         expects_violation = xfail is not None and xfail.kwargs.get("raises") is not None
-        watched = Path(str(request.node.path)).name.startswith(MODULE_PREFIX) or expects_violation
+        coverage_test = Path(str(request.node.path)).name.startswith(MODULE_PREFIX)
+        watched = coverage_test or expects_violation
+        kept = monitor_spec.properties[prop].expect.get(monitor_spec.variant) != "violated"
         check = LedgerCheck(
             ledger,
             monitor_spec,
@@ -294,6 +296,7 @@ def ledger_factory(request: pytest.FixtureRequest) -> LedgerFactory:
             clock=clock,
             about_property=not watched,
             call_timeout=config.getoption("--ledger-call-timeout"),  # None: conform's default
+            judges=kept or not coverage_test,
         )
         return ledger, check
 

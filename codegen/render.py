@@ -407,7 +407,7 @@ def establish_counterexamples(
 
 def plan_tests(
     spec_file: SpecFile,
-    max_depth: int = DEFAULT_DEPTH,
+    max_depth: int | None = None,
     max_traces: int = DEFAULT_TRACES,
     progress: Any = None,
     verdicts: Verdicts | None = None,
@@ -418,6 +418,7 @@ def plan_tests(
     planned: dict[str, tuple[Spec, str, list[GeneratedTest]]] = {}
     variants = [spec_file.variant(v) for v in spec_file.variants]
     base = variants[0]
+    depth = base.search_depth(max_depth, DEFAULT_DEPTH)
     # With three or more variants several may hold a property (`fixed` and a later fix); the
     # tests' expectations come from the reference variant (the one every property holds in,
     # as for `mutate`) wherever it holds, so that one model passes every generated test.
@@ -440,7 +441,7 @@ def plan_tests(
                     spec.properties[prop_name],
                     shards=spec.default_shards,
                     policy=spec.default_policy(),
-                    max_depth=max_depth,
+                    max_depth=depth,
                     max_traces=max_traces,
                     lax=False,
                     progress=progress,
@@ -739,7 +740,8 @@ def cmd_gen(*, spec: str | None, out: str | None, check: bool, progress: bool | 
     spec_file = load_spec(spec)
     reporter = progress_for(progress)
     try:
-        verdicts = gate.establish(spec_file, DEFAULT_DEPTH, DEFAULT_TRACES, reporter)
+        depth = spec_file.variant().search_depth(None, DEFAULT_DEPTH)
+        verdicts = gate.establish(spec_file, depth, DEFAULT_TRACES, reporter)
     finally:
         if reporter is not None:
             reporter.close()

@@ -255,7 +255,7 @@ def _verdicts(spec_file: SpecFile, progress: Any) -> tuple[Step, Verdicts]:
 
     step = Step("verdicts")
     begin = time.monotonic()
-    verdicts = establish(spec_file, DEFAULT_DEPTH, DEFAULT_TRACES, progress)
+    verdicts = establish(spec_file, spec_file.variant().search_depth(None, DEFAULT_DEPTH), DEFAULT_TRACES, progress)
     results = list(verdicts.results.values())
     step.seconds = time.monotonic() - begin
     flagged = attention(results)

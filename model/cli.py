@@ -27,6 +27,7 @@ from ledgercheck.model.result import Result
 from ledgercheck.model.runs import (
     DEFAULT_DEPTH,
     DEFAULT_TRACES,
+    MUTATE_DEPTH,
     CheckRequest,
     exit_code,
     result_json,
@@ -148,7 +149,12 @@ def fleet_options(shards: int | None = None, policy: bool = True) -> argparse.Ar
 def depth_options(depth: int = DEFAULT_DEPTH, traces: bool = True) -> argparse.ArgumentParser:
     """--max-depth (and --max-traces): how deep a bounded search goes, how much it keeps."""
     parent = _parent()
-    parent.add_argument("--max-depth", type=int, default=depth, help=f"search depth, in steps (default {depth})")
+    parent.add_argument(
+        "--max-depth",
+        type=int,
+        default=None,
+        help=f"search depth, in steps (default: the spec's [spec] max_depth, else {depth})",
+    )
     if traces:
         parent.add_argument(
             "--max-traces",
@@ -354,7 +360,7 @@ def build_parser(args: Sequence[str] | None = None) -> argparse.ArgumentParser:
         "mutation testing of the spec: how many single-point mutants do the properties and tests kill?",
         spec_option(),
         fleet_options(shards=2, policy=False),
-        depth_options(10, traces=False),
+        depth_options(MUTATE_DEPTH, traces=False),
         format_option(("text", "json"), "text (default) or json (adds a `baseline` object)"),
         progress_option("a line per mutant on stderr (default: when stderr is a terminal)"),
         budget_options(),
@@ -688,7 +694,7 @@ def cmd_check(ns: argparse.Namespace) -> int:
         environment=ns.environment,
         shards=ns.shards,
         policy=None if ns.symbolic_policy else dict(ns.policy),
-        max_depth=ns.max_depth,
+        max_depth=spec_file.variant().search_depth(ns.max_depth, DEFAULT_DEPTH),
         max_traces=ns.max_traces,
         timeout=ns.timeout,
         view=view,

@@ -22,6 +22,7 @@ from ledgercheck.model.encoding import Encoding
 from ledgercheck.model.errors import EXIT_OK, Undecided, UsageError
 from ledgercheck.model.figure import render_table, trace_rows
 from ledgercheck.model.result import FOCUS, Result
+from ledgercheck.model.runs import DEFAULT_DEPTH
 from ledgercheck.model.spec import Spec, load_spec
 from ledgercheck.model.trace import Simulation, Step, Trace
 
@@ -193,10 +194,18 @@ def _default_environment(spec: Spec) -> str:
 
 
 def diff_command(
-    *, a: str, b: str, spec: str | None, environment: str | None, shards: int | None, max_depth: int, format: str
+    *,
+    a: str,
+    b: str,
+    spec: str | None,
+    environment: str | None,
+    shards: int | None,
+    max_depth: int | None,
+    format: str,
 ) -> int:
     """`ledgercheck diff A B`: where two variants or specs first disagree, and what verdicts changed."""
     left_spec, right_spec = resolve_side(a, spec), resolve_side(b, spec)
+    max_depth = left_spec.search_depth(max_depth, DEFAULT_DEPTH)
     environment = environment or _default_environment(left_spec)
     fleet = shards or left_spec.default_shards
     policy = left_spec.default_policy()

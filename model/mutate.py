@@ -42,6 +42,7 @@ from ledgercheck.model import bmc, budget
 from ledgercheck.model import executor as executors
 from ledgercheck.model.errors import EXIT_OK, EXIT_UNKNOWN, LedgercheckError, UsageError
 from ledgercheck.model.result import Status
+from ledgercheck.model.runs import MUTATE_DEPTH
 from ledgercheck.model.spec import PropertyKind, Spec, SpecFile, load_spec, load_spec_text, reference_variant
 
 OPS = {ast.GtE: ast.Gt, ast.Gt: ast.GtE, ast.LtE: ast.Lt, ast.Lt: ast.LtE}
@@ -622,7 +623,7 @@ def mutate_command(
     *,
     spec: str | None,
     shards: int,
-    max_depth: int,
+    max_depth: int | None,
     jobs: int | None,
     executor: str,
     max_mutants: int | None,
@@ -631,9 +632,10 @@ def mutate_command(
     progress: bool | None,
 ) -> int:
     """`ledgercheck mutate`: the baseline, the score and every survivor."""
+    spec_file = load_spec(spec)
+    max_depth = spec_file.variant().search_depth(max_depth, MUTATE_DEPTH)
     if shards < 1 or max_depth < 1:
         raise UsageError("--shards and --max-depth must be positive")
-    spec_file = load_spec(spec)
     show = progress if progress is not None else sys.stderr.isatty()
     say = (lambda message: print(message, file=sys.stderr)) if show else None
     config = executors.ExecutorConfig(executor, jobs)

@@ -30,7 +30,7 @@ from ledgercheck.model.formats import (
     verdict_text,
 )
 from ledgercheck.model.result import Result, Status
-from ledgercheck.model.runs import CheckRequest, exit_code, outcome, reading_order, run_checks
+from ledgercheck.model.runs import DEFAULT_DEPTH, CheckRequest, exit_code, outcome, reading_order, run_checks
 from ledgercheck.model.spec import Spec, SpecFile, load_spec, policy_text
 
 
@@ -43,7 +43,7 @@ def report_command(
     environment: str | None,
     shards: int | None,
     policy: list[tuple[str, int]],
-    max_depth: int,
+    max_depth: int | None,
     max_traces: int,
     timeout: float | None,
     progress: bool | None,
@@ -52,6 +52,7 @@ def report_command(
     target = Path(html)
     check_writable(target)
     spec_file = load_spec(spec)
+    max_depth = spec_file.variant().search_depth(max_depth, DEFAULT_DEPTH)
     request = CheckRequest(
         spec_file,
         variants=tuple(variant) if variant else None,

@@ -39,7 +39,11 @@ def environments_for(spec: Spec, prop: Property, environment: str | None) -> lis
 
 
 DEFAULT_DEPTH = 12
-"""How deep `check`, `report`, `gen` and `ci` search by default."""
+"""How deep `check`, `report`, `gen`, `diff` and `ci` search where neither `--max-depth` nor
+the spec's `[spec] max_depth` says."""
+MUTATE_DEPTH = 10
+"""`mutate`'s search depth (it checks every mutant) where neither `--max-depth` nor the spec's
+`[spec] max_depth` says."""
 DEFAULT_TRACES = 3
 """How many distinct traces per result they keep by default."""
 

@@ -90,6 +90,10 @@ INDEX_PLACEHOLDER = "index"
 """In a notification's `text`: the instance that announces it (a parameter of that name wins)."""
 
 
+MAX_SPEC_DEPTH = 64
+"""The deepest `[spec] max_depth` (a bound on how long a run can be asked to search by default)."""
+
+
 @dataclass(frozen=True)
 class EnumDecl:
     name: str
@@ -342,6 +346,16 @@ class Spec:
     clock: Clock | None = None
     notifications: Mapping[str, Notification] = field(default_factory=dict)
     """`[notifications]`: what calls announce (see `Notification`); empty when none are declared."""
+    max_depth: int | None = None
+    """`[spec] max_depth`: the depth every search of this spec goes to unless `--max-depth` says
+    otherwise (a counterexample 14 steps deep is found by `ci` too, which takes no option)."""
+
+    def search_depth(self, given: int | None, fallback: int) -> int:
+        """The depth a command searches to: the one given (`--max-depth`), else the spec's own
+        (`[spec] max_depth`), else the command's default (`fallback`)."""
+        if given is not None:
+            return given
+        return self.max_depth if self.max_depth is not None else fallback
 
     @property
     def timers(self) -> tuple[VarDecl, ...]:
@@ -611,6 +625,7 @@ class _Builder:
                 "default_shards",
                 "log",
                 "default_environment",
+                "max_depth",
             ),
         )
         vtable = _table(self.source, data, ("variants", self.variant), required=False)
@@ -639,6 +654,9 @@ class _Builder:
         default_shards = self._int(head, "default_shards", ("spec",), 4)
         if not 1 <= default_shards <= MAX_SHARDS:
             raise self.fail(("spec", "default_shards"), f"default_shards must be in [1, {MAX_SHARDS}]")
+        max_depth = self._int(head, "max_depth", ("spec",), 0) if "max_depth" in head else None
+        if max_depth is not None and not 1 <= max_depth <= MAX_SPEC_DEPTH:
+            raise self.fail(("spec", "max_depth"), f"max_depth must be in [1, {MAX_SPEC_DEPTH}]")
         self.state_field = state_field
         self.clock = self._clock()
         self.queries = self._queries()
@@ -690,6 +708,7 @@ class _Builder:
             declared_default_environment=default_environment or None,
             clock=self.clock,
             notifications=self.notifications,
+            max_depth=max_depth,
         )
 
     def _enums(self) -> dict[str, EnumDecl]:

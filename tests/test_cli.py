@@ -223,8 +223,22 @@ def test_options_are_accepted_anywhere_after_the_command() -> None:
 
 def test_a_commands_defaults_do_not_leak_into_another() -> None:
     parser = cli.build_parser()
-    assert (cli.parse(parser, ["mutate"]).shards, cli.parse(parser, ["mutate"]).max_depth) == (2, 10)
-    assert (cli.parse(parser, ["check"]).shards, cli.parse(parser, ["check"]).max_depth) == (None, 12)
+    assert (cli.parse(parser, ["mutate"]).shards, cli.parse(parser, ["check"]).shards) == (2, None)
+    # --max-depth is resolved against the spec's own (`[spec] max_depth`): each command says its fallback
+    assert cli.parse(parser, ["mutate"]).max_depth is None and cli.parse(parser, ["check"]).max_depth is None
+    helps = {name: " ".join(_help(parser, name).split()) for name in ("mutate", "check")}
+    assert "the spec's [spec] max_depth, else 10)" in helps["mutate"]
+    assert "the spec's [spec] max_depth, else 12)" in helps["check"]
+
+
+def _help(parser: object, command: str) -> str:
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):
+        cli.parse(parser, [command, "--help"])  # type: ignore[arg-type]
+    return out.getvalue()
 
 
 def test_replay_names_the_scenarios_a_spec_has(tmp_path, capsys):
