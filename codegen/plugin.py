@@ -226,11 +226,15 @@ def ledger_factory(request: pytest.FixtureRequest) -> LedgerFactory:
     the implementation's own verdict matters more than the spec's freshness: the test runs,
     and the staleness is a warning (and leads the failure message if the test fails)."""
     from ledgercheck.model.binding import BindingError
+    from ledgercheck.model.conformance import deadline
+    from ledgercheck.model.conformance.defaults import CALL_TIMEOUT
     from ledgercheck.model.conformance.implementation import ManualClock, load_implementation, model_implementation
     from ledgercheck.model.conformance.monitor import LedgerCheck
     from ledgercheck.model.errors import LedgercheckError
 
     config = request.config
+    call_timeout = config.getoption("--ledger-call-timeout")
+    limit = CALL_TIMEOUT if call_timeout is None else call_timeout
 
     def make(
         spec_rel: str,
@@ -268,10 +272,16 @@ def ledger_factory(request: pytest.FixtureRequest) -> LedgerFactory:
                 # a spec with a [clock]: the test's tick steps move the clock the implementation reads
                 clock = ManualClock() if monitor_spec.clock is not None else None
                 try:
-                    ledger = impl.build(shards, policy, clock=clock)
+                    with deadline.limited(limit):
+                        ledger = impl.build(shards, policy, clock=clock)
+                except deadline.TooLong:
+                    problem = (
+                        f"ledgercheck: the implementation's construction ({shards} instance(s)) did not return within "
+                        f"{limit:g} s (--call-timeout)"
+                    )
                 except (TypeError, BindingError) as exc:
                     raise impl.cannot_build(exc, clock=clock is not None) from exc
-                if impl_target and monitor_spec.binding is not None:
+                if problem is None and impl_target and monitor_spec.binding is not None:
                     _check_binding(impl, monitor_spec, shards, policy)
             except LedgercheckError as exc:
                 problem = f"ledgercheck: {exc}"
@@ -295,7 +305,7 @@ def ledger_factory(request: pytest.FixtureRequest) -> LedgerFactory:
             note=stale,
             clock=clock,
             about_property=not watched,
-            call_timeout=config.getoption("--ledger-call-timeout"),  # None: conform's default
+            call_timeout=limit,
             judges=kept or not coverage_test,
         )
         return ledger, check

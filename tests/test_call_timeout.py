@@ -171,3 +171,41 @@ def test_an_interrupted_call_raises_past_except_exception() -> None:
     finally:
         deadline.disarm()
         signal.signal(signal.SIGALRM, previous)
+
+
+def test_a_constructor_that_does_not_return_is_named(tmp_path: Path) -> None:
+    (tmp_path / "bucket.toml").write_text(SPEC, encoding="utf-8")
+    (tmp_path / "stuck.py").write_text(
+        CLASS.replace(
+            "        self.slots = [", "        while capacity > 0:\n            pass\n        self.slots = ["
+        ),
+        encoding="utf-8",
+    )
+    target = f"{tmp_path / 'stuck.py'}:Bucket"
+    code, out = _ledgercheck("conform", str(tmp_path / "bucket.toml"), "--impl", target, "--call-timeout", "0.5")
+    assert code == 3, out
+    assert "did not return within 0.5 s (--call-timeout) from its construction on 1 instance" in out
+    out_dir = tmp_path / "generated"
+    code, out = _ledgercheck("gen", str(tmp_path / "bucket.toml"), "--out", str(out_dir))
+    assert code == 0, out
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            str(out_dir),
+            "--impl",
+            target,
+            "--call-timeout",
+            "0.5",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "the implementation's construction (1 instance(s)) did not return within 0.5 s" in done.stdout

@@ -54,7 +54,14 @@ INT_DOMAIN = (0, 1, 2)
 class Conformance:
     """One implementation against the executable model of one spec variant."""
 
-    def __init__(self, spec: Spec, impl: Implementation, policy: Mapping[str, int], label: str = "") -> None:
+    def __init__(
+        self,
+        spec: Spec,
+        impl: Implementation,
+        policy: Mapping[str, int],
+        label: str = "",
+        call_timeout: float = CALL_TIMEOUT,
+    ) -> None:
         self.spec = spec
         self.impl = impl
         self.label = label or impl.label
@@ -79,14 +86,14 @@ class Conformance:
         self._memo: dict[tuple[Any, ...], tuple[tuple[Any, ...], Outcome]] = {}
         self._memo_ok = True
         self._contract_memo: dict[tuple[Any, ...], bool] = {}
-        self.observer = Observer(spec, self._check_api())
-        self.call_timeout = CALL_TIMEOUT
+        self.call_timeout = call_timeout
         """Seconds the implementation may spend in one call and the reading of its state after
         it (0: no limit), where the process runs calls under `deadline` (`limit_calls`)."""
         self._at: tuple[LedgerCall | Tick, ...] | None = None
         self._armed = False
         self.fleet = 1
         """The fleet size of the calls `at` names (for the reproducer of a call that hangs)."""
+        self.observer = Observer(spec, self._check_api())
         self.watching: Callable[[str], None] | None = None
         """Told each call sequence before the implementation runs its last call (a watched
         run: the process the command runs in is told what the implementation was doing if
@@ -111,9 +118,8 @@ class Conformance:
     def at_policy(self, policy: Mapping[str, int], note: str) -> Conformance:
         """The same implementation against the same model, at another policy than the one
         asked; `note` says what a divergence found there means (its report prints it)."""
-        checker = Conformance(self.spec, self.impl, policy, self.label)
+        checker = Conformance(self.spec, self.impl, policy, self.label, self.call_timeout)
         checker.policy_note = note
-        checker.call_timeout = self.call_timeout
         return checker
 
     def new_model(self, shards: int, clock: ManualClock | None = None) -> LedgerModel:
@@ -131,7 +137,11 @@ class Conformance:
                 f"{self.label}: cannot build its policy with {self.policy}: {type(exc).__name__}: {exc}"
             ) from None
         try:
-            instance = self.new_impl(shards)
+            with deadline.limited(self.call_timeout):
+                instance = self.new_impl(shards)
+        except deadline.TooLong:
+            self.fleet = shards
+            raise self.too_long() from None
         except Exception as exc:
             raise self.impl.cannot_build(exc, clock=self.accepts_clock, label=self.label) from None
         missing = self.impl.missing_api(instance, self.spec)
@@ -276,22 +286,29 @@ class Conformance:
         implementation did not return from."""
         limits = budget.active()
         spent = limits.exhausted() or f"memory budget ({limits.memory_mib} MiB)"
-        doing = (
-            f"the implementation did not return from the calls {self.calls_label(self.at)} (the last call, or the "
-            "reading of its state after it)"
-            if self.at is not None
-            else "the comparison did not stop"
-        )
+        if self.at is None:
+            doing = "the comparison did not stop"
+        elif not self.at:
+            doing = "the implementation did not return from its construction (or the reading of its first state)"
+        else:
+            doing = (
+                f"the implementation did not return from the calls {self.calls_label(self.at)} (the last call, or "
+                "the reading of its state after it)"
+            )
         return BudgetExhausted(f"the {spent} ran out: {doing}; no conformance established")
 
     def too_long(self) -> CallTimedOut:
         """The error of a call interrupted by the per-call limit: the calls it was running."""
         calls = self._at or ()
+        what = (
+            f"the calls {self.calls_label(calls)} on {plural(self.fleet, 'instance')} (the last call, or the reading "
+            "of its state after it)"
+            if calls
+            else f"its construction on {plural(self.fleet, 'instance')} (or the reading of its first state)"
+        )
         lines = [
-            f"the implementation did not return within {self.call_timeout:g} s (--call-timeout) from the calls "
-            f"{self.calls_label(calls)} on {plural(self.fleet, 'instance')} (the last call, or the reading of its "
-            "state after it): an endless loop, a lock never released or a wait on a clock that does not move; no "
-            "conformance established",
+            f"the implementation did not return within {self.call_timeout:g} s (--call-timeout) from {what}: an "
+            "endless loop, a lock never released or a wait on a clock that does not move; no conformance established",
             "reproduce:",
             *(f"  {line}" for line in reproducer(self, Script("", self.fleet, calls))),
         ]
@@ -302,7 +319,7 @@ class Conformance:
         call (its state being read, its construction in a source): never the exit it asks for."""
         where = (
             f"while its state was read after the calls {self.calls_label(self.at)}"
-            if self.at is not None
+            if self.at
             else "while it was built, or while a divergence was reported"
         )
         return ImplementationEnded(
@@ -322,11 +339,14 @@ class Conformance:
         model = self.new_model(script.shards, clock)
         if self.watching is not None:
             self.watching(f"the construction of a {script.shards}-shard ledger ({script.source})")
+        self.at = ()  # its construction, and the reading of its first state, under the per-call limit
         try:
             ledger = self.new_impl(script.shards, clock)
         except RAISED_BY_CALLS as exc:
+            self.at = None
             return Divergence(script, -1, [Difference(("construct",), "built", exception_text(exc))])
         model_obs, impl_obs = self.observe(model, script.shards), self.observe(ledger, script.shards)
+        self.at = None
         if recording is not None:
             recording.model.append(model_obs)
             recording.impl.append(impl_obs)

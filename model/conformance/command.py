@@ -64,8 +64,7 @@ def run(ns: argparse.Namespace) -> int:
         if where is None:
             raise
         raise ImplementationError(f"{where}: {exc}") from None  # the spec's own target: its line
-    conformance = Conformance(spec, impl, policy, target)
-    conformance.call_timeout = ns.call_timeout
+    conformance = Conformance(spec, impl, policy, target, ns.call_timeout)
     shown = policy_text(policy)
     print(
         f"ledgercheck conform: {target} against the model of {variant!r} ({Path(spec_file.path).name})"

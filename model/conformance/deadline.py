@@ -14,9 +14,10 @@ pytest-timeout's); elsewhere (a Ray worker's thread) the command's budget still 
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 
@@ -65,3 +66,26 @@ def arm(seconds: float) -> None:
 
 def disarm() -> None:
     signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+@contextlib.contextmanager
+def limited(seconds: float) -> Iterator[None]:
+    """A region of this process's main thread under the limit, with a handler of its own for
+    as long as it lasts (the previous one back after): `TooLong` where it runs past `seconds`.
+    Nothing where the limit is 0 or cannot be taken (`install`)."""
+    previous = signal.getsignal(signal.SIGALRM) if hasattr(signal, "SIGALRM") else None
+    kept = list(_EXPIRED)
+
+    def expired() -> None:
+        raise TooLong
+
+    armed = seconds > 0 and install(expired)
+    if armed:
+        arm(seconds)
+    try:
+        yield
+    finally:
+        if armed:
+            disarm()
+            signal.signal(signal.SIGALRM, previous)
+            _EXPIRED[:] = kept
