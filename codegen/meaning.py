@@ -68,6 +68,7 @@ UNORDERED_FIELDS = frozenset({"actions", "on", "environments"})
 OPTIONAL_FIELDS = {
     "timer": False,
     "initial_policy": None,
+    "counts_any_call": False,
     "duration": False,
     "raises": (),
     "returns": None,

@@ -26,7 +26,7 @@ from ledgercheck.model.errors import UsageError
 from ledgercheck.model.numbers import DISABLED, INTEGERS, bitvectors_enabled, number_of
 from ledgercheck.model.result import FOCUS, EncodingMismatch, Result, Status, view_of
 from ledgercheck.model.result import trace_key as _trace_key
-from ledgercheck.model.spec import Property, PropertyKind, Spec
+from ledgercheck.model.spec import Property, PropertyKind, Spec, contracts_bind
 from ledgercheck.model.trace import Simulation, Step, Trace, base_url
 
 if TYPE_CHECKING:
@@ -636,7 +636,8 @@ def check_property(
     # Where the traces outside the callers' contracts are searched for too, a proof for the
     # system without the contracts (which has every trace the one with them has) settles the
     # verdict and that search at once, so it is tried first.
-    searches_lax = env.any_call and lax
+    bound = contracts_bind(env, prop)
+    searches_lax = bound and lax
     wanted = proof_wanted or prove
     proved_lax = searches_lax and _proof_first(
         spec,
@@ -681,7 +682,7 @@ def check_property(
             prop,
             shards,
             policy,
-            contracts=env.any_call,
+            contracts=bound,
             timeout=timeout,
             progress=progress,
             view=view,
@@ -744,7 +745,7 @@ def policy_region(
     values for which none does. One unrolling; one query per value not yet covered by a
     counterexample's policy."""
     env = spec.environment(environment)
-    checker = Checker(spec, environment, prop, shards, None, contracts=env.any_call, timeout=timeout)
+    checker = Checker(spec, environment, prop, shards, None, contracts=contracts_bind(env, prop), timeout=timeout)
     bad = [checker._bad_at(0)]
     for depth in range(1, max_depth + 1):
         checker.deepen()

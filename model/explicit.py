@@ -68,7 +68,7 @@ from ledgercheck.model.reduction import (
 from ledgercheck.model.result import FOCUS, EncodingMismatch, Result, Status, view_of
 from ledgercheck.model.result import trace_key as _trace_key
 from ledgercheck.model.semantics import CallRecord, ConcreteBackend, Effects, Key, Machine
-from ledgercheck.model.spec import Action, Environment, Event, Property, PropertyKind, Spec
+from ledgercheck.model.spec import Action, Environment, Event, Property, PropertyKind, Spec, contracts_bind
 from ledgercheck.model.trace import Simulation, Step, Trace, base_url
 
 INT_DOMAIN = (0, 1, 2)
@@ -1198,7 +1198,7 @@ def _explorer(
         1 if alone else shards,
         policy,
         symmetry=symmetry,
-        contracts=env.any_call,
+        contracts=contracts_bind(env, props),
         memo=memo,
         reduce=reduce,
         exact_fields=exact_fields,
@@ -1231,6 +1231,28 @@ def explicit_check_all(
         raise UsageError("liveness properties are checked by model.liveness (model.engines.check_property)")
     if policy is None:
         raise UsageError("the explicit engine needs a concrete policy (it enumerates states)")
+    if len({p.counts_any_call for p in props}) > 1:  # judged over other calls: two searches, results in order
+        answers = {
+            flag: iter(
+                explicit_check_all(
+                    spec,
+                    environment,
+                    [p for p in props if p.counts_any_call == flag],
+                    shards=shards,
+                    policy=policy,
+                    max_depth=max_depth,
+                    max_traces=max_traces,
+                    timeout=timeout,
+                    symmetry=symmetry,
+                    memo=memo,
+                    reduce=reduce,
+                    prove=prove,
+                    progress=progress,
+                )
+            )
+            for flag in (False, True)
+        }
+        return [next(answers[p.counts_any_call]) for p in props]
     policy = spec.resolve_policy(policy)
     deadline = start + timeout if timeout else None
     results: list[Result | None] = [None] * len(props)

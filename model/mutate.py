@@ -33,7 +33,7 @@ import random
 import sys
 import textwrap
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -79,6 +79,11 @@ class Outcome:
     ident: str
     status: MutantStatus
     detail: str
+
+
+Check = tuple[str, str, str] | tuple[str, str, str, bool]
+"""A property check a mutant gets: (environment, property, policy), and whether it is judged
+within the callers' contracts (a fourth item, False when left out: every call sequence)."""
 
 
 def _toml_string(text: str) -> str:
@@ -215,7 +220,7 @@ def evaluate_mutant(
     shards: int,
     depth: int,
     tests: list[Any],
-    checks: list[tuple[str, str, str]],
+    checks: Sequence[Check],
 ) -> Outcome:
     """One mutant judged as `run_mutation` judges each: killed by one of the property
     `checks` (environment, property, why), else by one of the generated `tests`, else it survived."""
@@ -291,16 +296,19 @@ class PropertyVerdict:
     undecided: str | None
 
 
-def _first_violation(spec: Spec, checks: list[tuple[str, str, str]], shards: int, depth: int) -> PropertyVerdict:
+def _first_violation(spec: Spec, checks: Sequence[Check], shards: int, depth: int) -> PropertyVerdict:
     """The first (environment, property, policy) broken by any call sequence, within or
-    outside the callers' contracts: a mutant changes the ledger for every caller. A check
+    outside the callers' contracts: a mutant changes the ledger for every caller; within them
+    where the check says so (a property the unmutated variant keeps only within them). A check
     answered `unknown` does not stop the search (a later check may still break)."""
     policies = _policies(spec)
     undecided = None
-    for env, name, policy in checks:
+    for check in checks:
+        env, name, policy = check[:3]
+        within = len(check) > 3 and bool(check[3])
         _stop_if_spent()
         result = _check(
-            spec, env, spec.properties[name], shards=shards, policy=policies[policy], depth=depth, contracts=False
+            spec, env, spec.properties[name], shards=shards, policy=policies[policy], depth=depth, contracts=within
         )
         if result.status == Status.VIOLATED:
             return PropertyVerdict(f"{name} ({env}, {policy} policy): {result.traces[0].depth}-step trace", None)
@@ -338,6 +346,9 @@ class BaselineCheck:
     usable: bool
     clean: bool
     reason: str
+    within_contracts: bool = False
+    """Mutants get this check within the callers' contracts: the unmutated variant keeps the
+    property only there (a call outside them breaks it), as `check` judges it."""
 
     def label(self) -> str:
         return f"{self.property} ({self.environment}, {self.policy} policy)"
@@ -362,8 +373,8 @@ class Baseline:
     failing_tests: tuple[BaselineTest, ...]
 
     @property
-    def usable_checks(self) -> list[tuple[str, str, str]]:
-        return [(c.environment, c.property, c.policy) for c in self.checks if c.usable]
+    def usable_checks(self) -> list[Check]:
+        return [(c.environment, c.property, c.policy, c.within_contracts) for c in self.checks if c.usable]
 
     @property
     def excluded_checks(self) -> list[BaselineCheck]:
@@ -412,9 +423,9 @@ def _baseline_check(spec: Spec, check: tuple[str, str, str], shards: int, depth:
         # gives it (`check` finds it); a violation outside them is already no pass.
         reason = "violated, as the spec expects"
         return BaselineCheck(env, name, policy, verdict, contract_verdict, expected, False, True, reason)
-    if contract_verdict in HOLDS:
-        reason = "holds within the callers' contracts; a call outside them breaks it"
-        return BaselineCheck(env, name, policy, verdict, contract_verdict, expected, False, True, reason)
+    if contract_verdict in HOLDS:  # mutants are judged within the contracts too, as `check` judges it
+        reason = "holds within the callers' contracts; a call outside them breaks it: mutants are checked within them"
+        return BaselineCheck(env, name, policy, verdict, contract_verdict, expected, True, True, reason, True)
     reason = f"violated, expected {expected}" if expected else "violated, no expectation"
     return BaselineCheck(env, name, policy, verdict, contract_verdict, expected, False, False, reason)
 
@@ -473,7 +484,7 @@ def run_baseline(spec: Spec, tests: list[tuple[str, Any]], checks: tuple[Baselin
     return Baseline(spec.variant, checks, len(tests), tuple(failing))
 
 
-def _evaluate(args: tuple[str, str, str, Mutant, int, int, list[Any], list[tuple[str, str, str]]]) -> Outcome:
+def _evaluate(args: tuple[str, str, str, Mutant, int, int, list[Any], Sequence[Check]]) -> Outcome:
     """Runs in a worker process: check one mutant against properties, then tests."""
     text, path, variant, mutant, shards, depth, tests, checks = args
     try:

@@ -34,7 +34,7 @@ from ledgercheck.model.errors import UsageError
 from ledgercheck.model.figure import render_table, trace_figure
 from ledgercheck.model.result import FOCUS, Result, Status
 from ledgercheck.model.spacer import lemma_violation, spacer_proof
-from ledgercheck.model.spec import Property, PropertyKind, Spec, load_spec, policy_text
+from ledgercheck.model.spec import Property, PropertyKind, Spec, contracts_bind, load_spec, policy_text
 
 ENGINES = ("auto", "spacer", "kind", "explicit")
 REFUTE_DEPTH = 12
@@ -60,7 +60,7 @@ def _k_induction(
     """Returns (PROVED, k, "") or (UNKNOWN, k, CTI table) or (UNKNOWN, k, reason)."""
     env = spec.environment(environment)
     focus = None if prop.fleet else FOCUS
-    checker = bmc.Checker(spec, environment, prop, shards, policy, contracts=env.any_call, timeout=timeout)
+    checker = bmc.Checker(spec, environment, prop, shards, policy, contracts=contracts_bind(env, prop), timeout=timeout)
     enc = checker.enc
     solver = checker.solver  # no initial-state constraint: the step case starts anywhere
     solver.reset()

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from ledgercheck.model import budget, executor, ir, resultcache
 from ledgercheck.model.errors import EXIT_MISMATCH, EXIT_OK, EXIT_UNKNOWN, UsageError, did_you_mean
 from ledgercheck.model.result import Result, Status
-from ledgercheck.model.spec import Property, PropertyKind, Spec, SpecFile
+from ledgercheck.model.spec import Property, PropertyKind, Spec, SpecFile, contracts_bind
 
 Outcome = Literal["match", "mismatch", "unknown", "skipped", "unexpected"]
 """One word for a result against its expectation (`outcome`)."""
@@ -287,7 +287,9 @@ def _vacuous(
         timeout=request.timeout,
         prove=True,
     )
-    contracts = spec.environment(environment).any_call and any(e.requires is not None for e in spec.events.values())
+    contracts = contracts_bind(spec.environment(environment), prop) and any(
+        e.requires is not None for e in spec.events.values()
+    )
     within = " within the callers' contracts" if contracts else ""
     if found.status == Status.PROVED:
         return ("in any reachable state" if prop.kind == PropertyKind.INVARIANT else "at any call") + within

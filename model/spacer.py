@@ -19,7 +19,7 @@ import z3
 
 from ledgercheck.model import budget, cone, ir, smallfleet
 from ledgercheck.model.encoding import Encoding
-from ledgercheck.model.spec import Property, PropertyKind, Spec
+from ledgercheck.model.spec import Property, PropertyKind, Spec, contracts_bind
 
 
 @dataclass(frozen=True)
@@ -301,7 +301,7 @@ def spacer_proof(
     `text` False: the invariant is not printed (an empty string in its place), for a caller
     that only needs to know whether there is one."""
     env = spec.environment(environment)
-    bound = env.any_call if contracts is None else contracts
+    bound = contracts_bind(env, prop) if contracts is None else contracts
     fixed = None if policy is None else tuple(sorted(policy.items()))
     question = (id(spec), environment, prop.name, shards, fixed, bound)
     hit = _FOUND.get(question)

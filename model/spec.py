@@ -16,7 +16,7 @@ import hashlib
 import os
 import string
 import textwrap
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -285,6 +285,11 @@ class Property:
     lemmas: tuple[ir.Expr, ...] = ()
     lemma_texts: tuple[str, ...] = ()
     claim_text: str = ""
+    counts_any_call: bool = False
+    """`calls = "any"`: the verdict counts every call, also those the callers' contracts
+    (`requires`) rule out; for a property about what a call outside them must not do
+    ("a retired shard stays retired, whatever is called on it"), whose every trace would
+    otherwise be a lax one that fails nothing."""
 
     def applies_to(self, environment: str) -> bool:
         return self.environments is None or environment in self.environments
@@ -293,6 +298,15 @@ class Property:
     def leads_from(self) -> ir.Expr:
         """P of an `eventually` property (P leads to `assert`): its `when`, true without one."""
         return self.when if self.when is not None else ir.TRUE
+
+
+def contracts_bind(env: Environment, props: Property | Sequence[Property]) -> bool:
+    """Whether the callers' contracts bind the calls a verdict on `props` counts: in an
+    environment that may call anything (elsewhere the environment's actions are the callers),
+    unless the properties are judged over any call (`calls = "any"`). Properties searched
+    together are judged alike (`model.explicit` searches them apart otherwise)."""
+    group = [props] if isinstance(props, Property) else list(props)
+    return env.any_call and not any(p.counts_any_call for p in group)
 
 
 @dataclass(frozen=True)
@@ -1605,6 +1619,7 @@ class _Builder:
                     "view",
                     "lemmas",
                     "claim_text",
+                    "calls",
                 ),
             )
             kind_text = self._str(body, "kind", keys, PropertyKind.INVARIANT.value)
@@ -1685,6 +1700,18 @@ class _Builder:
                 for item in view:
                     if item not in field_names:
                         raise self.fail((*keys, "view"), f"unknown field {item!r}{did_you_mean(item, field_names)}")
+            calls = self._str(body, "calls", keys, "allowed")
+            if calls not in ("allowed", "any"):
+                raise self.fail(
+                    (*keys, "calls"),
+                    f"calls is 'allowed' (the calls the callers' contracts allow, the default) or 'any', not {calls!r}",
+                )
+            if calls == "any" and kind == PropertyKind.EVENTUALLY:
+                raise self.fail(
+                    (*keys, "calls"),
+                    "a liveness property assumes the callers' contracts: calls = 'any' "
+                    "is for invariants and step properties",
+                )
             raw_lemmas = body.get("lemmas", [])
             if not isinstance(raw_lemmas, list) or not all(isinstance(t, str) for t in raw_lemmas):
                 raise self.fail((*keys, "lemmas"), "lemmas must be a list of per-shard invariant expressions")
@@ -1713,6 +1740,7 @@ class _Builder:
                 lemmas=lemmas,
                 lemma_texts=tuple(t.strip() for t in raw_lemmas),
                 claim_text=self._str(body, "claim_text", keys, ""),
+                counts_any_call=calls == "any",
             )
         self._check_expectations(gaps, named, variants)
         return properties

@@ -200,6 +200,17 @@ def wrap(text: str, width: int) -> str:
     return textwrap.fill(text, width, subsequent_indent="   ", break_on_hyphens=False, break_long_words=False)
 
 
+def outside_contracts(trace: Trace) -> list[str]:
+    """The calls of `trace` the callers' contracts rule out (`step 2, mark_loaded(0)`): what a
+    property judged over any call (`calls = "any"`) counts, and its readers should know."""
+    return [
+        f"step {number}, {call.event}({call.shard})"
+        for number, step in enumerate(trace.steps[1:], 1)
+        for call in step.calls
+        if not call.contract_ok
+    ]
+
+
 def steps_text(trace: Trace) -> str:
     return ", ".join(column_label(s) for s in trace.steps[1:]) or "(no step)"
 
@@ -274,10 +285,12 @@ def print_results(
             if result.policy is None and trace.policy:  # a symbolic policy: the values this trace found
                 broken += f", at {policy_text(trace.policy)}"
             print()
-            print(
-                wrap(f"-- trace {number} of {len(result.traces)}, {trace.depth} steps{broken}: {prop.message}", width)
-            )
+            print(wrap(f"-- trace {number} of {len(result.traces)}, {trace.length}{broken}: {prop.message}", width))
             print(trace_figure(trace, spec, colour=colour, prop=prop, all_fields=all_fields))
+            outside = outside_contracts(trace) if prop.counts_any_call else []
+            if outside:
+                rules_out = f"the callers' contracts rule out {'; '.join(outside)}"
+                print(wrap(f'   ({rules_out}: the property counts every call, calls = "any")', width))
         for number, trace in enumerate(lax, 1):
             print(f"\n-- outside the callers' contracts, trace {number}: relies on a lax guard")
             print(trace_figure(trace, spec, colour=colour, prop=prop, all_fields=all_fields))
