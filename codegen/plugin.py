@@ -307,6 +307,7 @@ def ledger_factory(request: pytest.FixtureRequest) -> LedgerFactory:
             about_property=not watched,
             call_timeout=limit,
             judges=kept or not coverage_test,
+            model_of=None if impl_target else variant,
         )
         return ledger, check
 

@@ -511,7 +511,7 @@ def _conform_parser(subparsers: Any) -> None:
         "--no-policies",
         action="store_true",
         help="skip the random and branch traces at other policies the spec allows (the smallest, the largest, "
-        "three drawn with --seed; run only where no --policy is given)",
+        "six drawn with --seed; run only where no --policy is given)",
     )
     parser.add_argument(
         "--cex-depth",

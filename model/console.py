@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import time
 from typing import TextIO
 
 CLEAR_LINE = "\r\x1b[K"
@@ -62,3 +63,24 @@ def progress_for(option: bool | None, stream: TextIO | None = None) -> Progress 
     if option is None and is_terminal(stream):
         return Progress(stream, transient=True)
     return None
+
+
+HEARTBEAT_SECONDS = 30.0
+"""How often a long command with no terminal (a CI log) says where it is, at most."""
+
+
+class Heartbeat:
+    """A progress sink for a log: a message at most every `every` seconds (the first after
+    `every`), so that a long run is never silent in CI and a short one prints nothing."""
+
+    def __init__(self, stream: TextIO, every: float = HEARTBEAT_SECONDS) -> None:
+        self.stream = stream
+        self.every = every
+        self.last = time.monotonic()
+
+    def __call__(self, message: str) -> None:
+        now = time.monotonic()
+        if now - self.last >= self.every:
+            self.last = now
+            self.stream.write(f"ledgercheck: {message}\n")
+            self.stream.flush()

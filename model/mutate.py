@@ -40,6 +40,7 @@ from typing import Any, Literal
 
 from ledgercheck.model import bmc, budget
 from ledgercheck.model import executor as executors
+from ledgercheck.model.console import Heartbeat
 from ledgercheck.model.errors import EXIT_OK, EXIT_UNKNOWN, LedgercheckError, UsageError
 from ledgercheck.model.result import Status
 from ledgercheck.model.runs import MUTATE_DEPTH
@@ -648,7 +649,9 @@ def mutate_command(
     if shards < 1 or max_depth < 1:
         raise UsageError("--shards and --max-depth must be positive")
     show = progress if progress is not None else sys.stderr.isatty()
-    say = (lambda message: print(message, file=sys.stderr)) if show else None
+    say: Callable[[str], None] | None = (lambda message: print(message, file=sys.stderr)) if show else None
+    if progress is None and not show:  # a log (CI): a line now and then, never a silent half hour
+        say = Heartbeat(sys.stderr)
     config = executors.ExecutorConfig(executor, jobs)
     baseline, mutants, outcomes = run_mutation(
         spec_file, shards=shards, depth=max_depth, workers=config, max_mutants=max_mutants, seed=seed, progress=say

@@ -254,3 +254,20 @@ def test_replay_names_the_scenarios_a_spec_has(tmp_path, capsys):
     path.write_text(two, encoding="utf-8")
     assert cli.main(["replay", str(path)]) == 2
     assert "name the scenario to replay (--scenario NAME; the spec has trip, calm)" in capsys.readouterr().err
+
+
+def test_a_heartbeat_speaks_now_and_then_and_never_for_a_short_run() -> None:
+    """`mutate` in a log (no terminal) ran 409 s without a line; it now says where it is at
+    most every HEARTBEAT_SECONDS, and a run shorter than that prints nothing."""
+    import io
+
+    from ledgercheck.model.console import Heartbeat
+
+    quiet, chatty = io.StringIO(), io.StringIO()
+    slow = Heartbeat(quiet, every=3600)
+    for n in range(3):
+        slow(f"mutant {n}/3")
+    assert quiet.getvalue() == ""
+    now = Heartbeat(chatty, every=0)
+    now("mutant 1/3: killed_by_property (40s)")
+    assert chatty.getvalue() == "ledgercheck: mutant 1/3: killed_by_property (40s)\n"

@@ -19,6 +19,7 @@ from ledgercheck.model.conformance.observation import (
     notifications_text,
 )
 from ledgercheck.model.figure import cell, render_table
+from ledgercheck.model.spec import policy_text
 from ledgercheck.model.trace import base_url
 
 if TYPE_CHECKING:
@@ -135,11 +136,13 @@ def report(checker: Conformance, divergence: Divergence, variant: str, width: in
     script = divergence.script
     lines = []
     call = divergence.call
+    # found at another policy than the one asked: the headline names it (a summary quotes it alone)
+    at = f" (at {policy_text(checker.policy)})" if checker.policy_note else ""
     if call is None:
-        lines.append(f"{checker.label} differs from the model of {variant!r} right after construction:")
+        lines.append(f"{checker.label} differs from the model of {variant!r}{at} right after construction:")
     else:
         lines.append(
-            f"{checker.label} diverges from the model of {variant!r} at call {divergence.index + 1} "
+            f"{checker.label} diverges from the model of {variant!r}{at} at call {divergence.index + 1} "
             f"of {len(script.calls)}, {call.label(checker.events.get(call.event))}:"
         )
     lines += [f"  {d}" for d in divergence.differences]

@@ -64,8 +64,12 @@ class LedgerCheck:
         about_property: bool = True,
         call_timeout: float | None = None,
         judges: bool = True,
+        model_of: str | None = None,
     ) -> None:
         self.ledger = ledger
+        # The variant whose executable model the test runs against (no --impl): a failure then
+        # means that model does not do what the test recorded, not that a class is wrong.
+        self.model_of = model_of
         # False for a coverage test of a spec none of whose properties its variant keeps: the
         # property it watches (`coverage.monitored_property`'s fallback) may break on the way.
         self.judges = judges
@@ -105,7 +109,13 @@ class LedgerCheck:
         if broke or self.about_property:
             headline = f"{self.prop.name}: {self.prop.message}\n  {message}"
         else:
-            headline = f"the implementation does not do what {self.spec.variant} does\n  {message}"
+            if self.model_of is None:
+                subject = f"the implementation does not do what {self.spec.variant} does"
+            elif self.model_of == self.spec.variant:
+                subject = f"the spec's model no longer does what {self.spec.variant} did when this test was generated"
+            else:
+                subject = f"the model of {self.model_of} does not do what {self.spec.variant} does"
+            headline = f"{subject}\n  {message}"
             if self.violation is not None:
                 headline += f"\n  meanwhile {self.prop.name}: {self.prop.message}\n  {self.violation}"
         if broke:

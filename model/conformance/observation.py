@@ -220,7 +220,9 @@ def compare(
 ) -> list[Difference]:
     """What differs between the model and the implementation after a call (or construction,
     without outcomes): the exception raised (the implementation's must be an instance of the
-    model's), the log lines printed, and every observed value."""
+    model's) and the value returned, every observed value, then the log lines printed and the
+    announcements (in that order: a one-line summary leads with what the call did and the
+    state it left, not with a count of log lines)."""
     if model_obs == impl_obs and (model_out is None or (model_out == impl_out and error is None)):
         return []
     differences: list[Difference] = []
@@ -231,6 +233,11 @@ def compare(
             differences.append(Difference(("raised",), expected, impl_out.raised))
         if model_out.result != impl_out.result:
             differences.append(Difference(("result",), model_out.result, impl_out.result))
+    for key in dict.fromkeys([*model_obs, *impl_obs]):
+        left, right = model_obs.get(key, MISSING), impl_obs.get(key, MISSING)
+        if left != right:
+            differences.append(Difference(key, left, right))
+    if model_out is not None and impl_out is not None:
         if model_out.logs != impl_out.logs:
             differences.append(Difference(("logs",), model_out.logs, impl_out.logs))
         if model_out.notifications != impl_out.notifications:
@@ -241,10 +248,6 @@ def compare(
                     notifications_text(impl_out.notifications),
                 )
             )
-    for key in dict.fromkeys([*model_obs, *impl_obs]):
-        left, right = model_obs.get(key, MISSING), impl_obs.get(key, MISSING)
-        if left != right:
-            differences.append(Difference(key, left, right))
     return differences
 
 
