@@ -43,14 +43,22 @@ class ArgumentDomain:
     fixed: tuple[Any, ...]
     variables: tuple[tuple[Key, int], ...] = ()
     gap: str = ""
+    sums: tuple[tuple[tuple[tuple[Key, int], ...], int], ...] = ()
+    """Sums of several of `variables` (each with its whole-number factor) plus a constant,
+    which the argument meets (`args.amount > paid - refunded`): their values, and one either
+    side, are values to try too. Every key a sum reads is in `variables`."""
 
     def values(self, store: Mapping[Key, Any]) -> tuple[tuple[Any, ...], bool]:
         """The values to try in `store`, and whether `MAX_INT_VALUES` cut some off."""
         if not self.variables:
             return self.fixed, False
         found = set(self.fixed)
-        for key, offset in self.variables:
-            value = store[key]
+        points = [(store[key], offset) for key, offset in self.variables]
+        for terms, offset in self.sums:
+            read = [store[key] for key, _ in terms]
+            if all(isinstance(v, int) and not isinstance(v, bool) for v in read):
+                points.append((sum(c * v for (_, c), v in zip(terms, read, strict=True)), offset))
+        for value, offset in points:
             if isinstance(value, int) and not isinstance(value, bool):
                 found |= {v for v in (value + offset - 1, value + offset, value + offset + 1) if v >= 0}
         if len(found) <= MAX_INT_VALUES:
@@ -88,6 +96,7 @@ def argument_domain(
     use = argument_use(spec, event, param.name, {**spec.default_policy(), **(policy or {})}, cone)
     kind = param.type.kind
     variables: tuple[tuple[Key, int], ...] = ()
+    sums: tuple[tuple[tuple[tuple[Key, int], ...], int], ...] = ()
     gap = ""
     if kind == "bool":
         values: list[Any] = [True, False]
@@ -97,7 +106,8 @@ def argument_domain(
         found = {0, 1, *_example(event, param.name)}
         found |= {v + d for v in use.constants for d in (-1, 0, 1) if v + d >= 0}  # an int argument is natural
         values = sorted(found, key=_order)
-        variables = tuple(((0 if node[0] == "field" else None, node[1]), offset) for node, offset in use.variables)
+        variables = tuple((_key(node), offset) for node, offset in use.variables)
+        sums = tuple((tuple((_key(node), c) for node, c in terms), offset) for terms, offset in use.sums)
         gap = use.inexact
     elif kind == "int":
         values = (_example(event, param.name) or [1])[:1]
@@ -114,7 +124,12 @@ def argument_domain(
     if len(values) > MAX_INT_VALUES and kind == "int":
         values = values[:MAX_INT_VALUES]
         gap = gap or f"compared with more than {MAX_INT_VALUES} values"
-    return ArgumentDomain(event.name, param, tuple(values), variables, gap)
+    return ArgumentDomain(event.name, param, tuple(values), variables, gap, sums)
+
+
+def _key(node: Node) -> Key:
+    """A reduction node of an int variable as a store key: a field of the called instance (0)."""
+    return (0 if node[0] == "field" else None, node[1])
 
 
 class Calls:

@@ -629,6 +629,10 @@ class ArgumentUse:
     inexact: str = ""
     """Empty where the classes above are exact; else the first use that is not such a
     comparison (`args.c + 1`, a comparison with another argument...)."""
+    sums: tuple[tuple[tuple[tuple[Node, int], ...], int], ...] = ()
+    """The sums and differences of several int variables it is compared or combined with
+    (`args.amount > paid - refunded`: ((paid, 1), (refunded, -1)), 0): their values in the
+    state a call is made in are values to try too (the boundary is there, not at `paid`)."""
 
 
 def argument_use(spec: Spec, event: Event, param: str, policy: Mapping[str, int], cone: frozenset[Node]) -> ArgumentUse:
@@ -647,6 +651,7 @@ def argument_use(spec: Spec, event: Event, param: str, policy: Mapping[str, int]
         tuple(sorted(set(walk.constants))),
         tuple(sorted(set(walk.variables))),
         walk.inexact,
+        tuple(sorted(set(walk.sums))),
     )
 
 
@@ -661,6 +666,7 @@ class _ArgumentWalk:
         self.scope = ("event", event.name)
         self.constants: list[int] = []
         self.variables: list[tuple[Node, int]] = []
+        self.sums: list[tuple[tuple[tuple[Node, int], ...], int]] = []
         self.inexact = ""
         # What the call may change before a comparison in its body reads it.
         blocks = [event.body, event.history, spec.on_state_change]
@@ -722,6 +728,9 @@ class _ArgumentWalk:
             variable = _int_variable(shifted[0])
             assert variable is not None  # (what `shifted` found)
             self.variables.append((variable, shifted[1]))
+        linear = self.linear(node)
+        if linear is not None and (len(linear[0]) > 1 or any(c != 1 for _, c in linear[0])):
+            self.sums.append(linear)
         for n in ir.walk(node):
             value = _constant(self.spec, self.policy, n)
             if value is not None:
@@ -729,6 +738,29 @@ class _ArgumentWalk:
             variable = _int_variable(n)
             if variable is not None and (shifted is None or n is not shifted[0]):
                 self.variables.append((variable, 0))
+
+    def linear(self, node: object) -> tuple[tuple[tuple[Node, int], ...], int] | None:
+        """`node` as a sum of int variables times whole numbers plus a constant (`paid -
+        refunded + 1`: ((paid, 1), (refunded, -1)), 1), or None where it is not one."""
+        fixed = _fixed(self.spec, self.policy, node)
+        if fixed is not None:
+            return (), fixed
+        variable = _int_variable(node)
+        if variable is not None:
+            return ((variable, 1),), 0
+        if isinstance(node, ir.Neg):
+            inner = self.linear(node.operand)
+            return None if inner is None else (tuple((v, -c) for v, c in inner[0]), -inner[1])
+        if not isinstance(node, ir.Arith):
+            return None
+        left, right = self.linear(node.left), self.linear(node.right)
+        if left is None or right is None:
+            return None
+        sign = 1 if node.op == "+" else -1
+        terms: dict[Node, int] = dict(left[0])
+        for var, coef in right[0]:
+            terms[var] = terms.get(var, 0) + sign * coef
+        return tuple(sorted((v, c) for v, c in terms.items() if c != 0)), left[1] + sign * right[1]
 
     def shifted(self, node: object) -> tuple[object, int] | None:
         """`var + c` or `var - c` (an int variable plus a constant) as (var, the offset)."""
