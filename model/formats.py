@@ -25,6 +25,9 @@ from ledgercheck.model.spec import Property, Spec, SpecFile, policy_text
 from ledgercheck.model.trace import Trace
 
 CHECK_FORMATS = ("text", "json", "markdown", "itf", "junit")
+MAX_MARKDOWN_CHARS = 60_000
+"""The most `check --format markdown` writes: a pull-request comment takes 65,536 characters.
+The verdict lines always come; trace tables in reading order (mismatches first) while they fit."""
 REPLAY_FORMATS = ("text", "json", "markdown")
 
 ITF_FORMAT_DESCRIPTION = "https://apalache-mc.org/docs/adr/015adr-trace.html"
@@ -128,6 +131,8 @@ def markdown_check(spec_file: SpecFile, results: Sequence[Result], all_fields: b
         out += [""] + [f"- {md_text(line)}" for line in named]
     if any(trace_groups(r) for r in results):
         out += ["", markdown_legend(base)]
+    used = sum(len(line) + 1 for line in out)
+    left_out: list[str] = []  # the results whose tables did not fit (mismatches come first)
     for result in ordered:
         groups = trace_groups(result)
         if not groups:
@@ -135,10 +140,23 @@ def markdown_check(spec_file: SpecFile, results: Sequence[Result], all_fields: b
         spec = spec_file.variant(result.variant)
         prop = spec.properties[result.property]
         where = f" ({md_text(result.environment)})" if several else ""
-        out += ["", f"#### {md_code(result.variant)} / {md_code(result.property)}{where}", "", md_text(prop.doc)]
+        section = ["", f"#### {md_code(result.variant)} / {md_code(result.property)}{where}", "", md_text(prop.doc)]
         for heading, trace in groups:
-            out += ["", f"**{md_text(heading)}**: {md_text(prop.message)}", ""]
-            out.append(markdown_table(trace, spec, prop=prop, all_fields=all_fields))
+            section += ["", f"**{md_text(heading)}**: {md_text(prop.message)}", ""]
+            section.append(markdown_table(trace, spec, prop=prop, all_fields=all_fields))
+        size = sum(len(line) + 1 for line in section)
+        if left_out or used + size > MAX_MARKDOWN_CHARS:
+            left_out.append(f"{md_code(result.variant)} / {md_code(result.property)}{where}")
+            continue
+        out += section
+        used += size
+    if left_out:
+        out += [
+            "",
+            f"_{len(left_out)} result(s) with traces left out, to stay within a pull-request comment "
+            f"({MAX_MARKDOWN_CHARS:,} characters): {', '.join(left_out)}; `ledgercheck check --property NAME "
+            "--format markdown` shows one._",
+        ]
     return "\n".join(out)
 
 

@@ -451,3 +451,22 @@ def test_the_state_diagram_lets_time_pass():
     edges = {(e.source, e.target): e.events for e in state_diagram(timed.variant()).edges}
     assert edges[("OPEN", "HALF_OPEN")] == ("allow",)
     assert edges[("HALF_OPEN", "CLOSED")] == ("record_success",) and edges[("HALF_OPEN", "OPEN")] == ("record_failure",)
+
+
+def test_markdown_stays_within_a_pull_request_comment(
+    spec_file: SpecFile, results: list[bmc.Result], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bundled ledger's full check was 136,543 characters of Markdown, over the 65,536 a
+    pull-request comment takes: every verdict line stays, trace tables come while they fit."""
+    from ledgercheck.model import formats
+
+    full = markdown_check(spec_file, results)
+    with_traces = [r for r in results if r.traces]
+    assert len(with_traces) >= 2
+    monkeypatch.setattr(formats, "MAX_MARKDOWN_CHARS", len(full) // 2)
+    cut = markdown_check(spec_file, results)
+    assert len(cut) < len(full) // 2 + 1000
+    assert [line for line in cut.splitlines() if line.startswith("- ")] == [
+        line for line in full.splitlines() if line.startswith("- ")
+    ]
+    assert "result(s) with traces left out, to stay within a pull-request comment" in cut
