@@ -695,7 +695,8 @@ def check_property(
             if race is not None:
                 race.close()
     if race is not None and race.invariant is not None and result.status == Status.PROVED:
-        scope = race.scope.phrase(shards) if race.scope is not None else f"{shards} shards"
+        fleet = f"{shards} shard" if shards == 1 else f"{shards} shards"
+        scope = race.scope.phrase(shards) if race.scope is not None else fleet
         result.engine, result.invariant = "spacer", race.invariant
         result.note = (
             f"proved by spacer for {scope} (an inductive invariant exists), while the bounded search "

@@ -120,7 +120,7 @@ def markdown_check(spec_file: SpecFile, results: Sequence[Result], all_fields: b
     the breaking step marked."""
     base = spec_file.variant()
     settings = sorted({(r.environment, r.shards) for r in results})
-    where = "; ".join(f"{env} environment, {shards} shards" for env, shards in settings)
+    where = "; ".join(f"{env} environment, {shards} shard{'' if shards == 1 else 's'}" for env, shards in settings)
     out = [f"### ledgercheck: {md_code(base.name)} ({md_text(where)})" if where else "### ledgercheck", ""]
     several = multi_environment(results)
     ordered = reading_order(results)

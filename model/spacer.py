@@ -38,12 +38,13 @@ class Scope:
         """How a note names the fleets proved for (`shards`: the fleet asked)."""
         if self.every_size:
             return "every fleet size"
+        asked = f"{shards} shard" if shards == 1 else f"{shards} shards"
         if self.found_on is None:
-            return f"{shards} shards"
+            return asked
         plural = "s" if self.found_on > 1 else ""
         small = f"{self.found_on} shard{plural}"
         where = f" in the {self.found_in} environment" if self.found_in is not None else ""
-        return f"{shards} shards, from an invariant found on {small}{where}, placed on every shard and checked"
+        return f"{asked}, from an invariant found on {small}{where}, placed on every shard and checked"
 
 
 CERTIFY_RLIMIT = 2_000_000

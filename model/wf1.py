@@ -58,7 +58,8 @@ class LeadsTo:
     def note(self, prop: Property, shards: int) -> str:
         waiting = f"`{prop.when_text}` and not `{prop.assert_text}`" if prop.when_text else f"not `{prop.assert_text}`"
         return (
-            f"proved by the WF1 rule for {shards} shards: while shard {FOCUS} has {waiting}, some action "
+            f"proved by the WF1 rule for {shards} shard{'' if shards == 1 else 's'}: while shard {FOCUS} has "
+            f"{waiting}, some action "
             f"of {self.group} is enabled, no step leaves that but to `{prop.assert_text}`, and every "
             "step of the group reaches it (over an inductive invariant of the reachable states, checked)"
         )

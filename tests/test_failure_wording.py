@@ -79,3 +79,10 @@ def test_a_test_failing_against_the_spec_s_model_says_so(tmp_path: Path) -> None
     assert run.returncode == 1, run.stdout
     assert "the spec's model no longer does what base did when this test was generated" in run.stdout
     assert "the implementation does not do what" not in run.stdout
+
+
+def test_one_shard_is_one_shard() -> None:
+    from ledgercheck.model.spacer import Scope
+
+    assert Scope(False).phrase(1) == "1 shard"
+    assert Scope(False, found_on=1).phrase(2).startswith("2 shards, from an invariant found on 1 shard")
