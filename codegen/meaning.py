@@ -162,15 +162,26 @@ def meaning_of(spec_file: SpecFile) -> Meaning:
 
 
 def changed_parts(recorded: Mapping[str, str], current: Mapping[str, str]) -> list[str]:
-    """What differs between two part-digest tables, in words ("event x changed", ...)."""
-    words = []
+    """What differs between two part-digest tables, in words, one entry per part however
+    many variants it changed in (`event mark_loaded (and in variants fixed, refit_keeps_streak)`,
+    `event mark_loaded, variant fixed (removed)`), not the part once per variant."""
+    changed: dict[tuple[str, str], list[str | None]] = {}  # (part, how) -> the variants (None: the first's)
     for name in sorted(set(recorded) | set(current)):
-        if name not in current:
-            words.append(f"{name} (removed)")
-        elif name not in recorded:
-            words.append(f"{name} (added)")
-        elif recorded[name] != current[name]:
-            words.append(name)
+        how = " (removed)" if name not in current else " (added)" if name not in recorded else ""
+        if not how and recorded[name] == current[name]:
+            continue
+        part, _, variant = name.partition(", variant ")
+        changed.setdefault((part, how), []).append(variant or None)
+    words = []
+    for (part, how), variants in changed.items():
+        named = [v for v in variants if v is not None]
+        if None not in variants:
+            plural = "s" if len(named) > 1 else ""
+            words.append(f"{part}, variant{plural} {', '.join(named)}{how}")
+        elif named:
+            words.append(f"{part}{how} (and in variant{'s' if len(named) > 1 else ''} {', '.join(named)})")
+        else:
+            words.append(f"{part}{how}")
     return words
 
 

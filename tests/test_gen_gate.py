@@ -413,3 +413,11 @@ def test_the_meaning_of_a_clocked_spec_ignores_where_its_drive_is_written() -> N
     moved = text.replace("drive = {", "drive   =   {")
     assert meaning_of(load_spec_text(moved, str(breaker))) == base
     assert "where" not in json.dumps(variant_parts(load_spec(str(breaker)).variant())["spec"])
+
+
+def test_a_part_changed_in_every_variant_is_named_once() -> None:
+    recorded = {"event a": "1", "event a, variant fixed": "2", "event a, variant next": "3", "policy": "4"}
+    current = {"event a": "5", "event a, variant fixed": "6", "event a, variant next": "7", "policy": "4"}
+    assert changed_parts(recorded, current) == ["event a (and in variants fixed, next)"]
+    current["event a"] = "1"
+    assert changed_parts(recorded, current) == ["event a, variants fixed, next"]
