@@ -57,7 +57,7 @@ DECLARED_PARTS = ("notifications",)
 # Named traces to replay: no check and no generated test reads them. How a real class is
 # bound (`[implementation]`) is read when the tests run, not baked into them. (`DISPLAY_FIELDS`:
 # whether a field is carried across incarnations on purpose only changes how figures mark it.)
-IGNORED_FIELDS = frozenset({"scenarios", "binding"})
+IGNORED_FIELDS = frozenset({"scenarios", "binding", "conform"})
 DISPLAY_FIELDS = frozenset({"persistent"})
 # Sequences that are sets: an environment's actions are a nondeterministic choice, a step
 # property's events and a property's environments are lists of names.

@@ -473,8 +473,8 @@ def _conform_parser(subparsers: Any) -> None:
     parser.add_argument(
         "--depth",
         type=int,
-        default=DEFAULT_DEPTH,
-        help=f"enumerate every call sequence up to D (default {DEFAULT_DEPTH})",
+        default=None,
+        help=f"enumerate every call sequence up to D (default: the spec's [conform] depth, else {DEFAULT_DEPTH})",
     )
     parser.add_argument(
         "--shards",
@@ -486,9 +486,9 @@ def _conform_parser(subparsers: Any) -> None:
     parser.add_argument(
         "--random",
         type=int,
-        default=DEFAULT_RANDOM,
+        default=None,
         metavar="N",
-        help=f"random calls in all (default {DEFAULT_RANDOM})",
+        help=f"random calls in all (default: the spec's [conform] random, else {DEFAULT_RANDOM})",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the random traces (default 0)")
     parser.add_argument(
@@ -531,10 +531,10 @@ def _conform_parser(subparsers: Any) -> None:
     parser.add_argument(
         "--merge",
         choices=("ledger", "full"),
-        default="ledger",
+        default=None,
         help="enumeration merges prefixes that reach the same model state: its ledger and non-metric fleet "
-        "values (ledger, the default: all the model's behaviour depends on), or every variable, history "
-        "and metrics included (full: many more states)",
+        "values (ledger, the default unless the spec's [conform] merge says: all the model's behaviour "
+        "depends on), or every variable, history and metrics included (full: many more states)",
     )
     parser.add_argument(
         "--no-cache",

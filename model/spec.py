@@ -90,6 +90,18 @@ INDEX_PLACEHOLDER = "index"
 """In a notification's `text`: the instance that announces it (a parameter of that name wins)."""
 
 
+@dataclass(frozen=True)
+class ConformDefaults:
+    """`[conform]`: the spec owner's defaults for `conform` (and `ci`, which takes no option
+    for them); each None where the table leaves it to conform's own default, and every one
+    overridden by the command-line option of the same name."""
+
+    depth: int | None = None
+    random: int | None = None
+    shards: int | None = None
+    merge: str | None = None
+
+
 MAX_SPEC_DEPTH = 64
 """The deepest `[spec] max_depth` (a bound on how long a run can be asked to search by default)."""
 
@@ -360,6 +372,8 @@ class Spec:
     clock: Clock | None = None
     notifications: Mapping[str, Notification] = field(default_factory=dict)
     """`[notifications]`: what calls announce (see `Notification`); empty when none are declared."""
+    conform: ConformDefaults | None = None
+    """`[conform]`: how `conform` (and so `ci`) searches this spec's implementations by default."""
     max_depth: int | None = None
     """`[spec] max_depth`: the depth every search of this spec goes to unless `--max-depth` says
     otherwise (a counterexample 14 steps deep is found by `ci` too, which takes no option)."""
@@ -553,6 +567,7 @@ _KNOWN_TOP = (
     "clock",
     "implementation",
     "notifications",
+    "conform",
 )
 
 
@@ -675,6 +690,7 @@ class _Builder:
         self.clock = self._clock()
         self.queries = self._queries()
         self.notifications = self._notifications()
+        self.conform = self._conform()
         self.on_state_change = self._on_state_change(state_type)
         self.events = self._events()
         environments = self._environments()
@@ -722,6 +738,7 @@ class _Builder:
             declared_default_environment=default_environment or None,
             clock=self.clock,
             notifications=self.notifications,
+            conform=self.conform,
             max_depth=max_depth,
         )
 
@@ -983,6 +1000,24 @@ class _Builder:
 
     def shard_fields(self) -> tuple[VarDecl, ...]:
         return self.fields + self.history
+
+    def _conform(self) -> ConformDefaults | None:
+        table = _table(self.source, self.data, ("conform",), required=False)
+        if not table:
+            return None
+        keys: KeyPath = ("conform",)
+        self._check_keys(table, keys, ("depth", "random", "shards", "merge"))
+        values: dict[str, Any] = {}
+        for name, low, high in (("depth", 0, 12), ("random", 0, 1_000_000), ("shards", 1, MAX_SHARDS)):
+            if name in table:
+                values[name] = self._int(table, name, keys)
+                if not low <= values[name] <= high:
+                    raise self.fail((*keys, name), f"{name} must be in [{low}, {high}]")
+        if "merge" in table:
+            values["merge"] = self._str(table, "merge", keys)
+            if values["merge"] not in ("ledger", "full"):
+                raise self.fail((*keys, "merge"), f"merge is 'ledger' or 'full', not {values['merge']!r}")
+        return ConformDefaults(**values)
 
     def _notifications(self) -> dict[str, Notification]:
         """`[notifications.name]`: `params` (a typed parameter list, like an action's),

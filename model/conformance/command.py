@@ -19,6 +19,7 @@ from typing import Any
 from ledgercheck.model import budget, executor
 from ledgercheck.model.budget import BudgetExhausted
 from ledgercheck.model.conformance.checker import Conformance
+from ledgercheck.model.conformance.defaults import DEFAULT_DEPTH, DEFAULT_RANDOM
 from ledgercheck.model.conformance.implementation import ImplementationError, load_target, spec_target
 from ledgercheck.model.conformance.session import check
 from ledgercheck.model.conformance.sources import (
@@ -33,12 +34,12 @@ from ledgercheck.model.errors import (
     ProcessDied,
     UsageError,
 )
-from ledgercheck.model.spec import MAX_SHARDS, SpecFile, load_spec, policy_text
+from ledgercheck.model.spec import MAX_SHARDS, ConformDefaults, SpecFile, load_spec, policy_text
 
 
 def run(ns: argparse.Namespace) -> int:
     for name, value, low in (("--depth", ns.depth, 0), ("--random", ns.random, 0), ("--cex-depth", ns.cex_depth, 0)):
-        if value < low:
+        if value is not None and value < low:
             raise UsageError(f"{name} must be >= {low}")
     if ns.cex_traces < 1:
         raise UsageError("--cex-traces must be >= 1")
@@ -50,6 +51,7 @@ def run(ns: argparse.Namespace) -> int:
     _quiet_implementation_logs()
     variant = ns.variant or default_variant(spec_file)
     spec = spec_file.variant(variant)
+    _spec_defaults(ns, spec.conform or ConformDefaults())
     overrides = dict(ns.policy)
     policy = spec.resolve_policy(overrides)
     target = ns.impl
@@ -76,6 +78,15 @@ def run(ns: argparse.Namespace) -> int:
         conformance.limit_calls()
         return _compare(work, _written, None)
     return _guarded(work)
+
+
+def _spec_defaults(ns: argparse.Namespace, given: ConformDefaults) -> None:
+    """The options the command line left out, from the spec's `[conform]` table, else
+    conform's own defaults (`ci`, which takes none of them, runs conform this way)."""
+    ns.depth = ns.depth if ns.depth is not None else given.depth if given.depth is not None else DEFAULT_DEPTH
+    ns.random = ns.random if ns.random is not None else given.random if given.random is not None else DEFAULT_RANDOM
+    ns.shards = ns.shards if ns.shards is not None else given.shards
+    ns.merge = ns.merge or given.merge or "ledger"
 
 
 def _written(stream: str, text: str) -> None:
