@@ -667,11 +667,15 @@ def valid_specs(draw: Draw) -> str:
             grammar = Grammar(draw, members, names)
             out += ["", f"[properties.p{n}]", 'kind = "step"', f"on = {[f'e{e}' for e in on]!r}".replace("'", '"')]
             out.append(f'expect = {{ base = "{draw(st.sampled_from(["holds", "violated"]))}" }}')
+            if draw(st.integers(0, 3)) == 0:  # judged over every call, the contracts ignored
+                out.append('calls = "any"')
             if draw(st.booleans()):
                 out.append("when = " + _toml(grammar.expr("bool", 1)))
             out.append("assert = " + _toml(grammar.expr("bool", 3)))
             continue
         out += ["", f"[properties.p{n}]", 'kind = "invariant"']
+        if draw(st.integers(0, 3)) == 0:  # judged over every call, the contracts ignored
+            out.append('calls = "any"')
         # Whether it holds is for the engines to find: the expectation only has to be stated.
         verdict = draw(st.sampled_from(["holds", "violated"]))
         out.append(f'expect = {{ {draw(st.sampled_from(["base", "default"]))} = "{verdict}" }}')
@@ -789,7 +793,8 @@ def _freeze(store: Mapping[Key, Any]) -> tuple[tuple[Key, Any], ...]:
 
 
 def brute_force_depth(spec: Spec, env: Environment, prop: Property, shards: int, policy: dict[str, int]) -> int | None:
-    """The length of the shortest trace (within the callers' contracts) to a state that breaks
+    """The length of the shortest trace (within the callers' contracts, unless the property
+    counts every call: `calls = "any"`) to a state that breaks
     the invariant on any shard, by breadth-first search of the interpreter; None if no trace
     of at most MAX_DEPTH steps does."""
     machine: Machine[Any] = Machine(spec, ConcreteBackend(), policy, shards)
@@ -814,7 +819,7 @@ def brute_force_depth(spec: Spec, env: Environment, prop: Property, shards: int,
                 if not machine.enabled(action, binding, values, store):
                     continue
                 effects = machine.run_action(action, binding, values, store)
-                if not all(call.contract_ok for call in effects.calls):
+                if not prop.counts_any_call and not all(call.contract_ok for call in effects.calls):
                     continue
                 if prop.kind == PropertyKind.STEP and any(
                     machine.step_violations(prop.when, prop.check, call, dict(state))
