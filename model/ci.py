@@ -283,7 +283,7 @@ def _verdicts(spec_file: SpecFile, progress: Any) -> tuple[Step, Verdicts]:
     step.status = FAILED if mismatches else UNDECIDED if unknown else PASSED
     if flagged:
         from ledgercheck.model.figure import trace_figure
-        from ledgercheck.model.textout import verdict_line
+        from ledgercheck.model.textout import outside_contracts_note, verdict_line
 
         lines: list[str] = []
         for result in flagged:
@@ -294,6 +294,9 @@ def _verdicts(spec_file: SpecFile, progress: Any) -> tuple[Step, Verdicts]:
             for trace in result.traces[:1]:
                 lines.append(f"-- shortest trace, {trace.length}: {prop.message}")
                 lines.append(trace_figure(trace, spec, prop=prop))
+                note = outside_contracts_note(trace, prop)
+                if note:
+                    lines.append(note)
             lines.append("")
         step.detail = "\n".join(lines)
     return step, verdicts

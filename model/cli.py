@@ -516,9 +516,9 @@ def _conform_parser(subparsers: Any) -> None:
     parser.add_argument(
         "--cex-depth",
         type=int,
-        default=COUNTEREXAMPLE_DEPTH,
+        default=None,
         metavar="K",
-        help=f"checker depth for counterexamples (default {COUNTEREXAMPLE_DEPTH})",
+        help=f"checker depth for counterexamples (default: the spec's [spec] max_depth, else {COUNTEREXAMPLE_DEPTH})",
     )
     parser.add_argument(
         "--cex-traces",

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from ledgercheck.model.figure import colour_enabled, column_label, figure_of, legend, trace_figure
 from ledgercheck.model.result import Result, Status
 from ledgercheck.model.runs import attention, mismatch_line, multi_environment, outcome, reading_order
-from ledgercheck.model.spec import SpecFile, policy_text
+from ledgercheck.model.spec import Property, SpecFile, policy_text
 from ledgercheck.model.trace import Trace
 
 NOTE_LIMIT = 44
@@ -211,6 +211,15 @@ def outside_contracts(trace: Trace) -> list[str]:
     ]
 
 
+def outside_contracts_note(trace: Trace, prop: Property) -> str:
+    """For a property that counts every call: which calls of `trace` its callers' contracts rule
+    out (empty where none, or where the property counts only the calls they allow)."""
+    outside = outside_contracts(trace) if prop.counts_any_call else []
+    if not outside:
+        return ""
+    return f'   (the callers\' contracts rule out {"; ".join(outside)}: the property counts every call, calls = "any")'
+
+
 def steps_text(trace: Trace) -> str:
     return ", ".join(column_label(s) for s in trace.steps[1:]) or "(no step)"
 
@@ -287,10 +296,9 @@ def print_results(
             print()
             print(wrap(f"-- trace {number} of {len(result.traces)}, {trace.length}{broken}: {prop.message}", width))
             print(trace_figure(trace, spec, colour=colour, prop=prop, all_fields=all_fields))
-            outside = outside_contracts(trace) if prop.counts_any_call else []
-            if outside:
-                rules_out = f"the callers' contracts rule out {'; '.join(outside)}"
-                print(wrap(f'   ({rules_out}: the property counts every call, calls = "any")', width))
+            note = outside_contracts_note(trace, prop)
+            if note:
+                print(wrap(note, width))
         for number, trace in enumerate(lax, 1):
             print(f"\n-- outside the callers' contracts, trace {number}: relies on a lax guard")
             print(trace_figure(trace, spec, colour=colour, prop=prop, all_fields=all_fields))

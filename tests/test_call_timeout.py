@@ -209,3 +209,34 @@ def test_a_constructor_that_does_not_return_is_named(tmp_path: Path) -> None:
     )
     assert done.returncode == 1, done.stdout + done.stderr
     assert "the implementation's construction (1 instance(s)) did not return within 0.5 s" in done.stdout
+
+
+def test_after_one_hang_later_calls_of_the_run_get_a_second(bucket: tuple[Path, str]) -> None:
+    """Every test that reaches the same hang waited the whole limit: 35 tests, 350 s of a
+    silent ci. After the first, a call gets AFTER_A_HANG (1 s) at most."""
+    spec, target = bucket
+    out_dir = spec.parent / "generated"
+    code, out = _ledgercheck("gen", str(spec), "--out", str(out_dir))
+    assert code == 0, out
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            str(out_dir),
+            "--impl",
+            target,
+            "--call-timeout",
+            "3",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=spec.parent,
+    )
+    assert done.returncode == 1, done.stdout
+    assert done.stdout.count("did not return within 3 s (--call-timeout):") == 1, done.stdout
+    assert "did not return within 1 s (--call-timeout) (a call of this run already did not return" in done.stdout

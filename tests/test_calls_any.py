@@ -160,3 +160,14 @@ def test_mutate_judges_a_check_kept_only_within_the_contracts_within_them(tmp_pa
     killed = [o for o in report["outcomes"] if o["status"] == "killed_by_property"]
     assert killed and all(o["detail"].startswith("retired_stays_retired (ledger,") for o in killed), killed
     assert {o["ident"] for o in killed} >= {"close:weaken a guard:False"}  # a retired door closed, within them
+
+
+def test_ci_s_trace_names_the_call_outside_the_contracts(tmp_path: Path, capsys: Any) -> None:
+    from ledgercheck.model.cli import main
+
+    path = tmp_path / "doors.toml"
+    path.write_text(SPEC.replace("CALLS", 'calls = "any"').replace("GUARD", ""), encoding="utf-8")
+    assert main(["ci", str(path), "--no-cache"]) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert "MISMATCH base / retired_stays_retired (ledger)" in out, out
+    assert "the callers' contracts rule out step 2, open(0): the property counts every call" in out, out

@@ -19,7 +19,7 @@ from typing import Any
 from ledgercheck.model import budget, executor
 from ledgercheck.model.budget import BudgetExhausted
 from ledgercheck.model.conformance.checker import Conformance
-from ledgercheck.model.conformance.defaults import DEFAULT_DEPTH, DEFAULT_RANDOM
+from ledgercheck.model.conformance.defaults import COUNTEREXAMPLE_DEPTH, DEFAULT_DEPTH, DEFAULT_RANDOM
 from ledgercheck.model.conformance.implementation import ImplementationError, load_target, spec_target
 from ledgercheck.model.conformance.session import check
 from ledgercheck.model.conformance.sources import (
@@ -52,6 +52,7 @@ def run(ns: argparse.Namespace) -> int:
     variant = ns.variant or default_variant(spec_file)
     spec = spec_file.variant(variant)
     _spec_defaults(ns, spec.conform or ConformDefaults())
+    ns.cex_depth = spec.search_depth(ns.cex_depth, COUNTEREXAMPLE_DEPTH)  # as deep as `check` looks
     overrides = dict(ns.policy)
     policy = spec.resolve_policy(overrides)
     target = ns.impl

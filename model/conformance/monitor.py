@@ -49,6 +49,13 @@ class Returned:
     value: Any = _UNSET
 
 
+AFTER_A_HANG = 1.0
+"""Seconds a call may take in a pytest run where a call already did not return (`_HUNG`)."""
+
+_HUNG: list[str] = []
+"""The calls of this process's tests that did not return within their limit."""
+
+
 class LedgerCheck:
     """Watches one generated test: expected fields per step and the property's monitor."""
 
@@ -75,6 +82,7 @@ class LedgerCheck:
         self.judges = judges
         # Seconds a call and the reading after it may take (0: no limit; None: conform's default).
         self.call_timeout = CALL_TIMEOUT if call_timeout is None else call_timeout
+        self._limit = self.call_timeout
         # False where the property is only watched (a coverage test): a failure that is not
         # the property's own then leads with what the test pins down, not the property's message.
         self.about_property = about_property
@@ -206,10 +214,13 @@ class LedgerCheck:
     def _limited(self) -> Iterator[None]:
         """The call and the reading of the state after it, under the per-call limit: past
         `call_timeout` the test fails where the implementation is, naming the call (where this
-        process can: its main thread, SIGALRM not taken by another plugin)."""
-        armed = self.call_timeout > 0 and deadline.install(self._too_long)
+        process can: its main thread, SIGALRM not taken by another plugin). Once a call of this
+        run did not return, later calls get `AFTER_A_HANG` at most: every test that reaches the
+        same hang would otherwise wait the whole limit (35 tests, 350 s of silence in ci)."""
+        self._limit = min(self.call_timeout, AFTER_A_HANG) if _HUNG else self.call_timeout
+        armed = self._limit > 0 and deadline.install(self._too_long)
         if armed:
-            deadline.arm(self.call_timeout)
+            deadline.arm(self._limit)
         try:
             yield
         finally:
@@ -217,8 +228,11 @@ class LedgerCheck:
                 deadline.disarm()
 
     def _too_long(self) -> None:
+        first = not _HUNG
+        _HUNG.append(self.current)
+        later = "" if first else f" (a call of this run already did not return: later calls get {AFTER_A_HANG:g} s)"
         self._fail(
-            f"{self.current} did not return within {self.call_timeout:g} s (--call-timeout): an endless loop, a lock "
+            f"{self.current} did not return within {self._limit:g} s (--call-timeout){later}: an endless loop, a lock "
             "never released or a wait on a clock that does not move"
         )
 
