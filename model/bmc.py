@@ -26,7 +26,7 @@ from ledgercheck.model.errors import UsageError
 from ledgercheck.model.numbers import DISABLED, INTEGERS, bitvectors_enabled, number_of
 from ledgercheck.model.result import FOCUS, EncodingMismatch, Result, Status, view_of
 from ledgercheck.model.result import trace_key as _trace_key
-from ledgercheck.model.spec import Property, PropertyKind, Spec, contracts_bind
+from ledgercheck.model.spec import Property, PropertyKind, Spec, contracts_bind, plural
 from ledgercheck.model.trace import Simulation, Step, Trace, base_url
 
 if TYPE_CHECKING:
@@ -695,8 +695,7 @@ def check_property(
             if race is not None:
                 race.close()
     if race is not None and race.invariant is not None and result.status == Status.PROVED:
-        fleet = f"{shards} shard" if shards == 1 else f"{shards} shards"
-        scope = race.scope.phrase(shards) if race.scope is not None else fleet
+        scope = race.scope.phrase(shards) if race.scope is not None else plural(shards, "shard")
         result.engine, result.invariant = "spacer", race.invariant
         result.note = (
             f"proved by spacer for {scope} (an inductive invariant exists), while the bounded search "

@@ -35,7 +35,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from ledgercheck.model import budget
 from ledgercheck.model.console import progress_for
-from ledgercheck.model.errors import EXIT_BAD_INPUT, EXIT_MISMATCH, EXIT_OK, EXIT_UNKNOWN, UsageError
+from ledgercheck.model.errors import EXIT_BAD_INPUT, EXIT_MISMATCH, EXIT_OK, EXIT_UNKNOWN
 from ledgercheck.model.runs import DEFAULT_DEPTH, DEFAULT_TRACES, attention, mismatch_line, outcome
 from ledgercheck.model.spec import SpecFile, load_spec
 
@@ -137,8 +137,9 @@ def ci_command(
     progress: bool | None,
 ) -> int:
     """`ledgercheck ci`: every step, the summary first; exit 0 only when all passed."""
-    if call_timeout is not None and not call_timeout >= 0:
-        raise UsageError("--call-timeout must be >= 0 (0: no limit but the time budget)")
+    from ledgercheck.model.conformance.deadline import check_limit
+
+    check_limit(call_timeout)
     spec_file = load_spec(spec)
     from ledgercheck.codegen.render import default_out_dir
 

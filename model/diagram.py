@@ -56,7 +56,7 @@ class StateDiagram:
 
 
 def minimal_policy(spec: Spec) -> dict[str, int]:
-    return {name: decl.min for name, decl in spec.policy.items()}
+    return spec.smallest_policy()
 
 
 def state_diagram(

@@ -21,7 +21,7 @@ from ledgercheck.model import ir
 from ledgercheck.model.figure import figure_of, legend, markdown_legend, markdown_table, md_code, md_text, trace_figure
 from ledgercheck.model.result import Result, Status
 from ledgercheck.model.runs import attention, mismatch_line, multi_environment, outcome, reading_order
-from ledgercheck.model.spec import Property, Spec, SpecFile, policy_text
+from ledgercheck.model.spec import Property, Spec, SpecFile, plural, policy_text
 from ledgercheck.model.trace import Trace
 
 CHECK_FORMATS = ("text", "json", "markdown", "itf", "junit")
@@ -120,7 +120,7 @@ def markdown_check(spec_file: SpecFile, results: Sequence[Result], all_fields: b
     the breaking step marked."""
     base = spec_file.variant()
     settings = sorted({(r.environment, r.shards) for r in results})
-    where = "; ".join(f"{env} environment, {shards} shard{'' if shards == 1 else 's'}" for env, shards in settings)
+    where = "; ".join(f"{env} environment, {plural(shards, 'shard')}" for env, shards in settings)
     out = [f"### ledgercheck: {md_code(base.name)} ({md_text(where)})" if where else "### ledgercheck", ""]
     several = multi_environment(results)
     ordered = reading_order(results)

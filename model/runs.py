@@ -287,9 +287,7 @@ def _vacuous(
         timeout=request.timeout,
         prove=True,
     )
-    contracts = contracts_bind(spec.environment(environment), prop) and any(
-        e.requires is not None for e in spec.events.values()
-    )
+    contracts = contracts_bind(spec.environment(environment), prop) and spec.has_contracts
     within = " within the callers' contracts" if contracts else ""
     if found.status == Status.PROVED:
         return ("in any reachable state" if prop.kind == PropertyKind.INVARIANT else "at any call") + within

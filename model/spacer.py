@@ -19,7 +19,7 @@ import z3
 
 from ledgercheck.model import budget, cone, ir, smallfleet
 from ledgercheck.model.encoding import Encoding
-from ledgercheck.model.spec import Property, PropertyKind, Spec, contracts_bind
+from ledgercheck.model.spec import Property, PropertyKind, Spec, contracts_bind, plural
 
 
 @dataclass(frozen=True)
@@ -38,13 +38,14 @@ class Scope:
         """How a note names the fleets proved for (`shards`: the fleet asked)."""
         if self.every_size:
             return "every fleet size"
-        asked = f"{shards} shard" if shards == 1 else f"{shards} shards"
+        asked = plural(shards, "shard")
         if self.found_on is None:
             return asked
-        plural = "s" if self.found_on > 1 else ""
-        small = f"{self.found_on} shard{plural}"
         where = f" in the {self.found_in} environment" if self.found_in is not None else ""
-        return f"{asked}, from an invariant found on {small}{where}, placed on every shard and checked"
+        return (
+            f"{asked}, from an invariant found on {plural(self.found_on, 'shard')}{where}, placed on every shard "
+            "and checked"
+        )
 
 
 CERTIFY_RLIMIT = 2_000_000

@@ -86,6 +86,11 @@ def policy_text(policy: Mapping[str, int]) -> str:
     return ", ".join(f"{name}={value}" for name, value in policy.items())
 
 
+def plural(count: int, word: str) -> str:
+    """A count as every output writes it: `1 shard`, `2 shards`."""
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
 INDEX_PLACEHOLDER = "index"
 """In a notification's `text`: the instance that announces it (a parameter of that name wins)."""
 
@@ -386,6 +391,11 @@ class Spec:
         return self.max_depth if self.max_depth is not None else fallback
 
     @property
+    def has_contracts(self) -> bool:
+        """Whether the callers' contracts rule any call out (an event with a `requires`)."""
+        return any(event.requires is not None for event in self.events.values())
+
+    @property
     def timers(self) -> tuple[VarDecl, ...]:
         return tuple(v for v in (*self.shard_vars, *self.globals) if v.timer)
 
@@ -430,6 +440,14 @@ class Spec:
 
     def default_policy(self) -> dict[str, int]:
         return {name: decl.default for name, decl in self.policy.items()}
+
+    def largest_policy(self) -> dict[str, int]:
+        """Every policy constant at its declared max."""
+        return {name: decl.max for name, decl in self.policy.items()}
+
+    def smallest_policy(self) -> dict[str, int]:
+        """Every policy constant at its declared min."""
+        return {name: decl.min for name, decl in self.policy.items()}
 
     def resolve_policy(self, overrides: Mapping[str, int] | None = None) -> dict[str, int]:
         """Shipped defaults with overrides applied, each checked against its declared range."""

@@ -19,7 +19,7 @@ from ledgercheck.model.errors import UsageError, did_you_mean
 from ledgercheck.model.interpreter import initial_store, negative_argument
 from ledgercheck.model.lang import Param
 from ledgercheck.model.semantics import CallRecord, ConcreteBackend, Effects, Key, Machine
-from ledgercheck.model.spec import Action, Environment, Spec
+from ledgercheck.model.spec import Action, Environment, Spec, plural
 
 
 def _shown(value: Any) -> str:
@@ -110,7 +110,7 @@ class Trace:
     @property
     def length(self) -> str:
         """The trace's length as text: `1 step`, `3 steps`."""
-        return "1 step" if self.depth == 1 else f"{self.depth} steps"
+        return plural(self.depth, "step")
 
     def to_json(self) -> list[dict[str, Any]]:
         return [step.to_json() for step in self.steps]

@@ -43,7 +43,7 @@ from ledgercheck.model import budget
 from ledgercheck.model.encoding import NONE_CODE, Encoding, Instance, encoding_for
 from ledgercheck.model.result import FOCUS
 from ledgercheck.model.spacer import Invariant, holds_everywhere, horn_proof
-from ledgercheck.model.spec import Environment, Fairness, Property, Spec
+from ledgercheck.model.spec import Environment, Fairness, Property, Spec, plural
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ class LeadsTo:
     def note(self, prop: Property, shards: int) -> str:
         waiting = f"`{prop.when_text}` and not `{prop.assert_text}`" if prop.when_text else f"not `{prop.assert_text}`"
         return (
-            f"proved by the WF1 rule for {shards} shard{'' if shards == 1 else 's'}: while shard {FOCUS} has "
+            f"proved by the WF1 rule for {plural(shards, 'shard')}: while shard {FOCUS} has "
             f"{waiting}, some action "
             f"of {self.group} is enabled, no step leaves that but to `{prop.assert_text}`, and every "
             "step of the group reaches it (over an inductive invariant of the reachable states, checked)"

@@ -25,7 +25,7 @@ from ledgercheck.model.conformance.calls import (
     opaque_value,
 )
 from ledgercheck.model.conformance.defaults import CALL_TIMEOUT, ENUMERATION_SHARDS
-from ledgercheck.model.conformance.divergence import Divergence, Recording, figure, plural, report, reproducer
+from ledgercheck.model.conformance.divergence import Divergence, Recording, figure, report, reproducer
 from ledgercheck.model.conformance.enumeration import Enumeration, Enumerator, StateKeys
 from ledgercheck.model.conformance.implementation import (
     Implementation,
@@ -46,7 +46,7 @@ from ledgercheck.model.conformance.values import IntValues
 from ledgercheck.model.errors import CallTimedOut, ImplementationEnded
 from ledgercheck.model.interpreter import LedgerModel
 from ledgercheck.model.lang import Param
-from ledgercheck.model.spec import Event, Spec
+from ledgercheck.model.spec import Event, Spec, plural
 
 INT_DOMAIN = (0, 1, 2)
 
@@ -78,8 +78,7 @@ class Conformance:
         # The ledger's log line per state change is part of its API; a class bound through
         # `[implementation]` (a library of its own) is compared on what the binding reads.
         self.compare_logs = spec.binding is None
-        self.has_contracts = any(event.requires is not None for event in spec.events.values())
-        """Whether the callers' contracts rule any call out (a spec without `requires`: none)."""
+        self.has_contracts = spec.has_contracts
         # Notifications are compared where the binding says how the class announces them; a
         # ledger-convention class (no binding) is not observed announcing anything.
         self.compare_notifications = spec.binding is not None and bool(spec.binding.announcers)
@@ -288,31 +287,29 @@ class Conformance:
         spent = limits.exhausted() or f"memory budget ({limits.memory_mib} MiB)"
         if self.at is None:
             doing = "the comparison did not stop"
-        elif not self.at:
-            doing = "the implementation did not return from its construction (or the reading of its first state)"
         else:
-            doing = (
-                f"the implementation did not return from the calls {self.calls_label(self.at)} (the last call, or "
-                "the reading of its state after it)"
-            )
+            doing = f"the implementation did not return from {self._running(self.at, fleet=False)}"
         return BudgetExhausted(f"the {spent} ran out: {doing}; no conformance established")
 
     def too_long(self) -> CallTimedOut:
         """The error of a call interrupted by the per-call limit: the calls it was running."""
         calls = self._at or ()
-        what = (
-            f"the calls {self.calls_label(calls)} on {plural(self.fleet, 'instance')} (the last call, or the reading "
-            "of its state after it)"
-            if calls
-            else f"its construction on {plural(self.fleet, 'instance')} (or the reading of its first state)"
-        )
         lines = [
-            f"the implementation did not return within {self.call_timeout:g} s (--call-timeout) from {what}: an "
+            f"the implementation did not return within {self.call_timeout:g} s (--call-timeout) from "
+            f"{self._running(calls, fleet=True)}: an "
             "endless loop, a lock never released or a wait on a clock that does not move; no conformance established",
             "reproduce:",
             *(f"  {line}" for line in reproducer(self, Script("", self.fleet, calls))),
         ]
         return CallTimedOut("\n".join(lines))
+
+    def _running(self, calls: tuple[LedgerCall | Tick, ...], fleet: bool) -> str:
+        """What the implementation was doing when it did not return (`at`): its construction
+        (no call yet), or the calls, the last one running; with `fleet`, on how many instances."""
+        on = f" on {plural(self.fleet, 'instance')}" if fleet else ""
+        if not calls:
+            return f"its construction{on} (or the reading of its first state)"
+        return f"the calls {self.calls_label(calls)}{on} (the last call, or the reading of its state after it)"
 
     def exited(self, exc: SystemExit) -> ImplementationEnded:
         """The error of a comparison the implementation raised SystemExit in outside a compared

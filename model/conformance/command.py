@@ -18,6 +18,7 @@ from typing import Any
 
 from ledgercheck.model import budget, executor
 from ledgercheck.model.budget import BudgetExhausted
+from ledgercheck.model.conformance import deadline
 from ledgercheck.model.conformance.checker import Conformance
 from ledgercheck.model.conformance.defaults import COUNTEREXAMPLE_DEPTH, DEFAULT_DEPTH, DEFAULT_RANDOM
 from ledgercheck.model.conformance.implementation import ImplementationError, load_target, spec_target
@@ -43,8 +44,7 @@ def run(ns: argparse.Namespace) -> int:
             raise UsageError(f"{name} must be >= {low}")
     if ns.cex_traces < 1:
         raise UsageError("--cex-traces must be >= 1")
-    if not ns.call_timeout >= 0:
-        raise UsageError("--call-timeout must be >= 0 (0: no limit but the time budget)")
+    deadline.check_limit(ns.call_timeout)
     if ns.shards is not None and not 1 <= ns.shards <= MAX_SHARDS:
         raise UsageError(f"--shards must be in [1, {MAX_SHARDS}]")
     spec_file = load_spec(ns.spec)

@@ -15,10 +15,13 @@ pytest-timeout's); elsewhere (a Ray worker's thread) the command's budget still 
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
+
+from ledgercheck.model.errors import UsageError
 
 
 class TooLong(BaseException):
@@ -30,6 +33,16 @@ class TooLong(BaseException):
 _EXPIRED: list[Callable[[], None]] = []
 """What the handler does on expiry (the last `install`'s): raise, or fail the test."""
 
+_READY: dict[tuple[int, int], bool] = {}
+"""`ready()` per (process, thread): asked at every call conform makes (a hundred thousand on
+the bundled ledger), it changes only when a handler is installed or put back."""
+
+
+def check_limit(seconds: float | None) -> None:
+    """A `--call-timeout` the command line gave: None (the default) or a non-negative number."""
+    if seconds is not None and not seconds >= 0:
+        raise UsageError("--call-timeout must be >= 0 (0: no limit but the time budget)")
+
 
 def _on_alarm(signum: int, frame: Any) -> None:
     if _EXPIRED:
@@ -39,6 +52,7 @@ def _on_alarm(signum: int, frame: Any) -> None:
 def install(on_expiry: Callable[[], None]) -> bool:
     """Make SIGALRM call `on_expiry` (which raises) in this process; False where it cannot:
     not the main thread, or SIGALRM already handled by someone else."""
+    _READY.clear()  # (whatever the answer: the handler may have changed hands since `ready` was asked)
     if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
         return False
     current = signal.getsignal(signal.SIGALRM)
@@ -53,11 +67,15 @@ def ready() -> bool:
     """Whether this process may arm the timer: the handler is ours (also in a forked child,
     which inherits it; never in a process that unpickled a checker without installing it,
     where SIGALRM's default action would kill the process)."""
-    return (
-        hasattr(signal, "setitimer")
-        and threading.current_thread() is threading.main_thread()
-        and signal.getsignal(signal.SIGALRM) is _on_alarm
-    )
+    key = (os.getpid(), threading.get_ident())
+    known = _READY.get(key)
+    if known is None:
+        known = _READY[key] = (
+            hasattr(signal, "setitimer")
+            and threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGALRM) is _on_alarm
+        )
+    return known
 
 
 def arm(seconds: float) -> None:
@@ -89,3 +107,4 @@ def limited(seconds: float) -> Iterator[None]:
             disarm()
             signal.signal(signal.SIGALRM, previous)
             _EXPIRED[:] = kept
+            _READY.clear()

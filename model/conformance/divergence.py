@@ -19,7 +19,7 @@ from ledgercheck.model.conformance.observation import (
     notifications_text,
 )
 from ledgercheck.model.figure import cell, render_table
-from ledgercheck.model.spec import policy_text
+from ledgercheck.model.spec import plural, policy_text
 from ledgercheck.model.trace import base_url
 
 if TYPE_CHECKING:
@@ -251,11 +251,6 @@ def _unmapped(checker: Conformance, divergence: Divergence) -> list[str]:
             f"in [implementation.fields], {name} = {{ read = ..., values = {{ {members[0]} = ..., ... }} }})"
         )
     return out
-
-
-def plural(count: int, word: str) -> str:
-    """`1 shard`, `2 shards`."""
-    return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
 def _contract_text(value: bool | None) -> str:

@@ -27,12 +27,12 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ledgercheck.model import budget, ir
 from ledgercheck.model.conformance.calls import RAISED_BY_CALLS, LedgerCall, Script, Tick, invoke
-from ledgercheck.model.conformance.divergence import Divergence, plural
+from ledgercheck.model.conformance.divergence import Divergence
 from ledgercheck.model.conformance.implementation import ManualClock
 from ledgercheck.model.conformance.observation import Observation, Outcome, compare
 from ledgercheck.model.errors import ImplementationEnded, ProcessDied
 from ledgercheck.model.executor import Beside
-from ledgercheck.model.spec import Spec
+from ledgercheck.model.spec import Spec, plural
 
 if TYPE_CHECKING:
     from ledgercheck.model.conformance.checker import Conformance

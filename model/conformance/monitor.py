@@ -69,7 +69,7 @@ class LedgerCheck:
         note: str | None = None,
         clock: Any = None,
         about_property: bool = True,
-        call_timeout: float | None = None,
+        call_timeout: float = CALL_TIMEOUT,
         judges: bool = True,
         model_of: str | None = None,
     ) -> None:
@@ -80,8 +80,7 @@ class LedgerCheck:
         # False for a coverage test of a spec none of whose properties its variant keeps: the
         # property it watches (`coverage.monitored_property`'s fallback) may break on the way.
         self.judges = judges
-        # Seconds a call and the reading after it may take (0: no limit; None: conform's default).
-        self.call_timeout = CALL_TIMEOUT if call_timeout is None else call_timeout
+        self.call_timeout = call_timeout  # seconds a call and the reading after it may take (0: no limit)
         self._limit = self.call_timeout
         # False where the property is only watched (a coverage test): a failure that is not
         # the property's own then leads with what the test pins down, not the property's message.
@@ -218,14 +217,11 @@ class LedgerCheck:
         run did not return, later calls get `AFTER_A_HANG` at most: every test that reaches the
         same hang would otherwise wait the whole limit (35 tests, 350 s of silence in ci)."""
         self._limit = min(self.call_timeout, AFTER_A_HANG) if _HUNG else self.call_timeout
-        armed = self._limit > 0 and deadline.install(self._too_long)
-        if armed:
-            deadline.arm(self._limit)
         try:
-            yield
-        finally:
-            if armed:
-                deadline.disarm()
+            with deadline.limited(self._limit):
+                yield
+        except deadline.TooLong:
+            self._too_long()
 
     def _too_long(self) -> None:
         first = not _HUNG

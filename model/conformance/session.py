@@ -22,7 +22,7 @@ from ledgercheck.model.conformance.defaults import (
     DEFAULT_RANDOM,
     ENUMERATION_SHARDS,
 )
-from ledgercheck.model.conformance.divergence import Divergence, plural
+from ledgercheck.model.conformance.divergence import Divergence
 from ledgercheck.model.conformance.enumeration import Enumeration
 from ledgercheck.model.conformance.sources import (
     branch_scripts,
@@ -32,7 +32,7 @@ from ledgercheck.model.conformance.sources import (
     random_scripts,
 )
 from ledgercheck.model.executor import Beside, ExecutorConfig
-from ledgercheck.model.spec import SpecFile, policy_text
+from ledgercheck.model.spec import SpecFile, plural, policy_text
 
 
 @dataclass
@@ -290,7 +290,7 @@ def check(
             f"  random           {plural(other_shards, 'shard')}: {random_calls} calls in {len(scripts)} traces, "
             f"seed {seed} ({time.monotonic() - start:.1f} s)"
         )
-    largest = {name: decl.max for name, decl in spec.policy.items()}
+    largest, smallest = spec.largest_policy(), spec.smallest_policy()
     if branches:
         # At the policy asked, and where none was asked at the largest policy the spec allows
         # too: a limit an implementation caps (attempts at most 4 where the spec allows 5) is
@@ -323,8 +323,7 @@ def check(
         traces = calls = 0
         for where, policy in others:
             checker = conformance.at_policy(policy, policy_note(where))
-            smallest = policy == {name: decl.min for name, decl in spec.policy.items()}
-            scripts = branch_scripts(spec_file, spec, policy)[0] if branches and smallest else []
+            scripts = branch_scripts(spec_file, spec, policy)[0] if branches and policy == smallest else []
             scripts += random_scripts(spec, other_shards, policy, random_calls, seed) if random_calls > 0 else []
             found = scripts_diverge(scripts, f"a trace at {where}", checker)
             if found is not None:

@@ -189,10 +189,7 @@ def other_policies(spec: Spec, asked: Mapping[str, int], seed: int) -> list[tupl
     if not spec.policy:
         return []
     rng = random.Random(f"ledgercheck-conform-policies:{seed}")
-    candidates = [
-        ("the largest policy", {name: decl.max for name, decl in spec.policy.items()}),
-        ("the smallest policy", {name: decl.min for name, decl in spec.policy.items()}),
-    ]
+    candidates = [("the largest policy", spec.largest_policy()), ("the smallest policy", spec.smallest_policy())]
     for _ in range(DRAWN_POLICIES):
         drawn = {name: rng.randint(decl.min, decl.max) for name, decl in spec.policy.items()}
         candidates.append((f"a policy drawn with seed {seed}", drawn))
