@@ -28,13 +28,13 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from ledgercheck.model import budget
-from ledgercheck.model.console import progress_for
+from ledgercheck.model.console import Heartbeat, progress_for
 from ledgercheck.model.errors import EXIT_BAD_INPUT, EXIT_MISMATCH, EXIT_OK, EXIT_UNKNOWN
 from ledgercheck.model.runs import DEFAULT_DEPTH, DEFAULT_TRACES, attention, mismatch_line, outcome
 from ledgercheck.model.spec import SpecFile, load_spec
@@ -61,6 +61,8 @@ class Step:
 
 
 CHILD_GRACE = 10.0
+WAIT_TICK = 1.0
+"""Seconds between two reports of a child still running (a heartbeat prints few of them)."""
 """Seconds a child may run past the command's deadline: a `conform` child (given the time
 left as its own budget) stops within its grace period and naming time, then says why."""
 
@@ -103,15 +105,27 @@ class Subprocess:
         self.process.wait()
         self.ended.append(time.monotonic())
 
-    def finish(self) -> tuple[int, str, float]:
+    def finish(self, waiting: Callable[[float], None] | None = None) -> tuple[int, str, float]:
         """The child's exit code, output and seconds, once it ends; a child still running past
         the command's time budget (and the grace a `conform` child needs to name what it was
-        doing) is stopped, and ends as undecided (exit 3), with a last line saying so."""
+        doing) is stopped, and ends as undecided (exit 3), with a last line saying so.
+        `waiting` is told the child's seconds so far every `WAIT_TICK` while it runs, so that
+        a log says where ci is (a slow implementation's tests run for minutes)."""
         limits = budget.active()
         left = limits.remaining()
+        until = None if left is None else time.monotonic() + left + CHILD_GRACE
         overran = ""
         try:
-            code = self.process.wait(None if left is None else left + CHILD_GRACE)
+            while True:
+                slice_ = WAIT_TICK if until is None else max(min(WAIT_TICK, until - time.monotonic()), 0.0)
+                try:
+                    code = self.process.wait(slice_)
+                    break
+                except subprocess.TimeoutExpired:
+                    if until is not None and time.monotonic() >= until:
+                        raise
+                    if waiting is not None:
+                        waiting(time.monotonic() - self.started)
         except subprocess.TimeoutExpired:
             self._kill_family()
             self.process.wait()
@@ -152,11 +166,13 @@ def ci_command(
     steps: list[Step] = []
     started = time.monotonic()
     reporter = progress_for(progress)
-    say = reporter if reporter is not None else (lambda message: None)
+    say: Callable[[str], None] = reporter if reporter is not None else (lambda message: None)
+    if reporter is None and progress is None:  # a log (CI): a line now and then, never minutes of silence
+        say = Heartbeat(sys.stderr)
     try:
         children = _start_children(impl, conform_depth, call_timeout, spec_file, out_dir)
         branches = _search_branches_beside(spec_file)
-        verdict_step, verdicts = _verdicts(spec_file, reporter)
+        verdict_step, verdicts = _verdicts(spec_file, reporter if reporter is not None else say)
         steps.append(verdict_step)
         say("ci: is generated_tests/ what the spec produces now?")
         branches.join()
@@ -164,7 +180,7 @@ def ci_command(
         started_names = {name for name, _ in children}
         for name, child in children:
             say(f"ci: waiting for {name}")
-            steps.append(_finish_child(name, child))
+            steps.append(_finish_child(name, child, _waiting_for(name, say)))
     finally:
         if reporter is not None:
             reporter.close()
@@ -350,8 +366,15 @@ def _drifted_files(diff: list[str]) -> list[str]:
     return names
 
 
-def _finish_child(name: str, child: Subprocess) -> Step:
-    code, text, seconds = child.finish()
+def _waiting_for(name: str, say: Callable[[str], None]) -> Callable[[float], None]:
+    def waiting(seconds: float) -> None:
+        say(f"ci: waiting for {name}, running for {seconds:.0f} s")
+
+    return waiting
+
+
+def _finish_child(name: str, child: Subprocess, waiting: Callable[[float], None] | None = None) -> Step:
+    code, text, seconds = child.finish(waiting)
     step = Step(name, seconds=seconds)
     lines = [line for line in text.splitlines() if line.strip()]
     last = lines[-1].strip("= ") if lines else f"exit {code}"

@@ -73,9 +73,9 @@ class Heartbeat:
     """A progress sink for a log: a message at most every `every` seconds (the first after
     `every`), so that a long run is never silent in CI and a short one prints nothing."""
 
-    def __init__(self, stream: TextIO, every: float = HEARTBEAT_SECONDS) -> None:
+    def __init__(self, stream: TextIO, every: float | None = None) -> None:
         self.stream = stream
-        self.every = every
+        self.every = HEARTBEAT_SECONDS if every is None else every
         self.last = time.monotonic()
 
     def __call__(self, message: str) -> None:

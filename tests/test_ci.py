@@ -245,3 +245,45 @@ def test_a_child_step_passes_only_with_its_verdict() -> None:
     assert not _finished("tests vs implementation", "....................................")
     assert _finished("conformance", "91107 traces, 92367 calls compared, no divergence")
     assert not _finished("conformance", "  enumeration      2 shards, any call, depth 4: 86141 call sequences")
+
+
+def test_waiting_for_a_child_says_so_while_it_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ci in a log printed nothing while it waited for its children (the tests of a slow
+    implementation run for minutes): the wait now reports the child's time every WAIT_TICK,
+    which ci passes through a heartbeat, and the child's code, output and time are unchanged."""
+    from ledgercheck.model import ci as ci_module
+
+    monkeypatch.setattr(ci_module, "WAIT_TICK", 0.1)
+    child = ci_module.Subprocess.start(
+        [sys.executable, "-c", "import time; time.sleep(0.8); print('done')"], Path.cwd()
+    )
+    told: list[float] = []
+    code, text, seconds = child.finish(told.append)
+    assert (code, text.strip()) == (0, "done")
+    assert len(told) >= 3 and told == sorted(told) and told[-1] <= seconds, told
+
+
+def test_ci_in_a_log_has_a_heartbeat(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Neither --progress nor --no-progress, stderr not a terminal: ci's messages (the checks'
+    progress, the waits for its children) go through a heartbeat, a line at most every
+    HEARTBEAT_SECONDS, where they went nowhere; --no-progress keeps it silent."""
+    import io
+
+    from ledgercheck.model import console
+    from ledgercheck.model.ci import _waiting_for
+    from ledgercheck.model.cli import main
+
+    log = io.StringIO()
+    _waiting_for("tests vs implementation", console.Heartbeat(log, every=0))(61.4)
+    assert log.getvalue() == "ledgercheck: ci: waiting for tests vs implementation, running for 61 s\n"
+
+    spec = tmp_path / "breaker.toml"
+    shutil.copy(ROOT / "spec" / "examples" / "breaker.toml", spec)
+    monkeypatch.setattr(console, "HEARTBEAT_SECONDS", 0.0)
+    main(["ci", str(spec)])
+    said = capsys.readouterr().err
+    assert "ledgercheck: depth" in said or "ledgercheck: ci: " in said, said
+    main(["ci", "--no-progress", str(spec)])
+    assert capsys.readouterr().err == ""
