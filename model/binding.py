@@ -1018,6 +1018,8 @@ def bound_class(binding: Binding, spec: Spec, target: Callable[..., Any]) -> typ
     if from_module:
         imports = [f"from {_user_module_name(home)} import {', '.join(sorted(from_module))}", *imports]
 
+    fleet_queries = {q.api for q in spec.queries.values() if q.fleet and q.api}
+
     class Bound:
         """Built from the spec's [implementation] table (see `model.binding`)."""
 
@@ -1226,6 +1228,14 @@ def bound_class(binding: Binding, spec: Spec, target: Callable[..., Any]) -> typ
             return f"with contextlib.suppress({passed}): {line}" if call.reraises else line
 
         def __getattr__(self, name: str) -> Any:
+            if not name.startswith("_") and name in fleet_queries and binding.instances != "each":
+                method = getattr(self._objects[0], name)  # the one object's own method
+
+                def query() -> Any:
+                    with _reading(self._clock):
+                        return method()
+
+                return query
             if name.startswith("_") or name not in spec.events:
                 raise AttributeError(name)
             return self._event(spec.events[name])

@@ -59,10 +59,10 @@ class Api:
 
 
 def spec_errors(spec: Spec) -> dict[str, type[Exception]]:
-    """One exception class per error name the spec's events raise."""
+    """One exception class per error name the spec's events and queries raise."""
     errors: dict[str, type[Exception]] = {}
-    for event in spec.events.values():
-        for raised in event.raises:
+    for owner in (*spec.events.values(), *spec.queries.values()):
+        for raised in owner.raises:
             if raised.error not in errors:
                 builtin = builtin_exception(raised.error, Exception)
                 errors[raised.error] = builtin or type(raised.error, (Exception,), {"__module__": __name__})
@@ -132,8 +132,8 @@ def _global_reader(name: str) -> Callable[[LedgerModel], Any]:
     return read
 
 
-def _query_method(name: str) -> Callable[[LedgerModel], list[int]]:
-    def method(self: LedgerModel) -> list[int]:
+def _query_method(name: str) -> Callable[[LedgerModel], Any]:
+    def method(self: LedgerModel) -> Any:
         return self._query(name)
 
     method.__name__ = name
@@ -234,11 +234,22 @@ class LedgerModel:
                 raise KeyError(key)
             self._store[key] = value
 
-    def _query(self, name: str) -> list[int]:
+    def _query(self, name: str) -> Any:
+        """A shard query: the shards its condition holds of. A fleet query: its first `raises`
+        entry that holds, raised, else its `returns` value (None without one)."""
         query = self._spec.queries[name]
         from ledgercheck.model.semantics import Frame
 
-        return [i for i in range(self.shard_count) if self._machine.eval(query.expr, Frame(i), self._store)]
+        if query.expr is not None:
+            return [i for i in range(self.shard_count) if self._machine.eval(query.expr, Frame(i), self._store)]
+        self._sync_clock()
+        for raised in query.raises:
+            if self._machine.eval(raised.when, Frame(), self._store):
+                raise self._errors[raised.error](f"{query.api}(): {raised.text}")
+        if query.returns is None:
+            return None
+        result = self._machine.eval(query.returns, Frame(), self._store)
+        return self._State[result] if is_state_type(self._spec, query.returns.type) and result is not None else result
 
     def contract_allows(self, event: str, shard: int, args: Mapping[str, Any]) -> bool:
         """Whether the spec's callers' contract (`requires`) allows this call now."""

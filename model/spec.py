@@ -153,12 +153,6 @@ class PolicyDecl:
     duration: bool = False  # `type = "duration"`: a length of time, in the clock's units
 
 
-@dataclass(frozen=True)
-class Query:
-    name: str
-    expr: ir.Expr
-    api: str | None
-    text: str
 
 
 @dataclass(frozen=True)
@@ -170,6 +164,27 @@ class Raise:
     error: str
     text: str
     line: int
+
+
+@dataclass(frozen=True)
+class Query:
+    """`[queries.name]`: a read-only call. Either the shards a condition holds of (`when`:
+    `serving_shards()` returns their indices, and `name` is a predicate other expressions may
+    use), or, with `raises` and/or `returns` and no `when`, a call over the whole fleet
+    (`raise_if_exhausted()`: raises when too few shards serve). Neither kind changes the
+    state, so no search reads them; conformance compares them after every call."""
+
+    name: str
+    expr: ir.Expr | None  # None: a fleet query
+    api: str | None
+    text: str
+    raises: tuple[Raise, ...] = ()
+    returns: ir.Expr | None = None
+    returns_text: str = ""
+
+    @property
+    def fleet(self) -> bool:
+        return self.expr is None
 
 
 @dataclass(frozen=True)
@@ -411,7 +426,7 @@ class Spec:
     def observed_fields(self) -> tuple[str, ...]:
         """Ledger fields that something in the spec reads: the ones a trace's view shows.
         A field that is only written (a version number, a metric) makes no trace distinct."""
-        parts: list[object] = [q.expr for q in self.queries.values()]
+        parts: list[object] = [[q.expr, [r.when for r in q.raises], q.returns] for q in self.queries.values()]
         for event in self.events.values():
             parts += [event.ignore_when, event.requires, event.body, event.history, event.returns]
         for env in self.environments.values():
@@ -987,7 +1002,7 @@ class _Builder:
             enum_members={m: e.name for e in self.enums.values() for m in e.members},
             enums={e.name: e.members for e in self.enums.values()},
             sets=self.sets,
-            queries={name: q.expr for name, q in getattr(self, "queries", {}).items()},
+            queries={name: q.expr for name, q in getattr(self, "queries", {}).items() if q.expr is not None},
         )
         for key, value in overrides.items():
             setattr(base, key, value)
@@ -1006,15 +1021,42 @@ class _Builder:
                 body = {"when": body}
             if not isinstance(body, dict):
                 raise self.fail(keys, f"query {name!r} must be a condition or a table with 'when'")
-            self._check_keys(body, keys, ("when", "api", "doc"))
-            text = self._str(body, "when", keys)
-            scope = self.scope((*keys, "when"), f"query {name}")
-            expr = lang.compile_expr(text, scope, BOOL)
+            self._check_keys(body, keys, ("when", "api", "doc", "raises", "returns"))
             api = body.get("api")
             if api is not None and (not isinstance(api, str) or not api.isidentifier()):
                 raise self.fail((*keys, "api"), "api must be a method name")
+            if "raises" in body or "returns" in body:
+                queries[name] = self._fleet_query(name, body, api)
+                continue
+            text = self._str(body, "when", keys)
+            scope = self.scope((*keys, "when"), f"query {name}")
+            expr = lang.compile_expr(text, scope, BOOL)
             queries[name] = Query(name, expr, api, text)
         return queries
+
+    def _fleet_query(self, name: str, body: Mapping[str, Any], api: Any) -> Query:
+        """A query over the whole fleet (`raises` and/or `returns`, read in the state it is
+        called in, with `count`/`exists`/`forall` over the shards as in a fleet property)."""
+        keys: KeyPath = ("queries", name)
+        if "when" in body:
+            raise self.fail(
+                keys,
+                f"query {name!r} has both 'when' (the shards it holds of) and 'raises'/'returns' (a call over the "
+                "whole fleet): a query is one or the other",
+            )
+        if api is None:
+            raise self.fail(keys, f"query {name!r} needs 'api': the method that conformance calls")
+        fleet: dict[str, Any] = dict(readable_kinds=frozenset({"ledger", "history"}), self_shard=False, aggregates=True)
+        raises = self._raises(keys, f"query {name}: raises", body.get("raises"), fleet)
+        returns_text = body.get("returns")
+        returns = None
+        if returns_text is not None:
+            if not isinstance(returns_text, str) or not returns_text.strip():
+                raise self.fail((*keys, "returns"), "returns must be an expression over the fleet")
+            returns = lang.compile_expr(returns_text, self.scope((*keys, "returns"), f"query {name}: returns", **fleet))
+            if returns.type.kind in ("any", "shard"):
+                raise self.fail((*keys, "returns"), f"a query cannot return a value of type {returns.type}")
+        return Query(name, None, api, "", raises, returns, (returns_text or "").strip())
 
     def shard_fields(self) -> tuple[VarDecl, ...]:
         return self.fields + self.history
@@ -1235,7 +1277,7 @@ class _Builder:
             notifications=self._emittable(),
         )
         compiled_history = lang.compile_block(texts["history"], history_scope)
-        raises = self._raises(name, body.get("raises"), args)
+        raises = self._raises(keys, f"event {name}: raises", body.get("raises"), {"args": args})
         if raises:
             conditions = tuple(r.when for r in raises) + ((ignore_when,) if ignore_when is not None else ())
             ignore_when = conditions[0] if len(conditions) == 1 else ir.BoolOp("or", conditions)
@@ -1277,9 +1319,9 @@ class _Builder:
             (returns_text or "").strip(),
         )
 
-    def _raises(self, name: str, raw: Any, args: Mapping[str, Type]) -> tuple[Raise, ...]:
+    def _raises(self, owner: KeyPath, context: str, raw: Any, overrides: Mapping[str, Any]) -> tuple[Raise, ...]:
         """`raises = [{ when = "cond", error = "ErrorName" }, ...]`, first match wins."""
-        keys: KeyPath = ("events", name, "raises")
+        keys: KeyPath = (*owner, "raises")
         if raw is None:
             return ()
         if not isinstance(raw, list) or not raw:
@@ -1293,7 +1335,7 @@ class _Builder:
             if not error.isidentifier() or not error[0].isupper():
                 raise self.fail(keys, f"error must name an exception class (CamelCase), not {error!r}")
             text = self._str(item, "when", keys)
-            scope = self.scope(keys, f"event {name}: raises", args=args)
+            scope = self.scope(keys, context, **overrides)
             found.append(
                 Raise(lang.compile_expr(text, scope, BOOL), error, text.strip(), self.source.lines.line_of(keys))
             )

@@ -131,7 +131,10 @@ class Implementation:
                 missing.append(f"the implementation has no {name} (needed to observe every shard after every call)")
         for query in spec.queries.values():
             if query.api and not callable(getattr(instance, query.api, None)):
-                missing.append(f"the implementation has no {query.api} (needed by query {query.name})")
+                why = f"the implementation has no {query.api} (needed by query {query.name})"
+                if query.fleet and spec.binding is not None and spec.binding.instances == "each":
+                    why += ': a query over every instance is a method of one object (instances = "indexed")'
+                missing.append(why)
         problems = getattr(instance, "binding_problems", None)
         if spec.binding is not None and callable(problems):
             missing += problems()

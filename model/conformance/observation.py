@@ -13,11 +13,11 @@ import enum
 import functools
 import numbers
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ledgercheck.model.figure import cell
-from ledgercheck.model.spec import Spec
+from ledgercheck.model.spec import Query, Spec
 
 Key = tuple[Any, ...]
 Observation = dict[Key, Any]
@@ -114,6 +114,22 @@ def normalise(value: Any, spec: Spec) -> Any:
     return Normaliser(spec)(value)
 
 
+RETURNED = "returned"
+"""A query that declares no `returns` returned (what it returned is not compared)."""
+
+
+@dataclass(frozen=True)
+class Raised:
+    """A query's exception, compared by the spec's error it is (`error`: a declared error the
+    exception is an instance of, else its class's name) and shown as the class it is."""
+
+    error: str
+    shown: str = field(compare=False)
+
+    def __str__(self) -> str:
+        return f"raised {self.shown}"
+
+
 @dataclass(frozen=True)
 class Outcome:
     """What one call did besides changing state: the exception it raised, the lines it logged."""
@@ -173,7 +189,8 @@ class Observer:
 
     def __init__(self, spec: Spec, fleet_values: Sequence[str]) -> None:
         self.spec = spec
-        self.queries = [q.api for q in spec.queries.values() if q.api]
+        self.queries = [q.api for q in spec.queries.values() if q.api and not q.fleet]
+        self.fleet_queries = {q.api: q for q in spec.queries.values() if q.api and q.fleet}
         self.fleet_values = tuple(fleet_values)
         self.normalise = Normaliser(spec)
 
@@ -204,11 +221,27 @@ class Observer:
                 obs[key] = norm(ledger.state_of(index))
             for key, api in queries:
                 obs[key] = tuple(sorted(getattr(ledger, api)()))
+            for api, query in self.fleet_queries.items():
+                obs[("query", api)] = self._fleet_query(ledger, query)
             for name in self.fleet_values:
                 obs[("global", name)] = getattr(ledger, name)
         except Exception as exc:
             obs[("observe",)] = f"raised {type(exc).__name__}: {exc}"
         return obs
+
+
+    def _fleet_query(self, ledger: Any, query: Query) -> Any:
+        """A fleet query's outcome as the spec writes it: `raised Name` (the first of its
+        declared errors the exception is, else the exception's own class), or the value it
+        returned (not compared for a query that declares no `returns`, as for an event)."""
+        try:
+            value = getattr(ledger, query.api or "")()
+        except Exception as exc:
+            named = next((r.error for r in query.raises if _is_named(exc, r.error)), type(exc).__name__)
+            return Raised(named, type(exc).__name__)
+        if query.returns is None:
+            return RETURNED
+        return _typed(self.normalise(value, query.returns.type.enum), query.returns.type.kind)
 
 
 def compare(

@@ -1,0 +1,214 @@
+"""A query over the whole fleet (`raises`/`returns`, no `when`): a read-only call such as the
+ledger's `raise_if_exhausted()`, which raises when fewer than `min_healthy_shards` shards serve.
+The checker has nothing to search in it (it changes no state), so it was left out of the spec,
+and an off-by-one in it passed `conform` and `ci`. Conformance now calls it after every call and
+compares what it raised or returned with the model's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ledgercheck.model.cli import main
+from ledgercheck.model.errors import SpecError
+from ledgercheck.model.interpreter import build_api
+from ledgercheck.model.spec import load_spec, load_spec_text
+
+ROOT = Path(__file__).resolve().parents[1]
+LEDGER = ROOT / "spec" / "fleet_health.toml"
+CLEAN = ROOT / "tests" / "impl" / "fleet_health_clean.py"
+
+POOL = """\
+[spec]
+name = "pool"
+api_class = "Pool"
+state_field = "state"
+default_shards = 3
+
+[enums.State]
+members = ["UP", "DOWN"]
+
+[policy]
+quorum = { default = 2, min = 1, max = 3 }
+
+[fields]
+state = { type = "State", initial = "UP" }
+
+[queries]
+QUERIES
+
+[events.fail]
+call = "fail(i)"
+body = "state = DOWN"
+
+[events.heal]
+call = "heal(i)"
+body = "state = UP"
+
+[environments.ledger]
+any_call = true
+
+[properties.something_is_up]
+kind = "invariant"
+scope = "fleet"
+assert = "exists(state == UP)"
+expect = { base = "violated" }
+"""
+
+FLEET = (
+    'up = { when = "state == UP", api = "up_members" }\n'
+    'quorate = { api = "check_quorum", raises = [{ when = "count(state == UP) < quorum", error = "NoQuorum" }], '
+    'returns = "count(state == UP)" }\n'
+)
+
+
+def _pool(queries: str = FLEET) -> Any:
+    return load_spec_text(POOL.replace("QUERIES", queries), "pool.toml")
+
+
+def test_the_model_raises_the_declared_error_and_returns_the_value() -> None:
+    api = build_api(_pool().variant())
+    pool = api.Ledger(shard_count=3, policy=api.Policy(quorum=2), base_urls=None)
+    assert pool.check_quorum() == 3
+    pool.fail(0)
+    assert pool.check_quorum() == 2
+    pool.fail(1)
+    with pytest.raises(api.errors["NoQuorum"], match=r"check_quorum\(\): count\(state == UP\) < quorum"):
+        pool.check_quorum()
+    assert pool.up_members() == [2]
+
+
+@pytest.mark.parametrize(
+    ("queries", "message"),
+    [
+        (
+            'q = { when = "state == UP", api = "q", raises = [{ when = "true", error = "E" }] }',
+            "query 'q' has both 'when' (the shards it holds of) and 'raises'/'returns' (a call over the whole "
+            "fleet): a query is one or the other",
+        ),
+        ('q = { raises = [{ when = "count(state == UP) < 1", error = "E" }] }', "query 'q' needs 'api'"),
+        ('q = { api = "q", returns = "count(stat == UP)" }', "unknown name 'stat'"),
+        ('q = { api = "q", raises = [{ when = "count(state == UP) < 1", error = "no_quorum" }] }', "CamelCase"),
+    ],
+)
+def test_a_wrong_fleet_query_is_refused_with_its_line(queries: str, message: str) -> None:
+    with pytest.raises(SpecError) as caught:
+        _pool(queries)
+    assert message in str(caught.value)
+    assert "pool.toml:17" in str(caught.value), str(caught.value)
+
+
+def test_a_fleet_query_is_no_predicate_of_other_expressions() -> None:
+    """A shard query's name reads as a condition elsewhere; a fleet query's (a call that may
+    raise) does not."""
+    text = POOL.replace("QUERIES", FLEET).replace('assert = "exists(state == UP)"', 'assert = "exists(quorate)"')
+    with pytest.raises(SpecError, match="quorate"):
+        load_spec_text(text, "pool.toml")
+
+
+def test_the_ledger_declares_raise_if_exhausted() -> None:
+    query = load_spec(str(LEDGER)).variant().queries["exhausted"]
+    assert (query.fleet, query.api, [r.error for r in query.raises]) == (True, "raise_if_exhausted", ["Exception"])
+
+
+def _off_by_one(tmp_path: Path, old: str, new: str) -> str:
+    text = CLEAN.read_text()
+    assert old in text
+    (tmp_path / "fleet_health_exhausted.py").write_text(text.replace(old, new))
+    return f"{tmp_path / 'fleet_health_exhausted.py'}:GenerationFleetHealth"
+
+
+@pytest.mark.parametrize(
+    ("new", "said"),
+    [
+        # the class raised its own FleetExhaustedError, named as it is
+        ("if serving <= self.policy.min_healthy_shards:", "model returned, implementation raised FleetExhaustedError"),
+        ("if serving < self.policy.min_healthy_shards - 1:", "model raised Exception, implementation returned"),
+    ],
+)
+def test_conform_catches_an_off_by_one_in_raise_if_exhausted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], new: str, said: str
+) -> None:
+    impl = _off_by_one(tmp_path, "if serving < self.policy.min_healthy_shards:", new)
+    code = main(["conform", "--variant", "fixed", "--impl", impl, "--no-policies", "--random", "0", str(LEDGER)])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    assert f"raise_if_exhausted(): {said}" in out, out
+
+
+def test_the_clean_ledger_conforms_with_its_query(capsys: pytest.CaptureFixture[str]) -> None:
+    impl = f"{CLEAN}:GenerationFleetHealth"
+    code = main(["conform", "--variant", "fixed", "--impl", impl, "--no-policies", "--random", "0", str(LEDGER)])
+    assert code == 0, capsys.readouterr().out
+
+
+POOL_CLASS = """\
+class NoQuorum(RuntimeError):
+    pass
+
+
+class Pool:
+    def __init__(self, size, quorum):
+        self.quorum = quorum
+        self.states = ["UP"] * size
+
+    def fail(self, i):
+        self.states[i] = "DOWN"
+
+    def heal(self, i):
+        self.states[i] = "UP"
+
+    def check_quorum(self):
+        up = self.states.count("UP")
+        if up < self.quorum:
+            raise NoQuorum(up)
+        return up
+"""
+
+BINDING = """
+[implementation]
+target = "pool_impl.py:Pool"
+instances = "indexed"
+construct = { size = "instances", quorum = "quorum" }
+
+[implementation.fields]
+state = "states[i]"
+"""
+
+
+@pytest.mark.parametrize(
+    ("bug", "diverges"),
+    [("", False), ("return up", True), ("if up < self.quorum:", True)],
+)
+def test_a_bound_class_answers_its_fleet_query(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], bug: str, diverges: bool
+) -> None:
+    """A class bound with no adapter: the query is the one object's own method."""
+    spec = tmp_path / "pool.toml"
+    spec.write_text(POOL.replace("QUERIES", FLEET.split("\n")[1]) + BINDING)
+    source = POOL_CLASS
+    if bug == "return up":
+        source = source.replace("        return up", "        return up + 1")
+    elif bug:
+        source = source.replace(bug, "if up <= self.quorum:")
+    (tmp_path / "pool_impl.py").write_text(source)
+    code = main(["conform", "--no-policies", str(spec)])
+    out = capsys.readouterr().out
+    assert code == (1 if diverges else 0), out
+    if diverges:
+        assert "check_quorum(): model " in out, out
+
+
+def test_a_fleet_query_of_one_object_per_instance_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = tmp_path / "pool.toml"
+    binding = BINDING.replace('instances = "indexed"', 'instances = "each"').replace(
+        'construct = { size = "instances", quorum = "quorum" }', 'construct = { size = "1", quorum = "quorum" }'
+    )
+    spec.write_text(POOL.replace("QUERIES", FLEET.split("\n")[1]) + binding.replace("states[i]", "states[0]"))
+    (tmp_path / "pool_impl.py").write_text(POOL_CLASS)
+    assert main(["conform", "--no-policies", str(spec)]) == 2
+    assert 'a query over every instance is a method of one object (instances = "indexed")' in capsys.readouterr().err
