@@ -153,8 +153,6 @@ class PolicyDecl:
     duration: bool = False  # `type = "duration"`: a length of time, in the clock's units
 
 
-
-
 @dataclass(frozen=True)
 class Raise:
     """`raises = [{ when = "...", error = "Name" }]`: the call raises `error` when `when`

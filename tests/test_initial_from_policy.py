@@ -248,6 +248,12 @@ def test_a_class_wrong_at_a_policy_between_the_corners_is_found_there(tmp_path: 
     capsys.readouterr()
     assert main(args) == 1
     out = " ".join(capsys.readouterr().out.split())
-    assert "found by a trace at a policy drawn with seed 0 (capacity=5)" in out
+    # every short call sequence is tried there before any random trace
+    assert (
+        "found by enumeration of every sequence of any call at 1 shard at a policy drawn with seed 0 (capacity=5)"
+        in (out)
+    )
     assert "at a policy drawn with seed 0 (capacity=5), which the spec allows" in out
     assert "Bucket(n=1, capacity=5)" in out  # the reproducer builds it at that policy
+    # Not left to chance: with no random trace at all, the enumeration at that policy finds it.
+    assert main([*args, "--random", "0"]) == 1

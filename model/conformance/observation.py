@@ -229,7 +229,6 @@ class Observer:
             obs[("observe",)] = f"raised {type(exc).__name__}: {exc}"
         return obs
 
-
     def _fleet_query(self, ledger: Any, query: Query) -> Any:
         """A fleet query's outcome as the spec writes it: `raised Name` (the first of its
         declared errors the exception is, else the exception's own class), or the value it

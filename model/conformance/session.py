@@ -56,6 +56,12 @@ def policy_note(where: str) -> str:
 LARGEST_POLICY_NOTE = policy_note("the largest policy")
 """What a divergence the branches source finds only at the spec's largest policy means."""
 
+POLICY_DEPTH = 4
+"""How deep conform enumerates at the largest and the smallest policy (1 shard), and one call
+less at the policies drawn between: a bug that shows only at another policy within a few calls
+(a success threshold of 3 reset in the wrong place) is met there for certain, not only if a
+random trace happens on it."""
+
 _MODES = ((True, "calls the callers' contracts allow"), (False, "any call"))
 """The enumeration's two passes, in order: the calls the contracts allow, then any call."""
 
@@ -321,8 +327,17 @@ def check(
         # coverage search per drawn policy would cost more than all the random traces).
         start = time.monotonic()
         traces = calls = 0
+        corner = _EnumerationJob(1, min(depth, POLICY_DEPTH), merge)
+        drawn = _EnumerationJob(1, min(depth, POLICY_DEPTH - 1), merge)
         for where, policy in others:
             checker = conformance.at_policy(policy, policy_note(where))
+            shallow = corner if policy in (largest, smallest) else drawn
+            if shallow.depth > 0:  # every short sequence: a threshold of 3 misread shows in 3 calls
+                for what, result in _enumerate(checker, shallow, None).passes:
+                    if result.divergence is not None:
+                        result.divergence.found_by = f"enumeration of every sequence of {what} at 1 shard at {where}"
+                        summary.divergence, summary.checker = checker.shrink(result.divergence), checker
+                        return summary
             scripts = branch_scripts(spec_file, spec, policy)[0] if branches and policy == smallest else []
             scripts += random_scripts(spec, other_shards, policy, random_calls, seed) if random_calls > 0 else []
             found = scripts_diverge(scripts, f"a trace at {where}", checker)
@@ -333,8 +348,9 @@ def check(
             conformance.traces += checker.traces
             conformance.calls_compared += checker.calls_compared
         say(
-            f"  policies         {plural(other_shards, 'shard')} at {len(others)} more policies the spec allows "
-            f"(random traces; the branches' at the smallest): {traces} traces, {calls} calls "
+            f"  policies         {len(others)} more policies the spec allows (every sequence of up to "
+            f"{plural(corner.depth, 'call')} at 1 shard, {drawn.depth} at a drawn policy; random traces at "
+            f"{plural(other_shards, 'shard')}; the branches' at the smallest): {traces} traces, {calls} calls "
             f"({time.monotonic() - start:.1f} s)"
         )
         for where, _ in others:

@@ -44,14 +44,18 @@ def random_scripts(
 ) -> list[Script]:
     """Seeded random traces: `total` calls in traces of `per_trace`. Three calls in four are
     ones the callers' contracts allow in the model's state; one in fifty names an unknown shard.
-    Where the spec has a `[clock]`, one step in four is a tick."""
+    Where the spec has a `[clock]`, one step in four is a tick. In every other trace an event
+    with no guard that sets the state is rare (a `retire` would end most traces early); in
+    the others every event is as likely (where such an event is the way into a state, as a
+    breaker's `half_open()`, the states past it are reached)."""
     model_class = model_implementation(spec)
     ticks = clock_ticks(spec, {**spec.default_policy(), **policy})
     events = list(spec.events.values())
-    weights = [
+    rare = [
         RARE_WEIGHT if e.ignore_when is None and e.requires is None and _sets_state(e, spec.state_field) else 1.0
         for e in events
     ]
+    even = [1.0] * len(events)
     enums = {name: decl.members for name, decl in spec.enums.items()}
     ints = IntValues(spec, {**spec.default_policy(), **policy})
     scripts = []
@@ -69,7 +73,7 @@ def random_scripts(
                 model.advance_time(tick.units)
                 calls.append(tick)
                 continue
-            call = _random_call(rng, model, events, weights, shards, fresh, enums, ints)
+            call = _random_call(rng, model, events, rare if number % 2 == 0 else even, shards, fresh, enums, ints)
             calls.append(call)
             with contextlib.suppress(Exception):  # KeyError, or an error the event declares: compared later
                 invoke(model, call, spec.events[call.event])
