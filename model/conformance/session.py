@@ -25,11 +25,13 @@ from ledgercheck.model.conformance.defaults import (
 from ledgercheck.model.conformance.divergence import Divergence
 from ledgercheck.model.conformance.enumeration import Enumeration
 from ledgercheck.model.conformance.sources import (
+    RUN_REPEATS,
     branch_scripts,
     counterexample_scripts,
     known_counterexample_scripts,
     other_policies,
     random_scripts,
+    run_scripts,
 )
 from ledgercheck.model.executor import Beside, ExecutorConfig
 from ledgercheck.model.spec import SpecFile, plural, policy_text
@@ -296,6 +298,16 @@ def check(
             f"  random           {plural(other_shards, 'shard')}: {random_calls} calls in {len(scripts)} traces, "
             f"seed {seed} ({time.monotonic() - start:.1f} s)"
         )
+    start = time.monotonic()
+    scripts = run_scripts(spec, conformance.policy, seed)
+    found = scripts_diverge(scripts, "a long run")
+    if found is not None:
+        summary.divergence = found
+        return summary
+    say(
+        f"  runs             1 shard: every pair of calls repeated {RUN_REPEATS} times, {len(scripts)} traces, "
+        f"{sum(len(s.calls) for s in scripts)} calls ({time.monotonic() - start:.1f} s)"
+    )
     largest, smallest = spec.largest_policy(), spec.smallest_policy()
     if branches:
         # At the policy asked, and where none was asked at the largest policy the spec allows

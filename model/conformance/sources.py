@@ -149,6 +149,35 @@ def _random_call(
     return call
 
 
+# --- long runs ------------------------------------------------------------------------------
+
+RUN_REPEATS = 12
+"""How many times `run_scripts` repeats each pair of calls: 24 calls, past the enumeration's
+depth (a counter a class stops at 8 shows at the ninth increment)."""
+
+
+def run_scripts(spec: Spec, policy: Mapping[str, int], seed: int, repeats: int = RUN_REPEATS) -> list[Script]:
+    """For every ordered pair of the spec's events (and ticks, with a `[clock]`), one trace on
+    one instance that makes the two calls `repeats` times over, the arguments drawn once
+    (seeded): counters pushed far past any threshold, as neither the enumeration (a few calls
+    deep) nor a random trace (which rarely repeats one pattern fifteen times) does."""
+    rng = random.Random(f"ledgercheck-conform-runs:{seed}")
+    model = model_implementation(spec).build(1, policy, echo=False)
+    enums = {name: decl.members for name, decl in spec.enums.items()}
+    ints = IntValues(spec, {**spec.default_policy(), **policy})
+    fresh = iter(range(10**9))
+    steps: list[LedgerCall] = []
+    for event in spec.events.values():
+        spec_ints = functools.partial(ints.at, event.name, store=model.variables(), shard=0)
+        steps.append(LedgerCall(event.name, 0, _random_args(rng, event, 0, fresh, enums, spec_ints)))
+    steps += clock_ticks(spec, {**spec.default_policy(), **policy})
+    return [
+        Script(f"{first.event}, {second.event} repeated {repeats} times", 1, (first, second) * repeats)
+        for first in steps
+        for second in steps
+    ]
+
+
 # --- a trace to every branch ----------------------------------------------------------------
 
 
