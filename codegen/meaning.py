@@ -75,6 +75,7 @@ OPTIONAL_FIELDS = {
     "clock": None,
     "declared_default_environment": None,
     "max_depth": None,
+    "declared_reference": None,
 }
 DIGEST_CHARS = 12
 

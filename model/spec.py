@@ -392,6 +392,9 @@ class Spec:
     """`[notifications]`: what calls announce (see `Notification`); empty when none are declared."""
     conform: ConformDefaults | None = None
     """`[conform]`: how `conform` (and so `ci`) searches this spec's implementations by default."""
+    declared_reference: str | None = None
+    """`[spec] reference_variant`: the variant the spec's implementation is meant to be (see
+    `reference_variant`)."""
     max_depth: int | None = None
     """`[spec] max_depth`: the depth every search of this spec goes to unless `--max-depth` says
     otherwise (a counterexample 14 steps deep is found by `ci` too, which takes no option)."""
@@ -507,13 +510,28 @@ class SpecFile:
 
 
 def reference_variant(spec_file: SpecFile) -> str:
-    """The variant every property holds in (the first variant if none does): what `gen` takes
-    the generated tests' expectations from and what `mutate` mutates."""
+    """The variant the implementation is meant to be: the one `[spec] reference_variant`
+    names, else the variant every property holds in (the first variant if none does). What
+    `gen` takes the generated tests' expectations from, what `mutate` mutates and what
+    `conform` compares with."""
+    declared = spec_file.variant().declared_reference
+    if declared is not None:
+        return declared
     for name in spec_file.variants:
         spec = spec_file.variant(name)
         if all(p.expect.get(name) == "holds" for p in spec.properties.values()):
             return name
     return spec_file.variants[0]
+
+
+def reference_reason(spec_file: SpecFile) -> str:
+    """Why `reference_variant` is the variant it is, in words for a report's header."""
+    if spec_file.variant().declared_reference is not None:
+        return "the spec's reference_variant"
+    name = reference_variant(spec_file)
+    if all(p.expect.get(name) == "holds" for p in spec_file.variant(name).properties.values()):
+        return "the first variant every property holds in"
+    return "the first variant: none holds every property; [spec] reference_variant names the one meant"
 
 
 def default_spec() -> Path:
@@ -686,6 +704,7 @@ class _Builder:
                 "log",
                 "default_environment",
                 "max_depth",
+                "reference_variant",
             ),
         )
         vtable = _table(self.source, data, ("variants", self.variant), required=False)
@@ -735,6 +754,12 @@ class _Builder:
             )
         enum_name = state_type.enum or ""
         variants = _variant_names(self.source)
+        reference = self._str(head, "reference_variant", ("spec",), "")
+        if reference and reference not in variants:
+            raise self.fail(
+                ("spec", "reference_variant"),
+                f"reference_variant {reference!r} is not a variant of the spec{did_you_mean(reference, variants)}",
+            )
         variant_doc = ""
         if vtable:
             variant_doc = self._str(vtable, "doc", ("variants", self.variant), "")
@@ -771,6 +796,7 @@ class _Builder:
             notifications=self.notifications,
             conform=self.conform,
             max_depth=max_depth,
+            declared_reference=reference or None,
         )
 
     def _enums(self) -> dict[str, EnumDecl]:

@@ -35,7 +35,7 @@ from ledgercheck.model.errors import (
     ProcessDied,
     UsageError,
 )
-from ledgercheck.model.spec import MAX_SHARDS, ConformDefaults, SpecFile, load_spec, policy_text
+from ledgercheck.model.spec import MAX_SHARDS, ConformDefaults, SpecFile, load_spec, policy_text, reference_reason
 
 
 def run(ns: argparse.Namespace) -> int:
@@ -69,8 +69,9 @@ def run(ns: argparse.Namespace) -> int:
         raise ImplementationError(f"{where}: {exc}") from None  # the spec's own target: its line
     conformance = Conformance(spec, impl, policy, target, ns.call_timeout)
     shown = policy_text(policy)
+    why = f" ({reference_reason(spec_file)})" if ns.variant is None and len(spec_file.variants) > 1 else ""
     print(
-        f"ledgercheck conform: {target} against the model of {variant!r} ({Path(spec_file.path).name})"
+        f"ledgercheck conform: {target} against the model of {variant!r}{why} ({Path(spec_file.path).name})"
         + (f", policy {shown}" if shown else ""),
         flush=True,
     )
