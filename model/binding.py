@@ -538,6 +538,13 @@ def _patch(target: str, home: ModuleType) -> None:
     if not hasattr(module, attribute):
         raise BindingError(f"clock patch {target!r}: {module_name} has no {attribute!r}")
     current = getattr(module, attribute)
+    if isinstance(current, type) or not callable(current):
+        what = f"the class {current.__name__}" if isinstance(current, type) else f"a {type(current).__name__}"
+        raise BindingError(
+            f"clock patch {target!r}: {module_name}.{attribute} is {what}, not a function returning the time: the "
+            "patch replaces a function the class calls for the time (`time.monotonic`, `sched.monotonic`); a "
+            "class read through a method (`datetime.now()`) cannot be driven this way"
+        )
     if not isinstance(current, PatchedClock):
         setattr(module, attribute, PatchedClock(current))
 

@@ -328,7 +328,11 @@ def _drift(spec_file: SpecFile, out_dir: Path, verdicts: Verdicts) -> Step:
     step = Step("generated tests up to date")
     if verdicts.mismatches or verdicts.unknown:
         step.status = SKIPPED
-        step.headline = "not compared: `gen` refuses to write while a verdict differs from its expectation"
+        step.headline = (
+            "not compared: `gen` refuses to write while a verdict differs from its expectation"
+            if verdicts.mismatches
+            else "not compared: `gen` refuses to write while a verdict is unknown"
+        )
         return step
     begin = time.monotonic()
     files = render_files(spec_file, out_dir, plan_tests(spec_file, verdicts=verdicts))

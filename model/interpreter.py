@@ -61,11 +61,13 @@ class Api:
 def spec_errors(spec: Spec) -> dict[str, type[Exception]]:
     """One exception class per error name the spec's events and queries raise."""
     errors: dict[str, type[Exception]] = {}
-    for owner in (*spec.events.values(), *spec.queries.values()):
-        for raised in owner.raises:
-            if raised.error not in errors:
-                builtin = builtin_exception(raised.error, Exception)
-                errors[raised.error] = builtin or type(raised.error, (Exception,), {"__module__": __name__})
+    declared = [r for e in spec.events.values() for r in e.raises] + [
+        r for q in spec.queries.values() for r in q.raises
+    ]
+    for raised in declared:
+        if raised.error not in errors:
+            builtin = builtin_exception(raised.error, Exception)
+            errors[raised.error] = builtin or type(raised.error, (Exception,), {"__module__": __name__})
     return errors
 
 

@@ -199,6 +199,7 @@ class Machine(Generic[V]):
             return b.ite(cond, self.eval(expr.then, frame, store), self.eval(expr.orelse, frame, store))
         if isinstance(expr, ir.QueryRef):
             query = self.spec.queries[expr.name]
+            assert query.expr is not None  # only a shard query is a name in an expression
             inner = Frame(self._shard(expr.shard, frame), frame.shard_vars, frame.args)
             return self.eval(query.expr, inner, store)
         if isinstance(expr, ir.Emitted):

@@ -431,3 +431,21 @@ def test_a_misspelt_target_names_its_line(tmp_path, capsys, monkeypatch):
     err = capsys.readouterr()
     line = next(n for n, row in enumerate(text.splitlines(), 1) if row.startswith("target = "))
     assert f"jobs.toml:{line}:" in err.out + err.err and "jobtabel.py" in err.out + err.err, err
+
+
+def test_the_reproducer_of_a_copy_of_an_installed_module_imports_the_copy(tmp_path):
+    """A bug injected into a copy of an installed library (`buggy/pybreaker.py`): the pasted
+    reproducer imported the library itself and showed nothing. It now puts the copy's folder
+    first; a module of a name found nowhere else is imported as it was."""
+    from ledgercheck.model.conformance.divergence import _class_import
+
+    copy = tmp_path / "json.py"  # a name the standard library has
+    copy.write_text("class Ledger:\n    pass\n")
+    lines = _class_import(f"{copy}:Ledger")
+    assert lines == [
+        f"import sys; sys.path.insert(0, {str(tmp_path)!r})  # not the installed json",
+        f"from json import Ledger  # {copy}",
+    ]
+    alone = tmp_path / "nowhere_else_4711.py"
+    alone.write_text("class Ledger:\n    pass\n")
+    assert _class_import(f"{alone}:Ledger") == [f"from nowhere_else_4711 import Ledger  # {alone}"]

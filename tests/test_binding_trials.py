@@ -341,6 +341,25 @@ def test_a_clock_parameter_the_class_does_not_take_names_the_drive_line(
     assert "[clock] drive passes clck=, which Lease(ttl, clock) does not take (did you mean 'clock'?)" in err
 
 
+def test_a_clock_patch_on_a_class_is_bad_input_not_a_divergence(
+    tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`drive = { patch = "leasing.datetime" }` where the class reads `datetime.now()`: the
+    patch replaced the class with a clock function and every expiry raised AttributeError,
+    reported as a divergence of the class (exit 1, new-user trial on pybreaker). It is the
+    binding that cannot work: exit 2, its line, and why."""
+    from ledgercheck.model.cli import main
+
+    spec = LEASE.replace('drive = { patch = "leasing.monotonic" }', 'drive = { patch = "leasing.datetime" }')
+    source = "from datetime import datetime\n" + LEASING.replace("monotonic()", "datetime.now().timestamp()")
+    (tmp_path / "lease.toml").write_text(spec, encoding="utf-8")
+    (tmp_path / "leasing.py").write_text(source, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    assert main(["conform", "lease.toml"]) == 2
+    err = capsys.readouterr().err
+    assert "clock patch 'leasing.datetime': leasing.datetime is the class datetime, not a function returning" in err
+
+
 def test_replay_reads_an_enum_member_by_its_bare_name_and_refuses_a_misspelt_one(tmp_path: Path, capsys: Any) -> None:
     from ledgercheck.model.cli import main
 

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from caches import own_caches
@@ -287,3 +288,16 @@ def test_ci_in_a_log_has_a_heartbeat(
     assert "ledgercheck: depth" in said or "ledgercheck: ci: " in said, said
     main(["ci", "--no-progress", str(spec)])
     assert capsys.readouterr().err == ""
+
+
+def test_the_drift_step_says_why_it_compared_nothing() -> None:
+    """Skipped for unknown verdicts, it said a verdict "differs from its expectation" (none did)."""
+    from types import SimpleNamespace
+
+    from ledgercheck.model.ci import _drift
+
+    unknown = SimpleNamespace(mismatches=[], unknown=["x"])
+    mismatch = SimpleNamespace(mismatches=["x"], unknown=[])
+    spec_file: Any = None
+    assert _drift(spec_file, Path("."), unknown).headline.endswith("while a verdict is unknown")  # type: ignore[arg-type]
+    assert _drift(spec_file, Path("."), mismatch).headline.endswith("differs from its expectation")  # type: ignore[arg-type]

@@ -215,8 +215,26 @@ def _class_import(label: str, policy: str | None = None) -> list[str]:
         return []
     names = name if policy is None else f"{name}, {policy}"
     if location.endswith(".py"):
-        return [f"from {Path(location).stem} import {names}  # {location}"]
+        stem = Path(location).stem
+        lines = [f"from {stem} import {names}  # {location}"]
+        if _found_elsewhere(stem, Path(location)):  # a copy of an installed module: this file first
+            folder = str(Path(location).resolve().parent)
+            lines.insert(0, f"import sys; sys.path.insert(0, {folder!r})  # not the installed {stem}")
+        return lines
     return [f"from {location} import {names}"]
+
+
+def _found_elsewhere(module: str, file: Path) -> bool:
+    """Whether `import module` from another folder finds some other file (a bug injected into a
+    copy of an installed library: the pasted reproducer would import the library itself)."""
+    import importlib.machinery
+
+    try:
+        found = importlib.machinery.PathFinder.find_spec(module)
+    except (ImportError, ValueError):
+        return False
+    origin = found.origin if found is not None else None
+    return origin is not None and Path(origin).resolve() != file.resolve()
 
 
 def _bound_reproducer(checker: Conformance, script: Script, built: Any) -> list[str]:
