@@ -263,9 +263,9 @@ def own_guard(event: Event, guard: str) -> ir.Expr | None:
     """The event's `ignore_when` as its spec writes it (the loaded event's includes its
     `raises` conditions, or-ed before it), or its `requires`."""
     expr: ir.Expr | None = getattr(event, guard)
-    if guard != "ignore_when" or not event.raises or expr is None:
+    conditions = tuple(r.when for r in event.raises if not r.after)
+    if guard != "ignore_when" or not conditions or expr is None:
         return expr
-    conditions = tuple(r.when for r in event.raises)
     if isinstance(expr, ir.BoolOp) and expr.op == "or" and expr.operands[: len(conditions)] == conditions:
         if len(expr.operands) == len(conditions) + 1:
             return expr.operands[-1]
@@ -357,14 +357,7 @@ class TracingMachine(Machine[Any]):
         self.error = None
         full = {p.name: args.get(p.name, p.default) for p in event.signature.params}
         frame: Frame[Any] = Frame(0, {}, full)
-        for ordinal, entry in enumerate(event.raises, 1):
-            parts = _parts(entry.when)
-            false = next((n for n, part in enumerate(parts, 1) if not self.eval(part, frame, store)), None)
-            if false is None:
-                self.taken.append((event.name, "raises", ordinal, True, 0))
-                self.error = entry.error
-                break
-            self.taken.append((event.name, "raises", ordinal, False, false if len(parts) > 1 else 0))
+        self._raises_taken(event, frame, store, after=False)
         for guard in ("ignore_when", "requires"):
             expr = own_guard(event, guard)
             if expr is not None and not (guard == "ignore_when" and self.error):
@@ -373,7 +366,25 @@ class TracingMachine(Machine[Any]):
             self.taken.append((event.name, "body", 0, True, 0))
         effects: Effects[Any] = Effects()
         self.call_event(event, 0, dict(args), store, True, effects)
+        record = effects.calls[-1]
+        if self.error is None and not record.ignored:  # the entries read on the record the call left
+            self._raises_taken(event, Frame(0, {}, full, {}, {"old": record.before}), store, after=True)
         return effects
+
+    def _raises_taken(self, event: Event, frame: Frame[Any], store: dict[Key, Any], after: bool) -> bool:
+        """Record the `raises` branches (its `after` entries, or the others) in order up to
+        the first that holds, whose error is then the call's; whether one held."""
+        for ordinal, entry in enumerate(event.raises, 1):
+            if entry.after != after:
+                continue
+            parts = _parts(entry.when)
+            false = next((n for n, part in enumerate(parts, 1) if not self.eval(part, frame, store)), None)
+            if false is None:
+                self.taken.append((event.name, "raises", ordinal, True, 0))
+                self.error = entry.error
+                return True
+            self.taken.append((event.name, "raises", ordinal, False, false if len(parts) > 1 else 0))
+        return False
 
 
 def tick(spec: Spec, ticks: Mapping[str, int], name: str, store: dict[Key, Any]) -> bool:

@@ -76,6 +76,7 @@ OPTIONAL_FIELDS = {
     "declared_default_environment": None,
     "max_depth": None,
     "declared_reference": None,
+    "after": False,
 }
 DIGEST_CHARS = 12
 

@@ -266,24 +266,23 @@ class LedgerModel:
     # -- writes --
 
     def _call(self, event: Event, shard: Any, args: Mapping[str, Any]) -> Any:
-        """Run one event; raise its error if one of its `raises` holds as it begins, else
-        return its `returns` value (None when it declares none)."""
+        """Run one event; raise its error if one of its `raises` holds (as it begins, or for an
+        `after` entry, on the record it left), else return its `returns` value (None when it
+        declares none)."""
         negative = negative_argument(event.name, event.signature.params, args)
         if negative is not None:
             raise ValueError(negative)
         index = self._index(shard)
         self._sync_clock()
-        from ledgercheck.model.semantics import Frame
-
-        full = {p.name: args.get(p.name, p.default) for p in event.signature.params}
-        error = next((r for r in event.raises if self._machine.eval(r.when, Frame(index, {}, full), self._store)), None)
         effects: Effects[Any] = Effects()
         self._machine.call_event(event, index, args, self._store, True, effects)
         self._emit(effects)
         self.notifications += [e.notice(index) for e in effects.emits]
-        if error is not None:
+        record = effects.calls[-1]
+        error = next((r for r, held in zip(event.raises, record.raising, strict=True) if held), None)
+        if error is not None:  # the first entry that held (an `after` one: the call's changes kept)
             raise self._errors[error.error](f"{event.name}({index}): {error.text}")
-        result = effects.calls[-1].result if effects.calls else None
+        result = record.result
         if event.returns is not None and is_state_type(self._spec, event.returns.type) and result is not None:
             return self._State[result]
         return result

@@ -84,7 +84,10 @@ class _Graph:
             # A step property's `raised` and `result` (the call's outcome) read the event's
             # raises conditions and its returns expression (over the record after the body).
             raises = [r.when for r in event.raises]
-            self.add(("local", *scope, "raised"), self.reads(raises, scope) | {("call", event.name)})
+            raised = self.reads(raises, scope) | {("call", event.name)}
+            if any(r.after for r in event.raises):  # read on the record the body left
+                raised |= ctx
+            self.add(("local", *scope, "raised"), raised)
             if event.returns is not None:
                 self.add(("local", *scope, "result"), self.reads(event.returns, scope) | ctx)
         for action in env.actions:

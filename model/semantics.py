@@ -356,8 +356,7 @@ class Machine(Generic[V]):
             self.eval(event.ignore_when, frame, store) if event.ignore_when is not None else b.const(False, ir.BOOL)
         )
         contract = self.eval(event.requires, frame, store) if event.requires is not None else self.true
-        raising = tuple(self.eval(r.when, frame, store) for r in event.raises)
-        raised = b.or_(list(raising)) if raising else b.const(False, ir.BOOL)
+        at_start = {i: self.eval(r.when, frame, store) for i, r in enumerate(event.raises) if not r.after}
         first_emit = len(effects.emits)
 
         def run(s: dict[Key, V], f: Frame[V], p: V) -> None:
@@ -368,6 +367,17 @@ class Machine(Generic[V]):
         self.branch(ignored, lambda s, f, p: None, run, frame, store, pc)
         after = {name: store[(shard, name)] for name in self.shard_field_names}
         returned = Frame(shard, {}, full_args, {}, {"old": before})  # `old.x`: the record before the call
+        # An `after` entry is read on the record the call left, where its body ran; the first
+        # entry that holds is the error raised, so a later one holds only where none before did.
+        raising_list: list[V] = []
+        for index, entry in enumerate(event.raises):
+            if not entry.after:
+                raising_list.append(at_start[index])
+                continue
+            earlier = [b.not_(held) for held in raising_list]
+            raising_list.append(b.and_([b.not_(ignored), *earlier, self.eval(entry.when, returned, store)]))
+        raising = tuple(raising_list)
+        raised = b.or_(list(raising)) if raising else b.const(False, ir.BOOL)
         result = self.eval(event.returns, returned, store) if event.returns is not None else None
         emits = tuple(effects.emits[first_emit:])
         emitted: dict[str, V] = {}

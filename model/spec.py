@@ -156,12 +156,15 @@ class PolicyDecl:
 @dataclass(frozen=True)
 class Raise:
     """`raises = [{ when = "...", error = "Name" }]`: the call raises `error` when `when`
-    holds as it begins, and then changes nothing."""
+    holds as it begins, and then changes nothing. `{ after = "...", error = "Name" }`
+    (`after` True): the call runs, and raises when the condition holds of the record after it
+    (`old.x`: before it), its changes kept (a breaker that trips and refuses the call)."""
 
     when: ir.Expr
     error: str
     text: str
     line: int
+    after: bool = False
 
 
 @dataclass(frozen=True)
@@ -1071,7 +1074,7 @@ class _Builder:
         if api is None:
             raise self.fail(keys, f"query {name!r} needs 'api': the method that conformance calls")
         fleet: dict[str, Any] = dict(readable_kinds=frozenset({"ledger", "history"}), self_shard=False, aggregates=True)
-        raises = self._raises(keys, f"query {name}: raises", body.get("raises"), fleet)
+        raises = self._raises(keys, f"query {name}: raises", body.get("raises"), fleet, after_allowed=False)
         returns_text = body.get("returns")
         returns = None
         if returns_text is not None:
@@ -1302,8 +1305,9 @@ class _Builder:
         )
         compiled_history = lang.compile_block(texts["history"], history_scope)
         raises = self._raises(keys, f"event {name}: raises", body.get("raises"), {"args": args})
-        if raises:
-            conditions = tuple(r.when for r in raises) + ((ignore_when,) if ignore_when is not None else ())
+        if any(not r.after for r in raises):
+            conditions = tuple(r.when for r in raises if not r.after)
+            conditions += (ignore_when,) if ignore_when is not None else ()
             ignore_when = conditions[0] if len(conditions) == 1 else ir.BoolOp("or", conditions)
         returns_text = body.get("returns")
         returns = None
@@ -1343,8 +1347,12 @@ class _Builder:
             (returns_text or "").strip(),
         )
 
-    def _raises(self, owner: KeyPath, context: str, raw: Any, overrides: Mapping[str, Any]) -> tuple[Raise, ...]:
-        """`raises = [{ when = "cond", error = "ErrorName" }, ...]`, first match wins."""
+    def _raises(
+        self, owner: KeyPath, context: str, raw: Any, overrides: Mapping[str, Any], after_allowed: bool = True
+    ) -> tuple[Raise, ...]:
+        """`raises = [{ when = "cond", error = "ErrorName" }, ...]`, first match wins; an entry
+        with `after` instead of `when` (where `after_allowed`: a call with a body) is read on
+        the record after the call."""
         keys: KeyPath = (*owner, "raises")
         if raw is None:
             return ()
@@ -1354,14 +1362,27 @@ class _Builder:
         for item in raw:
             if not isinstance(item, dict):
                 raise self.fail(keys, 'each raises entry is a table: { when = "condition", error = "ErrorName" }')
-            self._check_keys(item, keys, ("when", "error", "doc"))
+            self._check_keys(
+                item, keys, ("when", "after", "error", "doc") if after_allowed else ("when", "error", "doc")
+            )
             error = self._str(item, "error", keys)
             if not error.isidentifier() or not error[0].isupper():
                 raise self.fail(keys, f"error must name an exception class (CamelCase), not {error!r}")
-            text = self._str(item, "when", keys)
+            after = "after" in item
+            if after == ("when" in item):
+                raise self.fail(
+                    keys,
+                    "each raises entry has 'when' (read as the call begins: it then changes nothing) or 'after' "
+                    "(read on the record after it, old.x before: its changes kept), not both"
+                    if after
+                    else "missing 'when'",
+                )
+            text = self._str(item, "after" if after else "when", keys)
             scope = self.scope(keys, context, **overrides)
+            if after:
+                scope = self.scope(keys, context, **{**overrides, "snapshots": frozenset({"old"})})
             found.append(
-                Raise(lang.compile_expr(text, scope, BOOL), error, text.strip(), self.source.lines.line_of(keys))
+                Raise(lang.compile_expr(text, scope, BOOL), error, text.strip(), self.source.lines.line_of(keys), after)
             )
         return tuple(found)
 

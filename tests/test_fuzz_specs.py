@@ -647,9 +647,18 @@ def valid_specs(draw: Draw) -> str:
         if draw(st.integers(0, 3)) == 0:
             out.append("requires = " + _toml(grammar.expr("bool", 2)))
         out.append("body = " + _toml("\n".join(grammar.block(dict(ledger), 2))))
-        # Outcomes: an error raised under a condition (the call then changes nothing), a result.
-        if draw(st.integers(0, 2)) == 0:
+        # Outcomes: an error raised under a condition as the call begins (the call then changes
+        # nothing) or on the record it left (`after`, old.x before it: its changes kept), a result.
+        raising = draw(st.integers(0, 5))
+        if raising <= 1:
             out.append(f"raises = [{{ when = '{grammar.expr('bool', 1)}', error = 'E{n}' }}]")
+        elif raising == 2:
+            snapshots = {f"old.{k}": v for k, v in ledger.items()}
+            later = Grammar(draw, members, names | snapshots)
+            entries = [f"{{ after = '{later.expr('bool', 1)}', error = 'A{n}' }}"]
+            if draw(st.booleans()):
+                entries.insert(0, f"{{ when = '{grammar.expr('bool', 1)}', error = 'E{n}' }}")
+            out.append(f"raises = [{', '.join(entries)}]")
         if draw(st.booleans()):
             out.append(f"returns = '{grammar.expr(draw(st.sampled_from(['int', 'bool', 'enum'])), 1)}'")
         if history and draw(st.booleans()):

@@ -1,0 +1,183 @@
+"""`raises = [{ after = "...", error = "..." }]`: a call that changes the state and then
+raises (pybreaker's breaker trips on a failure and raises CircuitBreakerError in the same
+call). `when` entries are read as the call begins and the call then changes nothing; an
+`after` entry is read on the record the call left (`old.x`: before it), its changes kept. A
+new-user trial could not model the library's default that way and had to construct it with
+the flag off. Every engine reads the one parsed entry through the shared executor: the
+checker, the executable model, the coverage search and conformance agree."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ledgercheck.codegen.coverage import search
+from ledgercheck.model.cli import main
+from ledgercheck.model.errors import SpecError
+from ledgercheck.model.interpreter import build_api
+from ledgercheck.model.spec import load_spec_text
+
+SPEC = """\
+[spec]
+name = "breaker"
+api_class = "Breaker"
+state_field = "state"
+default_shards = 1
+
+[enums.Mode]
+members = ["CLOSED", "OPEN"]
+
+[policy]
+trip_after = { default = 2, min = 1, max = 4 }
+
+[fields]
+state = { type = "Mode", initial = "CLOSED" }
+failures = { type = "int", initial = 0 }
+
+[events.fail]
+call = "fail(i)"
+raises = [
+    { when = "state == OPEN", error = "Refused" },
+    { after = "state == OPEN and old.state != OPEN", error = "Tripped" },
+]
+body = \"\"\"
+failures = failures + 1
+if failures >= trip_after:
+    state = OPEN
+\"\"\"
+
+[events.reset]
+call = "reset(i)"
+body = \"\"\"
+failures = 0
+state = CLOSED
+\"\"\"
+
+[environments.ledger]
+any_call = true
+
+[properties.a_trip_raises]
+kind = "step"
+on = ["fail"]
+when = "before.state == CLOSED and after.state == OPEN"
+assert = "raised"
+expect = { base = "holds" }
+
+[properties.a_raise_changes_nothing]
+kind = "step"
+on = ["fail"]
+when = "raised"
+assert = "after.failures == before.failures"
+expect = { base = "violated" }
+
+[implementation]
+target = "breaker.py:Breaker"
+instances = "indexed"
+construct = { trip_after = "trip_after" }
+
+[implementation.fields]
+state = "state"
+failures = "failures"
+"""
+
+CLASS = """\
+class Refused(Exception):
+    pass
+
+
+class Tripped(Exception):
+    pass
+
+
+class Breaker:
+    def __init__(self, trip_after):
+        self.trip_after = trip_after
+        self.state = "CLOSED"
+        self.failures = 0
+
+    def fail(self, i):
+        if self.state == "OPEN":
+            raise Refused()
+        self.failures += 1
+        if self.failures >= self.trip_after:
+            self.state = "OPEN"
+            raise Tripped()
+
+    def reset(self, i):
+        self.failures = 0
+        self.state = "CLOSED"
+"""
+
+
+def _spec(text: str = SPEC) -> Any:
+    return load_spec_text(text, "breaker.toml")
+
+
+def test_the_model_keeps_the_changes_of_a_call_that_raises_after() -> None:
+    api = build_api(_spec().variant())
+    breaker = api.Ledger(shard_count=1, policy=api.Policy(trip_after=2), base_urls=None)
+    breaker.fail(0)
+    with pytest.raises(api.errors["Tripped"]):
+        breaker.fail(0)
+    assert (breaker.snapshot()[0].state.name, breaker.snapshot()[0].failures) == ("OPEN", 2)
+    with pytest.raises(api.errors["Refused"]):  # read as the call begins: nothing changes
+        breaker.fail(0)
+    assert breaker.snapshot()[0].failures == 2
+
+
+@pytest.mark.parametrize("engine", ["z3", "explicit"])
+def test_every_engine_reads_the_outcome_alike(engine: str, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    (tmp_path / "breaker.toml").write_text(SPEC)
+    assert main(["check", str(tmp_path / "breaker.toml"), "--engine", engine, "--no-cache"]) == 0
+    out = capsys.readouterr().out
+    assert "a_raise_changes_nothing                  VIOLATED, depth 2" in out, out
+    assert "[raised Tripped]" in out, out  # the breaking call's outcome, in the figure
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ('{ when = "state == OPEN", after = "state == OPEN", error = "E" }', "not both"),
+        ('{ error = "E" }', "missing 'when'"),
+        ('{ after = "old.stat == OPEN", error = "E" }', "stat"),
+    ],
+)
+def test_a_wrong_entry_is_refused_with_its_line(entry: str, message: str) -> None:
+    raises = SPEC[SPEC.index("raises = [") : SPEC.index("]\nbody")] + "]"
+    with pytest.raises(SpecError) as caught:
+        _spec(SPEC.replace(raises, f"raises = [{entry}]"))
+    assert message in str(caught.value) and "breaker.toml:19" in str(caught.value), str(caught.value)
+
+
+def test_a_query_has_no_after_entry() -> None:
+    text = SPEC.replace(
+        "[events.fail]",
+        '[queries]\nq = { api = "q", raises = [{ after = "count(state == OPEN) > 0", error = "E" }] }\n\n[events.fail]',
+    )
+    with pytest.raises(SpecError, match="unknown key 'after'"):
+        _spec(text)
+
+
+def test_the_coverage_search_reads_an_after_entry_on_the_record_the_call_left() -> None:
+    spec_file = _spec()
+    found = search(spec_file, spec_file.variant())
+    labels = {str(branch) for branch in found.traces}
+    assert any("Tripped" in label for label in labels), labels
+    # `old.state != OPEN` false while the rest holds: the call was refused before it ran
+    (unreached,) = found.unreachable
+    branch = unreached.branch
+    assert (branch.error, branch.text, branch.taken) == ("Tripped", "old.state != OPEN", False)
+
+
+@pytest.mark.parametrize(("change", "code"), [("", 0), ("            raise Tripped()", 1)])
+def test_conform_compares_the_outcome_and_the_state_it_left(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], change: str, code: int
+) -> None:
+    (tmp_path / "breaker.toml").write_text(SPEC)
+    (tmp_path / "breaker.py").write_text(CLASS.replace(change, "            pass") if change else CLASS)
+    assert main(["conform", str(tmp_path / "breaker.toml")]) == code
+    out = capsys.readouterr().out
+    if code:
+        assert "exception raised: model Tripped, implementation None" in out, out
