@@ -521,3 +521,16 @@ def test_a_read_path_calling_what_is_no_function_is_a_binding_error(tmp_path: Pa
     assert main(["conform", str(tmp_path / "pool.toml"), "--impl", f"{tmp_path / 'pool.py'}:Pool"]) == 2
     err = capsys.readouterr().err
     assert "field in_use's path 'in_use()' calls in_use, which is a int (0), not a function: drop the ()" in err
+
+
+def test_an_enum_value_the_binding_s_values_miss_names_them(tmp_path: Path, capsys: Any) -> None:
+    """`values = { CLOSED = 7 }` where the class shows 1 (a misspelt entry, as `half_open` for
+    pybreaker's "half-open"): the hint quotes the mapping instead of asking for one."""
+    from ledgercheck.model.cli import main
+
+    spec = SPEC.replace("{capacity}", "capacity") + 'status = { read = "in_use", values = { OPEN = 0, CLOSED = 7 } }\n'
+    (tmp_path / "pool.toml").write_text(spec, encoding="utf-8")
+    (tmp_path / "pool.py").write_text(CLASS.format(returned="self.in_use", on_close="pass"), encoding="utf-8")
+    assert main(["conform", str(tmp_path / "pool.toml"), "--impl", f"{tmp_path / 'pool.py'}:Pool"]) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert "which the binding's values (OPEN = 0, CLOSED = 7) map to no member: a misspelt values entry" in out, out

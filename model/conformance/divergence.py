@@ -264,6 +264,14 @@ def _unmapped(checker: Conformance, divergence: Divergence) -> list[str]:
         members = checker.spec.enums[enum or ""].members
         if difference.impl == MISSING or (isinstance(difference.impl, str) and difference.impl in members):
             continue
+        read = checker.spec.binding.fields.get(name)
+        if read is not None and read.values:
+            mapped = ", ".join(f"{m} = {', '.join(repr(v) for v in group)}" for m, group in read.values.items())
+            out.append(
+                f"  ({name} is a {enum}, and the class shows {cell(difference.impl)}, which the binding's values "
+                f"({mapped}) map to no member: a misspelt values entry, or a value the class should not have)"
+            )
+            continue
         out.append(
             f"  ({name} is a {enum}, and the class shows {cell(difference.impl)}, no member of it: map its values "
             f"in [implementation.fields], {name} = {{ read = ..., values = {{ {members[0]} = ..., ... }} }})"
