@@ -534,3 +534,26 @@ def test_an_enum_value_the_binding_s_values_miss_names_them(tmp_path: Path, caps
     assert main(["conform", str(tmp_path / "pool.toml"), "--impl", f"{tmp_path / 'pool.py'}:Pool"]) == 1
     out = " ".join(capsys.readouterr().out.split())
     assert "which the binding's values (OPEN = 0, CLOSED = 7) map to no member: a misspelt values entry" in out, out
+
+
+def test_a_call_that_changes_only_an_unobserved_field_is_not_reused(
+    tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`renew` restarts a timer the binding does not observe (`held_for = { observe = false }`)
+    and shows no change: the enumeration kept that object for the next sibling call, which then
+    ran on a renewed lease, and a correct class diverged (`expire(0)`: model FREE, implementation
+    HELD; message-queue trial). The model's own state changed: the object is built afresh."""
+    from ledgercheck.model.cli import main
+
+    spec = LEASE.replace(  # renew before expire: its sibling, called next on the same object
+        "[events.expire]",
+        '[events.renew]\ncall = "renew(i)"\nbody = """\nif state == HELD:\n    held_for = 0\n"""\n\n[events.expire]',
+    )
+    renew = '\n    def renew(self):\n        if self.state == "HELD":\n            self.since = monotonic()\n'
+    source = LEASING + renew
+    (tmp_path / "lease.toml").write_text(spec, encoding="utf-8")
+    (tmp_path / "leasing.py").write_text(source, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    code = main(["conform", "lease.toml", "--depth", "5", "--random", "0", "--no-policies", "--no-counterexamples"])
+    out = capsys.readouterr()
+    assert code == 0, out.out + out.err

@@ -208,9 +208,10 @@ class Enumerator:
             model.restore(state)
             parent = self._observation()
             # An implementation at this node's state, while it still shows the node's state:
-            # a call that changes nothing it shows leaves it for the next call (the same
-            # judgement as merging: what the implementation shows is its state). A tick
-            # moves its clock: it is built afresh after one.
+            # a call that changes nothing it shows, nor anything of the model's state, leaves
+            # it for the next call (the same judgement as merging). A field the binding does
+            # not observe (`observe = false`: a timer restarted at its current value) is
+            # state all the same. A tick moves its clock: it is built afresh after one.
             ledger: Any = None
             ledger_clock: ManualClock | None = None
             for call in self._choices(state):
@@ -251,7 +252,7 @@ class Enumerator:
                         script, len(calls) - 1, differences, "enumeration", len(calls), within
                     )
                     return found
-                if impl_obs != parent or isinstance(call, Tick):
+                if impl_obs != parent or isinstance(call, Tick) or model.variables() != state:
                     ledger = None
                 key = keys.merge(model.variables())
                 if key not in seen:
