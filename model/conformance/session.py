@@ -299,14 +299,19 @@ def check(
             f"seed {seed} ({time.monotonic() - start:.1f} s)"
         )
     start = time.monotonic()
-    scripts = run_scripts(spec, conformance.policy, seed)
+    # The traces to the branches, searched once: repeated here (a cycle through the states,
+    # redrive after dead-lettering, run twelve times), then followed as they are below.
+    at_policy = branch_scripts(spec_file, spec, conformance.policy) if branches else None
+    cycles = at_policy[0] if at_policy is not None else []
+    scripts = run_scripts(spec, conformance.policy, seed, cycles)
     found = scripts_diverge(scripts, "a long run")
     if found is not None:
         summary.divergence = found
         return summary
+    repeated = f" and every trace to a branch ({len(cycles)})" if cycles else ""
     say(
-        f"  runs             1 shard: every pair of calls repeated {RUN_REPEATS} times, {len(scripts)} traces, "
-        f"{sum(len(s.calls) for s in scripts)} calls ({time.monotonic() - start:.1f} s)"
+        f"  runs             1 shard: every pair of calls{repeated} repeated {RUN_REPEATS} times, {len(scripts)} "
+        f"traces, {sum(len(s.calls) for s in scripts)} calls ({time.monotonic() - start:.1f} s)"
     )
     largest, smallest = spec.largest_policy(), spec.smallest_policy()
     if branches:
@@ -318,7 +323,8 @@ def check(
         )
         for checker in corners:
             start = time.monotonic()
-            scripts, reached, total = branch_scripts(spec_file, spec, checker.policy)
+            found_there = at_policy if checker is conformance and at_policy is not None else None
+            scripts, reached, total = found_there or branch_scripts(spec_file, spec, checker.policy)
             at = "" if checker is conformance else f" at the largest policy ({policy_text(largest)})"
             found = scripts_diverge(scripts, f"a trace to a branch of the spec{at}", checker)
             if found is not None:

@@ -10,7 +10,7 @@ import hashlib
 import json
 import os
 import random
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -156,11 +156,20 @@ RUN_REPEATS = 12
 depth (a counter a class stops at 8 shows at the ninth increment)."""
 
 
-def run_scripts(spec: Spec, policy: Mapping[str, int], seed: int, repeats: int = RUN_REPEATS) -> list[Script]:
+def run_scripts(
+    spec: Spec,
+    policy: Mapping[str, int],
+    seed: int,
+    cycles: Sequence[Script] = (),
+    repeats: int = RUN_REPEATS,
+) -> list[Script]:
     """For every ordered pair of the spec's events (and ticks, with a `[clock]`), one trace on
     one instance that makes the two calls `repeats` times over, the arguments drawn once
     (seeded): counters pushed far past any threshold, as neither the enumeration (a few calls
-    deep) nor a random trace (which rarely repeats one pattern fifteen times) does."""
+    deep) nor a random trace (which rarely repeats one pattern fifteen times) does. Then each
+    of `cycles` (the traces to the spec's branches) made `repeats` times over: a cycle through
+    the states (dead-letter, then redrive) that a class keeps a hidden count of, capped at 3,
+    while the model is back where it started (the enumeration merges it away)."""
     rng = random.Random(f"ledgercheck-conform-runs:{seed}")
     model = model_implementation(spec).build(1, policy, echo=False)
     enums = {name: decl.members for name, decl in spec.enums.items()}
@@ -171,10 +180,15 @@ def run_scripts(spec: Spec, policy: Mapping[str, int], seed: int, repeats: int =
         spec_ints = functools.partial(ints.at, event.name, store=model.variables(), shard=0)
         steps.append(LedgerCall(event.name, 0, _random_args(rng, event, 0, fresh, enums, spec_ints)))
     steps += clock_ticks(spec, {**spec.default_policy(), **policy})
-    return [
+    pairs = [
         Script(f"{first.event}, {second.event} repeated {repeats} times", 1, (first, second) * repeats)
         for first in steps
         for second in steps
+    ]
+    return pairs + [
+        Script(f"{cycle.source} repeated {repeats} times", cycle.shards, cycle.calls * repeats)
+        for cycle in cycles
+        if cycle.calls
     ]
 
 
