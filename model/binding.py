@@ -1025,7 +1025,7 @@ def bound_class(binding: Binding, spec: Spec, target: Callable[..., Any]) -> typ
     if from_module:
         imports = [f"from {_user_module_name(home)} import {', '.join(sorted(from_module))}", *imports]
 
-    fleet_queries = {q.api for q in spec.queries.values() if q.fleet and q.api}
+    queries = {q.api for q in spec.queries.values() if q.api}  # the one object's own methods
 
     class Bound:
         """Built from the spec's [implementation] table (see `model.binding`)."""
@@ -1235,7 +1235,7 @@ def bound_class(binding: Binding, spec: Spec, target: Callable[..., Any]) -> typ
             return f"with contextlib.suppress({passed}): {line}" if call.reraises else line
 
         def __getattr__(self, name: str) -> Any:
-            if not name.startswith("_") and name in fleet_queries and binding.instances != "each":
+            if not name.startswith("_") and name in queries and binding.instances != "each":
                 method = getattr(self._objects[0], name)  # the one object's own method
 
                 def query() -> Any:

@@ -166,6 +166,9 @@ class Pool:
         if up < self.quorum:
             raise NoQuorum(up)
         return up
+
+    def up_members(self):
+        return [i for i, state in enumerate(self.states) if state == "UP"]
 """
 
 BINDING = """
@@ -181,17 +184,20 @@ state = "states[i]"
 
 @pytest.mark.parametrize(
     ("bug", "diverges"),
-    [("", False), ("return up", True), ("if up < self.quorum:", True)],
+    [("", False), ("return up", True), ("if up < self.quorum:", True), ("up_members", True)],
 )
 def test_a_bound_class_answers_its_fleet_query(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], bug: str, diverges: bool
 ) -> None:
-    """A class bound with no adapter: the query is the one object's own method."""
+    """A class bound with no adapter: each query, of the fleet or of its shards, is the one
+    object's own method (a shard query was refused: 'the implementation has no up_members')."""
     spec = tmp_path / "pool.toml"
-    spec.write_text(POOL.replace("QUERIES", FLEET.split("\n")[1]) + BINDING)
+    spec.write_text(POOL.replace("QUERIES", FLEET) + BINDING)
     source = POOL_CLASS
     if bug == "return up":
-        source = source.replace("        return up", "        return up + 1")
+        source = source.replace("        return up\n", "        return up + 1\n")
+    elif bug == "up_members":
+        source = source.replace('if state == "UP"]', 'if state == "UP"][:1]')
     elif bug:
         source = source.replace(bug, "if up <= self.quorum:")
     (tmp_path / "pool_impl.py").write_text(source)
@@ -199,7 +205,7 @@ def test_a_bound_class_answers_its_fleet_query(
     out = capsys.readouterr().out
     assert code == (1 if diverges else 0), out
     if diverges:
-        assert "check_quorum(): model " in out, out
+        assert f"{'up_members' if bug == 'up_members' else 'check_quorum'}(): model " in out, out
 
 
 def test_a_fleet_query_of_one_object_per_instance_is_refused(

@@ -132,7 +132,7 @@ class Implementation:
         for query in spec.queries.values():
             if query.api and not callable(getattr(instance, query.api, None)):
                 why = f"the implementation has no {query.api} (needed by query {query.name})"
-                if query.fleet and spec.binding is not None and spec.binding.instances == "each":
+                if spec.binding is not None and spec.binding.instances == "each":
                     why += ': a query over every instance is a method of one object (instances = "indexed")'
                 missing.append(why)
         problems = getattr(instance, "binding_problems", None)
