@@ -396,6 +396,9 @@ def _name(node: ast.Name, scope: Scope) -> ir.Expr:
                 else ""
             ),
         )
+    python = {"true": "True", "false": "False", "none": "None", "null": "None", "nil": "None"}.get(name)
+    if python is not None:  # TOML's spelling inside an expression, which is Python
+        raise scope.fail(node, f"unknown name {name!r}: expressions are Python, write {python}")
     raise scope.fail(node, f"unknown name {name!r}{did_you_mean(name, scope.all_names())}")
 
 
@@ -430,7 +433,11 @@ def _attribute(node: ast.Attribute, scope: Scope) -> ir.Expr:
             node, f"{base}.{attr}: before and after are read in a step property (around a call); here read {attr}"
         )
     if base == "old" and base not in scope.snapshots:
-        raise scope.fail(node, f"old.{attr}: old (the record before the call) is read in a history block only")
+        raise scope.fail(
+            node,
+            f"old.{attr}: old (the record before the call) is read where the call has run: a history block, "
+            f"an event's returns and a raises entry's `after`; here read {attr} (the record as the call begins)",
+        )
     allowed = ["args"] if scope.args is not None else []
     allowed += sorted(scope.snapshots) + sorted(scope.shard_vars)
     hint = f" (here: {', '.join(allowed)})" if allowed else ""

@@ -181,3 +181,34 @@ def test_conform_compares_the_outcome_and_the_state_it_left(
     out = capsys.readouterr().out
     if code:
         assert "exception raised: model Tripped, implementation None" in out, out
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        (
+            '{ when = "state == OPEN", error = "Refused" }',
+            '{ when = "old.state == OPEN", error = "Refused" }',
+            "old (the record before the call) is read where the call has run: a history block, an event's returns "
+            "and a raises entry's `after`",
+        ),
+        ("failures = failures + 1", "failures = failures + 1\nif true:\n    pass", "unknown name 'true': expressions"),
+    ],
+)
+def test_wrong_words_get_what_to_write(old: str, new: str, message: str) -> None:
+    """Two messages a trial found wrong or bare: `old.` in a `when` entry said it is read "in a
+    history block only" (returns and `after` read it too); TOML's `true` in a block said only
+    `unknown name 'true'`."""
+    with pytest.raises(SpecError) as caught:
+        _spec(SPEC.replace(old, new))
+    assert message in str(caught.value), str(caught.value)
+
+
+def test_a_misspelt_error_name_is_named_as_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`error = "Trippd"` where the class raises Tripped: a divergence (what the spec says is
+    not what the class does) that says the spec more likely misspells it."""
+    (tmp_path / "breaker.toml").write_text(SPEC.replace('error = "Tripped"', 'error = "Trippd"'))
+    (tmp_path / "breaker.py").write_text(CLASS)
+    assert main(["conform", str(tmp_path / "breaker.toml"), "--no-policies", "--no-counterexamples"]) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert "(the spec's raises names Trippd, the class raised Tripped: a misspelt error in the spec?" in out, out

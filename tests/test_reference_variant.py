@@ -176,3 +176,37 @@ def test_declared_a_class_that_does_the_other_variant_fails_ci(tmp_path: Path) -
     head = run.stdout.split("\n\n", 1)[0]
     assert "diverges from the model of 'library' at call 2 of 2, excluded(0)" in head, head
     assert "[XPASS(strict)] the implementation is meant to be library ([spec] reference_variant)" in head, head
+
+
+def test_a_test_failing_on_the_way_names_its_trace_not_a_break(tmp_path: Path) -> None:
+    """A class that counts a failure twice fails the counterexample test of another property
+    at its first step. The failure led with that property's message, as if it had broken (a
+    queue's test of stale receipts failed so for a visibility bug: message-queue trial); it now
+    says the class left the property's trace, on the first line that ci and pytest quote."""
+    spec = _project(tmp_path, "", WANTED)
+    (tmp_path / "spec" / "meter.py").write_text(
+        CLASS.replace("EXCLUDED", WANTED).replace("self.failures += 1", "self.failures += 2")
+    )
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "generated_tests/test_excluded_errors_keep_the_count.py",
+            "--ledger-impl",
+            f"{spec.parent / 'meter.py'}:Meter",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in os.environ.items() if not k.startswith("PYTEST")},
+        timeout=300,
+    )
+    assert run.returncode == 1, run.stdout
+    assert "the implementation does not do what wanted does, on the trace of excluded_errors_keep_the_count (" in (
+        run.stdout
+    ), run.stdout
+    assert "excluded_errors_keep_the_count: " not in run.stdout, run.stdout

@@ -147,6 +147,7 @@ def report(checker: Conformance, divergence: Divergence, variant: str, width: in
         )
     lines += [f"  {d}" for d in divergence.differences]
     lines += _unmapped(checker, divergence)
+    lines += _misspelt_error(divergence)
     found = divergence.found_by or script.source
     if divergence.original_calls and divergence.original_calls != len(script.calls):
         found += f"; shrunk from {divergence.original_calls} to {len(script.calls)} calls"
@@ -276,6 +277,25 @@ def _unmapped(checker: Conformance, divergence: Divergence) -> list[str]:
             f"  ({name} is a {enum}, and the class shows {cell(difference.impl)}, no member of it: map its values "
             f"in [implementation.fields], {name} = {{ read = ..., values = {{ {members[0]} = ..., ... }} }})"
         )
+    return out
+
+
+def _misspelt_error(divergence: Divergence) -> list[str]:
+    """The spec's error and the class's, names a letter or two apart (`ReceiptExpird`,
+    `ReceiptExpired`): the spec misspells it, more likely than the class raises another."""
+    from ledgercheck.model.errors import did_you_mean
+
+    out = []
+    for difference in divergence.differences:
+        expected, raised = difference.model, difference.impl
+        if difference.key != ("raised",) or not isinstance(expected, str) or not isinstance(raised, str):
+            continue
+        name = raised.split(":", 1)[0]
+        if name != expected and did_you_mean(expected, [name]):
+            out.append(
+                f"  (the spec's raises names {expected}, the class raised {name}: a misspelt error in the spec? "
+                "It names the class's exception, or one of its bases)"
+            )
     return out
 
 

@@ -108,20 +108,27 @@ class LedgerCheck:
             self.shadow = api.Ledger(shard_count=shards, policy=api.Policy(**policy), clock=clock, echo=False)
 
     def _fail(self, message: str, broke: bool = False) -> NoReturn:
-        """Fail the test. A test about its property (a counterexample's) leads with the
-        property's message: the ledger left the trace that broke it, or broke it. A test that
-        only watches the property leads with the variant it pins down, and names the property
-        only if the monitor saw it broken (`broke`, or a violation recorded so far)."""
+        """Fail the test. Broken, the property leads (`name: message`). A test about its
+        property (a counterexample's) the ledger left before the property was judged says so,
+        and names the trace's property (`... does not do what fixed does, on the trace of
+        name (message)`). A test that only watches the property leads with the variant it pins
+        down, and names the property only if the monitor saw it broken (`broke`, or a
+        violation recorded so far)."""
         lead = f"{self.note}\n" if self.note else ""
-        if broke or self.about_property:
-            headline = f"{self.prop.name}: {self.prop.message}\n  {message}"
+        if self.model_of is None:
+            subject = f"the implementation does not do what {self.spec.variant} does"
+        elif self.model_of == self.spec.variant:
+            subject = f"the spec's model no longer does what {self.spec.variant} did when this test was generated"
         else:
-            if self.model_of is None:
-                subject = f"the implementation does not do what {self.spec.variant} does"
-            elif self.model_of == self.spec.variant:
-                subject = f"the spec's model no longer does what {self.spec.variant} did when this test was generated"
-            else:
-                subject = f"the model of {self.model_of} does not do what {self.spec.variant} does"
+            subject = f"the model of {self.model_of} does not do what {self.spec.variant} does"
+        if broke:
+            headline = f"{self.prop.name}: {self.prop.message}\n  {message}"
+        elif self.about_property:
+            # The trace of a counterexample, left before the property was judged: what the test
+            # is about, on the first line (pytest's short summary and ci quote it alone), and not
+            # as if the property had broken (a bug elsewhere on the way fails the test too).
+            headline = f"{subject}, on the trace of {self.prop.name} ({self.prop.message})\n  {message}"
+        else:
             headline = f"{subject}\n  {message}"
             if self.violation is not None:
                 headline += f"\n  meanwhile {self.prop.name}: {self.prop.message}\n  {self.violation}"
