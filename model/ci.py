@@ -43,6 +43,8 @@ if TYPE_CHECKING:
     from ledgercheck.codegen.gate import Verdicts
 
 PASSED, FAILED, UNDECIDED, SKIPPED = "passed", "FAILED", "UNDECIDED", "skipped"
+NOTE = "NOTE"
+"""A summary line that explains the failure above it, and is not one itself."""
 BAD_INPUT = "BAD INPUT"
 """A step that judged nothing: what it was given was refused (conform refused the binding)."""
 
@@ -194,6 +196,7 @@ def ci_command(
             steps.append(Step(name, SKIPPED, why))
     order = ["verdicts", "generated tests up to date", "tests vs model", "tests vs implementation", "conformance"]
     steps.sort(key=lambda s: order.index(s.name))
+    _reference_note(spec_file, steps)
     if steps[0].status == FAILED:  # a mismatch: `gen` refuses, so stale tests are not "run gen" yet
         for step in steps:
             step.failures = [_not_yet(line) if STALE in line else line for line in step.failures]
@@ -517,6 +520,33 @@ def _test_failures(name: str, lines: list[str]) -> list[str]:
     return out
 
 
+def _reference_note(spec_file: SpecFile, steps: list[Step]) -> None:
+    """Where the tests against the implementation failed only in modules of properties the
+    reference variant is expected to violate, while conformance found it to be that variant:
+    the class may be meant to be it (a library with a known flaw), which the spec does not
+    say. A note on the failure, which stays one (undeclared, the tests of a fix fail on the
+    class with the bug, as they should)."""
+    from ledgercheck.model.spec import reference_reason, reference_variant
+
+    by_name = {s.name: s for s in steps}
+    tests, conformance = by_name.get("tests vs implementation"), by_name.get("conformance")
+    if spec_file.variant().declared_reference is not None or tests is None or conformance is None:
+        return
+    if tests.status != FAILED or conformance.status != PASSED:
+        return
+    reference = reference_variant(spec_file)
+    properties = spec_file.variant(reference).properties
+    violated = {name for name, prop in properties.items() if prop.expect.get(reference) == "violated"}
+    modules = [m.group(1) for line in tests.failures if (m := re.search(r"/test_(\w+)\.py: ", line))]
+    if not modules or not set(modules) <= violated:
+        return
+    tests.failures.append(
+        f"{NOTE}      these tests expect what another variant does of {', '.join(sorted(set(modules)))}; conformance "
+        f"found the class to be {reference!r} ({reference_reason(spec_file)}), which the spec expects to violate "
+        f"it: a class meant to be {reference!r} says so with [spec] reference_variant = {reference!r}"
+    )
+
+
 def _exit_code(steps: list[Step]) -> int:
     if any(s.status == FAILED for s in steps):
         return EXIT_MISMATCH
@@ -531,7 +561,8 @@ def _print(spec_file: SpecFile, steps: list[Step], code: int, seconds: float) ->
     spec_name = Path(spec_file.path).name
     verdict = {EXIT_OK: "PASSED", EXIT_MISMATCH: "FAILED", EXIT_UNKNOWN: "UNDECIDED", EXIT_BAD_INPUT: "BAD INPUT"}[code]
     failures = [line for s in steps for line in s.failures]
-    print(f"ledgercheck ci {spec_name}: {verdict}" + (f", {len(failures)} problem(s):" if failures else ""))
+    problems = sum(not line.startswith(NOTE) for line in failures)  # a note explains the line above it
+    print(f"ledgercheck ci {spec_name}: {verdict}" + (f", {problems} problem(s):" if failures else ""))
     for line in failures:
         print(f"  {line}")
     print()
