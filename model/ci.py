@@ -160,6 +160,7 @@ def ci_command(
     from ledgercheck.codegen.render import default_out_dir
 
     out_dir = Path(out) if out else default_out_dir(spec_file.path)
+    named_by_spec = impl is None
     if impl is None:  # the class the spec binds, as `conform` takes it by default
         from ledgercheck.model.conformance.implementation import spec_target
 
@@ -172,7 +173,7 @@ def ci_command(
     if reporter is None and progress is None:  # a log (CI): a line now and then, never minutes of silence
         say = Heartbeat(sys.stderr)
     try:
-        children = _start_children(impl, conform_depth, call_timeout, spec_file, out_dir)
+        children = _start_children(impl, conform_depth, call_timeout, spec_file, out_dir, named_by_spec)
         branches = _search_branches_beside(spec_file)
         verdict_step, verdicts = _verdicts(spec_file, reporter if reporter is not None else say)
         steps.append(verdict_step)
@@ -206,9 +207,16 @@ def ci_command(
 
 
 def _start_children(
-    target: str | None, conform_depth: int | None, call_timeout: float | None, spec_file: SpecFile, out_dir: Path
+    target: str | None,
+    conform_depth: int | None,
+    call_timeout: float | None,
+    spec_file: SpecFile,
+    out_dir: Path,
+    named_by_spec: bool = False,
 ) -> list[tuple[str, Subprocess]]:
-    """The generated tests (against the model; against --impl) and conformance, started now."""
+    """The generated tests (against the model; against --impl) and conformance, started now.
+    The spec's own target (`named_by_spec`) is conform's to find: a failure to load it then
+    names the spec's line, as `conform` alone does."""
     from ledgercheck.model.conformance.implementation import IMPORT_ROOT, import_root
 
     children: list[tuple[str, Subprocess]] = []
@@ -230,8 +238,7 @@ def _start_children(
             "-m",
             "ledgercheck.model.cli",
             "conform",
-            "--impl",
-            impl,
+            *([] if named_by_spec else ["--impl", impl]),
             str(Path(spec_file.path).resolve()),
             *limit,
         ]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ledgercheck.model.cli import main
-from ledgercheck.model.conformance.sources import RUN_REPEATS, run_scripts
+from ledgercheck.model.conformance.sources import RUN_CALLS, run_scripts
 from ledgercheck.model.spec import load_spec_text
 
 SPEC = """\
@@ -81,13 +81,14 @@ class Meter:
 def test_every_ordered_pair_of_calls_is_repeated() -> None:
     spec = load_spec_text(SPEC, "meter.toml").variant()
     scripts = run_scripts(spec, spec.default_policy(), seed=0)
+    repeats = RUN_CALLS // 2
     assert [s.source for s in scripts] == [
-        f"{a}, {b} repeated {RUN_REPEATS} times" for a in ("fail", "probe") for b in ("fail", "probe")
+        f"{a}, {b} repeated {repeats} times" for a in ("fail", "probe") for b in ("fail", "probe")
     ]
-    assert all(len(s.calls) == 2 * RUN_REPEATS and s.shards == 1 for s in scripts)
+    assert all(len(s.calls) == RUN_CALLS and s.shards == 1 for s in scripts)
 
 
-@pytest.mark.parametrize(("cap", "code"), [("10**9", 0), ("8", 1)])
+@pytest.mark.parametrize(("cap", "code"), [("10**9", 0), ("8", 1), ("32", 1)])
 def test_a_counter_that_stops_past_every_threshold_is_found(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], cap: str, code: int
 ) -> None:
@@ -97,10 +98,10 @@ def test_a_counter_that_stops_past_every_threshold_is_found(
     assert main([*args, "--random", "0", "--no-policies", "--no-branches"]) == code
     out = capsys.readouterr().out
     if code:
-        assert "failures: model 9, implementation 8" in out, out
+        assert f"failures: model {int(cap) + 1}, implementation {cap}" in out, out
         assert "found by a long run: fail, " in out, out
     else:
-        assert "runs             1 shard: every pair of calls repeated 12 times, 4 traces, 96 calls" in out, out
+        assert "runs             1 shard: every pair of calls repeated to 100 calls, 4 traces, 400 calls" in out, out
 
 
 CYCLE_SPEC = """\
@@ -186,7 +187,7 @@ class Breaker:
 """
 
 
-@pytest.mark.parametrize(("cap", "code"), [("10**9", 0), ("3", 1)])
+@pytest.mark.parametrize(("cap", "code"), [("10**9", 0), ("3", 1), ("20", 1)])
 def test_a_count_a_class_keeps_of_whole_cycles_is_found(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], cap: str, code: int
 ) -> None:
@@ -200,6 +201,6 @@ def test_a_count_a_class_keeps_of_whole_cycles_is_found(
     assert main([*args, "--random", "0", "--no-policies", "--no-counterexamples"]) == code
     out = capsys.readouterr().out
     if code:
-        assert "(found by a long run: the trace to branch" in out and "repeated 12 times" in out, out
+        assert "(found by a long run: the trace to branch" in out and "repeated 33 times" in out, out
     else:
         assert "every pair of calls and every trace to a branch (" in out, out

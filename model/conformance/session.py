@@ -25,7 +25,7 @@ from ledgercheck.model.conformance.defaults import (
 from ledgercheck.model.conformance.divergence import Divergence
 from ledgercheck.model.conformance.enumeration import Enumeration
 from ledgercheck.model.conformance.sources import (
-    RUN_REPEATS,
+    RUN_CALLS,
     branch_scripts,
     counterexample_scripts,
     known_counterexample_scripts,
@@ -49,9 +49,9 @@ def policy_note(where: str) -> str:
     """What a divergence found only at another policy than the one asked means (`where`: that
     policy, as the output names it)."""
     return (
-        f"these calls agree at the policy asked: at {where}, which the spec allows, the class or the spec's "
-        "model of it is wrong: a field the class starts at a policy constant can start there in the spec too "
-        '(initial = "constant"), or the constants\' min and max can be narrowed to what the model covers'
+        f"these calls agree at the policy asked, not at {where}, which the spec allows: the class is wrong "
+        "there, or the spec's model of it is (a field the class starts at a policy constant starts there in "
+        'the spec too: initial = "constant")'
     )
 
 
@@ -310,7 +310,7 @@ def check(
         return summary
     repeated = f" and every trace to a branch ({len(cycles)})" if cycles else ""
     say(
-        f"  runs             1 shard: every pair of calls{repeated} repeated {RUN_REPEATS} times, {len(scripts)} "
+        f"  runs             1 shard: every pair of calls{repeated} repeated to {RUN_CALLS} calls, {len(scripts)} "
         f"traces, {sum(len(s.calls) for s in scripts)} calls ({time.monotonic() - start:.1f} s)"
     )
     largest, smallest = spec.largest_policy(), spec.smallest_policy()

@@ -151,9 +151,12 @@ def _random_call(
 
 # --- long runs ------------------------------------------------------------------------------
 
-RUN_REPEATS = 12
-"""How many times `run_scripts` repeats each pair of calls: 24 calls, past the enumeration's
-depth (a counter a class stops at 8 shows at the ninth increment)."""
+RUN_CALLS = 100
+"""How long each trace of `run_scripts` is, in calls: its pattern repeated to that length, far
+past the enumeration's depth (a counter a class stops at 8, 12 or 32; a fourth redrive)."""
+CYCLE_REPEATS = 33
+"""How many times `run_scripts` makes a trace to a branch at least, however long it is (a
+redrive a class stops resetting after 20 or 32, eight calls a cycle)."""
 
 
 def run_scripts(
@@ -161,15 +164,16 @@ def run_scripts(
     policy: Mapping[str, int],
     seed: int,
     cycles: Sequence[Script] = (),
-    repeats: int = RUN_REPEATS,
+    length: int = RUN_CALLS,
 ) -> list[Script]:
     """For every ordered pair of the spec's events (and ticks, with a `[clock]`), one trace on
-    one instance that makes the two calls `repeats` times over, the arguments drawn once
-    (seeded): counters pushed far past any threshold, as neither the enumeration (a few calls
-    deep) nor a random trace (which rarely repeats one pattern fifteen times) does. Then each
-    of `cycles` (the traces to the spec's branches) made `repeats` times over: a cycle through
-    the states (dead-letter, then redrive) that a class keeps a hidden count of, capped at 3,
-    while the model is back where it started (the enumeration merges it away)."""
+    one instance that makes the two calls over and over, `length` calls in all, the arguments
+    drawn once (seeded): counters pushed far past any threshold, as neither the enumeration (a
+    few calls deep) nor a random trace (which rarely repeats one pattern fifteen times) does.
+    Then each of `cycles` (the traces to the spec's branches) made over and over to `length`
+    calls, and CYCLE_REPEATS times at least: a cycle through the states (dead-letter, then
+    redrive) that a class keeps a hidden count of, capped, while the model is back where it
+    started (the enumeration merges it away)."""
     rng = random.Random(f"ledgercheck-conform-runs:{seed}")
     model = model_implementation(spec).build(1, policy, echo=False)
     enums = {name: decl.members for name, decl in spec.enums.items()}
@@ -180,16 +184,13 @@ def run_scripts(
         spec_ints = functools.partial(ints.at, event.name, store=model.variables(), shard=0)
         steps.append(LedgerCall(event.name, 0, _random_args(rng, event, 0, fresh, enums, spec_ints)))
     steps += clock_ticks(spec, {**spec.default_policy(), **policy})
-    pairs = [
-        Script(f"{first.event}, {second.event} repeated {repeats} times", 1, (first, second) * repeats)
-        for first in steps
-        for second in steps
-    ]
-    return pairs + [
-        Script(f"{cycle.source} repeated {repeats} times", cycle.shards, cycle.calls * repeats)
-        for cycle in cycles
-        if cycle.calls
-    ]
+    patterns = [(f"{first.event}, {second.event}", 1, (first, second), 1) for first in steps for second in steps]
+    patterns += [(cycle.source, cycle.shards, cycle.calls, CYCLE_REPEATS) for cycle in cycles if cycle.calls]
+    scripts = []
+    for source, shards, calls, least in patterns:
+        repeats = max(least, -(-length // len(calls)))
+        scripts.append(Script(f"{source} repeated {repeats} times", shards, calls * repeats))
+    return scripts
 
 
 # --- a trace to every branch ----------------------------------------------------------------
