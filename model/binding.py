@@ -1204,6 +1204,17 @@ def bound_class(binding: Binding, spec: Spec, target: Callable[..., Any]) -> typ
             return lines
 
         @staticmethod
+        def read_code(field: str, index: int, shard_count: int, policy: Mapping[str, Any]) -> str | None:
+            """A field's read on the user's object, as the binding reads it
+            (`queue.messages[0].receive_count`); None for a field it does not observe."""
+            read = binding.fields.get(field)
+            if read is None or read.read is None or not 0 <= index < shard_count:
+                return None
+            obj = Bound.objects(shard_count)[index if binding.instances == "each" else 0]
+            names = {INDEX: index, **dict.fromkeys(index_names, index), **policy}
+            return render(read.read, obj, names, from_module)
+
+        @staticmethod
         def objects(shard_count: int) -> list[str]:
             """The variables of the objects a reproducer builds: one, or one per instance."""
             name = variable(target_name)

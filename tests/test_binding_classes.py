@@ -305,16 +305,20 @@ def test_the_reproducer_builds_and_calls_the_user_s_class(tmp_path, capsys, monk
     code, out = _conform(capsys, spec, target, "--no-counterexamples")
     assert code == 1, out
     reproducer = out.split("reproduce:\n", 1)[1]
-    assert textwrap.dedent(reproducer).splitlines() == [
+    lines = textwrap.dedent(reproducer).splitlines()
+    assert lines == [
+        f"import sys; sys.path.insert(0, {str(tmp_path)!r})  # the class's folder",
         f"from jobtable import JobTable  # {tmp_path / 'jobtable.py'}",
         "job_table = JobTable(n=1, max_attempts=2)",
         "job_table.lease(0)",
         "job_table.finish(0, 0)",
+        *lines[5:],
     ]
+    assert lines[5:] and all(line.startswith("print(job_table.") and "# the model: " in line for line in lines[5:])
     namespace: dict[str, Any] = {}
-    monkeypatch.syspath_prepend(str(tmp_path))  # pasted into a session in the class's folder
-    exec(textwrap.dedent(reproducer), namespace)
+    exec(textwrap.dedent(reproducer), namespace)  # run from anywhere: it puts the class's folder first
     assert namespace["job_table"].job(0).state == "DONE"  # the divergence: the model ignores the stale epoch
+    capsys.readouterr()
 
 
 def test_a_binding_shown_in_a_reproducer_reads_as_the_call_it_makes():
@@ -436,7 +440,7 @@ def test_a_misspelt_target_names_its_line(tmp_path, capsys, monkeypatch):
 def test_the_reproducer_of_a_copy_of_an_installed_module_imports_the_copy(tmp_path):
     """A bug injected into a copy of an installed library (`buggy/pybreaker.py`): the pasted
     reproducer imported the library itself and showed nothing. It now puts the copy's folder
-    first; a module of a name found nowhere else is imported as it was."""
+    first, as for any file (a script's own folder is where Python looks, not the shell's)."""
     from ledgercheck.model.conformance.divergence import _class_import
 
     copy = tmp_path / "json.py"  # a name the standard library has
@@ -448,4 +452,7 @@ def test_the_reproducer_of_a_copy_of_an_installed_module_imports_the_copy(tmp_pa
     ]
     alone = tmp_path / "nowhere_else_4711.py"
     alone.write_text("class Ledger:\n    pass\n")
-    assert _class_import(f"{alone}:Ledger") == [f"from nowhere_else_4711 import Ledger  # {alone}"]
+    assert _class_import(f"{alone}:Ledger") == [
+        f"import sys; sys.path.insert(0, {str(tmp_path)!r})  # the class's folder",
+        f"from nowhere_else_4711 import Ledger  # {alone}",
+    ]

@@ -105,7 +105,7 @@ def test_conform_names_the_call_that_does_not_return(bucket: tuple[Path, str]) -
     assert code == 3, out
     assert "did not return within 0.5 s (--call-timeout) from the calls take(0), take(0), take(0) on 1 instance" in out
     assert "budget" not in out
-    assert "reproduce:\n  from spinning import Bucket" in out
+    assert "reproduce:\n  import sys; sys.path.insert(0, " in out and "\n  from spinning import Bucket" in out
     assert out.rstrip().endswith("bucket.take(0)")
 
 

@@ -212,3 +212,27 @@ def test_a_misspelt_error_name_is_named_as_one(tmp_path: Path, capsys: pytest.Ca
     assert main(["conform", str(tmp_path / "breaker.toml"), "--no-policies", "--no-counterexamples"]) == 1
     out = " ".join(capsys.readouterr().out.split())
     assert "(the spec's raises names Trippd, the class raised Tripped: a misspelt error in the spec?" in out, out
+
+
+def test_the_reproducer_runs_past_a_raise_and_prints_what_differs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A reproducer stopped at the first call the spec says raises (Tripped), before the bug,
+    and printed nothing, and imported its class only when run from the class's own folder
+    (message-queue recheck). Run as a script from elsewhere, it now shows the divergence."""
+    import subprocess
+    import sys
+
+    (tmp_path / "breaker.toml").write_text(SPEC)
+    wrong = '    def reset(self, i):\n        self.failures = 1 if self.state == "OPEN" else 0'
+    (tmp_path / "breaker.py").write_text(CLASS.replace("    def reset(self, i):\n        self.failures = 0", wrong))
+    assert main(["conform", str(tmp_path / "breaker.toml"), "--no-policies", "--no-counterexamples"]) == 1
+    out = capsys.readouterr().out
+    script = "\n".join(line[2:] for line in out.split("reproduce:\n", 1)[1].splitlines())
+    assert "with contextlib.suppress(Exception): breaker.fail(0)  # raises Tripped, as the spec says" in script, script
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "repro.py").write_text(script + "\n")
+    run = subprocess.run([sys.executable, "repro.py"], cwd=tmp_path / "elsewhere", capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["1"], run.stdout  # the class's failures, where the model has 0
+    assert "print(breaker.failures)  # the model: 0" in script, script

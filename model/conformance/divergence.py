@@ -4,6 +4,7 @@ figure of the trace (one column per call) and a reproducer.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -176,17 +177,89 @@ def report(checker: Conformance, divergence: Divergence, variant: str, width: in
             )
     lines.append("")
     lines.append("reproduce:")
-    lines += [f"  {line}" for line in reproducer(checker, script)]
+    lines += [f"  {line}" for line in reproducer(checker, script, divergence.differences)]
     return "\n".join(lines)
 
 
-def reproducer(checker: Conformance, script: Script) -> list[str]:
+def reproducer(checker: Conformance, script: Script, differences: Sequence[Difference] = ()) -> list[str]:
     """The trace as Python a user can paste: a class of the ledger's shape built and called
     through its API; a class bound by the spec's `[implementation]` built and called as the
-    binding does it (`job_table = JobTable(n=1, max_attempts=3)`, `job_table.lease(0)`)."""
+    binding does it (`job_table = JobTable(n=1, max_attempts=3)`, `job_table.lease(0)`). A
+    call the spec says raises is made under `contextlib.suppress` (the script would stop
+    there), and what differs is printed at the end beside the model's value, so that running
+    it shows the divergence."""
     built = checker.impl.ledger_class
-    if callable(getattr(built, "construction_code", None)) and checker.spec.binding is not None:
-        return _class_import(checker.impl.label) + _bound_reproducer(checker, script, built)
+    bound = callable(getattr(built, "construction_code", None)) and checker.spec.binding is not None
+    lines = (
+        _class_import(checker.impl.label) + _bound_reproducer(checker, script, built)
+        if bound
+        else _ledger_reproducer(checker, script)
+    )
+    return _shown(checker, script, lines, differences, built if bound else None)
+
+
+def _shown(
+    checker: Conformance, script: Script, lines: list[str], differences: Sequence[Difference], bound: Any
+) -> list[str]:
+    """`lines` (imports and construction, then one line per call) with the calls the model
+    raises at suppressed, and a print of each value that differs after the last call."""
+    calls = len(script.calls)
+    head, body = lines[: len(lines) - calls], lines[len(lines) - calls :]
+    raised = _model_raised(checker, script)
+    about_raise = any(d.key == ("raised",) for d in differences)
+    suppressed = False
+    for number, (line, error) in enumerate(zip(body, raised, strict=True)):
+        last = number == calls - 1
+        if error is None or line.startswith("#") or (last and about_raise):
+            continue
+        call = line.split("): ", 1)[1] if line.startswith("with contextlib.suppress(") else line
+        body[number] = f"with contextlib.suppress(Exception): {call}  # raises {error}, as the spec says"
+        suppressed = True
+    if about_raise and body:
+        body[-1] += f"  # the model {'raises ' + raised[-1] if raised[-1] else 'returns'} here"
+    imports = ["import contextlib"] if suppressed and "import contextlib" not in head else []
+    prints = [shown for d in differences if (shown := _print_of(checker, script, d, bound)) is not None]
+    return imports + head + body + prints
+
+
+def _model_raised(checker: Conformance, script: Script) -> list[str | None]:
+    """What the model raised at each call of `script` (None: nothing; a tick: nothing)."""
+    model = checker.new_model(script.shards)
+    raised: list[str | None] = []
+    for call in script.calls:
+        if isinstance(call, Tick):
+            model.advance_time(call.units)
+            raised.append(None)
+        else:
+            raised.append(checker._call_model(model, call).raised)
+    return raised
+
+
+def _print_of(checker: Conformance, script: Script, difference: Difference, bound: Any) -> str | None:
+    """A line that prints one value that differs, the model's beside it; None where it is no
+    value one read shows (the exception raised, the log lines)."""
+    key, expected = difference.key, f"  # the model: {cell(difference.model)}"
+    if bound is not None:
+        if key[0] == "field":
+            read = bound.read_code(key[2], key[1], script.shards, checker.policy)
+            return f"print({read}){expected}" if read is not None else None
+        if key[0] == "query":
+            return f"print({bound.objects(script.shards)[0]}.{key[1]}()){expected}"
+        return None
+    if key[0] == "field":
+        return f"print(ledger.snapshot()[{key[1]}].{key[2]}){expected}"
+    if key[0] == "state_of":
+        return f"print(ledger.state_of({key[1]})){expected}"
+    if key[0] == "query":
+        return f"print(ledger.{key[1]}()){expected}"
+    if key[0] == "global":
+        return f"print(ledger.{key[1]}){expected}"
+    return None
+
+
+def _ledger_reproducer(checker: Conformance, script: Script) -> list[str]:
+    """A class of the ledger's shape: its policy object, the fleet, one line per call."""
+    built = checker.impl.ledger_class
     policy = checker.impl.policy_class
     lines = _class_import(checker.impl.label, policy.__name__ if policy is not None else None)
     policy_name = checker.impl.policy_class_name
@@ -216,12 +289,12 @@ def _class_import(label: str, policy: str | None = None) -> list[str]:
         return []
     names = name if policy is None else f"{name}, {policy}"
     if location.endswith(".py"):
+        # Its folder first on the path: a script's own folder is where Python looks, not the
+        # shell's; and a copy of an installed module must not import the module itself.
         stem = Path(location).stem
-        lines = [f"from {stem} import {names}  # {location}"]
-        if _found_elsewhere(stem, Path(location)):  # a copy of an installed module: this file first
-            folder = str(Path(location).resolve().parent)
-            lines.insert(0, f"import sys; sys.path.insert(0, {folder!r})  # not the installed {stem}")
-        return lines
+        folder = str(Path(location).resolve().parent)
+        why = f"not the installed {stem}" if _found_elsewhere(stem, Path(location)) else "the class's folder"
+        return [f"import sys; sys.path.insert(0, {folder!r})  # {why}", f"from {stem} import {names}  # {location}"]
     return [f"from {location} import {names}"]
 
 

@@ -184,7 +184,9 @@ def run_scripts(
         spec_ints = functools.partial(ints.at, event.name, store=model.variables(), shard=0)
         steps.append(LedgerCall(event.name, 0, _random_args(rng, event, 0, fresh, enums, spec_ints)))
     steps += clock_ticks(spec, {**spec.default_policy(), **policy})
-    patterns = [(f"{first.event}, {second.event}", 1, (first, second), 1) for first in steps for second in steps]
+    patterns: list[tuple[str, int, tuple[LedgerCall, ...], int]] = [
+        (f"{first.event}, {second.event}", 1, (first, second), 1) for first in steps for second in steps
+    ]
     patterns += [(cycle.source, cycle.shards, cycle.calls, CYCLE_REPEATS) for cycle in cycles if cycle.calls]
     scripts = []
     for source, shards, calls, least in patterns:
