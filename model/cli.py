@@ -503,6 +503,11 @@ def _conform_parser(subparsers: Any) -> None:
         "--no-counterexamples", action="store_true", help="skip the checker's counterexamples (the slowest source)"
     )
     parser.add_argument(
+        "--no-runs",
+        action="store_true",
+        help="skip the long runs (every pair of calls, and every trace to a branch, made over and over)",
+    )
+    parser.add_argument(
         "--no-branches",
         action="store_true",
         help="skip the shortest trace to every branch of the spec (the coverage search's, at the policy given)",

@@ -231,6 +231,7 @@ def _compare(work: _Work, write: Callable[[str, str], None], watch: Callable[[st
             seed=ns.seed,
             counterexamples=not ns.no_counterexamples,
             branches=not ns.no_branches,
+            runs=not ns.no_runs,
             policies=not ns.no_policies,
             cex_depth=ns.cex_depth,
             cex_traces=ns.cex_traces,

@@ -185,6 +185,7 @@ def check(
     seed: int = 0,
     counterexamples: bool = True,
     branches: bool = True,
+    runs: bool = True,
     policies: bool = True,
     cex_depth: int = COUNTEREXAMPLE_DEPTH,
     cex_traces: int = COUNTEREXAMPLE_TRACES,
@@ -302,17 +303,18 @@ def check(
     # The traces to the branches, searched once: repeated here (a cycle through the states,
     # redrive after dead-lettering, run twelve times), then followed as they are below.
     at_policy = branch_scripts(spec_file, spec, conformance.policy) if branches else None
-    cycles = at_policy[0] if at_policy is not None else []
-    scripts = run_scripts(spec, conformance.policy, seed, cycles)
-    found = scripts_diverge(scripts, "a long run")
-    if found is not None:
-        summary.divergence = found
-        return summary
-    repeated = f" and every trace to a branch ({len(cycles)})" if cycles else ""
-    say(
-        f"  runs             1 shard: every pair of calls{repeated} repeated to {RUN_CALLS} calls, {len(scripts)} "
-        f"traces, {sum(len(s.calls) for s in scripts)} calls ({time.monotonic() - start:.1f} s)"
-    )
+    if runs:
+        cycles = at_policy[0] if at_policy is not None else []
+        scripts = run_scripts(spec, conformance.policy, seed, cycles)
+        found = scripts_diverge(scripts, "a long run")
+        if found is not None:
+            summary.divergence = found
+            return summary
+        repeated = f" and every trace to a branch ({len(cycles)})" if cycles else ""
+        say(
+            f"  runs             1 shard: every pair of calls{repeated} repeated to {RUN_CALLS} calls, "
+            f"{len(scripts)} traces, {sum(len(s.calls) for s in scripts)} calls ({time.monotonic() - start:.1f} s)"
+        )
     largest, smallest = spec.largest_policy(), spec.smallest_policy()
     if branches:
         # At the policy asked, and where none was asked at the largest policy the spec allows
