@@ -558,3 +558,24 @@ def test_a_call_that_changes_only_an_unobserved_field_is_not_reused(
     code = main(["conform", "lease.toml", "--depth", "5", "--random", "0", "--no-policies", "--no-counterexamples"])
     out = capsys.readouterr()
     assert code == 0, out.out + out.err
+
+
+def test_a_timeout_capped_below_the_largest_policy_is_walked_to(
+    tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ttl the class caps at 4 where the spec allows 5: the lease expires one tick early at
+    ttl = 5 only. The branch traces jump the whole ttl at once and the enumeration at other
+    policies is 4 calls deep: it passed conform (a `transitions` job's timeout, new-user trial).
+    Ticking one unit at a time after each branch trace, calling each event, meets it."""
+    from ledgercheck.model.cli import main
+
+    capped = LEASING.replace("monotonic() - self.since >= self.ttl", "monotonic() - self.since >= min(self.ttl, 4)")
+    (tmp_path / "lease.toml").write_text(LEASE, encoding="utf-8")
+    (tmp_path / "leasing.py").write_text(capped, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    quick = ["--random", "0", "--no-counterexamples", "--no-policies"]
+    assert main(["conform", "lease.toml", *quick]) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert "found by a walk of the clock at the largest policy (ttl=5)" in out, out
+    assert main(["conform", "lease.toml", *quick, "--no-runs"]) == 0  # what the walk adds
+    capsys.readouterr()

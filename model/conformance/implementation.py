@@ -43,12 +43,15 @@ def fixed_clock() -> float:
 class ManualClock:
     """The clock conformance and the generated tests hold: it reads 0 until a tick step
     moves it on (`advance`), in the spec's `[clock]` unit. The model and the implementation
-    are handed the same one (the implementation through the binding's `drive`)."""
+    are handed the same one (the implementation through the binding's `drive`). It reads
+    whole units, an int: a class that shows how long it has waited (`clock() - started`)
+    shows it as the spec's timer counts it (a float clock made a correct class's 0.0 differ
+    from the model's 0, and the timer could not be compared)."""
 
     def __init__(self) -> None:
-        self.now = 0.0
+        self.now = 0
 
-    def __call__(self) -> float:
+    def __call__(self) -> int:
         return self.now
 
     def advance(self, units: int) -> None:

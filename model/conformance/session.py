@@ -32,6 +32,7 @@ from ledgercheck.model.conformance.sources import (
     other_policies,
     random_scripts,
     run_scripts,
+    tick_runs,
 )
 from ledgercheck.model.executor import Beside, ExecutorConfig
 from ledgercheck.model.spec import SpecFile, plural, policy_text
@@ -337,6 +338,18 @@ def check(
                 f"  branches         1 shard{at}: {len(scripts)} traces to the {reached} of {total} branches "
                 f"the coverage search reaches, {calls} calls ({time.monotonic() - start:.1f} s)"
             )
+            walked = tick_runs(spec, checker.policy, scripts, seed) if runs else []
+            if walked:
+                start = time.monotonic()
+                found = scripts_diverge(walked, f"a walk of the clock{at}", checker)
+                if found is not None:
+                    summary.divergence, summary.checker = found, checker
+                    return summary
+                say(
+                    f"  ticks            1 shard{at}: after every trace to a branch, a tick and a call repeated to "
+                    f"{RUN_CALLS} calls, {len(walked)} traces, {sum(len(s.calls) for s in walked)} calls "
+                    f"({time.monotonic() - start:.1f} s)"
+                )
             if checker is not conformance:
                 conformance.traces += checker.traces
                 conformance.calls_compared += checker.calls_compared

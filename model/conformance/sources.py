@@ -195,6 +195,42 @@ def run_scripts(
     return scripts
 
 
+def tick_runs(
+    spec: Spec, policy: Mapping[str, int], traces: Sequence[Script], seed: int, length: int = RUN_CALLS
+) -> list[Script]:
+    """With a `[clock]`: after each of `traces` (the traces to the spec's branches), each tick
+    and each event in turn, one unit of time at a time, `length` calls more: every timer
+    walked past every boundary a policy sets (a timeout a class caps at 4 differs at 4 ticks
+    where the policy says 5; the branch traces jump the whole timeout at once)."""
+    ticks = clock_ticks(spec, {**spec.default_policy(), **policy})
+    if not ticks:
+        return []
+    rng = random.Random(f"ledgercheck-conform-ticks:{seed}")
+    model = model_implementation(spec).build(1, policy, echo=False)
+    enums = {name: decl.members for name, decl in spec.enums.items()}
+    ints = IntValues(spec, {**spec.default_policy(), **policy})
+    fresh = iter(range(10**9))
+    events = []
+    for event in spec.events.values():
+        spec_ints = functools.partial(ints.at, event.name, store=model.variables(), shard=0)
+        events.append(LedgerCall(event.name, 0, _random_args(rng, event, 0, fresh, enums, spec_ints)))
+    repeats = max(1, length // 2)
+    return [
+        Script(
+            f"{trace.source}, then {tick.event}, {event.event} repeated {repeats} times",
+            1,
+            (
+                *trace.calls,
+                *((tick, event) * repeats),
+            ),
+        )
+        for trace in [Script("the start", 1, ()), *traces]
+        if trace.shards == 1
+        for tick in ticks
+        for event in events
+    ]
+
+
 # --- a trace to every branch ----------------------------------------------------------------
 
 
