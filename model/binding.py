@@ -1026,6 +1026,8 @@ def bound_class(binding: Binding, spec: Spec, target: Callable[..., Any]) -> typ
         imports = [f"from {_user_module_name(home)} import {', '.join(sorted(from_module))}", *imports]
 
     queries = {q.api for q in spec.queries.values() if q.api}  # the one object's own methods
+    # One object per instance: a shard query is each object's own predicate (`may_start()`).
+    per_object = {q.api for q in spec.queries.values() if q.api and not q.fleet}
 
     class Bound:
         """Built from the spec's [implementation] table (see `model.binding`)."""
@@ -1254,6 +1256,14 @@ def bound_class(binding: Binding, spec: Spec, target: Callable[..., Any]) -> typ
                         return method()
 
                 return query
+            if not name.startswith("_") and name in per_object and binding.instances == "each":
+                predicates = [getattr(obj, name) for obj in self._objects]
+
+                def holding() -> list[int]:
+                    with _reading(self._clock):
+                        return [index for index, predicate in enumerate(predicates) if predicate()]
+
+                return holding
             if name.startswith("_") or name not in spec.events:
                 raise AttributeError(name)
             return self._event(spec.events[name])

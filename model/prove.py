@@ -469,6 +469,9 @@ def prove_command(
             payload.append(data)
         print(json.dumps(payload, indent=2, default=str))
     else:
+        fixed = next((r.policy for r in results if r.policy), None)
+        if fixed:  # a PROVED line is a proof at this policy only: say which, and how to prove them all
+            print(f"at {policy_text(fixed)} (--symbolic-policy: at every policy the spec allows)")
         for result in results:
             print(_line(result, verbose))
         for result in results:

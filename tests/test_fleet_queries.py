@@ -218,4 +218,41 @@ def test_a_fleet_query_of_one_object_per_instance_is_refused(
     spec.write_text(POOL.replace("QUERIES", FLEET.split("\n")[1]) + binding.replace("states[i]", "states[0]"))
     (tmp_path / "pool_impl.py").write_text(POOL_CLASS)
     assert main(["conform", "--no-policies", str(spec)]) == 2
-    assert 'a query over every instance is a method of one object (instances = "indexed")' in capsys.readouterr().err
+    assert (
+        'query quorate: with instances = "each", a query over the whole fleet has no one object to ask check_quorum()'
+        in capsys.readouterr().err
+    )
+
+
+MEMBER = """\
+class Member:
+    def __init__(self):
+        self.state = "UP"
+
+    def fail(self):
+        self.state = "DOWN"
+
+    def heal(self):
+        self.state = "UP"
+
+    def is_up(self):
+        return self.state == "UP"
+"""
+
+
+@pytest.mark.parametrize(("bug", "code"), [(False, 0), (True, 1)])
+def test_one_object_per_instance_answers_a_shard_query_with_its_own_predicate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], bug: bool, code: int
+) -> None:
+    """`instances = "each"` and a shard query `api = "is_up"`: each object's `is_up()` says
+    whether its instance is in the set (a `transitions` model's `may_start()`, `is_running()`).
+    It was refused: 'the implementation has no is_up' while every object had it."""
+    spec = tmp_path / "pool.toml"
+    binding = '\n[implementation]\ntarget = "member.py:Member"\ninstances = "each"\n'
+    spec.write_text(POOL.replace("QUERIES", 'up = { when = "state == UP", api = "is_up" }') + binding)
+    source = MEMBER.replace('return self.state == "UP"', "return True") if bug else MEMBER
+    (tmp_path / "member.py").write_text(source)
+    assert main(["conform", "--no-policies", str(spec)]) == code
+    out = capsys.readouterr().out
+    if bug:
+        assert "is_up(): model (), implementation (0,)" in out, out  # shrunk to one shard

@@ -186,3 +186,18 @@ def test_diff_never_reads_an_undecided_query_as_no_difference(spec_file, monkeyp
         pytest.raises(budget.BudgetExhausted, match="at depth 1; no difference up to depth 0"),
     ):
         diff.shortest_difference(a, a, "ledger", 2, a.default_policy(), 4)
+
+
+def test_a_proof_names_the_policy_it_holds_at(capsys) -> None:
+    """PROVED at the default policy read as proved outright (a property false at a larger
+    policy the spec allows: `transitions` trial); the output now says which policy first."""
+    from pathlib import Path
+
+    from ledgercheck.model.cli import main
+
+    spec = Path(__file__).resolve().parents[1] / "spec" / "examples" / "timed_breaker.toml"
+    assert main(["prove", str(spec), "--property", "refuses_while_open", "--environment", "ledger"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first == "at trip_after=3, reset_timeout=4 (--symbolic-policy: at every policy the spec allows)"
+    assert main(["prove", str(spec), "--property", "refuses_while_open", "--symbolic-policy"]) == 0
+    assert not capsys.readouterr().out.startswith("at ")

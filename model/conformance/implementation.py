@@ -135,8 +135,11 @@ class Implementation:
         for query in spec.queries.values():
             if query.api and not callable(getattr(instance, query.api, None)):
                 why = f"the implementation has no {query.api} (needed by query {query.name})"
-                if spec.binding is not None and spec.binding.instances == "each":
-                    why += ': a query over every instance is a method of one object (instances = "indexed")'
+                if spec.binding is not None and spec.binding.instances == "each" and query.fleet:
+                    why = (
+                        f'query {query.name}: with instances = "each", a query over the whole fleet has no one '
+                        f'object to ask {query.api}() of (instances = "indexed" builds one for every instance)'
+                    )
                 missing.append(why)
         problems = getattr(instance, "binding_problems", None)
         if spec.binding is not None and callable(problems):
