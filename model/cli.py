@@ -313,7 +313,9 @@ def build_parser(args: Sequence[str] | None = None) -> argparse.ArgumentParser:
         budget_options(),
         cache_option(),
     )
-    gen.add_argument("--out", default=None, help="output directory (default: generated_tests/)")
+    gen.add_argument(
+        "--out", default=None, help="output directory (default: generated_tests/ beside the spec's folder)"
+    )
     gen.add_argument("--check", action="store_true", help="change nothing; exit 1 with a diff on drift")
 
     prove = command(
@@ -418,7 +420,9 @@ def build_parser(args: Sequence[str] | None = None) -> argparse.ArgumentParser:
     ci.add_argument(
         "--impl", default=None, metavar="TARGET", help="also test this implementation: module:Class or file.py:Class"
     )
-    ci.add_argument("--out", default=None, help="the generated tests' directory (default: generated_tests/)")
+    ci.add_argument(
+        "--out", default=None, help="the generated tests' folder (default: generated_tests/ beside the spec's folder)"
+    )
     ci.add_argument(
         "--conform-depth", type=int, default=None, metavar="D", help="conformance enumeration depth (conform's default)"
     )
@@ -506,6 +510,14 @@ def _conform_parser(subparsers: Any) -> None:
         "--no-runs",
         action="store_true",
         help="skip the long runs (every pair of calls, and every trace to a branch, made over and over)",
+    )
+    parser.add_argument(
+        "--run-calls",
+        type=int,
+        default=None,
+        metavar="N",
+        help="how long each long run is, in calls (default: the spec's [conform] run_calls, else 100); a class "
+        "that caps a counter at 256 needs more",
     )
     parser.add_argument(
         "--no-branches",

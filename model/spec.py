@@ -105,6 +105,7 @@ class ConformDefaults:
     random: int | None = None
     shards: int | None = None
     merge: str | None = None
+    run_calls: int | None = None
 
 
 MAX_SPEC_DEPTH = 64
@@ -1093,9 +1094,10 @@ class _Builder:
         if not table:
             return None
         keys: KeyPath = ("conform",)
-        self._check_keys(table, keys, ("depth", "random", "shards", "merge"))
+        self._check_keys(table, keys, ("depth", "random", "shards", "merge", "run_calls"))
         values: dict[str, Any] = {}
-        for name, low, high in (("depth", 0, 12), ("random", 0, 1_000_000), ("shards", 1, MAX_SHARDS)):
+        bounds = (("depth", 0, 12), ("random", 0, 1_000_000), ("shards", 1, MAX_SHARDS), ("run_calls", 2, 100_000))
+        for name, low, high in bounds:
             if name in table:
                 values[name] = self._int(table, name, keys)
                 if not low <= values[name] <= high:

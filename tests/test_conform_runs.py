@@ -204,3 +204,23 @@ def test_a_count_a_class_keeps_of_whole_cycles_is_found(
         assert "(found by a long run: the trace to branch" in out and "repeated 33 times" in out, out
     else:
         assert "every pair of calls and every trace to a branch (" in out, out
+
+
+def test_a_deeper_cap_needs_longer_runs_and_the_spec_can_ask_for_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A counter a class stops at 120 outlasts the default runs (100 calls); `--run-calls`, or
+    the spec's `[conform] run_calls` (which ci runs conform with), reaches it."""
+    (tmp_path / "meter.toml").write_text(SPEC)
+    (tmp_path / "meter.py").write_text(CLASS.replace("CAP", "120"))
+    args = ["conform", str(tmp_path / "meter.toml"), "--impl", f"{tmp_path / 'meter.py'}:Meter"]
+    quick = ["--random", "0", "--no-policies", "--no-branches", "--no-counterexamples"]
+    assert main([*args, *quick]) == 0
+    assert main([*args, *quick, "--run-calls", "200"]) == 1
+    capsys.readouterr()
+    (tmp_path / "meter.toml").write_text(SPEC + "\n[conform]\nrun_calls = 200\n")
+    assert main([*args, *quick]) == 1
+    assert "failures: model 121, implementation 120" in capsys.readouterr().out
+    (tmp_path / "meter.toml").write_text(SPEC + "\n[conform]\nrun_calls = 1\n")
+    assert main([*args, *quick]) == 2
+    assert "run_calls must be in [2, 100000]" in capsys.readouterr().err

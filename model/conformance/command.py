@@ -24,6 +24,7 @@ from ledgercheck.model.conformance.defaults import COUNTEREXAMPLE_DEPTH, DEFAULT
 from ledgercheck.model.conformance.implementation import ImplementationError, load_target, spec_target
 from ledgercheck.model.conformance.session import check
 from ledgercheck.model.conformance.sources import (
+    RUN_CALLS,
     default_cache,
     default_variant,
 )
@@ -39,7 +40,8 @@ from ledgercheck.model.spec import MAX_SHARDS, ConformDefaults, SpecFile, load_s
 
 
 def run(ns: argparse.Namespace) -> int:
-    for name, value, low in (("--depth", ns.depth, 0), ("--random", ns.random, 0), ("--cex-depth", ns.cex_depth, 0)):
+    bounds = (("--depth", ns.depth, 0), ("--random", ns.random, 0), ("--cex-depth", ns.cex_depth, 0))
+    for name, value, low in (*bounds, ("--run-calls", ns.run_calls, 2)):
         if value is not None and value < low:
             raise UsageError(f"{name} must be >= {low}")
     if ns.cex_traces < 1:
@@ -89,6 +91,7 @@ def _spec_defaults(ns: argparse.Namespace, given: ConformDefaults) -> None:
     ns.random = ns.random if ns.random is not None else given.random if given.random is not None else DEFAULT_RANDOM
     ns.shards = ns.shards if ns.shards is not None else given.shards
     ns.merge = ns.merge or given.merge or "ledger"
+    ns.run_calls = ns.run_calls if ns.run_calls is not None else given.run_calls or RUN_CALLS
 
 
 def _written(stream: str, text: str) -> None:
@@ -232,6 +235,7 @@ def _compare(work: _Work, write: Callable[[str, str], None], watch: Callable[[st
             counterexamples=not ns.no_counterexamples,
             branches=not ns.no_branches,
             runs=not ns.no_runs,
+            run_calls=ns.run_calls,
             policies=not ns.no_policies,
             cex_depth=ns.cex_depth,
             cex_traces=ns.cex_traces,

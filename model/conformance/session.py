@@ -187,6 +187,7 @@ def check(
     counterexamples: bool = True,
     branches: bool = True,
     runs: bool = True,
+    run_calls: int = RUN_CALLS,
     policies: bool = True,
     cex_depth: int = COUNTEREXAMPLE_DEPTH,
     cex_traces: int = COUNTEREXAMPLE_TRACES,
@@ -306,14 +307,14 @@ def check(
     at_policy = branch_scripts(spec_file, spec, conformance.policy) if branches else None
     if runs:
         cycles = at_policy[0] if at_policy is not None else []
-        scripts = run_scripts(spec, conformance.policy, seed, cycles)
+        scripts = run_scripts(spec, conformance.policy, seed, cycles, run_calls)
         found = scripts_diverge(scripts, "a long run")
         if found is not None:
             summary.divergence = found
             return summary
         repeated = f" and every trace to a branch ({len(cycles)})" if cycles else ""
         say(
-            f"  runs             1 shard: every pair of calls{repeated} repeated to {RUN_CALLS} calls, "
+            f"  runs             1 shard: every pair of calls{repeated} repeated to {run_calls} calls, "
             f"{len(scripts)} traces, {sum(len(s.calls) for s in scripts)} calls ({time.monotonic() - start:.1f} s)"
         )
     largest, smallest = spec.largest_policy(), spec.smallest_policy()
@@ -338,7 +339,7 @@ def check(
                 f"  branches         1 shard{at}: {len(scripts)} traces to the {reached} of {total} branches "
                 f"the coverage search reaches, {calls} calls ({time.monotonic() - start:.1f} s)"
             )
-            walked = tick_runs(spec, checker.policy, scripts, seed) if runs else []
+            walked = tick_runs(spec, checker.policy, scripts, seed, run_calls) if runs else []
             if walked:
                 start = time.monotonic()
                 found = scripts_diverge(walked, f"a walk of the clock{at}", checker)
@@ -347,7 +348,7 @@ def check(
                     return summary
                 say(
                     f"  ticks            1 shard{at}: after every trace to a branch, a tick and a call repeated to "
-                    f"{RUN_CALLS} calls, {len(walked)} traces, {sum(len(s.calls) for s in walked)} calls "
+                    f"{run_calls} calls, {len(walked)} traces, {sum(len(s.calls) for s in walked)} calls "
                     f"({time.monotonic() - start:.1f} s)"
                 )
             if checker is not conformance:
