@@ -59,6 +59,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import enum
+import functools
 import importlib
 import inspect
 import logging
@@ -287,7 +288,7 @@ class _Parser:
             target = self.string(table[form], (*keys, form))
             if not all(part.isidentifier() and not part.startswith("_") for part in target.split(".")):
                 raise self.fail((*keys, form), f"{form} must be a public Python name, not {target!r}")
-            if form != "logger" and "." in target:
+            if form == "param" and "." in target:
                 raise self.fail((*keys, form), f"{form} is a plain name, not {target!r}")
             skip = table.get("skip", 0)
             if not isinstance(skip, int) or isinstance(skip, bool) or not 0 <= skip <= 8:
@@ -1061,10 +1062,20 @@ def bound_class(binding: Binding, spec: Spec, target: Callable[..., Any]) -> typ
                 except Exception as exc:
                     raise self._not_built(kwargs, exc) from exc
                 for announcer, callback in callbacks:
-                    if announcer.form == "register":
-                        getattr(obj, announcer.target)(callback)
-                    elif announcer.form == "attribute":
-                        setattr(obj, announcer.target, callback)
+                    # `register = "machine.on_enter_failed"`: a method reached through attributes
+                    # (a `transitions` machine's per-state callbacks); `attribute` likewise.
+                    *path, last = announcer.target.split(".")
+                    try:
+                        owner = functools.reduce(getattr, path, obj)
+                        if announcer.form == "register":
+                            getattr(owner, last)(callback)
+                        elif announcer.form == "attribute":
+                            setattr(owner, last, callback)
+                    except AttributeError as exc:
+                        raise BindingError(
+                            f"{announcer.where}: notification {announcer.notification!r}: {announcer.form} "
+                            f"{announcer.target!r} cannot be followed on {type(obj).__name__}: {exc}"
+                        ) from None
             return obj
 
         @staticmethod

@@ -501,3 +501,95 @@ def test_a_log_line_placeholder_that_is_neither_a_parameter_nor_the_index_is_ref
         SpecError, match=r"\{indx\} is not a parameter of the notification, nor \{index\}.*did you mean 'index'"
     ):
         load_spec_text(bad, "breaker.toml")
+
+
+REGISTERED_SPEC = """\
+[spec]
+name = "reg"
+api_class = "Breaker"
+state_field = "state"
+default_shards = 1
+
+[enums.Mode]
+members = ["CLOSED", "OPEN"]
+
+[fields]
+state = { type = "Mode", initial = "CLOSED" }
+failures = { type = "int", initial = 0 }
+
+[notifications.opened]
+doc = "the breaker opened"
+
+[events.fail]
+call = "fail(i)"
+body = \"\"\"
+failures = failures + 1
+if failures >= 2 and state == CLOSED:
+    state = OPEN
+    emit.opened()
+\"\"\"
+
+[environments.ledger]
+any_call = true
+
+[properties.two_states]
+kind = "invariant"
+assert = "state == OPEN or state == CLOSED"
+expect = { base = "holds" }
+
+[implementation]
+target = "reg.py:Breaker"
+instances = "indexed"
+
+[implementation.fields]
+state = "state"
+failures = "failures"
+
+[implementation.notifications]
+opened = { register = "REGISTER" }
+"""
+
+REGISTERED_CLASS = """\
+class Machine:
+    def __init__(self):
+        self.entering = {}
+
+    def on_enter_open(self, callback):
+        self.entering.setdefault("open", []).append(callback)
+
+
+class Breaker:
+    def __init__(self):
+        self.machine = Machine()
+        self.state = "CLOSED"
+        self.failures = 0
+
+    def fail(self, i):
+        self.failures += 1
+        if self.failures >= 2 and self.state == "CLOSED":
+            self.state = "OPEN"
+            for callback in self.machine.entering.get("open", []):
+                CALL
+"""
+
+
+@pytest.mark.parametrize(
+    ("register", "call", "code", "said"),
+    [
+        ("machine.on_enter_open", "callback()", 0, "no divergence"),
+        ("machine.on_enter_open", "pass", 1, "notifications: model opened(), implementation -"),
+        ("machin.on_enter_open", "callback()", 2, "register 'machin.on_enter_open' cannot be followed on Breaker"),
+    ],
+)
+def test_a_callback_registered_through_an_attribute_is_heard(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], register: str, call: str, code: int, said: str
+) -> None:
+    """`register = "machine.on_enter_open"`: a `transitions` machine keeps its per-state
+    callbacks on the machine, not on the model; the binding refused a dotted name."""
+    from ledgercheck.model.cli import main
+
+    (tmp_path / "reg.toml").write_text(REGISTERED_SPEC.replace("REGISTER", register))
+    (tmp_path / "reg.py").write_text(REGISTERED_CLASS.replace("CALL", call))
+    assert main(["conform", str(tmp_path / "reg.toml"), "--no-policies"]) == code
+    out = capsys.readouterr()
+    assert said in out.out + out.err, out.out + out.err
