@@ -210,8 +210,11 @@ BAD = {
         "opened =",
         ("skip is for callbacks",),
     ),
-    "binding-dotted-param": Bad(
-        'closed = { attribute = "on_close" }', 'closed = { attribute = "hooks.on_close" }', "closed =", ("plain name",)
+    "binding-dotted-param": Bad(  # a constructor keyword (register and attribute may follow attributes)
+        'opened = [{ param = "on_open" }, { logger = "listener_breaker" }]',
+        'opened = [{ param = "hooks.on_open" }, { logger = "listener_breaker" }]',
+        "opened =",
+        ("plain name",),
     ),
     "binding-logger-without-text": Bad(
         'closed = { attribute = "on_close" }', 'closed = { logger = "listener_breaker" }', "closed =", ("has no text",)
