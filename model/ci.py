@@ -63,10 +63,10 @@ class Step:
 
 
 CHILD_GRACE = 10.0
-WAIT_TICK = 1.0
-"""Seconds between two reports of a child still running (a heartbeat prints few of them)."""
 """Seconds a child may run past the command's deadline: a `conform` child (given the time
 left as its own budget) stops within its grace period and naming time, then says why."""
+WAIT_TICK = 1.0
+"""Seconds between two reports of a child still running (a heartbeat prints few of them)."""
 
 
 @dataclass
@@ -169,13 +169,13 @@ def ci_command(
     steps: list[Step] = []
     started = time.monotonic()
     reporter = progress_for(progress)
-    say: Callable[[str], None] = reporter if reporter is not None else (lambda message: None)
-    if reporter is None and progress is None:  # a log (CI): a line now and then, never minutes of silence
-        say = Heartbeat(sys.stderr)
+    # a log (CI, neither option): a line now and then, never minutes of silence
+    heard: Callable[[str], None] | None = reporter or (Heartbeat(sys.stderr) if progress is None else None)
+    say: Callable[[str], None] = heard or (lambda message: None)
     try:
         children = _start_children(impl, conform_depth, call_timeout, spec_file, out_dir, named_by_spec)
         branches = _search_branches_beside(spec_file)
-        verdict_step, verdicts = _verdicts(spec_file, reporter if reporter is not None else say)
+        verdict_step, verdicts = _verdicts(spec_file, heard)
         steps.append(verdict_step)
         say("ci: is generated_tests/ what the spec produces now?")
         branches.join()

@@ -521,19 +521,18 @@ def reference_variant(spec_file: SpecFile) -> str:
     declared = spec_file.variant().declared_reference
     if declared is not None:
         return declared
-    for name in spec_file.variants:
-        spec = spec_file.variant(name)
-        if all(p.expect.get(name) == "holds" for p in spec.properties.values()):
-            return name
-    return spec_file.variants[0]
+    return next((name for name in spec_file.variants if _holds_everything(spec_file, name)), spec_file.variants[0])
+
+
+def _holds_everything(spec_file: SpecFile, name: str) -> bool:
+    return all(p.expect.get(name) == "holds" for p in spec_file.variant(name).properties.values())
 
 
 def reference_reason(spec_file: SpecFile) -> str:
     """Why `reference_variant` is the variant it is, in words for a report's header."""
     if spec_file.variant().declared_reference is not None:
         return "the spec's reference_variant"
-    name = reference_variant(spec_file)
-    if all(p.expect.get(name) == "holds" for p in spec_file.variant(name).properties.values()):
+    if _holds_everything(spec_file, reference_variant(spec_file)):
         return "the first variant every property holds in"
     return "the first variant: none holds every property; [spec] reference_variant names the one meant"
 
@@ -1380,9 +1379,8 @@ class _Builder:
                     else "missing 'when'",
                 )
             text = self._str(item, "after" if after else "when", keys)
-            scope = self.scope(keys, context, **overrides)
-            if after:
-                scope = self.scope(keys, context, **{**overrides, "snapshots": frozenset({"old"})})
+            reads = {**overrides, "snapshots": frozenset({"old"})} if after else overrides
+            scope = self.scope(keys, context, **reads)
             found.append(
                 Raise(lang.compile_expr(text, scope, BOOL), error, text.strip(), self.source.lines.line_of(keys), after)
             )

@@ -99,6 +99,12 @@ def _ledgercheck(*args: str, cwd: Path | None = None) -> tuple[int, str]:
     return done.returncode, done.stdout + done.stderr
 
 
+def _generated_tests(out_dir: Path, target: str, limit: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The generated tests in `out_dir` against `target`, each call limited to `limit` seconds."""
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(out_dir), "--impl", target]
+    return subprocess.run([*command, "--call-timeout", limit], capture_output=True, text=True, timeout=300, cwd=cwd)
+
+
 def test_conform_names_the_call_that_does_not_return(bucket: tuple[Path, str]) -> None:
     spec, target = bucket
     code, out = _ledgercheck("conform", str(spec), "--impl", target, "--call-timeout", "0.5", "--time-budget", "240")
@@ -188,25 +194,7 @@ def test_a_constructor_that_does_not_return_is_named(tmp_path: Path) -> None:
     out_dir = tmp_path / "generated"
     code, out = _ledgercheck("gen", str(tmp_path / "bucket.toml"), "--out", str(out_dir))
     assert code == 0, out
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            str(out_dir),
-            "--impl",
-            target,
-            "--call-timeout",
-            "0.5",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-    )
+    done = _generated_tests(out_dir, target, "0.5", tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "the implementation's construction (1 instance(s)) did not return within 0.5 s" in done.stdout
 
@@ -218,25 +206,7 @@ def test_after_one_hang_later_calls_of_the_run_get_a_second(bucket: tuple[Path, 
     out_dir = spec.parent / "generated"
     code, out = _ledgercheck("gen", str(spec), "--out", str(out_dir))
     assert code == 0, out
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            str(out_dir),
-            "--impl",
-            target,
-            "--call-timeout",
-            "3",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=spec.parent,
-    )
+    done = _generated_tests(out_dir, target, "3", spec.parent)
     assert done.returncode == 1, done.stdout
     failures = done.stdout.split("short test summary info")[0]  # (the summary may repeat each message)
     assert failures.count("did not return within 3 s (--call-timeout):") == 1, done.stdout

@@ -19,6 +19,7 @@ from ledgercheck.model.conformance.observation import (
     describe_key,
     notifications_text,
 )
+from ledgercheck.model.errors import did_you_mean
 from ledgercheck.model.figure import cell, render_table
 from ledgercheck.model.spec import plural, policy_text
 from ledgercheck.model.trace import base_url
@@ -356,8 +357,6 @@ def _unmapped(checker: Conformance, divergence: Divergence) -> list[str]:
 def _misspelt_error(divergence: Divergence) -> list[str]:
     """The spec's error and the class's, names a letter or two apart (`ReceiptExpird`,
     `ReceiptExpired`): the spec misspells it, more likely than the class raises another."""
-    from ledgercheck.model.errors import did_you_mean
-
     out = []
     for difference in divergence.differences:
         expected, raised = difference.model, difference.impl

@@ -302,8 +302,8 @@ def check(
             f"seed {seed} ({time.monotonic() - start:.1f} s)"
         )
     start = time.monotonic()
-    # The traces to the branches, searched once: repeated here (a cycle through the states,
-    # redrive after dead-lettering, run twelve times), then followed as they are below.
+    # The traces to the branches, searched once: made over and over here (a cycle through the
+    # states, redrive after dead-lettering), then followed as they are below.
     at_policy = branch_scripts(spec_file, spec, conformance.policy) if branches else None
     if runs:
         cycles = at_policy[0] if at_policy is not None else []

@@ -174,16 +174,10 @@ def run_scripts(
     calls, and CYCLE_REPEATS times at least: a cycle through the states (dead-letter, then
     redrive) that a class keeps a hidden count of, capped, while the model is back where it
     started (the enumeration merges it away)."""
-    rng = random.Random(f"ledgercheck-conform-runs:{seed}")
-    model = model_implementation(spec).build(1, policy, echo=False)
-    enums = {name: decl.members for name, decl in spec.enums.items()}
-    ints = IntValues(spec, {**spec.default_policy(), **policy})
-    fresh = iter(range(10**9))
-    steps: list[LedgerCall] = []
-    for event in spec.events.values():
-        spec_ints = functools.partial(ints.at, event.name, store=model.variables(), shard=0)
-        steps.append(LedgerCall(event.name, 0, _random_args(rng, event, 0, fresh, enums, spec_ints)))
-    steps += clock_ticks(spec, {**spec.default_policy(), **policy})
+    steps = [
+        *_one_call_each(spec, policy, f"ledgercheck-conform-runs:{seed}"),
+        *clock_ticks(spec, {**spec.default_policy(), **policy}),
+    ]
     patterns: list[tuple[str, int, tuple[LedgerCall, ...], int]] = [
         (f"{first.event}, {second.event}", 1, (first, second), 1) for first in steps for second in steps
     ]
@@ -205,30 +199,34 @@ def tick_runs(
     ticks = clock_ticks(spec, {**spec.default_policy(), **policy})
     if not ticks:
         return []
-    rng = random.Random(f"ledgercheck-conform-ticks:{seed}")
-    model = model_implementation(spec).build(1, policy, echo=False)
-    enums = {name: decl.members for name, decl in spec.enums.items()}
-    ints = IntValues(spec, {**spec.default_policy(), **policy})
-    fresh = iter(range(10**9))
-    events = []
-    for event in spec.events.values():
-        spec_ints = functools.partial(ints.at, event.name, store=model.variables(), shard=0)
-        events.append(LedgerCall(event.name, 0, _random_args(rng, event, 0, fresh, enums, spec_ints)))
+    events = _one_call_each(spec, policy, f"ledgercheck-conform-ticks:{seed}")
     repeats = max(1, length // 2)
     return [
         Script(
             f"{trace.source}, then {tick.event}, {event.event} repeated {repeats} times",
             1,
-            (
-                *trace.calls,
-                *((tick, event) * repeats),
-            ),
+            (*trace.calls, *((tick, event) * repeats)),
         )
         for trace in [Script("the start", 1, ()), *traces]
         if trace.shards == 1
         for tick in ticks
         for event in events
     ]
+
+
+def _one_call_each(spec: Spec, policy: Mapping[str, int], seed: str) -> list[LedgerCall]:
+    """One call of every event on instance 0, its arguments drawn once (seeded, from the
+    values the spec gives reason to try in the initial state): what the long runs repeat."""
+    rng = random.Random(seed)
+    model = model_implementation(spec).build(1, policy, echo=False)
+    enums = {name: decl.members for name, decl in spec.enums.items()}
+    ints = IntValues(spec, {**spec.default_policy(), **policy})
+    fresh = iter(range(10**9))
+    calls = []
+    for event in spec.events.values():
+        spec_ints = functools.partial(ints.at, event.name, store=model.variables(), shard=0)
+        calls.append(LedgerCall(event.name, 0, _random_args(rng, event, 0, fresh, enums, spec_ints)))
+    return calls
 
 
 # --- a trace to every branch ----------------------------------------------------------------
