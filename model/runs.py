@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from ledgercheck.model import budget, executor, ir, resultcache
+from ledgercheck.model import budget, executor, ir, offers, resultcache
 from ledgercheck.model.errors import EXIT_MISMATCH, EXIT_OK, EXIT_UNKNOWN, UsageError, did_you_mean
 from ledgercheck.model.result import Result, Status
 from ledgercheck.model.spec import Property, PropertyKind, Spec, SpecFile, contracts_bind
@@ -132,23 +132,58 @@ def run_checks(
     if progress is not None and finished:
         progress(f"{len(finished)} of {len(plan.jobs)} checks answered from the cache of results")
 
-    def done(position: int, result: Result) -> None:
-        index = missing[position]
-        finished[index] = result
-        known.store(plan.jobs[index], result)
-        results[first:] = [finished[i] for i in sorted(finished)]
-        if parallel and progress is not None:
-            variant, name, environment = plan.jobs[index]
-            progress(f"{variant} / {name} ({environment}): {_finished_word(result)} [{len(finished)}/{len(plan.jobs)}]")
+    groups = _groups(plan, missing)
 
-    def lost(job: tuple[str, str, str], why: str) -> Result:
-        return _not_established(plan, job, why)
+    def done(position: int, answers: tuple[Result, ...]) -> None:
+        for index, result in zip(groups[position], answers, strict=True):
+            finished[index] = result
+            known.store(plan.jobs[index], result)
+            results[first:] = [finished[i] for i in sorted(finished)]
+            if parallel and progress is not None:
+                variant, name, environment = plan.jobs[index]
+                word = _finished_word(result)
+                progress(f"{variant} / {name} ({environment}): {word} [{len(finished)}/{len(plan.jobs)}]")
 
+    def lost(group: tuple[tuple[str, str, str], ...], why: str) -> tuple[Result, ...]:
+        return tuple(_not_established(plan, job, why) for job in group)
+
+    work = [tuple(plan.jobs[i] for i in group) for group in groups]
     try:
-        executor.run_all(_check_job, plan, [plan.jobs[i] for i in missing], config, lost, progress, done, poll)
+        executor.run_all(_check_group, plan, work, config, lost, progress, done, poll)
     finally:
         known.close()
     return results
+
+
+def _groups(plan: _Plan, indices: Sequence[int]) -> list[tuple[int, ...]]:
+    """The jobs at `indices` as the units a worker runs: one per (variant, property), its
+    environments in the order `_check_group` checks them (those whose callers may call
+    anything first, then the spec's order), in the order of each unit's first job. A unit
+    is checked in one process whichever executor runs it, so what its earlier checks offer
+    its later ones (`model.offers`) is the same on one worker or many."""
+    units: dict[tuple[str, str], list[int]] = {}
+    for index in indices:
+        variant, name, _ = plan.jobs[index]
+        units.setdefault((variant, name), []).append(index)
+    spec_file = plan.request.spec_file
+
+    def later(index: int) -> bool:
+        variant, _, environment = plan.jobs[index]
+        return not spec_file.variant(variant).environment(environment).any_call
+
+    return [tuple(sorted(unit, key=later)) for unit in units.values()]
+
+
+def _check_group(
+    plan: _Plan, group: tuple[tuple[str, str, str], ...], progress: Callable[[str], None] | None
+) -> tuple[Result, ...]:
+    """The checks of one unit of `_groups`, in its order, in one process: an invariant one of
+    them proves its property with is offered to the next (`model.offers`), which places
+    it on its own fleet and checks it there before asking Spacer anything (a proof of the
+    property in the environment whose callers may call anything is often one in the others
+    too). An offer that does not check changes nothing: the check goes on as alone."""
+    with offers.offering():
+        return tuple(_check_job(plan, job, progress) for job in group)
 
 
 class _Known:

@@ -21,7 +21,8 @@ on the concrete instance instead of argued for every size.)
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 import z3
 
@@ -36,7 +37,19 @@ MAX_PLACEMENTS = 256
 focus shard, 16 x 15 without): a larger candidate would cost its check more than Spacer."""
 
 
-def instantiate(small: Encoding, big: Encoding, body: Any, focus: int | None) -> Any | None:
+class Shape(Protocol):
+    """What `instantiate` reads of the fleet an invariant was found on: its state variables,
+    in the order of the invariant's bound variables, and whether the policy's follow them (an
+    `Encoding`, or an invariant another check offered, `model.offers.Placeable`)."""
+
+    @property
+    def keys(self) -> Sequence[tuple[int | None, str]]: ...
+
+    @property
+    def symbolic_policy(self) -> bool: ...
+
+
+def instantiate(small: Shape, big: Encoding, body: Any, focus: int | None) -> Any | None:
     """`body`, an invariant over `small`'s state (Z3's bound variables in the order of
     `small.keys`, then the symbolic policy's), written for every placement of `small`'s
     shards among `big`'s, as one term over `big`'s state in the same form (bound variables

@@ -17,7 +17,7 @@ from typing import Any
 
 import z3
 
-from ledgercheck.model import budget, cone, ir, smallfleet
+from ledgercheck.model import budget, cone, ir, offers, smallfleet
 from ledgercheck.model.encoding import Encoding
 from ledgercheck.model.spec import Property, PropertyKind, Spec, contracts_bind, plural
 
@@ -165,17 +165,33 @@ def _solve(
     return answer, body, bad_from, False
 
 
-def _shown(enc: Encoding, body: Any, found_on: int | None = None, found_in: str | None = None) -> Invariant:
+def _shown(
+    enc: Encoding, body: Any, found_on: int | None = None, found_in: str | None = None, offered: bool = False
+) -> Invariant:
     """The invariant with the state variables' names in place of Z3's bound variables
     (`found_on`, `found_in`: the smaller fleet and the other environment it was found on,
-    see `Scope`)."""
+    see `Scope`; `offered`: placed from an invariant another check of the unit offered).
+    Inside a unit of checks (`model.offers`) it also keeps `body` as it can be placed on
+    another fleet."""
     named = [z3.Const(str(enc.template[k]).replace("@cur", ""), enc.template[k].sort()) for k in enc.keys]
     named += _policy_arguments(enc)
     try:
         shown = z3.simplify(z3.substitute_vars(body, *named))
     except z3.Z3Exception:
         shown = body
-    return Invariant(shown, found_on, found_in)
+    invariant = Invariant(shown, found_on, found_in)
+    invariant.offered = offered
+    if offers.active() is not None and not _has_quantifier(body):
+        keys = tuple(enc.keys)
+        placeable = offers.Placeable(keys, enc.symbolic_policy, body.translate(_shown_context()), enc.environment.name)
+        invariant.placeable = placeable
+    return invariant
+
+
+def _shown_context() -> z3.Context:
+    if not _SHOWN:
+        _SHOWN.append(z3.Context())
+    return _SHOWN[0]
 
 
 _SHOWN: list[z3.Context] = []
@@ -197,9 +213,12 @@ class Invariant:
         self.found_in = found_in
         """The other environment of the spec it was found in (`_from_small_fleet`); None:
         the environment asked."""
-        if not _SHOWN:
-            _SHOWN.append(z3.Context())
-        self._term: Any = term.translate(_SHOWN[0])
+        self.offered = False
+        """Placed from an invariant another check of the unit offered (`model.offers`): the
+        answer is remembered for the unit only, not in `_FOUND`."""
+        self.placeable: offers.Placeable | None = None
+        """The invariant as another check of the unit can place it (inside a unit only)."""
+        self._term: Any = term.translate(_shown_context())
         self._text: str | None = None
 
     def scope(self, every_size: bool) -> Scope:
@@ -306,7 +325,10 @@ def spacer_proof(
     bound = contracts_bind(env, prop) if contracts is None else contracts
     fixed = None if policy is None else tuple(sorted(policy.items()))
     question = (id(spec), environment, prop.name, shards, fixed, bound)
+    unit = offers.active()
     hit = _FOUND.get(question)
+    if hit is None and unit is not None:
+        hit = unit.answers.get(question)
     if hit is not None and hit[0] is spec and not (certify and hit[3] is None):
         spent = budget.active().exhausted()
         if spent is not None:  # as a fresh search would answer: a spent budget starts none
@@ -335,13 +357,19 @@ def spacer_proof(
             answer, found, checked = _horn(enc, prop, focus, timeout, rlimit, certify)
         if not isinstance(found, Invariant):
             return answer, found, Scope(local)
-        while len(_FOUND) >= _KEPT:
-            del _FOUND[next(iter(_FOUND))]
-        _FOUND[question] = hit = (spec, found, local, checked)  # the spec kept alive: its id names no other
+        hit = (spec, found, local, checked)  # the spec kept alive: its id names no other
+        if found.offered and unit is not None:
+            unit.answers[question] = hit
+        else:
+            while len(_FOUND) >= _KEPT:
+                del _FOUND[next(iter(_FOUND))]
+            _FOUND[question] = hit
     _, invariant, local, checked = hit
     scope = invariant.scope(local)
     if certify and not checked:
         return z3.unknown, "spacer's invariant could not be checked", scope
+    if unit is not None and invariant.placeable is not None:
+        unit.offer(spec, prop.name, invariant.placeable)
     return z3.sat, invariant.text if text else "", scope
 
 
@@ -380,10 +408,24 @@ def _from_small_fleet(
     the controller's four shards for 20 of the 23 controller checks it is offered for, where
     the controller's own one-shard invariant, asked first before, checked for 17 of 26 (the
     rest did not check on four shards, or were not found within the count).
+    Before any of them, the invariants the unit's earlier checks proved the property with in
+    other environments (`model.offers`) are placed the same way: that is the same candidate
+    the one-shard fleet of such an environment usually gives, without Spacer's search.
     Whatever its source, a candidate is only a proof once checked on `enc` itself."""
     count = SMALL_FLEET_RLIMIT if rlimit is None else min(rlimit, SMALL_FLEET_RLIMIT)
     bad_from: list[Any] | None = None
     touched = False
+    unit = offers.active()
+    for placeable in unit.offered(spec, prop.name, environment) if unit is not None else []:
+        touched = True
+        candidate = smallfleet.instantiate(placeable, enc, placeable.body, focus)
+        if candidate is None:
+            continue
+        if bad_from is None:
+            bad_from = _bad_terms(enc, _bads(enc, prop, focus))
+        if _certified(enc, candidate, *_arguments(enc), bad_from):
+            found = _shown(enc, candidate, found_on=placeable.shards, found_in=placeable.environment, offered=True)
+            return z3.sat, found, touched
     for where, size, bound in _small_fleets(spec, environment, prop, focus, contracts, enc.shards, rlimit):
         small = cone.sliced_encoding(spec, where, prop, size, policy, contracts=bound)
         if not {name for _, name in small.keys} <= {name for _, name in enc.keys}:
