@@ -522,7 +522,13 @@ def _conform_parser(subparsers: Any) -> None:
     parser.add_argument(
         "--no-branches",
         action="store_true",
-        help="skip the shortest trace to every branch of the spec (the coverage search's, at the policy given)",
+        help="skip the shortest trace to every branch of the spec (the coverage search's, at the policy given), "
+        "and the probes along them",
+    )
+    parser.add_argument(
+        "--no-probes",
+        action="store_true",
+        help="skip the probes: every call at each state the traces to the branches pass through",
     )
     parser.add_argument(
         "--no-policies",

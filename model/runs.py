@@ -128,28 +128,38 @@ def run_checks(
             finished[index] = hit
     results[first:] = [finished[i] for i in sorted(finished)]
     missing = [index for index in range(len(plan.jobs)) if index not in finished]
-    parallel = config.parallel(len(missing))
+    groups = _groups(plan, missing)
+    parallel = config.parallel(len(groups))
     if progress is not None and finished:
         progress(f"{len(finished)} of {len(plan.jobs)} checks answered from the cache of results")
 
-    groups = _groups(plan, missing)
+    def finish(index: int, result: Result) -> None:
+        finished[index] = result
+        known.store(plan.jobs[index], result)
+        results[first:] = [finished[i] for i in sorted(finished)]
+        if parallel and progress is not None:
+            variant, name, environment = plan.jobs[index]
+            progress(f"{variant} / {name} ({environment}): {_finished_word(result)} [{len(finished)}/{len(plan.jobs)}]")
 
-    def done(position: int, answers: tuple[Result, ...]) -> None:
-        for index, result in zip(groups[position], answers, strict=True):
-            finished[index] = result
-            known.store(plan.jobs[index], result)
-            results[first:] = [finished[i] for i in sorted(finished)]
-            if parallel and progress is not None:
-                variant, name, environment = plan.jobs[index]
-                word = _finished_word(result)
-                progress(f"{variant} / {name} ({environment}): {word} [{len(finished)}/{len(plan.jobs)}]")
-
-    def lost(group: tuple[tuple[str, str, str], ...], why: str) -> tuple[Result, ...]:
-        return tuple(_not_established(plan, job, why) for job in group)
-
-    work = [tuple(plan.jobs[i] for i in group) for group in groups]
     try:
-        executor.run_all(_check_group, plan, work, config, lost, progress, done, poll)
+        if parallel:  # a unit is one job of the executor's: its checks in one process
+            work = [tuple(plan.jobs[i] for i in group) for group in groups]
+
+            def done(position: int, answers: tuple[Result, ...]) -> None:
+                for index, result in zip(groups[position], answers, strict=True):
+                    finish(index, result)
+
+            def lost(unit: tuple[tuple[str, str, str], ...], why: str) -> tuple[Result, ...]:
+                return tuple(_not_established(plan, job, why) for job in unit)
+
+            executor.run_all(_check_group, plan, work, config, lost, progress, done, poll)
+        else:  # in this process: each check's result kept as it comes (an interrupt loses none)
+            for group in groups:
+                with offers.offering():
+                    for index in group:
+                        if poll is not None:
+                            poll()
+                        finish(index, _check_job(plan, plan.jobs[index], progress))
     finally:
         known.close()
     return results
@@ -159,8 +169,9 @@ def _groups(plan: _Plan, indices: Sequence[int]) -> list[tuple[int, ...]]:
     """The jobs at `indices` as the units a worker runs: one per (variant, property), its
     environments in the order `_check_group` checks them (those whose callers may call
     anything first, then the spec's order), in the order of each unit's first job. A unit
-    is checked in one process whichever executor runs it, so what its earlier checks offer
-    its later ones (`model.offers`) is the same on one worker or many."""
+    is checked in one process whichever executor runs it (a worker's job, or in turn in the
+    command's process), so what its earlier checks offer its later ones (`model.offers`) is
+    the same on one worker or many."""
     units: dict[tuple[str, str], list[int]] = {}
     for index in indices:
         variant, name, _ = plan.jobs[index]

@@ -566,7 +566,8 @@ def test_a_timeout_capped_below_the_largest_policy_is_walked_to(
     """A ttl the class caps at 4 where the spec allows 5: the lease expires one tick early at
     ttl = 5 only. The branch traces jump the whole ttl at once and the enumeration at other
     policies is 4 calls deep: it passed conform (a `transitions` job's timeout, new-user trial).
-    Ticking one unit at a time after each branch trace, calling each event, meets it."""
+    Ticking one unit at a time after each branch trace, calling each event, meets it; so do
+    the probes, which call `expire` at every state the branch traces pass through."""
     from ledgercheck.model.cli import main
 
     capped = LEASING.replace("monotonic() - self.since >= self.ttl", "monotonic() - self.since >= min(self.ttl, 4)")
@@ -576,6 +577,9 @@ def test_a_timeout_capped_below_the_largest_policy_is_walked_to(
     quick = ["--random", "0", "--no-counterexamples", "--no-policies"]
     assert main(["conform", "lease.toml", *quick]) == 1
     out = " ".join(capsys.readouterr().out.split())
+    assert "found by a call where a trace to a branch passes at the largest policy (ttl=5)" in out, out
+    assert main(["conform", "lease.toml", *quick, "--no-probes"]) == 1
+    out = " ".join(capsys.readouterr().out.split())
     assert "found by a walk of the clock at the largest policy (ttl=5)" in out, out
-    assert main(["conform", "lease.toml", *quick, "--no-runs"]) == 0  # what the walk adds
+    assert main(["conform", "lease.toml", *quick, "--no-runs", "--no-probes"]) == 0  # what the two add
     capsys.readouterr()

@@ -249,7 +249,17 @@ def test_the_enumeration_beside_the_checks_reads_as_one_after_the_other(monkeypa
     assert one.divergence is None and two.divergence is None
     firsts = [line.split()[0] for line in one.lines[:-1] if not line.startswith("   ")]  # not a policy listed
     # listener_breaker has no contracts: the enumeration makes one pass, of any call
-    assert firsts == ["enumeration", "random", "runs", "branches", "branches", "policies", "counterexamples"]
+    assert firsts == [
+        "enumeration",
+        "random",
+        "runs",
+        "branches",
+        "probes",
+        "branches",
+        "probes",
+        "policies",
+        "counterexamples",
+    ]
     assert _masked(one.lines) == _masked(two.lines)  # the counts of traces and calls compared too
 
 

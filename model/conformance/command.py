@@ -236,6 +236,7 @@ def _compare(work: _Work, write: Callable[[str, str], None], watch: Callable[[st
             branches=not ns.no_branches,
             runs=not ns.no_runs,
             run_calls=ns.run_calls,
+            probes=not ns.no_probes,
             policies=not ns.no_policies,
             cex_depth=ns.cex_depth,
             cex_traces=ns.cex_traces,

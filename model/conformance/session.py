@@ -24,6 +24,7 @@ from ledgercheck.model.conformance.defaults import (
 )
 from ledgercheck.model.conformance.divergence import Divergence
 from ledgercheck.model.conformance.enumeration import Enumeration
+from ledgercheck.model.conformance.probes import probe_scripts
 from ledgercheck.model.conformance.sources import (
     RUN_CALLS,
     branch_scripts,
@@ -188,6 +189,7 @@ def check(
     branches: bool = True,
     runs: bool = True,
     run_calls: int = RUN_CALLS,
+    probes: bool = True,
     policies: bool = True,
     cex_depth: int = COUNTEREXAMPLE_DEPTH,
     cex_traces: int = COUNTEREXAMPLE_TRACES,
@@ -306,7 +308,7 @@ def check(
     # states, redrive after dead-lettering), then followed as they are below.
     at_policy = branch_scripts(spec_file, spec, conformance.policy) if branches else None
     if runs:
-        cycles = at_policy[0] if at_policy is not None else []
+        cycles = at_policy.every if at_policy is not None else []
         scripts = run_scripts(spec, conformance.policy, seed, cycles, run_calls)
         found = scripts_diverge(scripts, "a long run")
         if found is not None:
@@ -328,7 +330,8 @@ def check(
         for checker in corners:
             start = time.monotonic()
             found_there = at_policy if checker is conformance and at_policy is not None else None
-            scripts, reached, total = found_there or branch_scripts(spec_file, spec, checker.policy)
+            traced = found_there or branch_scripts(spec_file, spec, checker.policy)
+            scripts = traced.scripts
             at = "" if checker is conformance else f" at the largest policy ({policy_text(largest)})"
             found = scripts_diverge(scripts, f"a trace to a branch of the spec{at}", checker)
             if found is not None:
@@ -336,9 +339,21 @@ def check(
                 return summary
             calls = sum(len(s.calls) for s in scripts)
             say(
-                f"  branches         1 shard{at}: {len(scripts)} traces to the {reached} of {total} branches "
-                f"the coverage search reaches, {calls} calls ({time.monotonic() - start:.1f} s)"
+                f"  branches         1 shard{at}: {len(scripts)} traces to the {traced.reached} of {traced.total} "
+                f"branches the coverage search reaches, {calls} calls ({time.monotonic() - start:.1f} s)"
             )
+            if probes:
+                start = time.monotonic()
+                probed = probe_scripts(checker, traced.every)
+                found = scripts_diverge(probed.scripts, f"a call where a trace to a branch passes{at}", checker)
+                if found is not None:
+                    summary.divergence, summary.checker = found, checker
+                    return summary
+                say(
+                    f"  probes           1 shard{at}: every call at each of the {probed.states} states the traces "
+                    f"to the branches pass through, {len(probed.scripts)} traces, "
+                    f"{sum(len(s.calls) for s in probed.scripts)} calls ({time.monotonic() - start:.1f} s)"
+                )
             walked = tick_runs(spec, checker.policy, scripts, seed, run_calls) if runs else []
             if walked:
                 start = time.monotonic()
@@ -372,7 +387,7 @@ def check(
                         result.divergence.found_by = f"enumeration of every sequence of {what} at 1 shard at {where}"
                         summary.divergence, summary.checker = checker.shrink(result.divergence), checker
                         return summary
-            scripts = branch_scripts(spec_file, spec, policy)[0] if branches and policy == smallest else []
+            scripts = branch_scripts(spec_file, spec, policy).scripts if branches and policy == smallest else []
             scripts += random_scripts(spec, other_shards, policy, random_calls, seed) if random_calls > 0 else []
             found = scripts_diverge(scripts, f"a trace at {where}", checker)
             if found is not None:

@@ -11,6 +11,7 @@ import json
 import os
 import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -232,10 +233,25 @@ def _one_call_each(spec: Spec, policy: Mapping[str, int], seed: str) -> list[Led
 # --- a trace to every branch ----------------------------------------------------------------
 
 
-def branch_scripts(spec_file: SpecFile, spec: Spec, policy: Mapping[str, int]) -> tuple[list[Script], int, int]:
+@dataclass(frozen=True)
+class Branches:
+    """The traces to the spec's branches at one policy (`branch_scripts`)."""
+
+    scripts: list[Script]
+    """The traces to follow: a sequence that begins another left out (running the longer
+    compares every call of it)."""
+    every: list[Script]
+    """Every distinct trace, those that begin another included: what the long runs repeat
+    and the probes walk (`run_scripts`, `probes.probe_scripts`). A trace to a retry repeated
+    reaches the cap; the longer trace that begins with it may end where nothing repeats (a
+    final state), so leaving it out would leave the cap unreached."""
+    reached: int
+    total: int
+
+
+def branch_scripts(spec_file: SpecFile, spec: Spec, policy: Mapping[str, int]) -> Branches:
     """The shortest call sequence (on one instance) to every branch of `spec` the coverage
     search reaches at `policy` (`codegen.coverage.search`, as the coverage tests are found),
-    a sequence that begins another left out (running the longer compares every call of it);
     with the number of branches reached and of branches in all. The one source that reaches
     each branch however deep it lies: a timeout five ticks away, a retry limit at a policy
     above the default."""
@@ -256,9 +272,11 @@ def branch_scripts(spec_file: SpecFile, spec: Spec, policy: Mapping[str, int]) -
             calls.append(LedgerCall(name, 0, _every_argument(spec.events[name], dict(given))))
         sequences.append(tuple(calls))
     unique = list(dict.fromkeys(sequences))
-    kept = [s for s in unique if not any(len(o) > len(s) and o[: len(s)] == s for o in unique)]
-    scripts = [Script(f"the trace to branch {n} of {len(kept)}", 1, calls) for n, calls in enumerate(kept, 1)]
-    return scripts, len(found.traces), len(found.branches)
+    every = [Script(f"the trace to branch {n} of {len(unique)}", 1, calls) for n, calls in enumerate(unique, 1)]
+    scripts = [
+        s for s in every if not any(len(o.calls) > len(s.calls) and o.calls[: len(s.calls)] == s.calls for o in every)
+    ]
+    return Branches(scripts, every, len(found.traces), len(found.branches))
 
 
 DRAWN_POLICIES = 6

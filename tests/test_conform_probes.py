@@ -1,0 +1,188 @@
+"""conform's probes (`model.conformance.probes`), and the long runs of every trace to a
+branch: a job runner with a retry cap (python-statemachine trial). A class that gave up with
+one retry left answered every call of the branch traces as the model did (they reach the
+third retry but only make the call that leads on), and one whose `retry` lost its guard was
+never driven past the cap (the trace to `retry` begins the longer trace to `give_up`, which
+ends where nothing repeats, and was left out of the runs): both passed `ci`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ledgercheck.model.cli import main
+from ledgercheck.model.conformance.checker import Conformance
+from ledgercheck.model.conformance.implementation import model_implementation
+from ledgercheck.model.conformance.probes import probe_scripts
+from ledgercheck.model.conformance.sources import branch_scripts
+from ledgercheck.model.spec import load_spec_text
+
+SPEC = """\
+[spec]
+name = "jobs"
+api_class = "Job"
+state_field = "state"
+default_shards = 1
+
+[enums.JobState]
+members = ["QUEUED", "RUNNING", "FAILED", "RETRYING", "DONE", "GAVE_UP"]
+
+[policy]
+max_retries = { default = 3, min = 3, max = 3 }
+
+[fields]
+state = { type = "JobState", initial = "QUEUED" }
+retries = { type = "int", initial = 0 }
+
+[events.start]
+call = "start(i)"
+raises = [{ when = "state != QUEUED and state != RETRYING", error = "ValueError" }]
+body = "state = RUNNING"
+
+[events.fail]
+call = "fail(i)"
+raises = [{ when = "state != RUNNING", error = "ValueError" }]
+body = "state = FAILED"
+
+[events.retry]
+call = "retry(i)"
+raises = [{ when = "state != FAILED or retries >= max_retries", error = "ValueError" }]
+body = \"\"\"
+retries = retries + 1
+state = RETRYING
+\"\"\"
+
+[events.finish]
+call = "finish(i)"
+raises = [{ when = "state != RUNNING and state != FAILED", error = "ValueError" }]
+body = "state = DONE"
+
+[events.give_up]
+call = "give_up(i)"
+raises = [{ when = "state != FAILED or retries < max_retries", error = "ValueError" }]
+body = "state = GAVE_UP"
+
+[environments.ledger]
+any_call = true
+
+[properties.retries_are_capped]
+kind = "invariant"
+assert = "retries <= max_retries"
+expect = { base = "holds" }
+
+[properties.gives_up_only_after_the_cap]
+kind = "step"
+on = ["give_up"]
+when = "after.state == GAVE_UP"
+assert = "after.retries >= max_retries"
+expect = { base = "holds" }
+
+[implementation]
+construct = { max_retries = "max_retries" }
+instances = "indexed"
+
+[implementation.fields]
+state = "state"
+retries = "retries"
+"""
+
+CLASS = """\
+class Job:
+    def __init__(self, max_retries):
+        self.max_retries = max_retries
+        self.state = "QUEUED"
+        self.retries = 0
+
+    def _move(self, allowed, target):
+        if self.state not in allowed:
+            raise ValueError(f"{self.state} -> {target}")
+        self.state = target
+
+    def start(self, i):
+        self._move(("QUEUED", "RETRYING"), "RUNNING")
+
+    def fail(self, i):
+        self._move(("RUNNING",), "FAILED")
+
+    def retry(self, i):
+        if RETRY_REFUSED:
+            raise ValueError("no retries left")
+        self._move(("FAILED",), "RETRYING")
+        self.retries += 1
+
+    def finish(self, i):
+        self._move(("RUNNING", "FAILED"), "DONE")
+
+    def give_up(self, i):
+        if GIVE_UP_REFUSED:
+            raise ValueError("retries left")
+        self._move(("FAILED",), "GAVE_UP")
+"""
+
+CORRECT = {"RETRY_REFUSED": "self.retries >= self.max_retries", "GIVE_UP_REFUSED": "self.retries < self.max_retries"}
+
+
+def _job(tmp_path: Path, **bugs: str) -> list[str]:
+    text = CLASS
+    for name, condition in {**CORRECT, **bugs}.items():
+        text = text.replace(name, condition)
+    (tmp_path / "jobs.toml").write_text(SPEC)
+    (tmp_path / "job.py").write_text(text)
+    return ["conform", str(tmp_path / "jobs.toml"), "--impl", f"{tmp_path / 'job.py'}:Job"]
+
+
+def test_a_correct_job_runner_conforms(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(_job(tmp_path)) == 0
+    out = capsys.readouterr().out
+    assert "  probes           1 shard: every call at each of the " in out, out
+    assert "no divergence" in out
+
+
+def test_giving_up_with_a_retry_left_is_found_by_the_probes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`give_up` accepted at the third failure with two retries spent: a call the model refuses
+    at a state the trace to `give_up` passes through, never made there before."""
+    args = _job(tmp_path, GIVE_UP_REFUSED="self.retries < self.max_retries - 1")
+    assert main([*args, "--no-probes"]) == 0, "found without the probes: this test no longer shows them"
+    capsys.readouterr()
+    assert main(args) == 1
+    out = capsys.readouterr().out
+    assert "found by a call where a trace to a branch passes: the trace to branch" in out, out
+    assert "with every call refused on the way" in out, out
+    assert "give_up(0)  # the model raises ValueError here" in out, out
+
+
+def test_a_retry_past_the_cap_is_found_by_the_runs_and_by_the_probes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`retry` with no guard: the trace to `retry` (which begins the trace to `give_up`)
+    repeated takes the class to a fourth retry; the probes ask `retry` where the model refuses
+    it, after the third."""
+    args = _job(tmp_path, RETRY_REFUSED="False")
+    assert main(args) == 1
+    assert "(found by a long run: the trace to branch" in capsys.readouterr().out
+    assert main([*args, "--no-runs"]) == 1
+    out = capsys.readouterr().out
+    assert "found by a call where a trace to a branch passes" in out, out
+    assert "retries: model 3, implementation 4" in out or "retries           | 3 (impl: 4)" in out, out
+
+
+def test_every_distinct_state_is_probed_once_with_every_call(tmp_path: Path) -> None:
+    spec_file = load_spec_text(SPEC, "jobs.toml")
+    spec = spec_file.variant()
+    checker = Conformance(spec, model_implementation(spec), spec.default_policy(), "the model")
+    traced = branch_scripts(spec_file, spec, spec.default_policy())
+    assert len(traced.every) > len(traced.scripts), "no trace to a branch begins another"
+    probed = probe_scripts(checker, traced.every)
+    # QUEUED, RUNNING, FAILED, RETRYING at 0..3 retries, DONE and GAVE_UP, each at most once
+    assert 6 <= probed.states <= 2 + 4 * 4
+    refusing = [s for s in probed.scripts if s.source.endswith("with every call refused on the way")]
+    taking = [s for s in probed.scripts if not s.source.endswith("with every call refused on the way")]
+    assert refusing and taking
+    # every call the model takes ends its own trace: one call after a prefix of a branch trace
+    for script in taking:
+        prefix = script.calls[:-1]
+        assert any(t.calls[: len(prefix)] == prefix for t in traced.every), script.source
+    # the refusals ride along: give_up asked at every state before the cap
+    gave_up_refused = sum(call.event == "give_up" for s in refusing for call in s.calls)
+    assert gave_up_refused >= 4
