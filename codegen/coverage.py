@@ -9,7 +9,10 @@ contract `requires`, and each arm of every `if` of its body (an `elif` is an `if
 `raises` condition, in order, is a decision too: it holds (the call raises), or it is false,
 and when it is a conjunction, each of its parts is false in turn with the ones before it
 holding (`state == OPEN and open_for < cooldown` is false on a closed breaker, and on an
-open one whose timeout has passed: two branches).
+open one whose timeout has passed: two branches); when it is a disjunction, each of its
+parts holds in turn with the ones before it false (`state != FAILED or retries >=
+max_retries` raises on a job that has not failed, and on a failed one with no retry left:
+two branches, the second the cap an implementation gets wrong).
 
 `search` finds, for every branch, the shortest sequence of API calls after which the last
 call takes it: breadth first over the executable model's semantics (calls in spec order,
@@ -55,7 +58,9 @@ class Branch:
     """One outcome of one decision of an event: `kind` is "ignore_when", "requires",
     "raises" (the `ordinal`-th entry of its `raises`) or "if" (the `ordinal`-th `if` of the
     body, in reading order); `taken` the outcome. A false `raises` condition that is a
-    conjunction has one branch per part (`part`, from 1) that is the first false one."""
+    conjunction has one branch per part (`part`, from 1) that is the first false one; a
+    `raises` condition that holds and is a disjunction, one per part that is the first to
+    hold."""
 
     event: str
     kind: str
@@ -82,7 +87,7 @@ class Branch:
             return "runs"
         if self.kind == "raises":
             if self.taken:
-                return f"raises{self.ordinal}_{_words(self.error)}"
+                return f"raises{self.ordinal}_{_words(self.error)}" + (f"_{_words(self.text)}" if self.part else "")
             return f"raises{self.ordinal}_not" + (f"_{_words(self.text)}" if self.part else "")
         return (
             f"if{self.ordinal}_{_words(self.text.removeprefix('if ').rstrip(':'))}_{'then' if self.taken else 'else'}"
@@ -99,6 +104,9 @@ class Branch:
         if self.kind == "body":
             return "the body runs (the event has no guard and no `if`)"
         if self.kind == "raises":
+            if self.taken and self.part:
+                first = " (the parts before it are false)" if self.part > 1 else ""
+                return f"`{self.text}` holds{first}: the call raises {self.error} and changes nothing"
             if self.taken:
                 return f"`raises {self.error} when {self.text}` holds: the call raises it and changes nothing"
             first = " (the parts before it hold)" if self.part > 1 else ""
@@ -272,33 +280,42 @@ def own_guard(event: Event, guard: str) -> ir.Expr | None:
     return None
 
 
-def _parts(expr: ir.Expr) -> tuple[ir.Expr, ...]:
-    return expr.operands if isinstance(expr, ir.BoolOp) and expr.op == "and" else (expr,)
+def _parts(expr: ir.Expr, op: str = "and") -> tuple[ir.Expr, ...]:
+    """The operands of `expr` where it is an `op` ("and", "or") of them, else `expr` alone."""
+    return expr.operands if isinstance(expr, ir.BoolOp) and expr.op == op else (expr,)
+
+
+def _split(expr: ir.Expr, text: str, op: str) -> tuple[tuple[ir.Expr, ...], list[str]]:
+    """`expr`'s `op` parts and their texts as the spec writes them; the whole condition alone
+    where it is not such a combination, or not written as one (a part that a helper's
+    expansion brought in)."""
+    parts = _parts(expr, op)
+    texts = _operands(text, ast.And if op == "and" else ast.Or) if len(parts) > 1 else [text]
+    if len(texts) != len(parts):
+        return (expr,), [text]
+    return parts, texts
 
 
 def _raises_branches(event: Event) -> list[Branch]:
     found: list[Branch] = []
     for ordinal, entry in enumerate(event.raises, 1):
         whole = _normal(entry.text)
-        found.append(Branch(event.name, "raises", ordinal, True, whole, entry.line, error=entry.error, condition=whole))
-        parts = _parts(entry.when)
-        texts = _conjuncts(entry.text) if len(parts) > 1 else [entry.text]
-        if len(texts) != len(parts):  # not split as the spec writes it: the whole condition
-            texts, parts = [entry.text], (entry.when,)
-        for number, text in enumerate(texts, 1 if len(parts) > 1 else 0):
-            part = Branch(
-                event.name, "raises", ordinal, False, _normal(text), entry.line, False, number, entry.error, whole
-            )
-            found.append(part)
+        for taken, op in ((True, "or"), (False, "and")):
+            parts, texts = _split(entry.when, entry.text, op)
+            for number, text in enumerate(texts, 1 if len(parts) > 1 else 0):
+                shown = _normal(text) if number else whole
+                found.append(
+                    Branch(event.name, "raises", ordinal, taken, shown, entry.line, False, number, entry.error, whole)
+                )
     return found
 
 
-def _conjuncts(text: str) -> list[str]:
+def _operands(text: str, op: type[ast.boolop]) -> list[str]:
     try:
         node = ast.parse(text.strip(), mode="eval").body
     except SyntaxError:
         return [text]
-    if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
+    if isinstance(node, ast.BoolOp) and isinstance(node.op, op):
         return [ast.unparse(v) for v in node.values]
     return [text]
 
@@ -377,10 +394,12 @@ class TracingMachine(Machine[Any]):
         for ordinal, entry in enumerate(event.raises, 1):
             if entry.after != after:
                 continue
-            parts = _parts(entry.when)
+            parts, _ = _split(entry.when, entry.text, "and")
             false = next((n for n, part in enumerate(parts, 1) if not self.eval(part, frame, store)), None)
             if false is None:
-                self.taken.append((event.name, "raises", ordinal, True, 0))
+                alternatives, _ = _split(entry.when, entry.text, "or")
+                held = next(n for n, part in enumerate(alternatives, 1) if self.eval(part, frame, store))
+                self.taken.append((event.name, "raises", ordinal, True, held if len(alternatives) > 1 else 0))
                 self.error = entry.error
                 return True
             self.taken.append((event.name, "raises", ordinal, False, false if len(parts) > 1 else 0))

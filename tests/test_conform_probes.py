@@ -7,10 +7,13 @@ ends where nothing repeats, and was left out of the runs): both passed `ci`."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from ledgercheck.codegen.coverage import search
 from ledgercheck.model.cli import main
 from ledgercheck.model.conformance.checker import Conformance
 from ledgercheck.model.conformance.implementation import model_implementation
@@ -152,18 +155,18 @@ def test_giving_up_with_a_retry_left_is_found_by_the_probes(tmp_path: Path, caps
     assert "give_up(0)  # the model raises ValueError here" in out, out
 
 
-def test_a_retry_past_the_cap_is_found_by_the_runs_and_by_the_probes(
+def test_a_retry_past_the_cap_is_found_by_the_runs_and_by_the_branches(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """`retry` with no guard: the trace to `retry` (which begins the trace to `give_up`)
-    repeated takes the class to a fourth retry; the probes ask `retry` where the model refuses
-    it, after the third."""
+    repeated takes the class to a fourth retry; and the retry at the cap is a branch of its
+    own (a part of the disjunction that raises), whose trace asks it there."""
     args = _job(tmp_path, RETRY_REFUSED="False")
     assert main(args) == 1
     assert "(found by a long run: the trace to branch" in capsys.readouterr().out
     assert main([*args, "--no-runs"]) == 1
     out = capsys.readouterr().out
-    assert "found by a call where a trace to a branch passes" in out, out
+    assert "found by a trace to a branch of the spec: the trace to branch" in out, out
     assert "retries: model 3, implementation 4" in out or "retries           | 3 (impl: 4)" in out, out
 
 
@@ -186,3 +189,30 @@ def test_every_distinct_state_is_probed_once_with_every_call(tmp_path: Path) -> 
     # the refusals ride along: give_up asked at every state before the cap
     gave_up_refused = sum(call.event == "give_up" for s in refusing for call in s.calls)
     assert gave_up_refused >= 4
+
+
+def test_a_disjunction_that_raises_is_a_branch_per_part(tmp_path: Path) -> None:
+    """`state != FAILED or retries >= max_retries`: the call raises on a job that has not
+    failed, and on a failed one with no retry left. Two branches: the second gets a coverage
+    test of its own (a retry at the cap), which the class whose `retry` lost its guard fails,
+    where one test of the whole condition (a retry on a queued job) passed it."""
+    spec_file = load_spec_text(SPEC, "jobs.toml")
+    found = search(spec_file, spec_file.variant())
+    retry = [b for b in found.branches if b.event == "retry" and b.kind == "raises" and b.taken]
+    assert [(b.part, b.text) for b in retry] == [(1, "state != FAILED"), (2, "retries >= max_retries")]
+    assert all(b in found.traces for b in retry), "a part of the disjunction was not reached"
+    assert [name for name, _ in found.traces[retry[1]]][-1] == "retry"
+    assert main(["gen", *_job(tmp_path)[1:2], "--out", str(tmp_path / "tests")]) == 0
+    text = (tmp_path / "tests" / "test_branches_of_retry.py").read_text()
+    assert "def test_retry_raises1_valueerror_retries_max_retries(" in text
+    assert "`retries >= max_retries` holds (the parts before it are false)" in text
+
+    def pytest_on(**bugs: str) -> subprocess.CompletedProcess[str]:
+        target = _job(tmp_path, **bugs)[3]
+        command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path / "tests")]
+        return subprocess.run([*command, "--impl", target], capture_output=True, text=True, timeout=300)
+
+    assert pytest_on().returncode == 0
+    broken = pytest_on(RETRY_REFUSED="False")
+    assert broken.returncode == 1
+    assert "FAILED" in broken.stdout and "test_retry_raises1_valueerror_retries_max_retries" in broken.stdout
