@@ -6,7 +6,10 @@ that variant, so a mutant *is* a spec and reads as a spec diff:
 
 * drop an update or a reset (remove one assignment),
 * negate or weaken a guard (`ignore_when`; an `if` condition negated),
-* off-by-one in a comparison (`>=` <-> `>`, `<=` <-> `<`),
+* off-by-one in a comparison (`>=` <-> `>`, `<=` <-> `<`), in a body or in a `raises`
+  condition,
+* drop a refusal (a `raises` condition that never holds), or drop one part of a `raises`
+  condition written as a conjunction or a disjunction (a class's guard that lost a clause),
 * swap the target state of a transition (`state = A` -> `state = B`),
 * drop an announcement (remove one `emit.name(...)`), or swap two of its arguments of one type.
 
@@ -44,7 +47,7 @@ from ledgercheck.model.console import Heartbeat
 from ledgercheck.model.errors import EXIT_OK, EXIT_UNKNOWN, LedgercheckError, UsageError
 from ledgercheck.model.result import Status
 from ledgercheck.model.runs import MUTATE_DEPTH
-from ledgercheck.model.spec import PropertyKind, Spec, SpecFile, load_spec, load_spec_text, reference_variant
+from ledgercheck.model.spec import Event, PropertyKind, Spec, SpecFile, load_spec, load_spec_text, reference_variant
 
 OPS = {ast.GtE: ast.Gt, ast.Gt: ast.GtE, ast.LtE: ast.Lt, ast.Lt: ast.LtE}
 
@@ -149,6 +152,8 @@ def enumerate_mutants(spec: Spec) -> list[Mutant]:
                         ]
                         target_cmp.ops[index] = OPS[type(op)]()
                         mutants.append(_mutant(spec, event.name, "off by one", body, head, changed))
+        if (spec.path, spec.variant, event.name) not in _OVERRIDDEN:
+            mutants += _raises_mutants(spec, event)
         guard = _guard_text(spec, event.name)
         if guard:
             for kind, new in (("negate a guard", f"not ({guard})"), ("weaken a guard", "False")):
@@ -191,12 +196,54 @@ def _announcement_mutants(spec: Spec, event: str, body: str, head: str, node: as
     return found
 
 
+def _raises_mutants(spec: Spec, event: Event) -> list[Mutant]:
+    """The event's `raises` with one entry's condition changed, written as an override of the
+    event naming only its `raises` (the list replaces the spec's): the condition never holds,
+    one part of it left out, or one comparison in it off by one."""
+    found: list[Mutant] = []
+    for index, entry in enumerate(event.raises):
+        try:
+            node = ast.parse(entry.text, mode="eval").body
+        except SyntaxError:
+            continue
+        changes: list[tuple[str, str]] = [("drop a refusal", "False")]
+        if isinstance(node, ast.BoolOp) and len(node.values) > 1:
+            word = "conjunction" if isinstance(node.op, ast.And) else "disjunction"
+            for left_out in range(len(node.values)):
+                rest = [v for i, v in enumerate(node.values) if i != left_out]
+                kept = rest[0] if len(rest) == 1 else ast.BoolOp(op=node.op, values=rest)
+                changes.append((f"drop a part of a {word}", ast.unparse(kept)))
+        compares = [n for n in ast.walk(node) if isinstance(n, ast.Compare)]
+        for position, compare in enumerate(compares):
+            for at, op in enumerate(compare.ops):
+                if type(op) in OPS:
+                    changed = copy.deepcopy(node)
+                    target = [n for n in ast.walk(changed) if isinstance(n, ast.Compare)][position]
+                    target.ops[at] = OPS[type(op)]()
+                    changes.append(("off by one", ast.unparse(changed)))
+        key = "after" if entry.after else "when"
+        for kind, new in changes:
+            entries = [
+                f"{{ {'after' if e.after else 'when'} = {_toml_string(new if i == index else e.text)}, "
+                f"error = {_toml_string(e.error)} }}"
+                for i, e in enumerate(event.raises)
+            ]
+            patch = f"\n[variants.{spec.variant}.override.events.{event.name}]\nraises = [{', '.join(entries)}]\n"
+            before = f"raises {entry.error} {key} {entry.text}"
+            after = f"raises {entry.error} {key} {new}"
+            found.append(Mutant(f"{event.name}:{kind}:{before} -> {new}", event.name, kind, before, after, patch))
+    return found
+
+
 def _guard_text(spec: Spec, event: str) -> str | None:
     # The guard's text as written (compiled guards keep no text): read it from the spec source.
     return _GUARDS.get((spec.path, event))
 
 
 _GUARDS: dict[tuple[str, str], str | None] = {}
+_OVERRIDDEN: set[tuple[str, str, str]] = set()
+"""(spec path, variant, event) where the variant overrides the event's table itself: a
+mutant's override of its `raises` would define that table twice."""
 
 
 def _remember_guards(spec_file: SpecFile) -> None:
@@ -204,6 +251,9 @@ def _remember_guards(spec_file: SpecFile) -> None:
     for name, body in events.items():
         guard = body.get("ignore_when") if isinstance(body, dict) else None
         _GUARDS[(spec_file.path, name)] = guard if isinstance(guard, str) else None
+    for variant, table in spec_file.source.data.get("variants", {}).items():
+        overridden = table.get("override", {}).get("events", {}) if isinstance(table, dict) else {}
+        _OVERRIDDEN.update((spec_file.path, variant, name) for name in overridden)
 
 
 def spec_mutants(spec_file: SpecFile, variant: str) -> list[Mutant]:

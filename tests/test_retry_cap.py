@@ -1,9 +1,13 @@
-"""conform's probes (`model.conformance.probes`), and the long runs of every trace to a
-branch: a job runner with a retry cap (python-statemachine trial). A class that gave up with
-one retry left answered every call of the branch traces as the model did (they reach the
-third retry but only make the call that leads on), and one whose `retry` lost its guard was
-never driven past the cap (the trace to `retry` begins the longer trace to `give_up`, which
-ends where nothing repeats, and was left out of the runs): both passed `ci`."""
+"""A job runner's retry cap (python-statemachine trial): the guards a class gets wrong there,
+and what finds each. A class that gave up with one retry left answered every call of the
+branch traces as the model did (they reach the third retry but only make the call that
+leads on): conform's probes ask every call at every state they pass through. One whose
+`retry` lost its guard was never driven past the cap (the trace to `retry` begins the longer
+trace to `give_up`, which ends where nothing repeats, and was left out of the long runs),
+and the coverage test of the whole `raises` condition retried a queued job: the runs repeat
+every branch trace now, and each part of a disjunction that raises is a branch with a test
+of its own. `mutate` changes `raises` conditions too, so how well the properties pin the
+guards down is measured."""
 
 from __future__ import annotations
 
@@ -216,3 +220,36 @@ def test_a_disjunction_that_raises_is_a_branch_per_part(tmp_path: Path) -> None:
     broken = pytest_on(RETRY_REFUSED="False")
     assert broken.returncode == 1
     assert "FAILED" in broken.stdout and "test_retry_raises1_valueerror_retries_max_retries" in broken.stdout
+
+
+def test_mutants_change_the_raises_conditions() -> None:
+    """Each entry of an event's `raises` never holding, each part of a combination left out,
+    each comparison off by one; written as an override of the event's `raises`, a spec that
+    loads. The properties kill a retry that lost its cap (its fourth retry is 12 calls
+    deep: past `mutate`'s default depth of 10, so `--max-depth 13` here)."""
+    from ledgercheck.model import mutate
+
+    spec_file = load_spec_text(SPEC, "jobs.toml")
+    mutants = [m for m in mutate.spec_mutants(spec_file, "base") if m.before.startswith("raises")]
+    retry = {m.after: m for m in mutants if m.event == "retry"}
+    assert set(retry) == {
+        "raises ValueError when False",
+        "raises ValueError when retries >= max_retries",
+        "raises ValueError when state != FAILED",
+        "raises ValueError when state != FAILED or retries > max_retries",
+    }
+    assert {m.kind for m in mutants} == {
+        "drop a refusal",
+        "drop a part of a disjunction",
+        "drop a part of a conjunction",
+        "off by one",
+    }
+    checks = mutate._checks(spec_file.variant())
+    outcomes = {}
+    for after, mutant in retry.items():
+        spec = load_spec_text(SPEC + mutant.patch, "jobs.toml").variant()
+        assert spec.events["retry"].raises[0].text == after.removeprefix("raises ValueError when ")
+        outcomes[after] = mutate.evaluate_mutant(spec_file, "base", mutant, shards=1, depth=13, tests=[], checks=checks)
+    assert outcomes["raises ValueError when state != FAILED"].status == "killed_by_property"
+    assert "retries_are_capped" in outcomes["raises ValueError when state != FAILED"].detail
+    assert outcomes["raises ValueError when state != FAILED or retries > max_retries"].status == "killed_by_property"
