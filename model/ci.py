@@ -271,9 +271,12 @@ def _search_branches_beside(spec_file: SpecFile) -> threading.Thread:
 
 
 def _absolute_target(target: str) -> str:
-    """`path/file.py:Class` made absolute (the children run elsewhere); `module:Class` as given."""
+    """`path/file.py:Class` made absolute (the children run elsewhere), whether or not the
+    file is there: the generated tests, run from their own folder, must not find a file of
+    that name there that conformance, run from here, does not (one step passed on a class
+    the other could not load); `module:Class` as given."""
     path, sep, name = target.rpartition(":")
-    if sep and (path.endswith(".py") or os.sep in path) and Path(path).exists():
+    if sep and (path.endswith(".py") or os.sep in path):
         return f"{Path(path).resolve()}:{name}"
     return target
 

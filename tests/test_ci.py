@@ -301,3 +301,29 @@ def test_the_drift_step_says_why_it_compared_nothing() -> None:
     spec_file: Any = None
     assert _drift(spec_file, Path("."), unknown).headline.endswith("while a verdict is unknown")  # type: ignore[arg-type]
     assert _drift(spec_file, Path("."), mismatch).headline.endswith("differs from its expectation")  # type: ignore[arg-type]
+
+
+def test_a_relative_target_is_read_from_one_folder_by_both_steps(tmp_path: Path) -> None:
+    """The spec names its class by a path relative to the project (`impl/job.py`), and ci runs
+    from another folder: conformance, run from there, could not load it, while the generated
+    tests, run from their own folder's parent, found the file and passed. Both read the path
+    from the working directory (then the spec's folder): both are bad input, exit 2."""
+    from job_runner import SPEC, job_class
+
+    project = tmp_path / "project"
+    (project / "spec").mkdir(parents=True)
+    (project / "impl").mkdir()
+    spec = project / "spec" / "jobs.toml"
+    spec.write_text(SPEC.replace("[implementation]\n", '[implementation]\ntarget = "impl/job.py:Job"\n'))
+    (project / "impl" / "job.py").write_text(job_class())
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    command = [sys.executable, "-m", "ledgercheck.model.cli"]
+    gen = subprocess.run([*command, "gen", str(spec)], cwd=project, capture_output=True, text=True, env=env)
+    assert gen.returncode == 0, gen.stdout + gen.stderr
+    here = subprocess.run([*command, "ci", str(spec)], cwd=project, capture_output=True, text=True, env=env)
+    assert here.returncode == 0, here.stdout + here.stderr
+    away = subprocess.run([*command, "ci", str(spec)], cwd=tmp_path, capture_output=True, text=True, env=env)
+    assert away.returncode == 2, away.stdout + away.stderr
+    head = away.stdout.split("\n\n", 1)[0]
+    assert "BAD INPUT tests vs implementation: no such file: " in head, head
+    assert "BAD INPUT conformance: " in head and "no such file: impl/job.py" in head, head
