@@ -65,6 +65,8 @@ def test_a_retry_past_the_cap_is_found_by_the_runs_and_by_the_branches(
     assert main([*args, "--no-runs"]) == 1
     out = capsys.readouterr().out
     assert "found by a trace to a branch of the spec: the trace to branch" in out, out
+    # a spec with no `requires` has no callers' contracts: its figure has no row for them
+    assert "callers' contract" not in out, out
     assert "retries: model 3, implementation 4" in out or "retries           | 3 (impl: 4)" in out, out
 
 

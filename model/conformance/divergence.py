@@ -129,7 +129,10 @@ def figure(checker: Conformance, divergence: Divergence, width: int | None = Non
         if ("result",) in differing or any(returning):
             values = [o.result if r and o.raised is None else "-" for o, r in zip(outcomes, returning, strict=True)]
             row(describe_key(("result",)), ("result",), ["-", *values], changes=False)
-        rows.append(["  callers' contract", "-"] + [_contract_text(c) for c in recording.contract])
+        # A spec with no `requires` has no contracts to show, but a call on an unknown shard
+        # is outside them all the same: the row then says which.
+        if checker.has_contracts or any(c is False for c in recording.contract):
+            rows.append(["  callers' contract", "-"] + [_contract_text(c) for c in recording.contract])
     return render_table(header, rows, width)
 
 
