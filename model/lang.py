@@ -651,6 +651,16 @@ def _stmt(node: ast.stmt, scope: Scope, assigned: set[str]) -> ir.Stmt:
         ast.Global: "global",
         ast.Nonlocal: "nonlocal",
     }
+    if isinstance(node, ast.Expr):
+        value = node.value
+        if isinstance(value, ast.Compare) and len(value.ops) == 1 and isinstance(value.ops[0], ast.Eq):
+            assignment = f"{ast.unparse(value.left)} = {ast.unparse(value.comparators[0])}"
+            raise scope.fail(
+                node, f"`{ast.unparse(value)}` compares and keeps nothing: an assignment is written `{assignment}`"
+            )
+        raise scope.fail(
+            node, f"`{ast.unparse(value)}` on its own does nothing in a spec block (an assignment is `x = ...`)"
+        )
     what = kinds.get(type(node), f"a statement of kind {type(node).__name__}")
     raise scope.fail(node, f"{what} is not allowed in a spec block")
 

@@ -248,6 +248,18 @@ BAD: dict[str, Bad] = {
         "import os",
         ("event retire: body", "an import is not allowed"),
     ),
+    "comparison-for-assignment": Bad(
+        RETIRE_BODY,
+        retire_body("state == RETIRED"),
+        "state == RETIRED",
+        ("`state == RETIRED` compares and keeps nothing: an assignment is written `state = RETIRED`",),
+    ),
+    "bare-expression": Bad(
+        RETIRE_BODY,
+        retire_body("state = RETIRED", "restart_attempt + 1"),
+        "restart_attempt + 1",
+        ("`restart_attempt + 1` on its own does nothing in a spec block",),
+    ),
     # policy
     "policy-default-above-max": Bad(
         "unhealthy_threshold = { default = 3, min = 1, max = 8 }",
