@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import difflib
 import enum
 import functools
 import importlib
@@ -915,19 +916,31 @@ def _check_construct(binding: Binding, target: Callable[..., Any], clock: Any = 
         params = inspect.signature(target).parameters
     except (TypeError, ValueError):
         return
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        return
-    takes = [name for name, p in params.items() if p.kind is not inspect.Parameter.POSITIONAL_ONLY]
+    anything = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    takes = [
+        name
+        for name, p in params.items()
+        if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    ]
     passed = [("construct", name, path.where) for name, path in binding.construct]
     passed += [(f"notification {a.notification!r}", a.target, a.where) for a in binding.announcers if a.form == "param"]
     if clock is not None and clock.drive_param is not None:
         passed.append(("[clock] drive", clock.drive_param, clock.drive_where))
+    shown = f"{getattr(target, '__name__', target)}({', '.join(takes + (['**kwargs'] if anything else []))})"
     for what, name, at in passed:
-        if name not in takes:
-            where = f"{at}: " if at is not None else ""
+        if name in takes:
+            continue
+        where = f"{at}: " if at is not None else ""
+        if not anything:
+            raise BindingError(f"{where}{what} passes {name}=, which {shown} does not take{did_you_mean(name, takes)}")
+        # A class that takes any keyword (a library's base class passes them on) swallows a
+        # misspelt one: the policy it was to set never reaches the class. Nearly the name of
+        # one it does take is taken for that mistake.
+        close = difflib.get_close_matches(name, takes, n=1, cutoff=0.8)
+        if close:
             raise BindingError(
-                f"{where}{what} passes {name}=, which {getattr(target, '__name__', target)}({', '.join(takes)}) "
-                f"does not take{did_you_mean(name, takes)}"
+                f"{where}{what} passes {name}=, which {shown} takes only through **kwargs, where a misspelt "
+                f"keyword is swallowed (did you mean {close[0]!r}?)"
             )
 
 

@@ -456,3 +456,24 @@ def test_the_reproducer_of_a_copy_of_an_installed_module_imports_the_copy(tmp_pa
         f"import sys; sys.path.insert(0, {str(tmp_path)!r})  # the class's folder",
         f"from nowhere_else_4711 import Ledger  # {alone}",
     ]
+
+
+def test_a_misspelt_keyword_a_class_takes_through_kwargs_is_a_binding_error(tmp_path, capsys):
+    """A class whose constructor also takes `**kwargs` (a library's base class passes them on)
+    swallowed `max_attempt=`: its own default applied, and conform reported a divergence at
+    another policy, blaming the spec's initial values (python-statemachine trial). Nearly the
+    name of a keyword it takes is taken for that mistake; a keyword like no other passes."""
+    source = GOOD.replace("def __init__(self, n, max_attempts=2):", "def __init__(self, n, max_attempts=2, **kwargs):")
+    assert source != GOOD
+    text = SPEC.replace('max_attempts = "max_attempts"', 'max_attempt = "max_attempts"')
+    spec, target = _write(tmp_path, text, source=source)
+    code, message = _conform(capsys, spec, target)
+    assert code == 2 and f"jobs.toml:{_line(text, 'construct =')}:" in message, message
+    assert (
+        "construct passes max_attempt=, which JobTable(n, max_attempts, **kwargs) takes only through **kwargs, "
+        "where a misspelt keyword is swallowed (did you mean 'max_attempts'?)"
+    ) in message
+    extra = SPEC.replace('max_attempts = "max_attempts"', 'max_attempts = "max_attempts", label = "1"')
+    spec, target = _write(tmp_path, extra, source=source)
+    code, message = _conform(capsys, spec, target)
+    assert "takes only through **kwargs" not in message and code != 2, message
