@@ -387,7 +387,10 @@ def check(
                         result.divergence.found_by = f"enumeration of every sequence of {what} at 1 shard at {where}"
                         summary.divergence, summary.checker = checker.shrink(result.divergence), checker
                         return summary
-            scripts = branch_scripts(spec_file, spec, policy).scripts if branches and policy == smallest else []
+            scripts = []
+            if branches and policy == smallest:
+                traced = branch_scripts(spec_file, spec, policy)
+                scripts += traced.scripts + (probe_scripts(checker, traced.every).scripts if probes else [])
             scripts += random_scripts(spec, other_shards, policy, random_calls, seed) if random_calls > 0 else []
             found = scripts_diverge(scripts, f"a trace at {where}", checker)
             if found is not None:
@@ -399,7 +402,8 @@ def check(
         say(
             f"  policies         {len(others)} more policies the spec allows (every sequence of up to "
             f"{plural(corner.depth, 'call')} at 1 shard, {drawn.depth} at a drawn policy; random traces at "
-            f"{plural(other_shards, 'shard')}; the branches' at the smallest): {traces} traces, {calls} calls "
+            f"{plural(other_shards, 'shard')}; the branches' and their probes at the smallest): {traces} traces, "
+            f"{calls} calls "
             f"({time.monotonic() - start:.1f} s)"
         )
         for where, _ in others:
