@@ -12,7 +12,11 @@ holding (`state == OPEN and open_for < cooldown` is false on a closed breaker, a
 open one whose timeout has passed: two branches); when it is a disjunction, each of its
 parts holds in turn with the ones before it false (`state != FAILED or retries >=
 max_retries` raises on a job that has not failed, and on a failed one with no retry left:
-two branches, the second the cap an implementation gets wrong).
+two branches, the second the cap an implementation gets wrong). An `if` splits the same
+way: the body of `if backoff == 0 or running_for >= stable_after:` runs on a first crash
+and on a crash after a steady run, two branches, each with a test of its own (one branch
+was taken by every first crash, and a class that never reset its backoff passed them all);
+the `else` of an `if` written as a conjunction, once per part that is the first false.
 
 `search` finds, for every branch, the shortest sequence of API calls after which the last
 call takes it: breadth first over the executable model's semantics (calls in spec order,
@@ -35,7 +39,7 @@ import hashlib
 import re
 import textwrap
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,10 +61,10 @@ MODULE_PREFIX = "test_branches_of_"
 class Branch:
     """One outcome of one decision of an event: `kind` is "ignore_when", "requires",
     "raises" (the `ordinal`-th entry of its `raises`) or "if" (the `ordinal`-th `if` of the
-    body, in reading order); `taken` the outcome. A false `raises` condition that is a
-    conjunction has one branch per part (`part`, from 1) that is the first false one; a
-    `raises` condition that holds and is a disjunction, one per part that is the first to
-    hold."""
+    body, in reading order); `taken` the outcome. A false `raises` or `if` condition that is
+    a conjunction has one branch per part (`part`, from 1) that is the first false one; one
+    that holds and is a disjunction, one per part that is the first to hold (`text` the
+    part, `condition` the whole)."""
 
     event: str
     kind: str
@@ -112,6 +116,11 @@ class Branch:
             first = " (the parts before it hold)" if self.part > 1 else ""
             return f"`{self.text}` is false{first}: no {self.error}"
         arm = "its body runs" if self.taken else "the `else` arm runs (or the `if` is skipped)"
+        if self.part:
+            before = ""
+            if self.part > 1:
+                before = " (the parts before it are false)" if self.taken else " (the parts before it hold)"
+            return f"`{self.text}` {'holds' if self.taken else 'is false'}{before} in `{self.condition}`: {arm}"
         return f"`{self.text}` {'holds' if self.taken else 'is false'}: {arm}"
 
     def source(self, variant: str) -> str:
@@ -123,7 +132,7 @@ class Branch:
             return f"[events.{self.event}] raises {self.error} when {self.condition!r}"
         if self.kind == "body":
             return f"[events.{self.event}] body"
-        return f"[events.{self.event}] body: {self.text}{self.patched(variant)}"
+        return f"[events.{self.event}] body: {self.condition or self.text}{self.patched(variant)}"
 
     def patched(self, variant: str) -> str:
         return f" (as variant {variant}'s patch has it)" if self.from_patch else ""
@@ -310,6 +319,12 @@ def _raises_branches(event: Event) -> list[Branch]:
     return found
 
 
+def _if_split(stmt: ir.If, holds: bool) -> tuple[tuple[ir.Expr, ...], list[str]]:
+    """The parts of an `if`'s condition that are branches of their own when it `holds` (a
+    disjunction's) or not (a conjunction's); the whole condition alone otherwise."""
+    return _split(stmt.cond, stmt.text.removeprefix("if ").removesuffix(":"), "or" if holds else "and")
+
+
 def _operands(text: str, op: type[ast.boolop]) -> list[str]:
     try:
         node = ast.parse(text.strip(), mode="eval").body
@@ -337,7 +352,15 @@ def branches(spec_file: SpecFile, spec: Spec) -> tuple[Branch, ...]:
             nth = seen.get(stmt.text, 0)
             seen[stmt.text] = nth + 1
             line, patched = candidates[nth] if nth < len(candidates) else (event.line, False)
-            found += [Branch(event.name, "if", ordinal, o, stmt.text, line, patched) for o in (True, False)]
+            for outcome in (True, False):
+                parts, texts = _if_split(stmt, outcome)
+                if len(parts) == 1:
+                    found.append(Branch(event.name, "if", ordinal, outcome, stmt.text, line, patched))
+                    continue
+                found += [
+                    Branch(event.name, "if", ordinal, outcome, _normal(text), line, patched, number, "", stmt.text)
+                    for number, text in enumerate(texts, 1)
+                ]
         if len(found) == first:  # no decision: the one path through the body
             body_line = spec_file.source.lines.value_where(("events", event.name, "body")).line
             found.append(Branch(event.name, "body", 0, True, "", body_line))
@@ -364,7 +387,12 @@ class TracingMachine(Machine[Any]):
     ) -> None:
         if isinstance(stmt, ir.If) and id(stmt) in self.ifs:
             name, ordinal = self.ifs[id(stmt)]
-            self.taken.append((name, "if", ordinal, bool(self.eval(stmt.cond, frame, store)), 0))
+            holds = bool(self.eval(stmt.cond, frame, store))
+            parts, _ = _if_split(stmt, holds)
+            part = 0
+            if len(parts) > 1:  # the first part that decides, as the condition is evaluated
+                part = next(n for n, p in enumerate(parts, 1) if bool(self.eval(p, frame, store)) == holds)
+            self.taken.append((name, "if", ordinal, holds, part))
         super()._exec(stmt, frame, store, pc, effects, event)
 
     def run(self, event: Event, args: Mapping[str, Any], store: dict[Key, Any]) -> Effects[Any]:
@@ -426,9 +454,37 @@ def _key(spec: Spec, store: Mapping[Key, Any], globals_read: Sequence[str]) -> t
     return tuple(store[(0, f.name)] for f in spec.fields) + tuple(store[(None, g)] for g in globals_read)
 
 
-def search(spec_file: SpecFile, spec: Spec, policy: Mapping[str, int] | None = None) -> Coverage:
+def policy_read(spec: Spec) -> frozenset[str]:
+    """The policy constants `search` can read: in the events (guards, `raises`, bodies,
+    history, what they return), in what a change of state runs, in the initial values and in
+    the clock's steps. At two policies that agree on these the search is the same, however
+    the others differ (a constant only a query or a property reads)."""
+    parts: list[object] = [spec.on_state_change]
+    for event in spec.events.values():
+        parts += [event.ignore_when, event.requires, event.body, event.history, event.returns]
+        parts += [entry.when for entry in event.raises]
+    read = {node.name for node in ir.walk(parts) if isinstance(node, ir.PolicyRef)}
+    read |= {v.initial_policy for v in (*spec.shard_vars, *spec.globals) if v.initial_policy is not None}
+    if spec.clock is not None:
+        read |= {str(step) for _, step in spec.clock.steps}
+    return frozenset(read)
+
+
+PROGRESS_EVERY = 5000
+"""States between two progress messages of `search` (and one at each depth)."""
+
+
+def search(
+    spec_file: SpecFile,
+    spec: Spec,
+    policy: Mapping[str, int] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Coverage:
     """Breadth first over call sequences on one shard, the shortest trace per branch (at the
-    spec's default policy, or `policy` over it: conformance searches at its own)."""
+    spec's default policy, or `policy` over it: conformance searches at its own). `progress`
+    is told where the search stands at each depth and every `PROGRESS_EVERY` states (a
+    search that cannot reach a branch runs to its bounds: tens of seconds on a spec whose
+    clock steps are long)."""
     all_branches = branches(spec_file, spec)
     index = {b.key: b for b in all_branches}
     policy = {**spec.default_policy(), **(policy or {})}
@@ -451,7 +507,14 @@ def search(spec_file: SpecFile, spec: Spec, policy: Mapping[str, int] | None = N
             break
         depth += 1
         following: deque[tuple[dict[Key, Any], tuple[Call, ...]]] = deque()
+        told = -PROGRESS_EVERY  # one message as each depth begins
         for store, trace in frontier:
+            if progress is not None and len(seen) - told >= PROGRESS_EVERY:
+                told = len(seen)
+                progress(
+                    f"the shortest trace to every branch: depth {depth}, {len(seen)} states, "
+                    f"{len(traces)} of {len(all_branches)} branches reached"
+                )
             for event, name, args in calls(store):
                 after = dict(store)
                 step = (*trace, (name, args))

@@ -22,7 +22,7 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,7 +40,7 @@ from ledgercheck.model import budget, engines
 from ledgercheck.model.binding import expected_announcements
 from ledgercheck.model.conformance.implementation import ManualClock
 from ledgercheck.model.conformance.observation import Normaliser
-from ledgercheck.model.console import progress_for
+from ledgercheck.model.console import Heartbeat, progress_for
 from ledgercheck.model.errors import EXIT_BAD_INPUT, EXIT_MISMATCH, EXIT_OK, LedgercheckError
 from ledgercheck.model.executor import ExecutorConfig
 from ledgercheck.model.figure import shows_inherited, trace_figure
@@ -576,13 +576,14 @@ def render_files(
     return dict(sorted(files.items()))
 
 
-def search_branches(spec_file: SpecFile) -> coverage.Coverage:
-    """The shortest trace to every branch of the reference variant (remembered per spec text)."""
+def search_branches(spec_file: SpecFile, progress: Callable[[str], None] | None = None) -> coverage.Coverage:
+    """The shortest trace to every branch of the reference variant (remembered per spec text;
+    `progress` hears how the search goes, when it runs)."""
     reference = reference_variant(spec_file)
     key = (spec_file.variant().sha256, reference)
     if key not in _SEARCHED:
         _SEARCHED.clear()
-        _SEARCHED[key] = coverage.search(spec_file, spec_file.variant(reference))
+        _SEARCHED[key] = coverage.search(spec_file, spec_file.variant(reference), progress=progress)
     return _SEARCHED[key]
 
 
@@ -739,9 +740,13 @@ def cmd_gen(*, spec: str | None, out: str | None, check: bool, progress: bool | 
     command = "ledgercheck gen --check" if check else "ledgercheck gen"
     spec_file = load_spec(spec)
     reporter = progress_for(progress)
+    # a log (neither option): a line now and then while the checks and the search run
+    heard = reporter or (Heartbeat(sys.stderr) if progress is None else None)
     try:
         depth = spec_file.variant().search_depth(None, DEFAULT_DEPTH)
-        verdicts = gate.establish(spec_file, depth, DEFAULT_TRACES, reporter)
+        verdicts = gate.establish(spec_file, depth, DEFAULT_TRACES, heard)
+        if verdicts.exit_code == EXIT_OK:
+            search_branches(spec_file, heard)  # what render_files reads back
     finally:
         if reporter is not None:
             reporter.close()

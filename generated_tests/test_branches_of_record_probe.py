@@ -303,11 +303,12 @@ def test_record_probe_if2_state_suspect_and_consecutive_then(
     check.finish()
 
 
-def test_record_probe_if2_state_suspect_and_consecutive_else(
+def test_record_probe_if2_state_suspect_else(
     ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """record_probe: `if state == SUSPECT and consecutive_probe_successes >= healthy_threshold:` is
-    false: the `else` arm runs (or the `if` is skipped).
+    """record_probe: `state == SUSPECT` is false in `if state == SUSPECT and
+    consecutive_probe_successes >= healthy_threshold:`: the `else` arm runs (or the `if` is
+    skipped).
 
     Spec: [events.record_probe] body: if state == SUSPECT and consecutive_probe_successes >=
     healthy_threshold:
@@ -322,6 +323,42 @@ def test_record_probe_if2_state_suspect_and_consecutive_else(
     check.expect(
         0,
         state="HEALTHY",
+        consecutive_probe_failures=0,
+        consecutive_probe_successes=1,
+        consecutive_reported_failures=0,
+        restart_attempts=0,
+        state_before_partial=None,
+        weight_version=0,
+        base_url="http://shard-0",
+    )
+    expect_log(check, capsys, 0, [])
+    check.finish()
+
+
+def test_record_probe_if2_consecutive_probe_successes_else(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """record_probe: `consecutive_probe_successes >= healthy_threshold` is false (the parts before
+    it hold) in `if state == SUSPECT and consecutive_probe_successes >= healthy_threshold:`: the
+    `else` arm runs (or the `if` is skipped).
+
+    Spec: [events.record_probe] body: if state == SUSPECT and consecutive_probe_successes >=
+    healthy_threshold:
+    """
+    ledger, check = ledger_factory(
+        SPEC, SPEC_MEANING, PROPERTY, EXPECTED_FROM, parts=SPEC_PARTS, shards=1, policy=POLICY
+    )
+    # step 1: record_probe(0, ok=False)
+    with check.call("record_probe", 0, ok=False):
+        ledger.record_probe(0, ok=False)
+    check.expect(0, state="SUSPECT", consecutive_probe_failures=1)
+    capsys.readouterr()  # the log lines of the calls before the branch
+    # step 2: record_probe(0, ok=True), the branch
+    with check.call("record_probe", 0, ok=True):
+        ledger.record_probe(0, ok=True)
+    check.expect(
+        0,
+        state="SUSPECT",
         consecutive_probe_failures=0,
         consecutive_probe_successes=1,
         consecutive_reported_failures=0,

@@ -206,11 +206,50 @@ def test_report_refit_outside_contract(
     check.finish()
 
 
-def test_report_refit_if1_was_suspect_or_consecutive_then(
+def test_report_refit_if1_was_suspect_then(
     ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """report_refit: `if was == SUSPECT or consecutive_reported_failures > 0:` holds: its body
-    runs.
+    """report_refit: `was == SUSPECT` holds in `if was == SUSPECT or consecutive_reported_failures
+    > 0:`: its body runs.
+
+    Spec: [events.report_refit] body: if was == SUSPECT or consecutive_reported_failures > 0: (as
+    variant refit_keeps_streak's patch has it)
+    """
+    ledger, check = ledger_factory(
+        SPEC, SPEC_MEANING, PROPERTY, EXPECTED_FROM, parts=SPEC_PARTS, shards=1, policy=POLICY
+    )
+    # step 1: record_probe(0, ok=False)
+    with check.call("record_probe", 0, ok=False):
+        ledger.record_probe(0, ok=False)
+    check.expect(0, state="SUSPECT", consecutive_probe_failures=1)
+    # step 2: mark_weights_partial(0)
+    with check.call("mark_weights_partial", 0):
+        ledger.mark_weights_partial(0)
+    check.expect(0, state="STALE", state_before_partial="SUSPECT")
+    capsys.readouterr()  # the log lines of the calls before the branch
+    # step 3: report_refit(0, weight_version=1), the branch
+    with check.call("report_refit", 0, weight_version=1):
+        ledger.report_refit(0, weight_version=1)
+    check.expect(
+        0,
+        state="SUSPECT",
+        consecutive_probe_failures=0,
+        consecutive_probe_successes=0,
+        consecutive_reported_failures=0,
+        restart_attempts=0,
+        state_before_partial=None,
+        weight_version=1,
+        base_url="http://shard-0",
+    )
+    expect_log(check, capsys, 0, [["STALE", "SUSPECT"]])
+    check.finish()
+
+
+def test_report_refit_if1_consecutive_reported_failures_0_then(
+    ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """report_refit: `consecutive_reported_failures > 0` holds (the parts before it are false) in
+    `if was == SUSPECT or consecutive_reported_failures > 0:`: its body runs.
 
     Spec: [events.report_refit] body: if was == SUSPECT or consecutive_reported_failures > 0: (as
     variant refit_keeps_streak's patch has it)

@@ -178,7 +178,11 @@ def ci_command(
         verdict_step, verdicts = _verdicts(spec_file, heard)
         steps.append(verdict_step)
         say("ci: is generated_tests/ what the spec produces now?")
-        branches.join()
+        searching = time.monotonic()
+        while branches.is_alive():  # a search that cannot reach a branch runs to its bounds
+            branches.join(WAIT_TICK)
+            seconds = time.monotonic() - searching
+            say(f"ci: searching the shortest trace to every branch, for {seconds:.0f} s more than the verdicts")
         steps.append(_drift(spec_file, out_dir, verdicts))
         started_names = {name for name, _ in children}
         for name, child in children:
@@ -238,6 +242,7 @@ def _start_children(
             "-m",
             "ledgercheck.model.cli",
             "conform",
+            "--no-progress",  # ci says what it waits for itself
             *([] if named_by_spec else ["--impl", impl]),
             str(Path(spec_file.path).resolve()),
             *limit,

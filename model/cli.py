@@ -565,7 +565,13 @@ def _conform_parser(subparsers: Any) -> None:
         help="check afresh instead of reading the counterexamples cached by an earlier run "
         "($LEDGERCHECK_CACHE, default ~/.cache/ledgercheck)",
     )
-    parser.add_argument("--progress", action="store_true", help="progress on stderr")
+    parser.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="a line on stderr for each step of the sources (default: a line at most every 30 s, so that a long "
+        "run is never silent; --no-progress: none)",
+    )
     parser.add_argument(
         "--call-timeout",
         type=float,

@@ -11,6 +11,7 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from typing import TextIO
 
 CLEAR_LINE = "\r\x1b[K"
@@ -71,9 +72,10 @@ HEARTBEAT_SECONDS = 30.0
 
 class Heartbeat:
     """A progress sink for a log: a message at most every `every` seconds (the first after
-    `every`), so that a long run is never silent in CI and a short one prints nothing."""
+    `every`), so that a long run is never silent in CI and a short one prints nothing. It
+    writes to a stream, or hands each line to a function (a process that relays its output)."""
 
-    def __init__(self, stream: TextIO, every: float | None = None) -> None:
+    def __init__(self, stream: TextIO | Callable[[str], None], every: float | None = None) -> None:
         self.stream = stream
         self.every = HEARTBEAT_SECONDS if every is None else every
         self.last = time.monotonic()
@@ -82,5 +84,8 @@ class Heartbeat:
         now = time.monotonic()
         if now - self.last >= self.every:
             self.last = now
+            if callable(self.stream):
+                self.stream(f"ledgercheck: {message}")
+                return
             self.stream.write(f"ledgercheck: {message}\n")
             self.stream.flush()

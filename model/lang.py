@@ -652,14 +652,14 @@ def _stmt(node: ast.stmt, scope: Scope, assigned: set[str]) -> ir.Stmt:
         ast.Nonlocal: "nonlocal",
     }
     if isinstance(node, ast.Expr):
-        value = node.value
-        if isinstance(value, ast.Compare) and len(value.ops) == 1 and isinstance(value.ops[0], ast.Eq):
-            assignment = f"{ast.unparse(value.left)} = {ast.unparse(value.comparators[0])}"
+        alone = node.value
+        if isinstance(alone, ast.Compare) and len(alone.ops) == 1 and isinstance(alone.ops[0], ast.Eq):
+            assignment = f"{ast.unparse(alone.left)} = {ast.unparse(alone.comparators[0])}"
             raise scope.fail(
-                node, f"`{ast.unparse(value)}` compares and keeps nothing: an assignment is written `{assignment}`"
+                node, f"`{ast.unparse(alone)}` compares and keeps nothing: an assignment is written `{assignment}`"
             )
         raise scope.fail(
-            node, f"`{ast.unparse(value)}` on its own does nothing in a spec block (an assignment is `x = ...`)"
+            node, f"`{ast.unparse(alone)}` on its own does nothing in a spec block (an assignment is `x = ...`)"
         )
     what = kinds.get(type(node), f"a statement of kind {type(node).__name__}")
     raise scope.fail(node, f"{what} is not allowed in a spec block")

@@ -128,9 +128,9 @@ def test_the_branch_search_runs_beside_the_verdicts_and_its_error_is_the_drift_s
     searched = coverage.search
     where: list[str] = []
 
-    def recorded(*args: object) -> coverage.Coverage:
+    def recorded(*args: object, **kwargs: object) -> coverage.Coverage:
         where.append(threading.current_thread().name)
-        return searched(*args)  # type: ignore[arg-type]
+        return searched(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(coverage, "search", recorded)
     monkeypatch.setattr(render, "_SEARCHED", {})
@@ -138,7 +138,7 @@ def test_the_branch_search_runs_beside_the_verdicts_and_its_error_is_the_drift_s
     found = render.search_branches(spec_file)
     assert where == ["ledgercheck-ci-branches"] and found.branches
 
-    def broken(*args: object) -> coverage.Coverage:
+    def broken(*args: object, **kwargs: object) -> coverage.Coverage:
         raise RuntimeError("no branches today")
 
     monkeypatch.setattr(coverage, "search", broken)

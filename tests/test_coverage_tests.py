@@ -300,3 +300,20 @@ def test_a_coverage_test_failure_leads_with_what_it_pins_down(tmp_path: Path) ->
     monitored = load_spec(str(LEDGER_SPEC)).variant("refit_keeps_streak").properties
     for name, prop in monitored.items():
         assert f"{name}: {prop.message}" not in output, name
+
+
+def test_the_search_says_where_it_stands() -> None:
+    """A search that cannot reach a branch runs to its bounds (tens of seconds on a spec whose
+    clock steps are long): it says so at each depth, and a log's heartbeat passes it on."""
+    from ledgercheck.model.console import Heartbeat
+
+    spec_file = load_spec(str(LEDGER_SPEC))
+    heard: list[str] = []
+    found = coverage.search(spec_file, spec_file.variant("refit_keeps_streak"), progress=heard.append)
+    said = "the shortest trace to every branch: depth"
+    assert heard[0] == f"{said} 1, 1 states, 0 of {len(found.branches)} branches reached"
+    assert len(heard) >= found.depth and heard[-1].startswith(f"{said} {found.depth},")
+    lines: list[str] = []
+    beat = Heartbeat(lines.append, every=0.0)
+    beat(heard[-1])
+    assert lines == [f"ledgercheck: {heard[-1]}"]

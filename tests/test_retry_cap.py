@@ -149,3 +149,22 @@ def test_mutants_change_the_raises_conditions() -> None:
     assert outcomes["raises ValueError when state != FAILED"].status == "killed_by_property"
     assert "retries_are_capped" in outcomes["raises ValueError when state != FAILED"].detail
     assert outcomes["raises ValueError when state != FAILED or retries > max_retries"].status == "killed_by_property"
+
+
+def test_policies_that_agree_on_what_the_search_reads_share_one_search(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A constant no event reads (only a query or a property would) makes the largest and the
+    smallest policy differ from the default without changing the coverage search: it runs once
+    (a pod tracker's search took 45 s at each of them, the same search)."""
+    from ledgercheck.codegen import coverage
+
+    spec = SPEC.replace("[policy]\n", "[policy]\nspare = { default = 1, min = 0, max = 2 }\n")
+    assert coverage.policy_read(load_spec_text(spec, "jobs.toml").variant()) == {"max_retries"}
+    args = _job(tmp_path)
+    (tmp_path / "jobs.toml").write_text(spec)
+    assert main([*args, "--random", "0", "--no-counterexamples", "--progress"]) == 0
+    captured = capsys.readouterr()
+    began = captured.err.count("the shortest trace to every branch: depth 1, 1 states")
+    assert began == 1, captured.err
+    assert "the search at the policy asked: the two agree on every constant it reads" in captured.out, captured.out

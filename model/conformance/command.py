@@ -28,6 +28,7 @@ from ledgercheck.model.conformance.sources import (
     default_cache,
     default_variant,
 )
+from ledgercheck.model.console import Heartbeat
 from ledgercheck.model.errors import (
     EXIT_MISMATCH,
     EXIT_OK,
@@ -222,7 +223,10 @@ def _compare(work: _Work, write: Callable[[str, str], None], watch: Callable[[st
     ns, config = work.ns, work.config
     if watch is not None:
         work.conformance.watching = watch
-    progress = (lambda message: write("stderr", message)) if ns.progress else None
+    # --progress: every line; neither option: a line now and then (never minutes of silence)
+    progress: Callable[[str], None] | None = (lambda message: write("stderr", message)) if ns.progress else None
+    if ns.progress is None:
+        progress = Heartbeat(lambda line: write("stderr", line))
     with work.conformance.stops_named():
         summary = check(
             work.conformance,

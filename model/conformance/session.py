@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ledgercheck.model import budget
 from ledgercheck.model.budget import BudgetExhausted
@@ -27,6 +28,7 @@ from ledgercheck.model.conformance.enumeration import Enumeration
 from ledgercheck.model.conformance.probes import probe_scripts
 from ledgercheck.model.conformance.sources import (
     RUN_CALLS,
+    Branches,
     branch_scripts,
     counterexample_scripts,
     known_counterexample_scripts,
@@ -303,10 +305,23 @@ def check(
             f"  random           {plural(other_shards, 'shard')}: {random_calls} calls in {len(scripts)} traces, "
             f"seed {seed} ({time.monotonic() - start:.1f} s)"
         )
-    start = time.monotonic()
     # The traces to the branches, searched once: made over and over here (a cycle through the
     # states, redrive after dead-lettering), then followed as they are below.
-    at_policy = branch_scripts(spec_file, spec, conformance.policy) if branches else None
+    searched: dict[tuple[Any, ...], Branches] = {}
+
+    def branches_at(policy: Mapping[str, int]) -> Branches:
+        """The traces to the branches at `policy`: searched once for all the policies that
+        agree on every constant the search reads (the largest policy of a spec often differs
+        only in one a query reads, and a search can take tens of seconds)."""
+        from ledgercheck.codegen.coverage import policy_read
+
+        key = tuple(sorted((name, policy.get(name)) for name in policy_read(spec)))
+        if key not in searched:
+            searched[key] = branch_scripts(spec_file, spec, policy, progress)
+        return searched[key]
+
+    at_policy = branches_at(conformance.policy) if branches else None
+    start = time.monotonic()
     if runs:
         cycles = at_policy.every if at_policy is not None else []
         scripts = run_scripts(spec, conformance.policy, seed, cycles, run_calls)
@@ -330,7 +345,7 @@ def check(
         for checker in corners:
             start = time.monotonic()
             found_there = at_policy if checker is conformance and at_policy is not None else None
-            traced = found_there or branch_scripts(spec_file, spec, checker.policy)
+            traced = found_there or branches_at(checker.policy)
             scripts = traced.scripts
             at = "" if checker is conformance else f" at the largest policy ({policy_text(largest)})"
             found = scripts_diverge(scripts, f"a trace to a branch of the spec{at}", checker)
@@ -338,9 +353,14 @@ def check(
                 summary.divergence, summary.checker = found, checker
                 return summary
             calls = sum(len(s.calls) for s in scripts)
+            search = (
+                f"; the search {traced.seconds:.1f} s"
+                if traced is not at_policy or checker is conformance
+                else "; the search at the policy asked: the two agree on every constant it reads"
+            )
             say(
                 f"  branches         1 shard{at}: {len(scripts)} traces to the {traced.reached} of {traced.total} "
-                f"branches the coverage search reaches, {calls} calls ({time.monotonic() - start:.1f} s)"
+                f"branches the coverage search reaches, {calls} calls ({time.monotonic() - start:.1f} s{search})"
             )
             if probes:
                 start = time.monotonic()
@@ -389,7 +409,7 @@ def check(
                         return summary
             scripts = []
             if branches and policy == smallest:
-                traced = branch_scripts(spec_file, spec, policy)
+                traced = branches_at(policy)
                 scripts += traced.scripts + (probe_scripts(checker, traced.every).scripts if probes else [])
             scripts += random_scripts(spec, other_shards, policy, random_calls, seed) if random_calls > 0 else []
             found = scripts_diverge(scripts, f"a trace at {where}", checker)

@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import random
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -247,9 +248,13 @@ class Branches:
     final state), so leaving it out would leave the cap unreached."""
     reached: int
     total: int
+    seconds: float = 0.0
+    """How long the coverage search took."""
 
 
-def branch_scripts(spec_file: SpecFile, spec: Spec, policy: Mapping[str, int]) -> Branches:
+def branch_scripts(
+    spec_file: SpecFile, spec: Spec, policy: Mapping[str, int], progress: Callable[[str], None] | None = None
+) -> Branches:
     """The shortest call sequence (on one instance) to every branch of `spec` the coverage
     search reaches at `policy` (`codegen.coverage.search`, as the coverage tests are found),
     with the number of branches reached and of branches in all. The one source that reaches
@@ -257,7 +262,9 @@ def branch_scripts(spec_file: SpecFile, spec: Spec, policy: Mapping[str, int]) -
     above the default."""
     from ledgercheck.codegen.coverage import search  # the search, only when this source runs
 
-    found = search(spec_file, spec, policy)
+    began = time.monotonic()
+    found = search(spec_file, spec, policy, progress)
+    seconds = time.monotonic() - began
     ticks = {tick.event: tick for tick in clock_ticks(spec, {**spec.default_policy(), **policy})}
     sequences: list[tuple[LedgerCall, ...]] = []
     for branch in found.branches:
@@ -276,7 +283,7 @@ def branch_scripts(spec_file: SpecFile, spec: Spec, policy: Mapping[str, int]) -
     scripts = [
         s for s in every if not any(len(o.calls) > len(s.calls) and o.calls[: len(s.calls)] == s.calls for o in every)
     ]
-    return Branches(scripts, every, len(found.traces), len(found.branches))
+    return Branches(scripts, every, len(found.traces), len(found.branches), seconds)
 
 
 DRAWN_POLICIES = 6
