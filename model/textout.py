@@ -191,8 +191,23 @@ def holds_paragraphs(results: Sequence[Result], width: int) -> list[str]:
         depths = sorted({r.depth for r in results if r.variant == variant and quiet(r) and r.status != Status.PROVED})
         bound = f"up to depth {'/'.join(map(str, depths))}" if depths else "proved"
         text = f"{variant}: {len(names)} hold {bound}, as expected: {', '.join(names)}"
+        searched = list(dict.fromkeys(r.property for r in results if r.variant == variant and bounded_only(r)))
+        if searched:
+            text += (
+                f"; of these, {len(searched)} only up to that depth, no inductive invariant found for them (a "
+                f"violation deeper than the search is not ruled out; `ledgercheck prove` looks further): "
+                f"{', '.join(searched)}"
+            )
         out.append(textwrap.fill(text, width, subsequent_indent="    ", break_on_hyphens=False))
     return out
+
+
+def bounded_only(result: Result) -> bool:
+    """A quiet result that holds up to the depth searched with nothing more: no invariant
+    settled it for every depth (the one tried before a search, `engine` "spacer"), so a
+    violation one step deeper would have passed. Said beside the verdict, which it does not
+    change."""
+    return quiet(result) and result.status == Status.HOLDS_TO_DEPTH and result.engine != "spacer"
 
 
 def wrap(text: str, width: int) -> str:

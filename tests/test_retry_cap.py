@@ -168,3 +168,23 @@ def test_policies_that_agree_on_what_the_search_reads_share_one_search(
     began = captured.err.count("the shortest trace to every branch: depth 1, 1 states")
     assert began == 1, captured.err
     assert "the search at the policy asked: the two agree on every constant it reads" in captured.out, captured.out
+
+
+def test_a_property_that_only_holds_up_to_the_depth_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A model whose `retry` lost its cap breaks `retries_are_capped` only at its fourth retry,
+    12 calls deep: searched to depth 9 it holds, and no invariant proves it (none can). The
+    verdict stands as the search found it; the summary names the property as held only up to
+    that depth (pod-tracker trial: a model without its backoff cap passed `check` as if proved)."""
+    unguarded = SPEC.replace('when = "state != FAILED or retries >= max_retries"', 'when = "state != FAILED"')
+    assert unguarded != SPEC
+    (tmp_path / "jobs.toml").write_text(unguarded)
+    assert main(["check", str(tmp_path / "jobs.toml"), "--max-depth", "9", "--no-cache"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "base: 2 hold up to depth 9, as expected" in out, out
+    assert (
+        "of these, 1 only up to that depth, no inductive invariant found for them (a violation deeper than the "
+        "search is not ruled out; `ledgercheck prove` looks further): retries_are_capped"
+    ) in out, out
+    (tmp_path / "jobs.toml").write_text(SPEC)
+    assert main(["check", str(tmp_path / "jobs.toml"), "--max-depth", "9", "--no-cache"]) == 0
+    assert "only up to that depth" not in capsys.readouterr().out
