@@ -256,3 +256,40 @@ def test_one_object_per_instance_answers_a_shard_query_with_its_own_predicate(
     out = capsys.readouterr().out
     if bug:
         assert "is_up(): model (), implementation (0,)" in out, out  # shrunk to one shard
+
+
+@pytest.mark.parametrize(
+    ("bug", "wrong"),
+    [
+        ("", None),
+        ("up_members", "up_members() names shards [0], expected: names shards [0, 1"),
+        ("if up < self.quorum:", "check_quorum() raises NoQuorum, expected: returns 2"),
+    ],
+)
+def test_the_generated_tests_ask_every_query_after_every_step(tmp_path: Path, bug: str, wrong: str | None) -> None:
+    """A query that named one member too few, or a quorum off by one, passed every generated
+    test (they compared fields only) and only conform saw it (pod-tracker trial): each step of a
+    generated test now asks every query of the spec, answered as the spec's model answers."""
+    import subprocess
+    import sys
+
+    spec = tmp_path / "pool.toml"
+    spec.write_text(POOL.replace("QUERIES", FLEET) + BINDING)
+    source = POOL_CLASS
+    if bug == "up_members":
+        source = source.replace('if state == "UP"]', 'if state == "UP"][:1]')
+    elif bug:
+        source = source.replace(bug, "if up <= self.quorum:")
+    (tmp_path / "pool_impl.py").write_text(source)
+    assert main(["gen", str(spec), "--out", str(tmp_path / "tests")]) == 0
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path / "tests")]
+        + ["--impl", f"{tmp_path / 'pool_impl.py'}:Pool"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if wrong is None:
+        assert run.returncode == 0, run.stdout + run.stderr
+    else:
+        assert run.returncode == 1 and wrong in run.stdout, run.stdout + run.stderr

@@ -12,7 +12,9 @@ A spec with a `[clock]` has tick steps: the check holds the clock the implementa
 built with and moves it on (`tick`). A call the spec says raises is made in `call_raising`,
 which asserts the exception's class name. Fields the spec's `[implementation]` binding does
 not observe are read off a shadow executable model driven by the same calls and clock: the
-monitor needs them, the implementation keeps them to itself.
+monitor needs them, the implementation keeps them to itself. The same shadow answers the
+spec's queries after every step, and the implementation must answer them alike (a query
+that counted one state too many passed every generated test, and only `conform` saw it).
 """
 
 from __future__ import annotations
@@ -26,9 +28,26 @@ import pytest
 
 from ledgercheck.model.conformance import deadline
 from ledgercheck.model.conformance.defaults import CALL_TIMEOUT
-from ledgercheck.model.conformance.observation import MISSING, Normaliser, announced_since, notifications_text
+from ledgercheck.model.conformance.observation import (
+    MISSING,
+    RETURNED,
+    Normaliser,
+    Observer,
+    Raised,
+    announced_since,
+    notifications_text,
+)
 from ledgercheck.model.semantics import ConcreteBackend, Effects, Frame, Key, Machine
 from ledgercheck.model.spec import PropertyKind, Spec
+
+
+def _answer(value: Any) -> str:
+    """A query's answer in a failure message: the shards it names, what it raised, or the value."""
+    if isinstance(value, Raised):
+        return f"raises {value.shown}"
+    if isinstance(value, tuple):
+        return f"names shards {list(value)}"
+    return "returns" if value == RETURNED else f"returns {value!r}"
 
 
 class PropertyViolated(pytest.fail.Exception):  # type: ignore[misc,name-defined]
@@ -101,7 +120,8 @@ class LedgerCheck:
         binding = spec.binding
         self.observed = [f.name for f in spec.fields if binding is None or binding.observes(f.name)]
         self.shadow: Any = None
-        if len(self.observed) < len(spec.fields):
+        self.asked = Observer(spec, ()) if any(q.api for q in spec.queries.values()) else None
+        if len(self.observed) < len(spec.fields) or self.asked is not None:
             from ledgercheck.model.interpreter import build_api
 
             api = build_api(spec)
@@ -249,6 +269,7 @@ class LedgerCheck:
         self.clock.advance(units)
         timers = {h.name for h in self.spec.history if h.timer}
         self.history = {k: v + units if k[1] in timers else v for k, v in self.history.items()}
+        self._queries()
         if self.prop.kind == PropertyKind.INVARIANT:
             self._invariant({**self.observe(), **self.history})
 
@@ -271,8 +292,24 @@ class LedgerCheck:
         result: Any = _UNSET,
     ) -> None:
         if self.shadow is not None:
-            self._mirror(getattr(self.shadow, event), shard, args)
+            # an argument the spec ignores (`any`) is left out of the test's record of the call
+            params = self.spec.events[event].signature.params
+            ignored = {p.name: None for p in params if p.type.kind == "any" and not (p.has_default or p.name in args)}
+            self._mirror(getattr(self.shadow, event), shard, {**ignored, **args})
         self._monitor(event, shard, args, before, self.observe(), raised, result)
+        self._queries()
+
+    def _queries(self) -> None:
+        """Every query of the spec, asked of the implementation after the current step and
+        answered as the shadow model (driven by the same calls) answers it."""
+        if self.asked is None or self.shadow is None:
+            return
+        expected = self.asked.answers(self.shadow)
+        with self._limited():
+            actual = self.asked.answers(self.ledger)
+        for api, answer in expected.items():
+            if actual[api] != answer:
+                self._fail(f"after {self.current}: {api}() {_answer(actual[api])}, expected: {_answer(answer)}")
 
     @staticmethod
     def _mirror(method: Callable[..., Any], shard: int, args: Mapping[str, Any]) -> None:

@@ -229,6 +229,20 @@ class Observer:
             obs[("observe",)] = f"raised {type(exc).__name__}: {exc}"
         return obs
 
+    def answers(self, ledger: Any) -> dict[str, Any]:
+        """What each of the spec's queries answers on `ledger`, by its API name: the indices
+        of the shards a shard query names, or a fleet query's outcome; a query the ledger does
+        not have, or that fails, as what it raised."""
+        answers: dict[str, Any] = {}
+        for api in self.queries:
+            try:
+                answers[api] = tuple(sorted(getattr(ledger, api)()))
+            except Exception as exc:
+                answers[api] = Raised(type(exc).__name__, f"{type(exc).__name__}: {exc}")
+        for api, query in self.fleet_queries.items():
+            answers[api] = self._fleet_query(ledger, query)
+        return answers
+
     def _fleet_query(self, ledger: Any, query: Query) -> Any:
         """A fleet query's outcome as the spec writes it: `raised Name` (the first of its
         declared errors the exception is, else the exception's own class), or the value it
