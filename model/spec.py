@@ -183,6 +183,8 @@ class Query:
     raises: tuple[Raise, ...] = ()
     returns: ir.Expr | None = None
     returns_text: str = ""
+    line: int = 0
+    """The line of its `api` (of its table, without one): where a class that lacks it is told to look."""
 
     @property
     def fleet(self) -> bool:
@@ -1052,13 +1054,14 @@ class _Builder:
             api = body.get("api")
             if api is not None and (not isinstance(api, str) or not api.isidentifier()):
                 raise self.fail((*keys, "api"), "api must be a method name")
+            line = self.source.lines.value_where((*keys, "api") if api is not None else keys).line
             if "raises" in body or "returns" in body:
-                queries[name] = self._fleet_query(name, body, api)
+                queries[name] = dataclasses.replace(self._fleet_query(name, body, api), line=line)
                 continue
             text = self._str(body, "when", keys)
             scope = self.scope((*keys, "when"), f"query {name}")
             expr = lang.compile_expr(text, scope, BOOL)
-            queries[name] = Query(name, expr, api, text)
+            queries[name] = Query(name, expr, api, text, line=line)
         return queries
 
     def _fleet_query(self, name: str, body: Mapping[str, Any], api: Any) -> Query:

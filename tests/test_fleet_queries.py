@@ -293,3 +293,20 @@ def test_the_generated_tests_ask_every_query_after_every_step(tmp_path: Path, bu
         assert run.returncode == 0, run.stdout + run.stderr
     else:
         assert run.returncode == 1 and wrong in run.stdout, run.stdout + run.stderr
+
+
+def test_a_query_the_class_lacks_names_its_line_and_a_near_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The query's `api` misspelt: bad input naming the line of that `api` and the class's
+    method it was likely meant to be (the adapter's own names are not offered)."""
+    text = POOL.replace("QUERIES", FLEET.replace('api = "up_members"', 'api = "up_membrs"')) + BINDING
+    spec = tmp_path / "pool.toml"
+    spec.write_text(text)
+    (tmp_path / "pool_impl.py").write_text(POOL_CLASS)
+    assert main(["conform", "--no-policies", str(spec)]) == 2
+    line = next(n for n, row in enumerate(text.splitlines(), 1) if "up_membrs" in row)
+    err = capsys.readouterr().err
+    assert (
+        f"pool.toml:{line}: the implementation has no up_membrs (needed by query up) (did you mean 'up_members'?)"
+    ) in err, err

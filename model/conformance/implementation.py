@@ -134,7 +134,14 @@ class Implementation:
                 missing.append(f"the implementation has no {name} (needed to observe every shard after every call)")
         for query in spec.queries.values():
             if query.api and not callable(getattr(instance, query.api, None)):
-                why = f"the implementation has no {query.api} (needed by query {query.name})"
+                where = f"{spec.path}:{query.line}: " if query.line else ""
+                # a bound class's own methods, not its adapter's
+                objects = getattr(instance, "_objects", None) or [instance]
+                offered = [n for n in dir(objects[0]) if not n.startswith("_")]
+                why = (
+                    f"{where}the implementation has no {query.api} (needed by query {query.name})"
+                    f"{did_you_mean(query.api, offered)}"
+                )
                 if spec.binding is not None and spec.binding.instances == "each" and query.fleet:
                     why = (
                         f'query {query.name}: with instances = "each", a query over the whole fleet has no one '
