@@ -178,6 +178,10 @@ def _beside_checks(
     return _BesideChecks(None if enumerated.again else enumerated, scripts, seconds, stopped)
 
 
+SAY_EVERY = 200
+"""Traces of a source between two progress messages (a log hears one at most every 30 s)."""
+
+
 def check(
     conformance: Conformance,
     spec_file: SpecFile,
@@ -215,8 +219,11 @@ def check(
             echo(line)
 
     def scripts_diverge(scripts: Iterable[Script], by: str, checker: Conformance = conformance) -> Divergence | None:
-        for script in scripts:
+        total = f" of {len(scripts)}" if isinstance(scripts, list) else ""
+        for number, script in enumerate(scripts):
             budget.stop_if_spent(by, "the lines above found no divergence")
+            if progress is not None and number % SAY_EVERY == 0:
+                progress(f"{by}: trace {number + 1}{total}")
             found = checker.run(script)
             if found is not None:
                 found.found_by = f"{by}: {script.source}"
