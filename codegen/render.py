@@ -31,7 +31,7 @@ from typing import Any
 import jinja2
 import pytest
 
-from ledgercheck.codegen import coverage, gate
+from ledgercheck.codegen import coverage, gate, searchcache
 from ledgercheck.codegen.changes import compare
 from ledgercheck.codegen.gate import Verdicts
 from ledgercheck.codegen.meaning import meaning_of
@@ -583,7 +583,7 @@ def search_branches(spec_file: SpecFile, progress: Callable[[str], None] | None 
     key = (spec_file.variant().sha256, reference)
     if key not in _SEARCHED:
         _SEARCHED.clear()
-        _SEARCHED[key] = coverage.search(spec_file, spec_file.variant(reference), progress=progress)
+        _SEARCHED[key] = searchcache.search(spec_file, spec_file.variant(reference), progress=progress)
     return _SEARCHED[key]
 
 

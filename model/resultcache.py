@@ -93,7 +93,7 @@ def folder() -> Path | None:
 
 
 @cache
-def _tool() -> str:
+def tool() -> str:
     """The tool's code and the solver's version: a new one of either never reads old answers."""
     from importlib import metadata
 
@@ -122,7 +122,7 @@ def entry_path(where: Path, spec_hash: str, question: Question) -> Path:
     # Whether the bounded search may write numbers as bit-vectors: a switch that changes
     # which of equally short traces it finds, so answers of one never stand for the other.
     numbers = "bitvectors" if bitvectors_enabled() else "integers"
-    digest = hashlib.sha256(f"{_tool()} {numbers}".encode())
+    digest = hashlib.sha256(f"{tool()} {numbers}".encode())
     digest.update(b"\0" + spec_hash.encode() + b"\0" + repr(question).encode())
     return where / f"result-{digest.hexdigest()}.pickle"
 

@@ -260,7 +260,7 @@ def branch_scripts(
     with the number of branches reached and of branches in all. The one source that reaches
     each branch however deep it lies: a timeout five ticks away, a retry limit at a policy
     above the default."""
-    from ledgercheck.codegen.coverage import search  # the search, only when this source runs
+    from ledgercheck.codegen.searchcache import search  # the search, only when this source runs
 
     began = time.monotonic()
     found = search(spec_file, spec, policy, progress)
