@@ -255,8 +255,10 @@ def test_the_enumeration_beside_the_checks_reads_as_one_after_the_other(monkeypa
         "runs",
         "branches",
         "probes",
+        "around",
         "branches",
         "probes",
+        "around",
         "policies",
         "counterexamples",
     ]

@@ -188,3 +188,33 @@ def test_a_property_that_only_holds_up_to_the_depth_says_so(tmp_path: Path, caps
     (tmp_path / "jobs.toml").write_text(SPEC)
     assert main(["check", str(tmp_path / "jobs.toml"), "--max-depth", "9", "--no-cache"]) == 0
     assert "only up to that depth" not in capsys.readouterr().out
+
+
+def test_the_enumeration_from_the_ends_of_the_branch_traces(tmp_path: Path) -> None:
+    """An enumeration can start where call sequences leave the model (the ends of the traces to
+    the branches): starts that reach one state are one node, depth counts from there, and a
+    divergence names the whole sequence, start included (a pod tracker whose backoff came from
+    its restart count differed three calls after a crash that followed a steady run, nine
+    calls from the start, deeper than the enumeration from the initial state)."""
+    from ledgercheck.model.conformance.calls import LedgerCall
+    from ledgercheck.model.conformance.implementation import load_target
+
+    spec_file = load_spec_text(SPEC, "jobs.toml")
+    spec = spec_file.variant()
+    wrong = job_class().replace(
+        '        self._move(("RUNNING", "FAILED"), "DONE")',
+        '        self._move(("RUNNING", "FAILED"), "GAVE_UP" if self.retries == 2 else "DONE")',
+    )
+    assert wrong != job_class()
+    (tmp_path / "job.py").write_text(wrong)
+    checker = Conformance(spec, load_target(f"{tmp_path / 'job.py'}:Job", spec), spec.default_policy(), "Job")
+    start, fail, retry, finish = (LedgerCall(name, 0) for name in ("start", "fail", "retry", "finish"))
+    twice = (start, fail, retry, start, fail, retry, start)  # RUNNING, two retries spent
+    early = checker.enumerate(1, 2, starts=[(start, fail)])  # two calls from there: no retry spent twice
+    assert early.divergence is None and early.sequences > 0
+    one, same = checker.enumerate(1, 1, starts=[(start,)]), checker.enumerate(1, 1, starts=[(start,), (start,)])
+    assert (one.sequences, one.states) == (same.sequences, same.states)  # one state: one node
+    found = checker.enumerate(1, 2, starts=[twice])
+    assert found.divergence is not None
+    assert found.divergence.script.calls[: len(twice)] == twice
+    assert found.divergence.script.calls[-1] == finish and len(found.divergence.script.calls) <= len(twice) + 2

@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import io
 import signal
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ledgercheck.model import budget
@@ -456,8 +456,10 @@ class Conformance:
         merge: str = "ledger",
         contract: bool = False,
         parts: int = 1,
+        starts: Sequence[Sequence[LedgerCall]] = (),
     ) -> Enumeration:
-        """Breadth-first over call sequences, merging prefixes that reach the same state: the
+        """Breadth-first over call sequences (from the initial state, or from where each of
+        `starts` leaves the model), merging prefixes that reach the same state: the
         model's state (`merge="ledger"`: its ledger fields and the fleet values that are not
         metrics, all its observable behaviour depends on; `"full"`: every variable, history
         included) and the implementation's observed state. With `contract`, only the calls
@@ -467,7 +469,7 @@ class Conformance:
         # The implementation's observed state is part of the merge too, but a state is only
         # merged after the comparison passed, when it equals the model's observation: a
         # function of the model's state. So the model's key is the whole key.
-        return Enumerator(self, shards, merge, contract).run(depth, progress, parts)
+        return Enumerator(self, shards, merge, contract).run(depth, progress, parts, starts)
 
     # -- shrinking --
 

@@ -101,15 +101,23 @@ class Enumerator:
         self.seen: set[tuple[Any, ...]] = set()
         """The level's frontier and the states seen before it: what a forked run reads."""
 
-    def run(self, depth: int, progress: Callable[[str], None] | None, parts: int) -> Enumeration:
+    def run(
+        self, depth: int, progress: Callable[[str], None] | None, parts: int, starts: Sequence[Sequence[Call]] = ()
+    ) -> Enumeration:
+        """Breadth first from the initial state, or from where each of `starts` (call
+        sequences the model is taken through first; the implementation replays them before
+        each call sequence from there) leaves the model, each distinct state once."""
         start = time.monotonic()
-        root = self.conformance.run(Script("enumeration", self.shards, ()))
-        if root is not None:
-            root.found_by = "construction"
-            return Enumeration(root, 0, 1, 1, False, time.monotonic() - start)
         model = self.model
-        seen = {self.keys.merge(model.variables())}
-        frontier: list[Node] = [((), model.save())]
+        if starts:
+            frontier, seen = self._starts(starts)
+        else:
+            root = self.conformance.run(Script("enumeration", self.shards, ()))
+            if root is not None:
+                root.found_by = "construction"
+                return Enumeration(root, 0, 1, 1, False, time.monotonic() - start)
+            seen = {self.keys.merge(model.variables())}
+            frontier = [((), model.save())]
         sequences = 0
 
         def ended(
@@ -133,6 +141,26 @@ class Enumerator:
             if not frontier:
                 return ended(level, exhausted=True)
         return ended(depth)
+
+    def _starts(self, starts: Sequence[Sequence[Call]]) -> tuple[list[Node], set[tuple[Any, ...]]]:
+        """The nodes `starts` lead the model to, each distinct state once."""
+        model = self.model
+        initial = model.save()
+        frontier: list[Node] = []
+        seen: set[tuple[Any, ...]] = set()
+        for calls in starts:
+            model.restore(initial)
+            for call in calls:
+                if isinstance(call, Tick):
+                    model.advance_time(call.units)
+                else:
+                    self.conformance._call_model(model, call)
+            key = self.keys.merge(model.variables())
+            if key not in seen:
+                seen.add(key)
+                frontier.append((tuple(calls), model.save()))
+        model.restore(initial)
+        return frontier, seen
 
     def _level(
         self, frontier: list[Node], seen: set[tuple[Any, ...]], level: int, keep: bool, parts: int

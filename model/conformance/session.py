@@ -178,6 +178,10 @@ def _beside_checks(
     return _BesideChecks(None if enumerated.again else enumerated, scripts, seconds, stopped)
 
 
+AROUND_DEPTH = 3
+"""How many calls deep the enumeration from the ends of the traces to the branches goes (never
+deeper than `--depth`): a backoff a class computes from its restart count shows three calls
+after a crash that follows a steady run, nine calls from the start (pod-tracker trial)."""
 SAY_EVERY = 200
 """Traces of a source between two progress messages (a log hears one at most every 30 s)."""
 
@@ -381,6 +385,27 @@ def check(
                     f"to the branches pass through, {len(probed.scripts)} traces, "
                     f"{sum(len(s.calls) for s in probed.scripts)} calls ({time.monotonic() - start:.1f} s)"
                 )
+                reach = min(depth, AROUND_DEPTH)
+                if reach > 0:
+                    start = time.monotonic()
+                    ends = [s.calls for s in traced.every]
+                    around = checker.enumerate(1, reach, None, merge, False, 1, starts=ends)
+                    if around.divergence is not None:
+                        around.divergence.found_by = (
+                            f"every sequence of up to {plural(reach, 'call')} from where a trace to a branch ends{at}"
+                        )
+                        summary.divergence, summary.checker = checker.shrink(around.divergence), checker
+                        return summary
+                    if around.stopped is not None:
+                        raise BudgetExhausted(
+                            f"the {around.stopped} ran out around the ends of the traces to the branches{at}; "
+                            "the lines above found no divergence"
+                        )
+                    say(
+                        f"  around           1 shard{at}: every sequence of up to {plural(reach, 'call')} from where "
+                        f"each of the {len(ends)} traces to the branches ends, {around.sequences} call sequences, "
+                        f"{around.states} distinct states ({time.monotonic() - start:.1f} s)"
+                    )
             walked = tick_runs(spec, checker.policy, scripts, seed, run_calls) if runs else []
             if walked:
                 start = time.monotonic()
