@@ -182,7 +182,10 @@ def ci_command(
         while branches.is_alive():  # a search that cannot reach a branch runs to its bounds
             branches.join(WAIT_TICK)
             seconds = time.monotonic() - searching
-            say(f"ci: searching the shortest trace to every branch, for {seconds:.0f} s more than the verdicts")
+            say(
+                f"ci: the drift step waits for the coverage tests' search (the shortest trace to every branch), "
+                f"{seconds:.0f} s after the verdicts"
+            )
         steps.append(_drift(spec_file, out_dir, verdicts))
         started_names = {name for name, _ in children}
         for name, child in children:
