@@ -120,7 +120,7 @@ def test_the_branch_search_runs_beside_the_verdicts_and_its_error_is_the_drift_s
     the thread raises nothing there: the drift step searches again and raises the error."""
     import threading
 
-    from ledgercheck.codegen import coverage, render
+    from ledgercheck.codegen import coverage, render, searchcache
     from ledgercheck.model import ci
     from ledgercheck.model.spec import bundled_spec_folder, load_spec
 
@@ -132,7 +132,7 @@ def test_the_branch_search_runs_beside_the_verdicts_and_its_error_is_the_drift_s
         where.append(threading.current_thread().name)
         return searched(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(coverage, "search", recorded)
+    monkeypatch.setattr(searchcache, "fresh_search", recorded)
     monkeypatch.setattr(render, "_SEARCHED", {})
     ci._search_branches_beside(spec_file).join()
     found = render.search_branches(spec_file)
@@ -141,7 +141,7 @@ def test_the_branch_search_runs_beside_the_verdicts_and_its_error_is_the_drift_s
     def broken(*args: object, **kwargs: object) -> coverage.Coverage:
         raise RuntimeError("no branches today")
 
-    monkeypatch.setattr(coverage, "search", broken)
+    monkeypatch.setattr(searchcache, "fresh_search", broken)
     monkeypatch.setattr(render, "_SEARCHED", {})
     ci._search_branches_beside(spec_file).join()
     with pytest.raises(RuntimeError, match="no branches today"):

@@ -76,7 +76,7 @@ def test_another_question_or_another_tool_is_a_miss(spec_file, folder, solved, m
     run_checks(_request(spec_file, max_traces=1))
     run_checks(_request(spec_file, variants=("as_written",)))
     assert len(solved) == 4
-    monkeypatch.setattr(resultcache, "_tool", lambda: "a newer ledgercheck")
+    monkeypatch.setattr(resultcache, "tool", lambda: "a newer ledgercheck")
     run_checks(_request(spec_file))
     assert len(solved) == 5
 
