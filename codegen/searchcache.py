@@ -4,8 +4,9 @@
 `conform` it starts searches the same one for its branch traces; `gen`, `gen --check` and a
 second `ci` search it again. On a spec whose clock steps are long the search runs to its
 bounds (tens of seconds, twice at once in `ci`). So a search is kept, keyed by the spec file's
-text, the variant's compiled form, the policy and the tool (`resultcache`'s key parts: a
-changed search never reads an entry an older one wrote), in the cache of results
+text, the variant's compiled form, the policy and the tool (`resultcache`'s key parts, and
+this package's own code: a changed search never reads an entry an older one wrote), in the
+cache of results
 (`$LEDGERCHECK_CACHE/coverage`; `--no-cache`, `LEDGERCHECK_RESULTS=off` or
 `LEDGERCHECK_CACHE=off` turn it off, as they do the results).
 
@@ -19,7 +20,9 @@ never changes an answer: an entry is the search's own result, pickled.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
+import os
 import pickle
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -62,12 +65,26 @@ def search(
         return found
 
 
+@functools.cache
+def search_code() -> str:
+    """The search's own code (this package's modules: names, sizes, modification times), on
+    top of the model's that `resultcache.tool` covers: a changed search never reads an entry
+    an older one wrote."""
+    digest = hashlib.sha256()
+    package = Path(__file__).resolve().parent
+    for entry in sorted(os.scandir(package), key=lambda e: e.name):
+        if entry.name.endswith(".py"):
+            stat = entry.stat()
+            digest.update(f"{entry.name} {stat.st_size} {stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()
+
+
 def _entry(spec_file: SpecFile, spec: Spec, policy: Mapping[str, int] | None) -> Path | None:
     where = resultcache.folder()
     digest = resultcache.spec_digest(spec)
     if where is None or digest is None:
         return None
-    key = hashlib.sha256(f"{resultcache.tool()} {spec.variant}".encode())
+    key = hashlib.sha256(f"{resultcache.tool()} {search_code()} {spec.variant}".encode())
     key.update(b"\0" + spec_file.source.text.encode("utf-8", "surrogateescape"))
     key.update(b"\0" + digest.encode() + b"\0" + repr(sorted((policy or {}).items())).encode())
     return where.parent / "coverage" / f"search-{key.hexdigest()}.pickle"

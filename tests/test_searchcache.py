@@ -94,3 +94,16 @@ def test_a_search_another_process_is_making_is_waited_for(counted: list[dict[str
     waiter.join(30)
     assert got == [found] and counted == []
     assert heard and heard[0].startswith("waiting for another command's search of the same branches")
+
+
+def test_a_changed_search_reads_no_entry_an_older_one_wrote(
+    counted: list[dict[str, int]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The key covers the search's own code (codegen), not only the model's: an upgrade that
+    changes how branches are split must not read the branches of the version before."""
+    spec_file = load_spec(str(LEDGER_SPEC))
+    spec = spec_file.variant("refit_keeps_streak")
+    searchcache.search(spec_file, spec)
+    monkeypatch.setattr(searchcache, "search_code", lambda: "a newer search")
+    searchcache.search(spec_file, spec)
+    assert len(counted) == 2
