@@ -387,11 +387,7 @@ class TracingMachine(Machine[Any]):
     ) -> None:
         if isinstance(stmt, ir.If) and id(stmt) in self.ifs:
             name, ordinal = self.ifs[id(stmt)]
-            holds = bool(self.eval(stmt.cond, frame, store))
-            parts, _ = _if_split(stmt, holds)
-            part = 0
-            if len(parts) > 1:  # the first part that decides, as the condition is evaluated
-                part = next(n for n, p in enumerate(parts, 1) if bool(self.eval(p, frame, store)) == holds)
+            holds, part = self._decided(stmt.cond, stmt.text.removeprefix("if ").removesuffix(":"), frame, store)
             self.taken.append((name, "if", ordinal, holds, part))
         super()._exec(stmt, frame, store, pc, effects, event)
 
@@ -422,16 +418,22 @@ class TracingMachine(Machine[Any]):
         for ordinal, entry in enumerate(event.raises, 1):
             if entry.after != after:
                 continue
-            parts, _ = _split(entry.when, entry.text, "and")
-            false = next((n for n, part in enumerate(parts, 1) if not self.eval(part, frame, store)), None)
-            if false is None:
-                alternatives, _ = _split(entry.when, entry.text, "or")
-                held = next(n for n, part in enumerate(alternatives, 1) if self.eval(part, frame, store))
-                self.taken.append((event.name, "raises", ordinal, True, held if len(alternatives) > 1 else 0))
+            holds, part = self._decided(entry.when, entry.text, frame, store)
+            self.taken.append((event.name, "raises", ordinal, holds, part))
+            if holds:
                 self.error = entry.error
                 return True
-            self.taken.append((event.name, "raises", ordinal, False, false if len(parts) > 1 else 0))
         return False
+
+    def _decided(self, cond: ir.Expr, text: str, frame: Frame[Any], store: dict[Key, Any]) -> tuple[bool, int]:
+        """A condition's outcome, and the part that decided it where that outcome is split
+        (`_split`: the first part of a disjunction that holds, the first of a conjunction that
+        is false, as the condition is evaluated); 0 where it is not."""
+        holds = bool(self.eval(cond, frame, store))
+        parts, _ = _split(cond, text, "or" if holds else "and")
+        if len(parts) == 1:
+            return holds, 0
+        return holds, next(n for n, p in enumerate(parts, 1) if bool(self.eval(p, frame, store)) == holds)
 
 
 def tick(spec: Spec, ticks: Mapping[str, int], name: str, store: dict[Key, Any]) -> bool:

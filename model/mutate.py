@@ -141,17 +141,10 @@ def enumerate_mutants(spec: Spec) -> list[Mutant]:
                 negated = copy.deepcopy(node)
                 negated.test = ast.UnaryOp(op=ast.Not(), operand=negated.test)
                 mutants.append(_mutant(spec, event.name, "negate a condition", body, head, negated))
-            for compare in [n for n in ast.walk(node) if isinstance(n, ast.Compare)]:
-                if isinstance(node, ast.If) and compare not in list(ast.walk(node.test)):
-                    continue
-                for index, op in enumerate(compare.ops):
-                    if type(op) in OPS:
-                        changed = copy.deepcopy(node)
-                        target_cmp = [n for n in ast.walk(changed) if isinstance(n, ast.Compare)][
-                            [n for n in ast.walk(node) if isinstance(n, ast.Compare)].index(compare)
-                        ]
-                        target_cmp.ops[index] = OPS[type(op)]()
-                        mutants.append(_mutant(spec, event.name, "off by one", body, head, changed))
+            within = node.test if isinstance(node, ast.If) else node  # an `if`'s own condition, not its body's
+            for changed in _off_by_one(node, within):
+                assert isinstance(changed, ast.stmt)
+                mutants.append(_mutant(spec, event.name, "off by one", body, head, changed))
         if (spec.path, spec.variant, event.name) not in _OVERRIDDEN:
             mutants += _raises_mutants(spec, event)
         guard = _guard_text(spec, event.name)
@@ -196,6 +189,22 @@ def _announcement_mutants(spec: Spec, event: str, body: str, head: str, node: as
     return found
 
 
+def _off_by_one(node: ast.AST, within: ast.AST) -> Iterator[ast.AST]:
+    """Copies of `node`, each with one comparison under `within` (a part of `node`) off by
+    one (`>=` <-> `>`, `<=` <-> `<`), in reading order."""
+    compares = [n for n in ast.walk(node) if isinstance(n, ast.Compare)]
+    inside = {id(n) for n in ast.walk(within)}
+    for position, compare in enumerate(compares):
+        if id(compare) not in inside:
+            continue
+        for at, op in enumerate(compare.ops):
+            if type(op) in OPS:
+                changed = copy.deepcopy(node)
+                target = [n for n in ast.walk(changed) if isinstance(n, ast.Compare)][position]
+                target.ops[at] = OPS[type(op)]()
+                yield changed
+
+
 def _raises_mutants(spec: Spec, event: Event) -> list[Mutant]:
     """The event's `raises` with one entry's condition changed, written as an override of the
     event naming only its `raises` (the list replaces the spec's): the condition never holds,
@@ -213,14 +222,7 @@ def _raises_mutants(spec: Spec, event: Event) -> list[Mutant]:
                 rest = [v for i, v in enumerate(node.values) if i != left_out]
                 kept = rest[0] if len(rest) == 1 else ast.BoolOp(op=node.op, values=rest)
                 changes.append((f"drop a part of a {word}", ast.unparse(kept)))
-        compares = [n for n in ast.walk(node) if isinstance(n, ast.Compare)]
-        for position, compare in enumerate(compares):
-            for at, op in enumerate(compare.ops):
-                if type(op) in OPS:
-                    changed = copy.deepcopy(node)
-                    target = [n for n in ast.walk(changed) if isinstance(n, ast.Compare)][position]
-                    target.ops[at] = OPS[type(op)]()
-                    changes.append(("off by one", ast.unparse(changed)))
+        changes += [("off by one", ast.unparse(changed)) for changed in _off_by_one(node, node)]
         key = "after" if entry.after else "when"
         for kind, new in changes:
             entries = [

@@ -355,8 +355,7 @@ def check(
         )
         for checker in corners:
             start = time.monotonic()
-            found_there = at_policy if checker is conformance and at_policy is not None else None
-            traced = found_there or branches_at(checker.policy)
+            traced = branches_at(checker.policy)  # at the policy asked: the search the runs used
             scripts = traced.scripts
             at = "" if checker is conformance else f" at the largest policy ({policy_text(largest)})"
             found = scripts_diverge(scripts, f"a trace to a branch of the spec{at}", checker)
