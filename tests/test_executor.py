@@ -49,6 +49,34 @@ def test_closing_early_stops_the_pool():
     assert list(results) == []
 
 
+def test_each_worker_keeps_to_a_stretch_of_the_jobs_and_steals_from_the_end_of_another():
+    """Neighbouring jobs share their set-up (a variant's encoding), so a pool's workers each
+    start on a stretch of the list of their own: the two workers of eight jobs on the first
+    and the fifth, each going on in order; the one done first takes the other's last job."""
+    done_order: list[tuple[int, int]] = []
+
+    def done(index: int, result: tuple[int, int]) -> None:
+        done_order.append((index, result[1]))
+
+    lost = lambda job, why: (-1, -1)  # noqa: E731 - never called
+    executor.run_all(_announced_square, 1, list(range(8)), executor.ExecutorConfig(jobs=2), lost, done=done)
+    by_worker: dict[int, list[int]] = {}
+    for index, pid in done_order:
+        by_worker.setdefault(pid, []).append(index)
+    assert sorted(jobs[0] for jobs in by_worker.values()) == [0, 4]
+    assert sorted(index for jobs in by_worker.values() for index in jobs) == list(range(8))
+
+
+def test_lanes_hand_out_stretches_then_the_fullest_lanes_last_job():
+    lanes = executor._Lanes("abcdefg", 2)
+    assert [lanes.take(0) for _ in range(3)] == [(0, "a"), (1, "b"), (2, "c")]
+    assert lanes.take(0) == (6, "g")  # its own lane is empty: the other's last job
+    assert lanes.take(1) == (3, "d")
+    lanes.put_back(1, (3, "d"))  # a worker that died idle: the job goes back where it was
+    assert len(lanes) == 3 and lanes.drain() == [(3, "d"), (4, "e"), (5, "f")]
+    assert not lanes
+
+
 def _announced_square(shared: int, job: int, progress: executor.Progress | None) -> tuple[int, int]:
     """A `Beside` or `run_all` job: says what it does, fails on a negative number, dies on 99."""
     if progress is not None:

@@ -120,7 +120,7 @@ def test_a_symbolic_policy_trace_names_the_policy_it_found(capsys: Any) -> None:
     main(["check", *args, "--environment", "ledger"])
     flat = " ".join(capsys.readouterr().out.split())  # the line wraps at the terminal's width
     assert re.search(r"broken at step 7, at unhealthy_threshold=\d+, healthy_threshold=\d+", flat), flat
-    main(["prove", *args])
+    main(["prove", *args, "--environment", "ledger"])
     flat = " ".join(capsys.readouterr().out.split())
     assert re.search(r"shortest trace \(7 steps, at unhealthy_threshold=\d+", flat), flat
 
