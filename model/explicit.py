@@ -168,8 +168,27 @@ def _spec_trees(spec: Spec) -> list[object]:
     return trees
 
 
+_FACTS: dict[tuple[int, str], tuple[Spec, frozenset[str]]] = {}
+"""What `string_literals` and `counter_globals` found, per spec variant (kept alive with it, so
+its id names no other): every explorer of a variant asks, and the answer is a walk of the
+whole spec."""
+
+
+def _fact(spec: Spec, name: str, find: Callable[[Spec], frozenset[str]]) -> frozenset[str]:
+    hit = _FACTS.get((id(spec), name))
+    if hit is None or hit[0] is not spec:
+        if len(_FACTS) >= 64:
+            _FACTS.clear()
+        hit = _FACTS[(id(spec), name)] = (spec, find(spec))
+    return hit[1]
+
+
 def string_literals(spec: Spec) -> frozenset[str]:
     """Every string constant written in the spec: kept by name when states are canonicalised."""
+    return _fact(spec, "literals", _string_literals)
+
+
+def _string_literals(spec: Spec) -> frozenset[str]:
     return frozenset(
         n.value for n in ir.walk(_spec_trees(spec)) if isinstance(n, ir.Const) and isinstance(n.value, str)
     )
@@ -247,6 +266,10 @@ class _MemoMachine(Machine[Any]):
 def counter_globals(spec: Spec) -> frozenset[str]:
     """Fleet values that are only ever counted (`g = g + e` or `g = g - e`, `e` not reading
     `g`) and read nowhere else (a metric): an action adds to one whatever its value."""
+    return _fact(spec, "counters", _counter_globals)
+
+
+def _counter_globals(spec: Spec) -> frozenset[str]:
     reads: dict[str, int] = {}
     counted: dict[str, int] = {}
     other: set[str] = set()

@@ -115,6 +115,7 @@ def test_conform_names_the_call_that_does_not_return(bucket: tuple[Path, str]) -
     assert out.rstrip().endswith("bucket.take(0)")
 
 
+@pytest.mark.slow  # waits out a budget or a call limit of 3 s and more
 def test_without_a_limit_the_budget_still_names_it(bucket: tuple[Path, str]) -> None:
     spec, target = bucket
     code, out = _ledgercheck("conform", str(spec), "--impl", target, "--call-timeout", "0", "--time-budget", "3")
@@ -199,6 +200,7 @@ def test_a_constructor_that_does_not_return_is_named(tmp_path: Path) -> None:
     assert "the implementation's construction (1 instance(s)) did not return within 0.5 s" in done.stdout
 
 
+@pytest.mark.slow  # waits out a budget or a call limit of 3 s and more
 def test_after_one_hang_later_calls_of_the_run_get_a_second(bucket: tuple[Path, str]) -> None:
     """Every test that reaches the same hang waited the whole limit: 35 tests, 350 s of a
     silent ci. After the first, a call gets AFTER_A_HANG (1 s) at most."""

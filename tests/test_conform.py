@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tiers import fast_slice
 
 from ledgercheck.model import conformance as conform
 from ledgercheck.model.cli import main
@@ -548,7 +549,7 @@ def test_an_implementation_calling_sys_exit_diverges_on_that_call(
     assert "exception raised: model None, implementation SystemExit: 0" in out
 
 
-@pytest.mark.parametrize("jobs", ["1", "2"])
+@pytest.mark.parametrize("jobs", fast_slice(["1", "2"]))  # each waits out the budget and its grace: 7 s
 def test_an_implementation_call_that_never_returns_ends_in_the_budget_naming_the_calls(
     tmp_path: Path, jobs: str
 ) -> None:
@@ -590,6 +591,7 @@ def test_sys_exit_while_the_state_is_read_is_named_never_the_exit_it_asks_for(
     )
 
 
+@pytest.mark.slow  # waits out the budget and its grace (7 s)
 def test_a_second_run_to_name_a_death_is_bound_by_the_budget_too(tmp_path: Path) -> None:
     """The implementation ends the process the first time and loops for ever the second: the
     watched second run (which names the calls of a death) waited without limit. It is bound
