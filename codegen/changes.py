@@ -140,6 +140,8 @@ def _coverage_event(name: str) -> str | None:
 
 def _removed(name: str, old: str, spec_file: SpecFile, verdicts: Verdicts | None) -> ModuleChange:
     event = _coverage_event(name)
+    if event == coverage.HOOK:
+        return ModuleChange(name, "removed", True, f"[{coverage.HOOK}] has no `if` any more")
     if event is not None:
         return ModuleChange(name, "removed", True, f"the event {event} was removed or renamed in the spec")
     before = shape(old)
@@ -168,7 +170,8 @@ def _added(name: str, new: str, verdicts: Verdicts | None) -> ModuleChange:
     event = _coverage_event(name)
     if event is not None:
         count = len(after.tests) if after is not None else 0
-        return ModuleChange(name, "added", True, f"coverage tests of the event {event} ({count} branch(es))")
+        what = f"[{coverage.HOOK}]" if event == coverage.HOOK else f"the event {event}"
+        return ModuleChange(name, "added", True, f"coverage tests of {what} ({count} branch(es))")
     prop = after.prop if after is not None and after.prop else name
     count = len(after.tests) if after is not None else 0
     where = ", ".join(verdicts.violating(prop)) if verdicts is not None else ""

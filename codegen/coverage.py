@@ -55,6 +55,10 @@ SHARDS = 1
 MAX_DEPTH = 24
 MAX_STATES = 200_000
 MODULE_PREFIX = "test_branches_of_"
+HOOK = "on_state_change"
+"""The `event` of the branches of `[on_state_change]` (each arm of each of its `if`s): what
+every call that changes a shard's state runs, whichever event it is. A restart counted in a
+window, a window that has closed: decisions no event's own body makes."""
 
 
 @dataclass(frozen=True)
@@ -132,6 +136,8 @@ class Branch:
             return f"[events.{self.event}] raises {self.error} when {self.condition!r}"
         if self.kind == "body":
             return f"[events.{self.event}] body"
+        if self.event == HOOK:
+            return f"[{HOOK}] body: {self.condition or self.text}"
         return f"[events.{self.event}] body: {self.condition or self.text}{self.patched(variant)}"
 
     def patched(self, variant: str) -> str:
@@ -259,6 +265,14 @@ def _if_lines(spec_file: SpecFile, variant: str, event: str) -> dict[str, list[t
             blocks.append((patch["insert"], ("variants", variant, "patch", index, "insert")))
     body = spec_file.source.data["events"][event].get("body", "")
     blocks.append((body, ("events", event, "body")))
+    return _lines_of_ifs(spec_file, blocks)
+
+
+def _lines_of_ifs(
+    spec_file: SpecFile, blocks: Sequence[tuple[str, tuple[Any, ...]]]
+) -> dict[str, list[tuple[int, bool]]]:
+    """For every `if` header text of the `blocks` (text, and where the spec file has it), the
+    file lines it is written on, in the order of the blocks."""
     found: dict[str, list[tuple[int, bool]]] = {}
     raw = spec_file.source.raw_lines
     for text, keys in blocks:
@@ -345,26 +359,40 @@ def branches(spec_file: SpecFile, spec: Spec) -> tuple[Branch, ...]:
             if own_guard(event, guard) is not None:
                 text, line, patched = _guard_source(spec_file, spec.variant, event.name, guard)
                 found += [Branch(event.name, guard, 0, outcome, text, line, patched) for outcome in (True, False)]
-        lines = _if_lines(spec_file, spec.variant, event.name)
-        seen: dict[str, int] = {}
-        for ordinal, stmt in enumerate(_ifs(event.body), 1):
-            candidates = lines.get(stmt.text, [])
-            nth = seen.get(stmt.text, 0)
-            seen[stmt.text] = nth + 1
-            line, patched = candidates[nth] if nth < len(candidates) else (event.line, False)
-            for outcome in (True, False):
-                parts, texts = _if_split(stmt, outcome)
-                if len(parts) == 1:
-                    found.append(Branch(event.name, "if", ordinal, outcome, stmt.text, line, patched))
-                    continue
-                found += [
-                    Branch(event.name, "if", ordinal, outcome, _normal(text), line, patched, number, "", stmt.text)
-                    for number, text in enumerate(texts, 1)
-                ]
+        found += _if_branches(event.name, event.body, _if_lines(spec_file, spec.variant, event.name), event.line)
         if len(found) == first:  # no decision: the one path through the body
             body_line = spec_file.source.lines.value_where(("events", event.name, "body")).line
             found.append(Branch(event.name, "body", 0, True, "", body_line))
+    if spec.on_state_change:
+        keys = (HOOK, "body")
+        text = spec_file.source.data.get(HOOK, {}).get("body", "")
+        start = spec_file.source.lines.value_where(keys).line
+        found += _if_branches(HOOK, spec.on_state_change, _lines_of_ifs(spec_file, [(text, keys)]), start)
     return tuple(found)
+
+
+def _if_branches(
+    owner: str, block: Sequence[ir.Stmt], lines: Mapping[str, list[tuple[int, bool]]], fallback: int
+) -> list[Branch]:
+    """Each arm of each `if` of `block` (an event's body, or the hook's), in reading order;
+    a condition split where `_if_split` splits it. `lines`: where each `if` is written."""
+    found: list[Branch] = []
+    seen: dict[str, int] = {}
+    for ordinal, stmt in enumerate(_ifs(block), 1):
+        candidates = lines.get(stmt.text, [])
+        nth = seen.get(stmt.text, 0)
+        seen[stmt.text] = nth + 1
+        line, patched = candidates[nth] if nth < len(candidates) else (fallback, False)
+        for outcome in (True, False):
+            parts, texts = _if_split(stmt, outcome)
+            if len(parts) == 1:
+                found.append(Branch(owner, "if", ordinal, outcome, stmt.text, line, patched))
+                continue
+            found += [
+                Branch(owner, "if", ordinal, outcome, _normal(text), line, patched, number, "", stmt.text)
+                for number, text in enumerate(texts, 1)
+            ]
+    return found
 
 
 # --- which branches a call takes -------------------------------------------------------------
@@ -379,6 +407,8 @@ class TracingMachine(Machine[Any]):
         for event in spec.events.values():
             for ordinal, stmt in enumerate(_ifs(event.body), 1):
                 self.ifs[id(stmt)] = (event.name, ordinal)
+        for ordinal, stmt in enumerate(_ifs(spec.on_state_change), 1):
+            self.ifs[id(stmt)] = (HOOK, ordinal)
         self.taken: list[tuple[str, str, int, bool, int]] = []
         self.error: str | None = None
 
@@ -494,6 +524,7 @@ def search(
     ticks = clock_steps(spec, policy)
     calls = Calls(spec, ticks, policy)
     decisions = [n for e in spec.events.values() for n in ir.walk([e.ignore_when, e.requires, e.body])]
+    decisions += list(ir.walk(spec.on_state_change))
     read = {n.name for n in decisions if isinstance(n, ir.GlobalRef)}
     read |= {k[1] for domains in calls.domains.values() for d in domains for k, _ in d.variables if k[0] is None}
     globals_read = [g.name for g in spec.globals if g.name in read]
@@ -637,6 +668,7 @@ __all__ = [
     "Branch",
     "Calls",
     "Coverage",
+    "HOOK",
     "Unreached",
     "argument_domain",
     "branches",

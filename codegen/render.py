@@ -534,18 +534,21 @@ def build_coverage_test(spec: Spec, branch: coverage.Branch, trace: Sequence[cov
 
 
 def render_coverage(spec_file: SpecFile, out_dir: Path, found: coverage.Coverage) -> dict[str, str]:
-    """One module per event with branches: `test_branches_of_EVENT.py`."""
+    """One module per event with branches: `test_branches_of_EVENT.py`, and one of the
+    branches of `[on_state_change]`, `test_branches_of_on_state_change.py`."""
     spec = spec_file.variant(found.variant)
     clash = [e for e in spec.events if f"{coverage.MODULE_PREFIX.removeprefix('test_')}{e}" in spec.properties]
     if clash:
         raise GenerationError(f"a property is named like the coverage module of event {clash[0]!r}")
+    if coverage.HOOK in spec.events and any(b.event == coverage.HOOK for b in found.branches):
+        raise GenerationError(f"an event is named {coverage.HOOK!r}, like the coverage module of [{coverage.HOOK}]")
     env = environment()
     template = env.get_template("coverage_module.py.j2")
     spec_rel = os.path.relpath(Path(spec_file.path).resolve(), out_dir.resolve()).replace(os.sep, "/")
     meaning = meaning_of(spec_file)
     monitored = coverage.monitored_property(spec_file, spec)
     files: dict[str, str] = {}
-    for event in spec.events:
+    for event in [*spec.events, coverage.HOOK]:
         # every branch has a trace or is reported uncovered or unreachable (`coverage_report`)
         reached = [b for b in found.branches if b.event == event and b in found.traces]
         tests = [build_coverage_test(spec, b, found.traces[b]) for b in reached]

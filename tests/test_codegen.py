@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from ledger_fixture import LEDGER_GENERATED, LEDGER_SPEC
 
-from ledgercheck.codegen.coverage import MODULE_PREFIX
+from ledgercheck.codegen.coverage import HOOK, MODULE_PREFIX
 from ledgercheck.codegen.render import MARKER, GenerationError, drift, generate, write_tests
 from ledgercheck.model.spec import load_spec
 
@@ -42,11 +42,11 @@ def test_committed_generated_tests_are_what_the_spec_produces(bundled):
 @pytest.mark.slow
 def test_one_module_per_violated_property_with_a_header(bundled):
     """One module per property with a counterexample, and one per event of the reference
-    variant for its coverage tests (tests/test_coverage_tests.py)."""
+    variant for its coverage tests, and one for `[on_state_change]` (tests/test_coverage_tests.py)."""
     _, files = bundled
     spec = load_spec().variant("as_written")
     expected = {f"test_{name}.py" for name, p in spec.properties.items() if p.expect.get("as_written") == "violated"}
-    expected |= {f"{MODULE_PREFIX}{event}.py" for event in spec.events}
+    expected |= {f"{MODULE_PREFIX}{event}.py" for event in [*spec.events, HOOK]}  # the hook has an `if`
     assert set(files) == expected
     for name, text in files.items():
         assert text.startswith(MARKER)

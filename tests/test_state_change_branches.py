@@ -1,0 +1,236 @@
+"""The branches of `[on_state_change]` (supervisor trial). A supervisor kept its restart
+intensity in the hook: a restart opens a window when the last one has closed, counts in an
+open one, or escalates. The coverage search knew only the events' own branches, so no trace
+ever waited for a window to close, the long runs repeated nothing that did, and a class that
+gave a child up after its fifth restart in all (a leftover hard limit) passed `ci`. Each arm
+of each `if` of the hook is a branch now: searched, repeated by the long runs, and a
+coverage test of its own."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ledgercheck.codegen.coverage import HOOK, branches, search
+from ledgercheck.model.cli import main
+from ledgercheck.model.spec import load_spec_text
+
+SPEC = """\
+[spec]
+name = "supervisor"
+api_class = "Supervisor"
+api_policy_class = "SupervisorPolicy"
+state_field = "state"
+default_shards = 1
+
+[enums.ChildState]
+members = ["RUNNING", "RESTARTING"]
+api_values = "lower"
+
+[policy]
+max_restarts = { default = 2, min = 1, max = 3, doc = "restarts allowed within one window" }
+window = { default = 3, min = 1, max = 4, type = "duration", doc = "the intensity window, in seconds" }
+
+[clock]
+unit = "s"
+steps = [1]
+drive = { param = "clock" }
+
+[fields]
+state = { type = "ChildState", initial = "RUNNING" }
+restarts = { type = "int", initial = 0, doc = "restarts of this child over its life" }
+
+[globals]
+window_restarts = { type = "int", initial = 0 }
+window_age = { type = "timer", initial = 0 }
+escalated = { type = "bool", initial = false }
+
+[on_state_change]
+body = \"\"\"
+if new == RESTARTING:
+    if window_restarts == 0 or window_age >= window:
+        window_restarts = 1
+        window_age = 0
+    elif window_restarts >= max_restarts:
+        escalated = True
+    else:
+        window_restarts = window_restarts + 1
+\"\"\"
+
+[events.child_crashed]
+call = "child_crashed(i)"
+ignore_when = "escalated or state != RUNNING"
+body = \"\"\"
+over = window_restarts > 0 and window_age < window and window_restarts >= max_restarts
+state = RESTARTING
+if over:
+    state = RUNNING
+else:
+    restarts = restarts + 1
+\"\"\"
+
+[events.restart_done]
+call = "restart_done(i)"
+ignore_when = "escalated or state != RESTARTING"
+body = "state = RUNNING"
+
+[environments.ledger]
+any_call = true
+
+[properties.intensity_is_bounded]
+kind = "invariant"
+scope = "fleet"
+assert = "window_restarts <= max_restarts"
+message = "more than max_restarts restarts in one window"
+expect = { base = "holds" }
+
+[implementation]
+target = "supervisor.py:Supervisor"
+instances = "indexed"
+construct = { n_children = "instances", max_restarts = "max_restarts", window = "window" }
+
+[implementation.fields]
+state = "state_of(index)"
+restarts = "restarts_of(index)"
+"""
+
+CLASS = """\
+import enum
+
+
+class ChildState(enum.Enum):
+    RUNNING = "running"
+    RESTARTING = "restarting"
+
+
+class Child:
+    def __init__(self):
+        self.state = ChildState.RUNNING
+        self.restarts = 0
+
+
+class Supervisor:
+    def __init__(self, n_children, max_restarts, window, clock):
+        self.max_restarts, self.window, self.clock = max_restarts, window, clock
+        self.children = [Child() for _ in range(n_children)]
+        self.escalated = False
+        self.window_start = None
+        self.window_restarts = 0
+
+    def child_crashed(self, i):
+        child = self.children[i]
+        if self.escalated or child.state is not ChildState.RUNNING:
+            return
+        now = self.clock()
+        if self.window_restarts == 0 or now - self.window_start >= self.window:
+            self.window_start, self.window_restarts = now, 1
+        elif self.window_restarts >= self.max_restarts:
+            self.escalated = True
+            return
+        else:
+            self.window_restarts += 1
+        CAPPED
+        child.restarts += 1
+        child.state = ChildState.RESTARTING
+
+    def restart_done(self, i):
+        child = self.children[i]
+        if not self.escalated and child.state is ChildState.RESTARTING:
+            child.state = ChildState.RUNNING
+
+    def state_of(self, i):
+        return self.children[i].state
+
+    def restarts_of(self, i):
+        return self.children[i].restarts
+"""
+
+HIDDEN_CAP = "if child.restarts >= 4:  # a leftover hard limit: given up after four restarts in all\n            return"
+
+
+def _project(tmp_path: Path) -> Path:
+    """The spec, the class it binds (`supervisor.py`) and the class with the hidden cap
+    (`capped.py`)."""
+    (tmp_path / "supervisor.toml").write_text(SPEC)
+    (tmp_path / "supervisor.py").write_text(CLASS.replace("CAPPED", "pass"))
+    (tmp_path / "capped.py").write_text(CLASS.replace("CAPPED", HIDDEN_CAP))
+    return tmp_path / "supervisor.toml"
+
+
+def test_each_arm_of_each_if_of_the_hook_is_a_branch_at_its_line(tmp_path: Path) -> None:
+    spec_file = load_spec_text(SPEC, str(tmp_path / "supervisor.toml"))
+    hook = [b for b in branches(spec_file, spec_file.variant()) if b.event == HOOK]
+    lines = SPEC.splitlines()
+    assert [(b.taken, b.part) for b in hook] == [
+        (True, 0),
+        (False, 0),
+        (True, 1),
+        (True, 2),
+        (False, 0),
+        (True, 0),
+        (False, 0),
+    ]
+    assert all(lines[b.line - 1].lstrip().startswith(("if ", "elif ")) for b in hook), [b.line for b in hook]
+    assert hook[3].describe.startswith("`window_age >= window` holds (the parts before it are false)")
+    assert hook[3].source("base") == "[on_state_change] body: if window_restarts == 0 or window_age >= window:"
+
+
+def test_the_search_waits_for_a_window_to_close(tmp_path: Path) -> None:
+    """The branch where a closed window opens a new one needs the clock to move on: three
+    ticks between two restarts, which no event's own branch asks for."""
+    spec_file = load_spec_text(SPEC, str(tmp_path / "supervisor.toml"))
+    found = search(spec_file, spec_file.variant())
+    closed = next(b for b in found.branches if b.event == HOOK and b.text == "window_age >= window")
+    assert [name for name, _ in found.traces[closed]] == [
+        "child_crashed",
+        "restart_done",
+        "tick",
+        "tick",
+        "tick",
+        "child_crashed",
+    ]
+    assert not found.unreached
+
+
+def test_a_hidden_lifetime_cap_is_found_by_repeating_the_trace_through_a_closed_window(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = _project(tmp_path)
+    assert main(["conform", str(spec), "--jobs", "1"]) == 0, capsys.readouterr().out
+    capsys.readouterr()
+    capped = f"{tmp_path / 'capped.py'}:Supervisor"
+    assert main(["conform", str(spec), "--jobs", "1", "--random", "0", "--impl", capped]) == 1
+    out = capsys.readouterr().out
+    assert "diverges from the model of 'base'" in out and "child_crashed(0):" in out, out
+    assert "found by a long run: the trace to branch" in out, out
+
+
+def test_gen_writes_a_coverage_module_of_the_hook_that_passes_on_the_class(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    spec = _project(tmp_path)
+    out_dir = tmp_path / "generated_tests"
+    assert main(["gen", str(spec), "--out", str(out_dir)]) == 0
+    module = out_dir / f"test_branches_of_{HOOK}.py"
+    text = module.read_text()
+    assert text.count("\ndef test_on_state_change_") == 7
+    assert '"""Coverage tests of `[on_state_change]`, which every call that changes a shard\'s state runs' in text
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            str(out_dir),
+            "--impl",
+            "supervisor.py:Supervisor",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
