@@ -112,39 +112,11 @@ def _head(node: ast.stmt) -> str:
 
 
 def enumerate_mutants(spec: Spec) -> list[Mutant]:
-    """Every single-point mutant of the variant's event bodies and guards."""
+    """Every single-point mutant of the variant's event bodies and guards, and of its
+    `[on_state_change]` body."""
     mutants: list[Mutant] = []
-    state_members = spec.enums[spec.state_enum].members
     for event in spec.events.values():
-        body = textwrap.dedent(event.body_text).strip("\n")
-        try:
-            tree = ast.parse(body)
-        except SyntaxError:
-            continue
-        heads = [_head(n) for n in _block_statements(tree)]
-        for node in _block_statements(tree):
-            head = _head(node)
-            if heads.count(head) != 1:
-                continue
-            if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
-                target = node.targets[0].id
-                kind = "drop a reset" if ast.unparse(node.value) in ("0", "None", "False") else "drop an update"
-                mutants.append(_mutant(spec, event.name, kind, body, head, None))
-                if target == spec.state_field and isinstance(node.value, ast.Name):
-                    for member in state_members:
-                        if member != node.value.id:
-                            swapped = copy.deepcopy(node)
-                            swapped.value = ast.Name(id=member, ctx=ast.Load())
-                            mutants.append(_mutant(spec, event.name, "swap a target state", body, head, swapped))
-            mutants += _announcement_mutants(spec, event.name, body, head, node)
-            if isinstance(node, ast.If):
-                negated = copy.deepcopy(node)
-                negated.test = ast.UnaryOp(op=ast.Not(), operand=negated.test)
-                mutants.append(_mutant(spec, event.name, "negate a condition", body, head, negated))
-            within = node.test if isinstance(node, ast.If) else node  # an `if`'s own condition, not its body's
-            for changed in _off_by_one(node, within):
-                assert isinstance(changed, ast.stmt)
-                mutants.append(_mutant(spec, event.name, "off by one", body, head, changed))
+        mutants += _body_mutants(spec, event.name, textwrap.dedent(event.body_text).strip("\n"))
         if (spec.path, spec.variant, event.name) not in _OVERRIDDEN:
             mutants += _raises_mutants(spec, event)
         guard = _guard_text(spec, event.name)
@@ -162,6 +134,50 @@ def enumerate_mutants(spec: Spec) -> list[Mutant]:
                         _patch(spec.variant, event.name, ignore_when=new),
                     )
                 )
+    hook = _HOOKS.get((spec.path, spec.variant))
+    if hook:
+        mutants += _body_mutants(spec, HOOK, hook)
+    return mutants
+
+
+HOOK = "on_state_change"
+"""The `event` of the mutants of `[on_state_change]` (written as an override of its body)."""
+
+
+def _body_mutants(spec: Spec, owner: str, body: str) -> list[Mutant]:
+    """The single-point mutants of one body (an event's, or the hook's when `owner` is HOOK):
+    an update or a reset dropped, a target state swapped, an announcement dropped or its
+    arguments swapped, an `if` negated, a comparison off by one."""
+    try:
+        tree = ast.parse(body)
+    except SyntaxError:
+        return []
+    mutants: list[Mutant] = []
+    state_members = spec.enums[spec.state_enum].members
+    heads = [_head(n) for n in _block_statements(tree)]
+    for node in _block_statements(tree):
+        head = _head(node)
+        if heads.count(head) != 1:
+            continue
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            target = node.targets[0].id
+            kind = "drop a reset" if ast.unparse(node.value) in ("0", "None", "False") else "drop an update"
+            mutants.append(_mutant(spec, owner, kind, body, head, None))
+            if target == spec.state_field and isinstance(node.value, ast.Name):
+                for member in state_members:
+                    if member != node.value.id:
+                        swapped = copy.deepcopy(node)
+                        swapped.value = ast.Name(id=member, ctx=ast.Load())
+                        mutants.append(_mutant(spec, owner, "swap a target state", body, head, swapped))
+        mutants += _announcement_mutants(spec, owner, body, head, node)
+        if isinstance(node, ast.If):
+            negated = copy.deepcopy(node)
+            negated.test = ast.UnaryOp(op=ast.Not(), operand=negated.test)
+            mutants.append(_mutant(spec, owner, "negate a condition", body, head, negated))
+        within = node.test if isinstance(node, ast.If) else node  # an `if`'s own condition, not its body's
+        for changed in _off_by_one(node, within):
+            assert isinstance(changed, ast.stmt)
+            mutants.append(_mutant(spec, owner, "off by one", body, head, changed))
     return mutants
 
 
@@ -243,6 +259,9 @@ def _guard_text(spec: Spec, event: str) -> str | None:
 
 
 _GUARDS: dict[tuple[str, str], str | None] = {}
+_HOOKS: dict[tuple[str, str], str] = {}
+"""(spec path, variant) -> the `[on_state_change]` body as the file writes it; none where the
+variant overrides the hook itself (a mutant's override would define that table twice)."""
 _OVERRIDDEN: set[tuple[str, str, str]] = set()
 """(spec path, variant, event) where the variant overrides the event's table itself: a
 mutant's override of its `raises` would define that table twice."""
@@ -253,9 +272,15 @@ def _remember_guards(spec_file: SpecFile) -> None:
     for name, body in events.items():
         guard = body.get("ignore_when") if isinstance(body, dict) else None
         _GUARDS[(spec_file.path, name)] = guard if isinstance(guard, str) else None
-    for variant, table in spec_file.source.data.get("variants", {}).items():
-        overridden = table.get("override", {}).get("events", {}) if isinstance(table, dict) else {}
-        _OVERRIDDEN.update((spec_file.path, variant, name) for name in overridden)
+    hook = spec_file.source.data.get(HOOK, {})
+    text = hook.get("body") if isinstance(hook, dict) else None
+    tables = spec_file.source.data.get("variants", {})
+    for variant in spec_file.variant().variants:
+        table = tables.get(variant, {})
+        override = table.get("override", {}) if isinstance(table, dict) else {}
+        _OVERRIDDEN.update((spec_file.path, variant, name) for name in override.get("events", {}))
+        if isinstance(text, str) and HOOK not in override:
+            _HOOKS[(spec_file.path, variant)] = textwrap.dedent(text).strip("\n")
 
 
 def spec_mutants(spec_file: SpecFile, variant: str) -> list[Mutant]:
@@ -301,7 +326,9 @@ def _mutant(spec: Spec, event: str, kind: str, body: str, head: str, replacement
         replacement = ast.Pass()  # the only statement of its block: keep the block valid
     new_lines = [] if replacement is None else [indent + line for line in ast.unparse(replacement).split("\n")]
     after = "\n".join(lines[:start] + new_lines + lines[end:])
-    if replacement is None:
+    if event == HOOK:
+        patch = f"\n[variants.{spec.variant}.override.{HOOK}]\nbody = {_toml_string(after)}\n"
+    elif replacement is None:
         patch = _patch(spec.variant, event, remove=head)
     else:
         patch = _patch(spec.variant, event, replace=head, insert=ast.unparse(replacement))

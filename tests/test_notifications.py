@@ -240,6 +240,7 @@ def test_mutate_drops_each_announcement_and_the_properties_kill_it(capsys: pytes
     assert dropped == {
         "record_failure:drop an announcement:emit.opened(failures)": "killed_by_property",
         "record_success:drop an announcement:emit.closed()": "killed_by_property",
+        "on_state_change:drop an announcement:emit.state_changed(old, new) -> pass": "killed_by_property",
     }
 
 

@@ -234,3 +234,28 @@ def test_gen_writes_a_coverage_module_of_the_hook_that_passes_on_the_class(tmp_p
         cwd=tmp_path,
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_mutate_mutates_the_hook_as_an_override_of_its_body(tmp_path: Path) -> None:
+    """The hook held the whole restart intensity, and `mutate` changed only the events: nine
+    mutants more here, each the hook's body with one change, loadable as a spec."""
+    from ledgercheck.model import mutate
+    from ledgercheck.model.spec import load_spec
+
+    spec_file = load_spec(_project(tmp_path))
+    hooked = [m for m in mutate.spec_mutants(spec_file, "base") if m.event == HOOK]
+    assert [m.kind for m in hooked] == [
+        "negate a condition",
+        "negate a condition",
+        "off by one",
+        "drop an update",
+        "drop a reset",
+        "negate a condition",
+        "off by one",
+        "drop an update",
+        "drop an update",
+    ]
+    for mutant in hooked:
+        assert mutant.patch.startswith("\n[variants.base.override.on_state_change]\nbody = ")
+        mutated = load_spec_text(SPEC + mutant.patch, str(tmp_path / "supervisor.toml")).variant("base")
+        assert mutated.on_state_change != spec_file.variant("base").on_state_change, mutant.ident
