@@ -251,7 +251,8 @@ def build_test(
             shard = call.shard
             before_e, after_e = expected[position - 1][shard], expected[position][shard]
             before_a, after_a = actual[position - 1][shard], actual[position][shard]
-            fields = [(holding.state_field, after_e[holding.state_field])]
+            # the state first, every step (unless the binding leaves it unread)
+            fields = [(holding.state_field, after_e[holding.state_field])] if holding.state_field in observed else []
             for name in observed:
                 if name == holding.state_field:
                     continue
@@ -504,7 +505,7 @@ def build_coverage_test(spec: Spec, branch: coverage.Branch, trace: Sequence[cov
         effects = machine.run(event, args, store)
         after = {f: store[(0, f)] for f in observed}
         last = number == len(trace)
-        fields = [(spec.state_field, after[spec.state_field])]
+        fields = [(spec.state_field, after[spec.state_field])] if spec.state_field in observed else []
         fields += [(f, after[f]) for f in observed if f != spec.state_field and (last or after[f] != before[f])]
         params = event.signature.params
         monitor = tuple((p.name, pyrepr(args[p.name])) for p in params if p.type.kind != "any" and p.name in args)

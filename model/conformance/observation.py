@@ -199,9 +199,11 @@ class Observer:
         binding = self.spec.binding
         observed = [f for f in self.spec.fields if binding is None or binding.observes(f.name)]
         fields = [[(("field", i, f.name), f.name) for f in observed] for i in range(shards)]
-        # A bound class's `state_of` is the state field's own read: compared once, as the field.
-        derived = binding is not None and binding.observes(self.spec.state_field)
-        states: list[Key] = [] if derived else [("state_of", i) for i in range(shards)]
+        # A bound class's `state_of` is the state field's own read: compared once, as the field;
+        # and not at all where the binding leaves the state unread (`observe = false`: a class
+        # that shows its state through the spec's queries only).
+        bound = binding is not None
+        states: list[Key] = [] if bound else [("state_of", i) for i in range(shards)]
         queries = [(("query", api), api) for api in self.queries]
         return fields, states, queries
 

@@ -1,10 +1,12 @@
-"""The branches of `[on_state_change]` (supervisor trial). A supervisor kept its restart
-intensity in the hook: a restart opens a window when the last one has closed, counts in an
-open one, or escalates. The coverage search knew only the events' own branches, so no trace
-ever waited for a window to close, the long runs repeated nothing that did, and a class that
-gave a child up after its fifth restart in all (a leftover hard limit) passed `ci`. Each arm
-of each `if` of the hook is a branch now: searched, repeated by the long runs, and a
-coverage test of its own."""
+"""What a supervisor trial met. The supervisor kept its restart intensity in
+`[on_state_change]`: a restart opens a window when the last one has closed, counts in an open
+one, or escalates. The coverage search knew only the events' own branches, so no trace ever
+waited for a window to close, the long runs repeated nothing that did, and a class that gave a
+child up after its fifth restart in all (a leftover hard limit) passed `ci`. Each arm of each
+`if` of the hook is a branch now: searched, repeated by the long runs, and a coverage test of
+its own; and `mutate` mutates the hook, which it left alone. A binding that leaves the state
+unread (`observe = false`, a class that shows it through queries only) crashed `gen` and made
+conform blame the class: the state is compared where it is read, and only there."""
 
 from __future__ import annotations
 
@@ -259,3 +261,52 @@ def test_mutate_mutates_the_hook_as_an_override_of_its_body(tmp_path: Path) -> N
         assert mutant.patch.startswith("\n[variants.base.override.on_state_change]\nbody = ")
         mutated = load_spec_text(SPEC + mutant.patch, str(tmp_path / "supervisor.toml")).variant("base")
         assert mutated.on_state_change != spec_file.variant("base").on_state_change, mutant.ident
+
+
+def test_a_state_the_binding_leaves_unread_is_compared_through_the_queries_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`state = { observe = false }`: `gen` raised KeyError: 'state', and conform said the class
+    raised AttributeError when its state was read. The queries still show the state."""
+    import subprocess
+    import sys
+
+    spec = _project(tmp_path)
+    text = SPEC.replace('state = "state_of(index)"', "state = { observe = false }")
+    text += '\n[queries]\nrestarting = { when = "state == RESTARTING", api = "restarting_children" }\n'
+    spec.write_text(text)
+    for name in ("supervisor.py", "capped.py"):
+        path = tmp_path / name
+        path.write_text(
+            path.read_text()
+            + "\n    def restarting_children(self):\n"
+            + "        return [i for i, c in enumerate(self.children) if c.state is ChildState.RESTARTING]\n"
+        )
+    out_dir = tmp_path / "generated_tests"
+    assert main(["gen", str(spec), "--out", str(out_dir)]) == 0, capsys.readouterr().out
+    module = (out_dir / "test_branches_of_child_crashed.py").read_text()
+    assert "state=" not in module and "check.expect(0, restarts=1)" in module
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            str(out_dir),
+            "--impl",
+            "supervisor.py:Supervisor",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    capsys.readouterr()
+    assert main(["conform", str(spec), "--jobs", "1", "--random", "0"]) == 0, capsys.readouterr().out
+    capsys.readouterr()
+    capped = f"{tmp_path / 'capped.py'}:Supervisor"
+    assert main(["conform", str(spec), "--jobs", "1", "--random", "0", "--impl", capped]) == 1
+    out = capsys.readouterr().out
+    assert "restarting_children()" in out and "state_of" not in out, out
