@@ -13,6 +13,7 @@ built, called and read, and `bound_class` derives the adapter from that statemen
 target = "circuitbreaker:CircuitBreaker"      # what `conform` and the tests use by default
 instances = "each"                             # one object per instance ("indexed": one object, index first)
 construct = { failure_threshold = "trip_after", recovery_timeout = "cooldown" }
+# unknown_index = "refused"                    # indexed: the class gets an index it does not have, and must raise
 
 [implementation.fields]
 state = { read = "state", values = { CLOSED = "closed", OPEN = ["open", "half_open"] } }
@@ -79,8 +80,9 @@ if TYPE_CHECKING:  # the spec module builds bindings: a runtime import would be 
     from ledgercheck.model.spec import Event, Spec
 
 Instances = Literal["indexed", "each"]
+UnknownIndex = Literal["binding", "refused"]
 
-_KEYS = ("target", "instances", "construct", "fields", "events", "notifications")
+_KEYS = ("target", "instances", "unknown_index", "construct", "fields", "events", "notifications")
 _ANNOUNCE_FORMS = ("param", "register", "attribute", "logger")
 _HELPERS = ("returning", "raising")
 FILE_MODULE_PREFIX = "ledgercheck_impl_"
@@ -177,6 +179,11 @@ class Binding:
     what a construction that fails names."""
     target_where: Location | None = None
     """Where the spec names its `target`: what a target that cannot be loaded names."""
+    unknown_index: UnknownIndex = "binding"
+    """Who refuses a call naming an index the fleet does not have (the model raises KeyError):
+    "binding", the binding itself, so the class never sees one; "refused" (indexed classes),
+    the class, which gets the index as it is and must raise (any exception is its KeyError):
+    a class whose list of children is indexed by -1 without a check goes on with the last."""
 
     def observes(self, field: str) -> bool:
         """Whether conformance and the generated tests can read `field` off the implementation."""
@@ -230,6 +237,15 @@ class _Parser:
         instances = table.get("instances", "indexed")
         if instances not in ("indexed", "each"):
             raise self.fail((*top, "instances"), f"instances must be 'indexed' or 'each', not {instances!r}")
+        unknown = table.get("unknown_index", "binding")
+        if unknown not in ("binding", "refused"):
+            raise self.fail((*top, "unknown_index"), f"unknown_index must be 'binding' or 'refused', not {unknown!r}")
+        if unknown == "refused" and instances != "indexed":
+            raise self.fail(
+                (*top, "unknown_index"),
+                'unknown_index = "refused" needs instances = "indexed" (one object per instance has no object '
+                "for an index the fleet does not have)",
+            )
         construct = tuple(
             (name, self.construct_path(value, (*top, "construct", name)))
             for name, value in self.table(table.get("construct", {}), (*top, "construct")).items()
@@ -250,7 +266,7 @@ class _Parser:
         )
         built_at = self.source.lines.where((*top, "construct") if "construct" in table else top)
         named_at = self.source.lines.where((*top, "target")) if "target" in table else None
-        return Binding(target, instances, construct, fields, events, announcers, built_at, named_at)
+        return Binding(target, instances, construct, fields, events, announcers, built_at, named_at, unknown)
 
     def construct_path(self, raw: Any, keys: KeyPath) -> CallPath:
         """A `construct` path: the class does not exist yet, so every name in it must be one
@@ -1129,6 +1145,10 @@ def bound_class(binding: Binding, spec: Spec, target: Callable[..., Any]) -> typ
                 raise KeyError(index)
             return self._objects[index if binding.instances == "each" else 0]
 
+        def _unknown_number(self, index: Any) -> bool:
+            """An int index outside the fleet (an indexed class gets it, to refuse it)."""
+            return isinstance(index, int) and not isinstance(index, bool) and not 0 <= index < self._count
+
         def _read_names(self, index: Any) -> dict[str, Any]:
             """What a read path's names mean besides the object's attributes: the index (as
             `index` and by the spec's names for it), then the policy constants."""
@@ -1256,8 +1276,10 @@ def bound_class(binding: Binding, spec: Spec, target: Callable[..., Any]) -> typ
             policy: Mapping[str, Any],
         ) -> str:
             """One call of the ledger's API (`event(index, *args, **kwargs)`) as the binding
-            performs it on the user's class; a call on an unknown instance reaches no object."""
-            if not 0 <= index < shard_count:
+            performs it on the user's class; a call on an unknown instance reaches no object
+            where there is one object per instance (an indexed class gets the index, and must
+            refuse it)."""
+            if not 0 <= index < shard_count and binding.unknown_index == "binding":
                 return f"# {event}({index}): no instance {index}: the bound class raises KeyError"
             obj = Bound.objects(shard_count)[index if binding.instances == "each" else 0]
             call = binding.events.get(event)
@@ -1296,9 +1318,24 @@ def bound_class(binding: Binding, spec: Spec, target: Callable[..., Any]) -> typ
             call = binding.events.get(event.name)
             expected = passed_on.get(event.name, ())
             leading = binding.instances == "indexed"
+            passes_unknown = binding.unknown_index == "refused"
 
             def perform(index: Any, *args: Any, **kwargs: Any) -> Any:
-                obj = self._object(index)
+                if passes_unknown and self._unknown_number(index):
+                    return refused(index, *args, **kwargs)
+                return run(self._object(index), False, index, *args, **kwargs)
+
+            def refused(index: int, *args: Any, **kwargs: Any) -> Any:
+                """An index the fleet does not have, passed to the one object as it is: the
+                model refuses it (KeyError), and so must the class, with any exception (a
+                list indexed by -1 is its last child: a class that does not check goes on)."""
+                try:
+                    result = run(self._objects[0], True, index, *args, **kwargs)
+                except Exception:  # noqa: BLE001 - any refusal is the model's KeyError
+                    raise KeyError(index) from None
+                return result
+
+            def run(obj: Any, refusing: bool, index: Any, *args: Any, **kwargs: Any) -> Any:
                 if call is None:  # the method of the event's name: the index first, if indexed
                     args, kwargs = passed_args(event.name, args, kwargs)
                     with _reading(self._clock), self._announcing(index):
@@ -1309,8 +1346,10 @@ def bound_class(binding: Binding, spec: Spec, target: Callable[..., Any]) -> typ
                     try:
                         result = evaluate(call.call, obj, names)
                     except expected:
+                        if refusing:  # what the call passes on, raised on an index it does not have
+                            raise
                         return None
-                if expected:
+                if expected and not refusing:
                     names_text = ", ".join(e.__name__ for e in expected)
                     raise BindingError(f"{event.name}: the call returned instead of passing on {names_text}")
                 return result

@@ -10,6 +10,7 @@ conform blame the class: the state is compared where it is read, and only there.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -310,3 +311,48 @@ def test_a_state_the_binding_leaves_unread_is_compared_through_the_queries_only(
     assert main(["conform", str(spec), "--jobs", "1", "--random", "0", "--impl", capped]) == 1
     out = capsys.readouterr().out
     assert "restarting_children()" in out and "state_of" not in out, out
+
+
+def test_an_indexed_class_can_be_given_the_unknown_index_to_refuse(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A class that took `self.children[i]` unchecked restarted the last child on
+    `child_crashed(-1)`, and passed: the binding refuses an unknown index before the class
+    sees it. `unknown_index = "refused"` hands it over; the class must raise (any exception)."""
+    spec = _project(tmp_path)
+    args = ["conform", str(spec), "--jobs", "1", "--random", "0"]
+    assert main(args) == 0  # the binding refuses -1 and 1 for the class
+    capsys.readouterr()
+    spec.write_text(SPEC.replace('instances = "indexed"\n', 'instances = "indexed"\nunknown_index = "refused"\n'))
+    assert main(args) == 1
+    out = capsys.readouterr().out
+    assert "at call 1 of 1, child_crashed(-1):\n  exception raised: model KeyError, implementation None" in out, out
+    assert "  supervisor.child_crashed(-1)  # the model raises KeyError here" in out, out
+    checked = (
+        (tmp_path / "supervisor.py")
+        .read_text()
+        .replace(
+            "        child = self.children[i]\n",
+            "        if not 0 <= i < len(self.children):\n"
+            "            raise IndexError(i)\n"
+            "        child = self.children[i]\n",
+        )
+    )
+    (tmp_path / "checked.py").write_text(checked)
+    assert main([*args, "--impl", f"{tmp_path / 'checked.py'}:Supervisor"]) == 0, capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ('unknown_index = "class"', "unknown_index must be 'binding' or 'refused', not 'class'"),
+        ('unknown_index = "refused"\ninstances = "each"', 'unknown_index = "refused" needs instances = "indexed"'),
+    ],
+)
+def test_a_bad_unknown_index_is_refused_at_its_line(tmp_path: Path, line: str, message: str) -> None:
+    from ledgercheck.model.errors import SpecError
+
+    text = SPEC.replace('instances = "indexed"\n', "").replace("[implementation]\n", f"[implementation]\n{line}\n")
+    with pytest.raises(SpecError, match=re.escape(message)) as raised:
+        load_spec_text(text, str(tmp_path / "supervisor.toml")).variant()
+    assert "supervisor.toml:" in str(raised.value)

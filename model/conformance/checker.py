@@ -412,16 +412,19 @@ class Conformance:
 
     def calls_at(self, shards: int) -> list[LedgerCall]:
         """Every call of one enumeration step: each event on each shard with each argument
-        combination of the small domains, then each event once on an unknown shard, then
-        each tick of the clock."""
+        combination of the small domains, then each event once on an unknown shard (the
+        first past the fleet; and -1, where a bound class is handed the indices it must
+        refuse: a list indexed by -1 answers with its last item), then each tick of the clock."""
         calls: list[LedgerCall] = []
         unknown: list[LedgerCall] = []
+        binding = self.spec.binding
+        outside = [shards, -1] if binding is not None and binding.unknown_index == "refused" else [shards]
         for shard in range(shards):
             for event in self.events.values():
                 combos = _combinations([(p.name, self._domain(event, p, shard)) for p in event.signature.params])
                 calls += [LedgerCall(event.name, shard, combo) for combo in combos]
                 if shard == 0:
-                    unknown.append(LedgerCall(event.name, shards, combos[0]))
+                    unknown += [LedgerCall(event.name, bad, combos[0]) for bad in outside]
         return calls + unknown + list(self.ticks)
 
     def _domain(self, event: Event, param: Param, shard: int) -> list[Any]:
