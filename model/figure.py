@@ -91,7 +91,7 @@ class Cell:
 class Row:
     name: str
     cells: tuple[Cell, ...]
-    kind: str  # "calls" | "field" | "history"
+    kind: str  # "calls" | "field" | "fleet" | "history"
     read: bool = False
     """The property (or its `when`) reads this field."""
 
@@ -216,14 +216,15 @@ def figure_of(
                 read = field.name in reads and index in marked
                 cells.append(Cell(cell(value), CHANGED if changed else "", read))
             history.append(Row(f"{HISTORY}{field.name}", tuple(cells), "history", field.name in reads))
+    fleet = _fleet_rows(trace, prop, marked, all_fields)
     columns = list(loop_labels(trace))
     if breaking is not None:
         columns[breaking.step] += BREAKS_LABEL
         if breaking.before is not None and breaking.before > 0:
             columns[breaking.before] += BEFORE_LABEL
     if prop is None or all_fields:
-        return Figure(shard, tuple(columns), (*calls, *fields, *history), breaking)
-    read_rows = [r for r in fields if r.read]
+        return Figure(shard, tuple(columns), (*calls, *fields, *fleet, *history), breaking)
+    read_rows = [r for r in fields if r.read] + fleet
     changed_rows = [r for r in fields if not r.read and any(c.mark for c in r.cells)]
     rest = [r for r in fields if not r.read and not any(c.mark for c in r.cells)]
     folded = tuple(f"{r.name} = {r.cells[0].value}" for r in rest)
@@ -231,6 +232,30 @@ def figure_of(
     folded_history = tuple(r.name.removeprefix(HISTORY) for r in history if not r.read)
     rows = (*calls, *read_rows, *changed_rows, *shown_history)
     return Figure(shard, tuple(columns), rows, breaking, folded, folded_history)
+
+
+FLEET = "fleet "
+"""The prefix of a fleet value's row (a `[globals]` value, or an environment's variable)."""
+
+
+def _fleet_rows(trace: Trace, prop: Property | None, marked: set[int | None], all_fields: bool) -> list[Row]:
+    """The fleet values a property reads (`window_restarts <= max_restarts`), or with
+    `all_fields` every one: a shard's rows alone do not show what breaks a fleet property."""
+    read = {n.name for n in ir.walk([prop.when, prop.check]) if isinstance(n, ir.GlobalRef)} if prop else set()
+    rows: list[Row] = []
+    for part in ("fleet", "environment"):
+        names = list(trace.steps[0].after.get(part, {})) if trace.steps else []
+        for name in names:
+            if not (all_fields or name in read):
+                continue
+            values = [s.after.get(part, {}).get(name) for s in trace.steps]
+            changed = [bool(index) and value != values[index - 1] for index, value in enumerate(values)]
+            cells = tuple(
+                Cell(cell(value), CHANGED if changed[index] else "", name in read and index in marked)
+                for index, value in enumerate(values)
+            )
+            rows.append(Row(f"{FLEET}{name}", cells, "fleet", name in read))
+    return rows
 
 
 def loop_labels(trace: Trace) -> tuple[str, ...]:

@@ -356,3 +356,21 @@ def test_a_bad_unknown_index_is_refused_at_its_line(tmp_path: Path, line: str, m
     with pytest.raises(SpecError, match=re.escape(message)) as raised:
         load_spec_text(text, str(tmp_path / "supervisor.toml")).variant()
     assert "supervisor.toml:" in str(raised.value)
+
+
+def test_a_fleet_property_s_figure_shows_the_fleet_values_it_reads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`window_restarts <= max_restarts` broken, and the figure showed shard 0's fields only:
+    the one value the property reads was in the JSON alone."""
+    spec = tmp_path / "supervisor.toml"
+    spec.write_text(SPEC.replace("elif window_restarts >= max_restarts:", "elif window_restarts > max_restarts:"))
+    args = ["check", str(spec), "--property", "intensity_is_bounded", "--max-traces", "1"]
+    assert main(args) == 1
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("fleet window_restarts ")]
+    assert rows[-1].split("|")[-1].strip() == "[3*]", out  # read at the breaking step, and changed by it
+    assert "fleet window_age" not in out and "fleet escalated" not in out  # not read: left out
+    assert main([*args, "--all-fields"]) == 1
+    out = capsys.readouterr().out
+    assert "fleet window_age " in out and "fleet escalated " in out
