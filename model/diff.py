@@ -2,9 +2,10 @@
 
 A and B are two spec files, or two variants of one. Both encodings share one solver and
 one action selector (a product: the same actions, in the same order, drive both), and the
-bounded search asks for the shortest trace after which some observable field of some shard
-differs. By shard symmetry, the difference is sought on shard 0. Then every property is
-checked on both sides and the verdicts that changed are listed, each with its trace.
+bounded search asks for the shortest trace after which some observable field of some shard,
+or a fleet value both specs keep (`[globals]`), differs. By shard symmetry, the difference is
+sought on shard 0. Then every property is checked on both sides and the verdicts that changed
+are listed, each with its trace.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import z3
 from ledgercheck.model import bmc, budget, engines
 from ledgercheck.model.encoding import Encoding
 from ledgercheck.model.errors import EXIT_OK, Undecided, UsageError
-from ledgercheck.model.figure import render_table, trace_rows
+from ledgercheck.model.figure import FLEET, cell, render_table, trace_rows
 from ledgercheck.model.result import FOCUS, Result
 from ledgercheck.model.runs import DEFAULT_DEPTH
 from ledgercheck.model.spec import Spec, load_spec
@@ -31,9 +32,16 @@ from ledgercheck.model.trace import Simulation, Step, Trace
 class Difference:
     depth: int
     field: str
-    shard: int
+    shard: int | None
+    """The shard whose `field` differs; None: `field` is a fleet value."""
     left: Trace
     right: Trace
+
+
+def _shared_globals(a: Spec, b: Spec) -> list[str]:
+    """The fleet values both specs keep, of one type: compared as the fields are."""
+    theirs = {g.name: g.type for g in b.globals}
+    return [g.name for g in a.globals if theirs.get(g.name) == g.type]
 
 
 def resolve_side(text: str, default_spec: str | None) -> Spec:
@@ -70,6 +78,7 @@ def shortest_difference(
     states_l, states_r = [left.step_vars(0)], [right.step_vars(0)]
     solver.add(left.initial(states_l[0].state), right.initial(states_r[0].state))
     observed = [f.name for f in a.fields]
+    shared = _shared_globals(a, b)
     for depth in range(max_depth + 1):
         if depth:
             nxt_l, nxt_r = left.step_vars(depth), right.step_vars(depth)
@@ -78,9 +87,12 @@ def shortest_difference(
             solver.add(left.transition(nxt_l, pairs_l), right.transition(nxt_r, pairs_r))
             states_l.append(nxt_l)
             states_r.append(nxt_r)
-        differs = {
-            name: states_l[depth].state[(FOCUS, name)] != states_r[depth].state[(FOCUS, name)] for name in observed
+        differs: dict[tuple[int | None, str], Any] = {
+            (FOCUS, name): states_l[depth].state[(FOCUS, name)] != states_r[depth].state[(FOCUS, name)]
+            for name in observed
         }
+        for name in shared:
+            differs[(None, name)] = states_l[depth].state[(None, name)] != states_r[depth].state[(None, name)]
         goal = z3.Bool(f"differs@{depth}", ctx)
         solver.add(z3.Implies(goal, z3.Or(list(differs.values()))))
         established = f"no difference up to depth {depth - 1}" if depth else "nothing was established"
@@ -96,12 +108,12 @@ def shortest_difference(
         if answer != z3.sat:
             continue
         model = solver.model()
-        field = next(n for n, d in differs.items() if z3.is_true(model.eval(d, model_completion=True)))
+        shard, field = next(k for k, d in differs.items() if z3.is_true(model.eval(d, model_completion=True)))
         steps = _actions(left, states_l, model, depth)
         return Difference(
             depth,
             field,
-            FOCUS,
+            shard,
             _replay(a, environment, shards, policy, steps),
             _replay(b, environment, shards, policy, steps),
         )
@@ -148,20 +160,36 @@ def _replay(
 
 
 def side_by_side(diff: Difference, a: Spec, b: Spec) -> str:
-    """One table: the trace's columns, each field of the focus shard as `A | B` where they differ."""
-    header, rows_a = trace_rows(diff.left, a, diff.shard)
-    _, rows_b = trace_rows(diff.right, b, diff.shard)
+    """One table: the trace's columns, each field of the focus shard and each fleet value both
+    keep as `A / B` where they differ."""
+    header, rows_a = trace_rows(diff.left, a, FOCUS)
+    _, rows_b = trace_rows(diff.right, b, FOCUS)
+    rows_a += _fleet_rows(diff.left, _shared_globals(a, b))
+    rows_b += _fleet_rows(diff.right, _shared_globals(a, b))
+    differing = diff.field if diff.shard is not None else f"{FLEET}{diff.field}"
     rows_b_by_name = {row[0]: row for row in rows_b}
     merged = []
     for row in rows_a:
         other = rows_b_by_name.get(row[0])
         if other is None:
             continue
-        cells = [row[0] + (" <<" if row[0] == diff.field else "")]
+        cells = [row[0] + (" <<" if row[0] == differing else "")]
         for left, right in zip(row[1:], other[1:], strict=True):
             cells.append(left if left == right else f"{left} / {right}")
         merged.append(cells)
     return render_table(header, merged)
+
+
+def _fleet_rows(trace: Trace, names: list[str]) -> list[list[str]]:
+    return [[f"{FLEET}{name}", *(cell(step.after["fleet"][name]) for step in trace.steps)] for name in names]
+
+
+def _sides(a: str, b: str, left: Spec, right: Spec) -> tuple[str, str]:
+    """How the report names the two sides: by variant, or as given where both are one
+    variant's name (two files of one spec, each `base`)."""
+    if left.variant != right.variant:
+        return left.variant, right.variant
+    return a, b
 
 
 def verdict_changes(
@@ -247,20 +275,19 @@ def diff_command(
             )
         )
         return EXIT_OK
+    one, two = _sides(a, b, left_spec, right_spec)
     if diff is None:
-        print(f"{left_spec.variant} and {right_spec.variant} agree on every observable field up to depth {max_depth}")
+        print(f"{one} and {two} agree on every observable field up to depth {max_depth}")
     else:
         last = diff.left.steps[-1]
         calls = ", ".join(c.event for c in last.calls) or "no call"
-        print(
-            f"{left_spec.variant} and {right_spec.variant} first disagree after {diff.depth} steps, "
-            f"on shard {diff.shard}'s {diff.field}, at {last.action} ({calls}):"
-        )
+        where = f"shard {diff.shard}'s {diff.field}" if diff.shard is not None else f"the fleet value {diff.field}"
+        print(f"{one} and {two} first disagree after {diff.depth} steps, on {where}, at {last.action} ({calls}):")
         print(side_by_side(diff, left_spec, right_spec))
         print("(cells read 'A / B' where the two differ)")
     print()
     if not changes:
         print("no property verdict changed")
     for name, left, right in changes:
-        print(f"{name}: {left.verdict} in {left_spec.variant}, {right.verdict} in {right_spec.variant}")
+        print(f"{name}: {left.verdict} in {one}, {right.verdict} in {two}")
     return EXIT_OK

@@ -374,3 +374,20 @@ def test_a_fleet_property_s_figure_shows_the_fleet_values_it_reads(
     assert main([*args, "--all-fields"]) == 1
     out = capsys.readouterr().out
     assert "fleet window_age " in out and "fleet escalated " in out
+
+
+def test_diff_compares_the_fleet_values_and_names_two_files_of_one_variant_apart(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A window that closes one tick late: `diff` compared shard fields only, so it reported
+    the first disagreement steps after the fleet values parted, and called both sides
+    `base`."""
+    left = _project(tmp_path)
+    right = tmp_path / "late" / "supervisor.toml"
+    right.parent.mkdir()
+    right.write_text(SPEC.replace("window_age >= window:", "window_age > window:"))
+    assert main(["diff", str(left), str(right), "--environment", "ledger"]) == 0
+    out = capsys.readouterr().out
+    first = out.splitlines()[0]
+    assert first.startswith(f"{left} and {right} first disagree after 6 steps, on the fleet value window_restarts"), out
+    assert "fleet window_restarts << " in out and "| 1 / 2" in out, out
