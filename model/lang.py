@@ -383,6 +383,12 @@ def _name(node: ast.Name, scope: Scope) -> ir.Expr:
         if scope.snapshots:
             shown = " or ".join(f"{snap}.{name}" for snap in sorted(scope.snapshots))
             raise scope.fail(node, f"{name!r} is a field of the called instance: read it as {shown}")
+        if not scope.shard_vars:  # no shard to name: `s.restarts` would be refused in turn
+            raise scope.fail(
+                node,
+                f"{name!r} is a per-shard field, and no shard is named here: this block reads fleet values, "
+                "policy constants and its own names; keep what it needs in [globals]",
+            )
         raise scope.fail(node, f"{name!r} is a per-shard field: name the shard ({_shard_hint(scope)}.{name})")
     if scope.args is not None and name in scope.args:
         raise scope.fail(node, f"unknown name {name!r}: the call's argument is read as args.{name}")
@@ -454,6 +460,13 @@ def _shard_field(node: ast.Attribute, shard: str, snap: str | None, scope: Scope
     if attr in scope.queries and snap is None:
         return ir.QueryRef(attr, shard)
     known = list(scope.fields) + list(scope.queries)
+    if attr in scope.globals:  # `before.escalated`: a fleet value is no field of the record
+        when = " (in a step property, as the call begins)" if snap is not None else ""
+        raise scope.fail(
+            node,
+            f"{attr!r} is a fleet value ([globals]), not a field of {shard if snap is None else snap}: "
+            f"read it bare, {attr}{when}",
+        )
     raise scope.fail(node, f"unknown field {attr!r}{did_you_mean(attr, known)}")
 
 

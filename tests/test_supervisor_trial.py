@@ -391,3 +391,30 @@ def test_diff_compares_the_fleet_values_and_names_two_files_of_one_variant_apart
     first = out.splitlines()[0]
     assert first.startswith(f"{left} and {right} first disagree after 6 steps, on the fleet value window_restarts"), out
     assert "fleet window_restarts << " in out and "| 1 / 2" in out, out
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            SPEC.replace(
+                "if new == RESTARTING:\n", "if new == RESTARTING:\n    if restarts > 3:\n        escalated = True\n", 1
+            ),
+            "on_state_change: 'restarts' is a per-shard field, and no shard is named here",
+        ),
+        (
+            SPEC
+            + '\n[properties.p]\nkind = "step"\non = ["child_crashed"]\nassert = "not before.escalated"\n'
+            + 'expect = { base = "holds" }\n',
+            "'escalated' is a fleet value ([globals]), not a field of before: read it bare, escalated "
+            "(in a step property, as the call begins)",
+        ),
+    ],
+)
+def test_a_hint_never_leads_to_another_error(tmp_path: Path, text: str, message: str) -> None:
+    """The hook said `name the shard (s.restarts)`, which it refuses in turn (no shard is named
+    there); `before.escalated` was answered `did you mean 'escalated_here'?`, a history field."""
+    from ledgercheck.model.errors import SpecError
+
+    with pytest.raises(SpecError, match=re.escape(message)):
+        load_spec_text(text, str(tmp_path / "supervisor.toml")).variant()
