@@ -54,8 +54,8 @@ def policy_note(where: str) -> str:
     policy, as the output names it)."""
     return (
         f"these calls agree at the policy asked, not at {where}, which the spec allows: the class is wrong "
-        "there, or the spec's model of it is (a field the class starts at a policy constant starts there in "
-        'the spec too: initial = "constant")'
+        "there, or the spec's model of it is (one way the model can be: a field the class starts at a policy "
+        'constant must start there in the spec too, initial = "constant")'
     )
 
 
