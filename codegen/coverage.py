@@ -98,7 +98,8 @@ class Branch:
                 return f"raises{self.ordinal}_{_words(self.error)}" + (f"_{_words(self.text)}" if self.part else "")
             return f"raises{self.ordinal}_not" + (f"_{_words(self.text)}" if self.part else "")
         return (
-            f"if{self.ordinal}_{_words(self.text.removeprefix('if ').rstrip(':'))}_{'then' if self.taken else 'else'}"
+            f"if{self.ordinal}_{_words(self.text.removeprefix('el').removeprefix('if ').rstrip(':'))}_"
+            f"{'then' if self.taken else 'else'}"
         )
 
     @property
@@ -119,7 +120,17 @@ class Branch:
                 return f"`raises {self.error} when {self.text}` holds: the call raises it and changes nothing"
             first = " (the parts before it hold)" if self.part > 1 else ""
             return f"`{self.text}` is false{first}: no {self.error}"
-        arm = "its body runs" if self.taken else "the `else` arm runs (or the `if` is skipped)"
+        elif_ = (self.condition or self.text).startswith("elif ")
+        skipped = (
+            "the `else` arm runs (or the `elif` is skipped)"
+            if elif_
+            else "the `else` arm runs (or the `if` is skipped)"
+        )
+        arm = (
+            ("its body runs (the conditions above it are false)" if elif_ else "its body runs")
+            if self.taken
+            else skipped
+        )
         if self.part:
             before = ""
             if self.part > 1:
@@ -256,7 +267,7 @@ def _patches(spec_file: SpecFile, variant: str) -> list[tuple[int, dict[str, Any
     return [(i, p) for i, p in enumerate(raw) if isinstance(p, dict)]
 
 
-def _if_lines(spec_file: SpecFile, variant: str, event: str) -> dict[str, list[tuple[int, bool]]]:
+def _if_lines(spec_file: SpecFile, variant: str, event: str) -> dict[str, list[tuple[int, bool, bool]]]:
     """For every `if` header text of the event's body (base text and the variant's inserted
     statements), the file lines it is written on, inserted statements first."""
     blocks: list[tuple[str, tuple[Any, ...]]] = []
@@ -270,22 +281,26 @@ def _if_lines(spec_file: SpecFile, variant: str, event: str) -> dict[str, list[t
 
 def _lines_of_ifs(
     spec_file: SpecFile, blocks: Sequence[tuple[str, tuple[Any, ...]]]
-) -> dict[str, list[tuple[int, bool]]]:
+) -> dict[str, list[tuple[int, bool, bool]]]:
     """For every `if` header text of the `blocks` (text, and where the spec file has it), the
-    file lines it is written on, in the order of the blocks."""
-    found: dict[str, list[tuple[int, bool]]] = {}
+    file lines it is written on, in the order of the blocks: (line, from a variant's patch,
+    written as an `elif`)."""
+    found: dict[str, list[tuple[int, bool, bool]]] = {}
     raw = spec_file.source.raw_lines
     for text, keys in blocks:
         start = spec_file.source.lines.value_where(keys)
         head = raw[start.line - 1][start.col - 1 :] if 0 < start.line <= len(raw) else ""
         first = start.line + 1 if head.startswith(('"""', "'''")) and head[3:].strip() == "" else start.line
+        dedented = textwrap.dedent(text)
         try:
-            tree = ast.parse(textwrap.dedent(text))
+            tree = ast.parse(dedented)
         except SyntaxError:
             continue
+        written = dedented.splitlines()
         for node in ast.walk(tree):
             if isinstance(node, ast.If):
-                line = (first + node.lineno - 1, keys[0] == "variants")
+                elif_ = 0 < node.lineno <= len(written) and written[node.lineno - 1].lstrip().startswith("elif")
+                line = (first + node.lineno - 1, keys[0] == "variants", elif_)
                 found.setdefault(f"if {ast.unparse(node.test)}:", []).append(line)
     return found
 
@@ -372,24 +387,26 @@ def branches(spec_file: SpecFile, spec: Spec) -> tuple[Branch, ...]:
 
 
 def _if_branches(
-    owner: str, block: Sequence[ir.Stmt], lines: Mapping[str, list[tuple[int, bool]]], fallback: int
+    owner: str, block: Sequence[ir.Stmt], lines: Mapping[str, list[tuple[int, bool, bool]]], fallback: int
 ) -> list[Branch]:
     """Each arm of each `if` of `block` (an event's body, or the hook's), in reading order;
-    a condition split where `_if_split` splits it. `lines`: where each `if` is written."""
+    a condition split where `_if_split` splits it. `lines`: where each `if` is written (an
+    `elif` is named as written: `elif window_restarts >= max_restarts:`)."""
     found: list[Branch] = []
     seen: dict[str, int] = {}
     for ordinal, stmt in enumerate(_ifs(block), 1):
         candidates = lines.get(stmt.text, [])
         nth = seen.get(stmt.text, 0)
         seen[stmt.text] = nth + 1
-        line, patched = candidates[nth] if nth < len(candidates) else (fallback, False)
+        line, patched, elif_ = candidates[nth] if nth < len(candidates) else (fallback, False, False)
+        header = f"el{stmt.text}" if elif_ else stmt.text
         for outcome in (True, False):
             parts, texts = _if_split(stmt, outcome)
             if len(parts) == 1:
-                found.append(Branch(owner, "if", ordinal, outcome, stmt.text, line, patched))
+                found.append(Branch(owner, "if", ordinal, outcome, header, line, patched))
                 continue
             found += [
-                Branch(owner, "if", ordinal, outcome, _normal(text), line, patched, number, "", stmt.text)
+                Branch(owner, "if", ordinal, outcome, _normal(text), line, patched, number, "", header)
                 for number, text in enumerate(texts, 1)
             ]
     return found

@@ -441,9 +441,10 @@ def test_record_probe_if3_consecutive_probe_failures_else(
 def test_record_probe_if4_state_healthy_then(
     ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """record_probe: `if state == HEALTHY:` holds: its body runs.
+    """record_probe: `elif state == HEALTHY:` holds: its body runs (the conditions above it are
+    false).
 
-    Spec: [events.record_probe] body: if state == HEALTHY:
+    Spec: [events.record_probe] body: elif state == HEALTHY:
     """
     ledger, check = ledger_factory(
         SPEC, SPEC_MEANING, PROPERTY, EXPECTED_FROM, parts=SPEC_PARTS, shards=1, policy=POLICY
@@ -470,9 +471,10 @@ def test_record_probe_if4_state_healthy_then(
 def test_record_probe_if4_state_healthy_else(
     ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """record_probe: `if state == HEALTHY:` is false: the `else` arm runs (or the `if` is skipped).
+    """record_probe: `elif state == HEALTHY:` is false: the `else` arm runs (or the `elif` is
+    skipped).
 
-    Spec: [events.record_probe] body: if state == HEALTHY:
+    Spec: [events.record_probe] body: elif state == HEALTHY:
     """
     ledger, check = ledger_factory(
         SPEC, SPEC_MEANING, PROPERTY, EXPECTED_FROM, parts=SPEC_PARTS, shards=1, policy=POLICY

@@ -277,9 +277,10 @@ def test_report_failure_if1_consecutive_reported_failures_else(
 def test_report_failure_if2_state_healthy_then(
     ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """report_failure: `if state == HEALTHY:` holds: its body runs.
+    """report_failure: `elif state == HEALTHY:` holds: its body runs (the conditions above it are
+    false).
 
-    Spec: [events.report_failure] body: if state == HEALTHY:
+    Spec: [events.report_failure] body: elif state == HEALTHY:
     """
     ledger, check = ledger_factory(
         SPEC, SPEC_MEANING, PROPERTY, EXPECTED_FROM, parts=SPEC_PARTS, shards=1, policy=POLICY
@@ -306,10 +307,10 @@ def test_report_failure_if2_state_healthy_then(
 def test_report_failure_if2_state_healthy_else(
     ledger_factory: LedgerFactory, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """report_failure: `if state == HEALTHY:` is false: the `else` arm runs (or the `if` is
+    """report_failure: `elif state == HEALTHY:` is false: the `else` arm runs (or the `elif` is
     skipped).
 
-    Spec: [events.report_failure] body: if state == HEALTHY:
+    Spec: [events.report_failure] body: elif state == HEALTHY:
     """
     ledger, check = ledger_factory(
         SPEC, SPEC_MEANING, PROPERTY, EXPECTED_FROM, parts=SPEC_PARTS, shards=1, policy=POLICY

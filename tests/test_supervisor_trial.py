@@ -177,6 +177,11 @@ def test_each_arm_of_each_if_of_the_hook_is_a_branch_at_its_line(tmp_path: Path)
     assert all(lines[b.line - 1].lstrip().startswith(("if ", "elif ")) for b in hook), [b.line for b in hook]
     assert hook[3].describe.startswith("`window_age >= window` holds (the parts before it are false)")
     assert hook[3].source("base") == "[on_state_change] body: if window_restarts == 0 or window_age >= window:"
+    # an `elif` is named as written (it was `if window_restarts >= max_restarts:`), its test as before
+    assert hook[5].describe == (
+        "`elif window_restarts >= max_restarts:` holds: its body runs (the conditions above it are false)"
+    )
+    assert hook[5].slug == "if3_window_restarts_max_restarts_then"
 
 
 def test_the_search_waits_for_a_window_to_close(tmp_path: Path) -> None:
