@@ -646,17 +646,20 @@ def existing_generated(out_dir: Path) -> dict[str, str]:
 
 @contextmanager
 def _lock(out_dir: Path) -> Iterator[None]:
-    lock_path = out_dir.parent / f".{out_dir.name}.ledgercheck.lock"
+    """Two `gen`s writing one folder take turns: a lock on the folder itself, so nothing is
+    left beside it in the user's tree (a lock file was, `.generated_tests.ledgercheck.lock`)."""
     try:
-        handle = lock_path.open("a")
+        handle = os.open(out_dir, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     except OSError as exc:
-        raise GenerationError(f"cannot create the lock {lock_path}: {exc.strerror}") from None
-    with handle:
+        raise GenerationError(f"cannot open {out_dir} to lock it: {exc.strerror}") from None
+    try:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+    finally:
+        os.close(handle)
 
 
 def write_tests(out_dir: Path, files: Mapping[str, str]) -> list[str]:

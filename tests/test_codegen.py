@@ -197,6 +197,28 @@ def test_two_gen_runs_at_once_leave_one_consistent_output(tmp_path):
     assert run("-m", "ledgercheck.model.cli", "gen", str(BREAKER), "--out", str(solo)).returncode == 0
     assert {p.name: p.read_bytes() for p in out.iterdir()} == {p.name: p.read_bytes() for p in solo.iterdir()}
     assert not list(tmp_path.glob(".ledgercheck-gen-*")), "no staging directory is left behind"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gen", "solo"], "nothing beside them (no lock file)"
+
+
+def test_gen_locks_the_folder_it_writes_and_leaves_nothing_beside_it(tmp_path):
+    """A lock file beside the folder (`.generated_tests.ledgercheck.lock`) was left in the
+    user's tree by every `gen`; the folder itself is locked now."""
+    import fcntl
+    import os
+
+    from ledgercheck.codegen import render
+
+    out = tmp_path / "generated_tests"
+    out.mkdir()
+    other = os.open(out, os.O_RDONLY)
+    try:
+        with render._lock(out):
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released
+    finally:
+        os.close(other)
+    assert [p.name for p in tmp_path.iterdir()] == ["generated_tests"]
 
 
 def test_tests_never_generated_are_named_as_that(tmp_path, capsys):
