@@ -257,3 +257,20 @@ def test_a_class_wrong_at_a_policy_between_the_corners_is_found_there(tmp_path: 
     assert "Bucket(n=1, capacity=5)" in out  # the reproducer builds it at that policy
     # Not left to chance: with no random trace at all, the enumeration at that policy finds it.
     assert main([*args, "--random", "0"]) == 1
+
+
+def test_every_value_of_a_narrow_constant_is_met_at_some_policy() -> None:
+    """Six draws over `cluster_size` 1..5 and `election_timeout` 1..6 missed the two-node
+    cluster a Raft node handled apart (trial): each constant's values are dealt out now."""
+    from ledgercheck.model.conformance.sources import SWEPT_POLICIES, other_policies
+
+    text = SPEC.replace("INITIAL", '"capacity"').replace(
+        "[policy]\n",
+        "[policy]\nwidth = { default = 3, min = 0, max = 11 }\nwide = { default = 7, min = 1, max = 40 }\n",
+    )
+    spec = load_spec_text(text, "bucket.toml").variant()
+    chosen = [policy for _, policy in other_policies(spec, spec.default_policy(), seed=0)]
+    assert len(chosen) <= 2 + SWEPT_POLICIES
+    assert {p["width"] for p in chosen} == set(range(12))  # 12 values: every one met
+    assert {p["capacity"] for p in chosen} == set(range(1, 7))
+    assert len({p["wide"] for p in chosen}) >= SWEPT_POLICIES - 2  # 40 values: as many as there are draws

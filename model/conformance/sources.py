@@ -287,7 +287,10 @@ def branch_scripts(
 
 
 DRAWN_POLICIES = 6
-"""Policies the spec allows, drawn at random (`--seed`), that `conform` also tries."""
+"""Policies the spec allows, drawn at random (`--seed`), that `conform` also tries, at least."""
+SWEPT_POLICIES = 12
+"""How many policies conform draws at most: every value of a constant whose range has no more
+than this many is met (`_drawn_policies`)."""
 
 
 def other_policies(spec: Spec, asked: Mapping[str, int], seed: int) -> list[tuple[str, dict[str, int]]]:
@@ -299,9 +302,7 @@ def other_policies(spec: Spec, asked: Mapping[str, int], seed: int) -> list[tupl
         return []
     rng = random.Random(f"ledgercheck-conform-policies:{seed}")
     candidates = [("the largest policy", spec.largest_policy()), ("the smallest policy", spec.smallest_policy())]
-    for _ in range(DRAWN_POLICIES):
-        drawn = {name: rng.randint(decl.min, decl.max) for name, decl in spec.policy.items()}
-        candidates.append((f"a policy drawn with seed {seed}", drawn))
+    candidates += [(f"a policy drawn with seed {seed}", drawn) for drawn in _drawn_policies(spec, rng)]
     seen = [dict(asked)]
     chosen = []
     for label, policy in candidates:
@@ -309,6 +310,24 @@ def other_policies(spec: Spec, asked: Mapping[str, int], seed: int) -> list[tupl
             seen.append(policy)
             chosen.append((f"{label} ({policy_text(policy)})", policy))
     return chosen
+
+
+def _drawn_policies(spec: Spec, rng: random.Random) -> list[dict[str, int]]:
+    """DRAWN_POLICIES policies at least, and as many as the widest range of a constant up to
+    SWEPT_POLICIES: each constant's values dealt out in a seeded shuffle, so that every value
+    of a constant whose range is that narrow is met at least once, each time beside other
+    values of the others. A class wrong at one value between the corners (a two-node cluster
+    handled apart, in a range of 1 to 5) is met there for certain, not if a draw happens on it."""
+    widths = [decl.max - decl.min + 1 for decl in spec.policy.values()]
+    count = min(SWEPT_POLICIES, max(DRAWN_POLICIES, *widths))
+    columns: dict[str, list[int]] = {}
+    for name, decl in spec.policy.items():
+        values = range(decl.min, decl.max + 1)
+        column: list[int] = []
+        while len(column) < count:
+            column += rng.sample(values, min(len(values), count - len(column)))
+        columns[name] = column
+    return [{name: columns[name][k] for name in spec.policy} for k in range(count)]
 
 
 # --- counterexamples ----------------------------------------------------------------------
