@@ -541,7 +541,11 @@ def search(
     ticks = clock_steps(spec, policy)
     calls = Calls(spec, ticks, policy)
     decisions = [n for e in spec.events.values() for n in ir.walk([e.ignore_when, e.requires, e.body])]
-    decisions += list(ir.walk(spec.on_state_change))
+    # the hook's decisions (its conditions, and the locals they may read), not what it counts:
+    # a counter the hook only adds to (membership_epoch) would keep every state apart
+    hook_reads = [stmt.cond for stmt in _ifs(spec.on_state_change)]
+    hook_reads += [n.value for n in ir.walk(spec.on_state_change) if isinstance(n, ir.Assign) and n.kind == "local"]
+    decisions += list(ir.walk(hook_reads))
     read = {n.name for n in decisions if isinstance(n, ir.GlobalRef)}
     read |= {k[1] for domains in calls.domains.values() for d in domains for k, _ in d.variables if k[0] is None}
     globals_read = [g.name for g in spec.globals if g.name in read]

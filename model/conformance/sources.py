@@ -288,7 +288,7 @@ def branch_scripts(
 
 DRAWN_POLICIES = 6
 """Policies the spec allows, drawn at random (`--seed`), that `conform` also tries, at least."""
-SWEPT_POLICIES = 12
+SWEPT_POLICIES = 8
 """How many policies conform draws at most: every value of a constant whose range has no more
 than this many is met (`_drawn_policies`)."""
 
