@@ -704,6 +704,7 @@ def check_property(
         result.depth = max_depth
     if policy is None and result.status != Status.UNKNOWN:
         result.region = policy_region(spec, environment, prop, shards, max_depth, timeout)
+        result.region_depth = max_depth  # how deep the region was searched (it said 0 unless a proof was asked)
     # A proof found first is reported as one where a proof is asked for, or raced for (auto);
     # asking Spacer again returns the invariant it found (`spacer._FOUND`).
     if (prove or (race_proof and proved_first)) and result.status == Status.HOLDS_TO_DEPTH:

@@ -181,6 +181,8 @@ def test_symbolic_policy_region_of_the_headline(spec_file):
     assert region["healthy_threshold"]["holds_to_depth"] == []
     assert region["max_restart_attempts_per_shard"]["holds_to_depth"] == [0]
     assert "unhealthy_threshold in {2..5}" in result.region_text()
+    # the depth the region was searched to (it said 0: set only where a proof was asked)
+    assert "(holds to depth 10 for {1, 6..8})" in result.region_text()
 
 
 def test_symbolic_policy_fixed_holds_everywhere(spec_file):
