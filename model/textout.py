@@ -81,6 +81,8 @@ def verdict_line(
     pad = " " * (variant_width + 1 + property_width + 1 + (12 if environment_column else 0))
     if result.assumptions:
         line += f"\n{pad}{result.assumptions}"
+        if result.status == Status.HOLDS_TO_DEPTH and "this search cannot show one" in result.note:
+            line += f"\n{pad}{result.note}"  # a bounded liveness search over an infinite state space
     if result.region is not None:
         line += f"\n{pad}{result.region_text()}"
     return line

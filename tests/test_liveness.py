@@ -280,3 +280,75 @@ def test_a_symbolic_policy_leaves_liveness_unknown_and_checks_the_rest(capsys: p
     assert results["restart_always_ends"]["status"] == "unknown"
     assert "checked at a concrete policy only" in results["restart_always_ends"]["note"]
     assert results["no_condemnation_by_inherited_streak"]["status"] in ("holds_to_depth", "proved")
+
+
+ELECTIONS = """\
+[spec]
+name = "elections"
+api_class = "Node"
+state_field = "state"
+default_shards = 1
+
+[enums.Role]
+members = ["FOLLOWER", "CANDIDATE", "LEADER"]
+
+[fields]
+state = { type = "Role", initial = "FOLLOWER" }
+term = { type = "int", initial = 0 }
+best = { type = "int", initial = 0 }
+
+[events.stand]
+call = "stand(i)"
+ignore_when = "state == LEADER"
+body = \"\"\"
+state = CANDIDATE
+term = term + 1
+if term > best:
+    best = term
+\"\"\"
+
+[events.win]
+call = "win(i)"
+ignore_when = "state != CANDIDATE or term == 0"
+body = "state = LEADER"
+
+[environments.cluster]
+doc = "split votes: a candidate may stand again, term after term"
+fairness = [{ weak = ["elect"], doc = "an election is eventually won" }]
+
+[environments.cluster.actions.split]
+params = "i: shard"
+when = "i.state != LEADER"
+body = "stand(i)"
+
+[environments.cluster.actions.elect]
+params = "i: shard"
+when = "i.state == CANDIDATE and i.term < i.best"
+body = "win(i)"
+
+[properties.candidacy_ends]
+kind = "eventually"
+environments = ["cluster"]
+when = "state == CANDIDATE"
+assert = "state != CANDIDATE"
+expect = { base = "holds" }
+"""
+
+
+def test_a_bounded_lasso_search_over_an_infinite_state_space_says_what_it_cannot_show(capsys) -> None:
+    """A candidate that stands again term after term never comes back to a state it was in
+    (its term grows): no lasso exists, and the search said `holds up to depth N [as expected]`
+    and nothing else (a Raft trial's split votes). It says the space is infinite now, beside
+    the verdict, and what that leaves unshown."""
+    spec = load_spec_text(ELECTIONS, "elections.toml").variant()
+    prop = spec.property("candidacy_ends")
+    result = check_liveness(spec, "cluster", prop, shards=1, policy={}, max_states=2_000)
+    assert result.status == "holds_to_depth"
+    assert "the reduced state space is infinite: field term grows without bound" in result.note
+    assert result.note.endswith(
+        "a counterexample that never comes back to a state it was in is no lasso, and this search cannot show one"
+    )
+    from ledgercheck.model.textout import verdict_line
+
+    line = verdict_line(result)
+    assert line.splitlines()[-1].strip() == result.note
