@@ -233,6 +233,9 @@ def _prove(
     if prop.kind == PropertyKind.EVENTUALLY:
         from ledgercheck.model.liveness import check_eventually
 
+        if policy is None and prop.applies_to(environment):  # as `check` answers it: the others are proved
+            why = "a liveness property is proved at a concrete policy only: prove it without --symbolic-policy"
+            return Result.not_established(spec, prop, environment, shards, policy, why)
         return check_eventually(
             spec, environment, prop, shards=shards, policy=policy, max_depth=refute_depth, timeout=timeout, prove=True
         )

@@ -447,12 +447,14 @@ def explicit_suits(
 
 
 def exit_code(results: Iterable[Result]) -> int:
-    """3 if anything is undecided (never a pass), else 1 on any mismatch, else 0."""
+    """1 on any mismatch, even where something else is undecided (as `ci` answers: a verdict
+    that differs is the finding to act on), else 3 if anything is undecided (never a pass),
+    else 0."""
     listed = list(results)
-    if any(r.status == Status.UNKNOWN for r in listed):
-        return EXIT_UNKNOWN
     if any(r.matches is False for r in listed):
         return EXIT_MISMATCH
+    if any(r.status == Status.UNKNOWN for r in listed):
+        return EXIT_UNKNOWN
     return EXIT_OK
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -201,3 +202,15 @@ def test_a_proof_names_the_policy_it_holds_at(capsys) -> None:
     assert first == "at trip_after=3, reset_timeout=4 (--symbolic-policy: at every policy the spec allows)"
     assert main(["prove", str(spec), "--property", "refuses_while_open", "--symbolic-policy"]) == 0
     assert not capsys.readouterr().out.startswith("at ")
+
+
+def test_prove_at_every_policy_answers_a_liveness_property_unknown_and_proves_the_rest(capsys):
+    """`prove --symbolic-policy` stopped the whole run with exit 2 at the first liveness property
+    (a Raft trial); as `check` does, that one is unknown (exit 3) and the others are proved."""
+    from ledgercheck.model.cli import main
+
+    args = ["prove", "--symbolic-policy", "--variant", "fixed", "--property", "restart_always_ends"]
+    assert main([*args, "--property", "retire_retires"]) == 3
+    out = capsys.readouterr().out
+    assert "restart_always_ends" in out and "UNKNOWN (a liveness property is proved at a concrete" in out, out
+    assert re.search(r"retire_retires +ledger +PROVED", out), out
