@@ -474,7 +474,7 @@ def prove_command(
     else:
         fixed = next((r.policy for r in results if r.policy), None)
         if fixed:  # a PROVED line is a proof at this policy only: say which, and how to prove them all
-            print(f"at {policy_text(fixed)} (--symbolic-policy: at every policy the spec allows)")
+            print(f"at {policy_text(fixed)} only (--symbolic-policy proves at every policy the spec allows)")
         for result in results:
             print(_line(result, verbose))
         for result in results:

@@ -199,7 +199,7 @@ def test_a_proof_names_the_policy_it_holds_at(capsys) -> None:
     spec = Path(__file__).resolve().parents[1] / "spec" / "examples" / "timed_breaker.toml"
     assert main(["prove", str(spec), "--property", "refuses_while_open", "--environment", "ledger"]) == 0
     first = capsys.readouterr().out.splitlines()[0]
-    assert first == "at trip_after=3, reset_timeout=4 (--symbolic-policy: at every policy the spec allows)"
+    assert first == "at trip_after=3, reset_timeout=4 only (--symbolic-policy proves at every policy the spec allows)"
     assert main(["prove", str(spec), "--property", "refuses_while_open", "--symbolic-policy"]) == 0
     assert not capsys.readouterr().out.startswith("at ")
 
