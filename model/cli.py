@@ -342,7 +342,7 @@ def build_parser(args: Sequence[str] | None = None) -> argparse.ArgumentParser:
     diff = command(
         "diff",
         "the shortest trace on which two specs (or variants) disagree, and the verdicts that changed",
-        fleet_options(policy=False),
+        fleet_options(),
         depth_options(traces=False),
         format_option(("text", "json")),
         budget_options(),

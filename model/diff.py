@@ -24,7 +24,7 @@ from ledgercheck.model.errors import EXIT_OK, Undecided, UsageError
 from ledgercheck.model.figure import FLEET, cell, render_table, trace_rows
 from ledgercheck.model.result import FOCUS, Result
 from ledgercheck.model.runs import DEFAULT_DEPTH
-from ledgercheck.model.spec import Spec, load_spec
+from ledgercheck.model.spec import Spec, load_spec, policy_text
 from ledgercheck.model.trace import Simulation, Step, Trace
 
 
@@ -230,25 +230,34 @@ def diff_command(
     shards: int | None,
     max_depth: int | None,
     format: str,
+    policy: list[tuple[str, int]] | None = None,
 ) -> int:
-    """`ledgercheck diff A B`: where two variants or specs first disagree, and what verdicts changed."""
+    """`ledgercheck diff A B`: where two variants or specs first disagree, and what verdicts
+    changed, at the shipped policy or the one `--policy` overrides (both sides take it)."""
     left_spec, right_spec = resolve_side(a, spec), resolve_side(b, spec)
     max_depth = left_spec.search_depth(max_depth, DEFAULT_DEPTH)
     environment = environment or _default_environment(left_spec)
     fleet = shards or left_spec.default_shards
-    policy = left_spec.default_policy()
-    if left_spec.default_policy() != right_spec.default_policy():
+    overrides = dict(policy or [])
+    if not overrides and left_spec.default_policy() != right_spec.default_policy():
         raise UsageError("the two specs ship different policies; compare them with the same --policy")
-    diff = shortest_difference(left_spec, right_spec, environment, fleet, policy, max_depth)
-    changes = verdict_changes(left_spec, right_spec, environment, fleet, policy, max_depth)
+    resolved = left_spec.resolve_policy(overrides)
+    if right_spec.resolve_policy(overrides) != resolved:
+        raise UsageError("the two specs resolve --policy to different policies; give every constant")
+    policy_map = resolved
+    diff = shortest_difference(left_spec, right_spec, environment, fleet, policy_map, max_depth)
+    changes = verdict_changes(left_spec, right_spec, environment, fleet, policy_map, max_depth)
     if format == "json":
         print(
             json.dumps(
                 {
                     "a": left_spec.variant,
                     "b": right_spec.variant,
+                    "a_spec": left_spec.path,
+                    "b_spec": right_spec.path,
                     "environment": environment,
                     "shards": fleet,
+                    "policy": policy_map,
                     "difference": None
                     if diff is None
                     else {
@@ -276,6 +285,9 @@ def diff_command(
         )
         return EXIT_OK
     one, two = _sides(a, b, left_spec, right_spec)
+    at = f"{environment}, {fleet} shard{'s' if fleet != 1 else ''}"
+    at += f", {policy_text(policy_map)}" if policy_map else ""
+    print(f"ledgercheck diff: {one} against {two} ({at}; --policy NAME=VALUE compares at another policy)")
     if diff is None:
         print(f"{one} and {two} agree on every observable field up to depth {max_depth}")
     else:

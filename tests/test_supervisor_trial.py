@@ -10,6 +10,7 @@ conform blame the class: the state is compared where it is read, and only there.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -393,7 +394,10 @@ def test_diff_compares_the_fleet_values_and_names_two_files_of_one_variant_apart
     right.write_text(SPEC.replace("window_age >= window:", "window_age > window:"))
     assert main(["diff", str(left), str(right), "--environment", "ledger"]) == 0
     out = capsys.readouterr().out
-    first = out.splitlines()[0]
+    header, first = out.splitlines()[:2]
+    assert header == f"ledgercheck diff: {left} against {right} (ledger, 1 shard, max_restarts=2, window=3; " + (
+        "--policy NAME=VALUE compares at another policy)"
+    )
     assert first.startswith(f"{left} and {right} first disagree after 6 steps, on the fleet value window_restarts"), out
     assert "fleet window_restarts << " in out and "| 1 / 2" in out, out
 
@@ -423,3 +427,30 @@ def test_a_hint_never_leads_to_another_error(tmp_path: Path, text: str, message:
 
     with pytest.raises(SpecError, match=re.escape(message)):
         load_spec_text(text, str(tmp_path / "supervisor.toml")).variant()
+
+
+def test_diff_compares_at_the_policy_asked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A majority test off by one differs only at an even cluster size: diff had no --policy
+    and said the two agreed (a Raft trial). Both sides take the policy asked."""
+    left = _project(tmp_path)
+    right = tmp_path / "late" / "supervisor.toml"
+    right.parent.mkdir()
+    right.write_text(SPEC.replace("elif window_restarts >= max_restarts:", "elif window_restarts >= max_restarts + 1:"))
+    at_one = [
+        "diff",
+        str(left),
+        str(right),
+        "--environment",
+        "ledger",
+        "--max-depth",
+        "4",
+        "--policy",
+        "max_restarts=1",
+    ]
+    assert main(at_one) == 0
+    out = capsys.readouterr().out
+    assert "max_restarts=1, window=3;" in out and "first disagree" in out, out
+    assert main(["diff", str(left), str(right), "--format", "json", "--max-depth", "2"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["policy"] == {"max_restarts": 2, "window": 3} and data["difference"] is None
+    assert (data["a_spec"], data["b_spec"]) == (str(left), str(right))
