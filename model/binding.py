@@ -1261,6 +1261,12 @@ def bound_class(binding: Binding, spec: Spec, target: Callable[..., Any]) -> typ
             return render(read.read, obj, names, from_module)
 
         @staticmethod
+        def query_per_object(api: str) -> bool:
+            """Whether the query `api` is each object's own predicate (one object per
+            instance): a reproducer prints it object by object, not as the list of instances."""
+            return binding.instances == "each" and api in per_object
+
+        @staticmethod
         def objects(shard_count: int) -> list[str]:
             """The variables of the objects a reproducer builds: one, or one per instance."""
             name = variable(target_name)

@@ -256,6 +256,9 @@ def test_one_object_per_instance_answers_a_shard_query_with_its_own_predicate(
     out = capsys.readouterr().out
     if bug:
         assert "is_up(): model (), implementation (0,)" in out, out  # shrunk to one shard
+        # the reproducer asks the object its own predicate, the model's answer beside it (it
+        # printed `member_0.is_up()  # the model: ()`, a list of instances for a bool)
+        assert "  print(member_0.is_up())  # the model: false\n" in out, out
 
 
 @pytest.mark.parametrize(

@@ -222,7 +222,7 @@ def _shown(
     if about_raise and body:
         body[-1] += f"  # the model {'raises ' + raised[-1] if raised[-1] else 'returns'} here"
     imports = ["import contextlib"] if suppressed and "import contextlib" not in head else []
-    prints = [shown for d in differences if (shown := _print_of(checker, script, d, bound)) is not None]
+    prints = [line for d in differences for line in _print_of(checker, script, d, bound)]
     return imports + head + body + prints
 
 
@@ -239,26 +239,32 @@ def _model_raised(checker: Conformance, script: Script) -> list[str | None]:
     return raised
 
 
-def _print_of(checker: Conformance, script: Script, difference: Difference, bound: Any) -> str | None:
-    """A line that prints one value that differs, the model's beside it; None where it is no
-    value one read shows (the exception raised, the log lines)."""
+def _print_of(checker: Conformance, script: Script, difference: Difference, bound: Any) -> list[str]:
+    """The lines that print one value that differs, the model's beside each; none where it is
+    no value a read shows (the exception raised, the log lines)."""
     key, expected = difference.key, f"  # the model: {cell(difference.model)}"
     if bound is not None:
         if key[0] == "field":
             read = bound.read_code(key[2], key[1], script.shards, checker.policy)
-            return f"print({read}){expected}" if read is not None else None
+            return [f"print({read}){expected}"] if read is not None else []
+        if key[0] == "query" and bound.query_per_object(key[1]):  # each object's own predicate
+            holding = difference.model if isinstance(difference.model, (list, tuple)) else ()
+            return [
+                f"print({name}.{key[1]}())  # the model: {cell(index in holding)}"
+                for index, name in enumerate(bound.objects(script.shards))
+            ]
         if key[0] == "query":
-            return f"print({bound.objects(script.shards)[0]}.{key[1]}()){expected}"
-        return None
+            return [f"print({bound.objects(script.shards)[0]}.{key[1]}()){expected}"]
+        return []
     if key[0] == "field":
-        return f"print(ledger.snapshot()[{key[1]}].{key[2]}){expected}"
+        return [f"print(ledger.snapshot()[{key[1]}].{key[2]}){expected}"]
     if key[0] == "state_of":
-        return f"print(ledger.state_of({key[1]})){expected}"
+        return [f"print(ledger.state_of({key[1]})){expected}"]
     if key[0] == "query":
-        return f"print(ledger.{key[1]}()){expected}"
+        return [f"print(ledger.{key[1]}()){expected}"]
     if key[0] == "global":
-        return f"print(ledger.{key[1]}){expected}"
-    return None
+        return [f"print(ledger.{key[1]}){expected}"]
+    return []
 
 
 def _ledger_reproducer(checker: Conformance, script: Script) -> list[str]:
