@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from ledgercheck.model import budget
+from ledgercheck.model import budget, executor
 from ledgercheck.model.console import Heartbeat, progress_for
 from ledgercheck.model.errors import EXIT_BAD_INPUT, EXIT_MISMATCH, EXIT_OK, EXIT_UNKNOWN
 from ledgercheck.model.runs import DEFAULT_DEPTH, DEFAULT_TRACES, attention, mismatch_line, outcome
@@ -252,6 +252,11 @@ def _start_children(
         ]
         if conform_depth is not None:
             conform += ["--depth", str(conform_depth)]
+        workers = executor.active()  # where ci's own checks run, conform's run too (`ci --jobs 1`)
+        if workers.jobs is not None:
+            conform += ["--jobs", str(workers.jobs)]
+        if workers.kind != "local":
+            conform += ["--executor", workers.kind]
         left = budget.active().remaining()
         if left is not None:  # conform stops within the command's budget, naming what it was doing
             conform += ["--time-budget", f"{max(left, 1.0):.1f}"]

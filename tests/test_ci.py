@@ -327,3 +327,25 @@ def test_a_relative_target_is_read_from_one_folder_by_both_steps(tmp_path: Path)
     head = away.stdout.split("\n\n", 1)[0]
     assert "BAD INPUT tests vs implementation: no such file: " in head, head
     assert "BAD INPUT conformance: " in head and "no such file: impl/job.py" in head, head
+
+
+@pytest.mark.parametrize(("config", "passed"), [((), []), (("--jobs", "1"), ["--jobs", "1"])])
+def test_conform_s_child_runs_on_the_workers_ci_was_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, config: tuple[str, ...], passed: list[str]
+) -> None:
+    """`ci --jobs 1` started its conformance child with every core (a Raft trial saw
+    `conform --no-progress raft.toml --time-budget 599.8`)."""
+    from ledgercheck.model import ci as ci_module
+    from ledgercheck.model import executor
+    from ledgercheck.model.cli import build_parser
+    from ledgercheck.model.spec import load_spec
+
+    started: list[list[str]] = []
+    monkeypatch.setattr(ci_module.Subprocess, "start", staticmethod(lambda command, *_: started.append(command)))
+    ns = build_parser().parse_args(["ci", *config])
+    with executor.using(executor.for_command(ns)):
+        ci_module._start_children("job.py:Job", None, None, load_spec(LEDGER_SPEC), tmp_path / "none", False)
+    conform = started[-1]
+    assert conform[3] == "conform"
+    jobs = conform[conform.index("--jobs") : conform.index("--jobs") + 2] if "--jobs" in conform else []
+    assert jobs == passed, conform
