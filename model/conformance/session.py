@@ -27,6 +27,7 @@ from ledgercheck.model.conformance.divergence import Divergence
 from ledgercheck.model.conformance.enumeration import Enumeration
 from ledgercheck.model.conformance.probes import probe_scripts
 from ledgercheck.model.conformance.sources import (
+    COUNTING_CALLS,
     RUN_CALLS,
     Branches,
     branch_scripts,
@@ -340,7 +341,12 @@ def check(
         if found is not None:
             summary.divergence = found
             return summary
-        repeated = f" and every trace to a branch ({len(cycles)})" if cycles else ""
+        repeated = (
+            f" and every trace to a branch ({len(cycles)}; closed by the call that takes it back to its start, "
+            f"where one does; a trace ending in a count, its last call to {COUNTING_CALLS})"
+            if cycles
+            else ""
+        )
         say(
             f"  runs             1 shard: every pair of calls{repeated} repeated to {run_calls} calls, "
             f"{len(scripts)} traces, {sum(len(s.calls) for s in scripts)} calls ({time.monotonic() - start:.1f} s)"

@@ -184,11 +184,89 @@ def run_scripts(
         (f"{first.event}, {second.event}", 1, (first, second), 1) for first in steps for second in steps
     ]
     patterns += [(cycle.source, cycle.shards, cycle.calls, CYCLE_REPEATS) for cycle in cycles if cycle.calls]
+    closed = _closed_cycles(spec, policy, [c for c in cycles if c.calls and c.shards == 1], steps)
+    patterns += [(source, 1, calls, CYCLE_REPEATS) for source, calls in closed]
     scripts = []
     for source, shards, calls, least in patterns:
         repeats = max(least, -(-length // len(calls)))
         scripts.append(Script(f"{source} repeated {repeats} times", shards, calls * repeats))
+    scripts += _counting_runs(spec, [c for c in cycles if c.calls and c.shards == 1])
     return scripts
+
+
+COUNTING_CALLS = 300
+"""How long a counting run is (`_counting_runs`): past a counter a class keeps in a byte."""
+
+
+def _counts(event: Event) -> bool:
+    """Whether the event adds to a number of its own (`x = x + e`, `x = x - e`)."""
+    return any(
+        isinstance(n, ir.Assign)
+        and isinstance(n.value, ir.Arith)
+        and isinstance(n.value.left, (ir.FieldRef, ir.GlobalRef))
+        and n.value.left.name == n.name
+        for n in ir.walk(event.body)
+    )
+
+
+def _counting_runs(spec: Spec, traces: Sequence[Script]) -> list[Script]:
+    """Each trace to a branch whose last call counts something, then that call again and again,
+    COUNTING_CALLS calls in all: a count a class keeps in a byte (a data counter that wraps at
+    256, trial) is reached one call at a time, where a repeated pair climbs a hundred calls' worth."""
+    found = []
+    for trace in traces:
+        last = trace.calls[-1]
+        if isinstance(last, Tick) or last.event not in spec.events or not _counts(spec.events[last.event]):
+            continue
+        more = max(0, COUNTING_CALLS - len(trace.calls))
+        source = f"{trace.source}, then its last call repeated {more} times"
+        found.append(Script(source, 1, (*trace.calls, *[last] * more)))
+    return found
+
+
+def _closed_cycles(
+    spec: Spec, policy: Mapping[str, int], traces: Sequence[Script], steps: Sequence[LedgerCall]
+) -> list[tuple[str, tuple[LedgerCall, ...]]]:
+    """Each trace to a branch that one more call (`steps`: each event once, each tick) takes
+    back to where it began, but for numbers that grew: the trace and that call, a cycle to
+    repeat. A class that counts its handshakes and stops at five (open, SYN, ACK, reset: four
+    calls a round, trial) is met on the sixth round; the trace alone, repeated, stays in the
+    state it ends in."""
+    model = model_implementation(spec).build(1, policy, echo=False)
+    start = dict(model.variables())
+    own = {f.name for f in spec.fields} | {g.name for g in spec.globals}  # not history: no class keeps it
+    kept = [
+        key
+        for key, value in start.items()
+        if key[1] in own and not (isinstance(value, int) and not isinstance(value, bool))
+    ]
+    found: list[tuple[str, tuple[LedgerCall, ...]]] = []
+    for trace in traces:
+        model.restore(start)
+        _run_quietly(spec, model, trace.calls)
+        end = model.save()
+        if all(end[key] == start[key] for key in kept):
+            continue  # it ends where it began: the runs repeat it as it is
+        for step in steps:
+            model.restore(end)
+            _run_quietly(spec, model, (step,))
+            after = model.variables()
+            if all(after[key] == start[key] for key in kept) and any(
+                after[key] != start[key] for key in start if key[1] in own
+            ):
+                found.append((f"{trace.source}, then {step.event}", (*trace.calls, step)))
+                break
+    return found
+
+
+def _run_quietly(spec: Spec, model: Any, calls: Sequence[LedgerCall]) -> None:
+    """Make `calls` on the model, a refusal (an error the spec declares) a call made."""
+    for call in calls:
+        if isinstance(call, Tick):
+            model.advance_time(call.units)
+            continue
+        with contextlib.suppress(Exception):  # what the call raises is compared when it runs
+            invoke(model, call, spec.events[call.event])
 
 
 def tick_runs(
