@@ -220,8 +220,9 @@ _FLIP = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 
 
 def _constant(spec: Spec, policy: Mapping[str, int] | None, expr: object) -> int | None:
-    """The value of a constant expression: an int literal, its negation, or a policy
-    constant (with no concrete policy, its declared minimum)."""
+    """The value of a constant expression: an int literal, its negation, a policy constant
+    (with no concrete policy, its declared minimum), or a sum or difference of them (a TIME_WAIT
+    of `msl + msl`: a timer compared with it saturates as with one constant, TCP trial)."""
     if isinstance(expr, ir.Const) and isinstance(expr.value, int) and not isinstance(expr.value, bool):
         return expr.value
     if isinstance(expr, ir.PolicyRef):
@@ -232,7 +233,20 @@ def _constant(spec: Spec, policy: Mapping[str, int] | None, expr: object) -> int
     if isinstance(expr, ir.Neg):
         inner = _constant(spec, policy, expr.operand)
         return None if inner is None else -inner
+    if isinstance(expr, ir.Arith) and expr.op in ("+", "-") and (policy is not None or _literal(expr)):
+        # `msl + msl` at a concrete policy: a constant too (at a symbolic one, a sum of the
+        # constants' least values is no bound of the sum's)
+        left, right = _constant(spec, policy, expr.left), _constant(spec, policy, expr.right)
+        if left is None or right is None:
+            return None
+        return left + right if expr.op == "+" else left - right
     return None
+
+
+def _literal(expr: object) -> bool:
+    """Whether `expr` is made of int literals alone."""
+    names = (ir.PolicyRef, ir.FieldRef, ir.GlobalRef, ir.ArgRef, ir.LocalRef)
+    return not any(isinstance(n, names) for n in ir.walk(expr))
 
 
 def _var(expr: object) -> Node | None:

@@ -310,3 +310,20 @@ def test_counters_that_never_go_negative():
     found = {node[1] for node in nonnegative_counters(ledger, ledger.environment("ledger"), ledger.default_policy())}
     assert {"consecutive_reported_failures", "restart_attempts", "membership_epoch"} <= found
     assert "weight_version" not in found  # set from an argument
+
+
+def test_a_timer_compared_with_a_sum_of_constants_saturates_as_with_one() -> None:
+    """TIME_WAIT lasts `msl + msl`: the timer compared with that sum was 'read other than in a
+    comparison with a constant', so the state space was infinite and a liveness property that
+    an exhaustive search proves held only up to a depth (TCP trial). At a concrete policy the
+    sum is a constant; at a symbolic one (the constants' least values) it is not."""
+    from ledgercheck.model import ir
+    from ledgercheck.model.reduction import _constant
+    from ledgercheck.model.spec import load_spec
+
+    spec = load_spec().variant("fixed")
+    name = next(iter(spec.policy))
+    total = ir.Arith("+", ir.PolicyRef(name), ir.PolicyRef(name))
+    assert _constant(spec, {name: 3}, total) == 6
+    assert _constant(spec, None, total) is None
+    assert _constant(spec, None, ir.Arith("-", ir.Const(7, ir.INT), ir.Const(2, ir.INT))) == 5
