@@ -377,13 +377,25 @@ def _drift(spec_file: SpecFile, out_dir: Path, verdicts: Verdicts) -> Step:
         step.status = FAILED
         kind = "a change of behaviour" if behaviour else "text only (docs, messages, figures)"
         step.headline = f"{out_dir.name}/ is not what the spec produces now ({kind}): run `ledgercheck gen`"
-        step.failures = [f"DRIFT     {out_dir.name}/{name} ({kind})" for name in names]
+        step.failures = [_drift_line(out_dir, names, changes, kind)]
         step.detail = "\n".join(c.line() for c in changes) + "\n\n"
         step.detail += "".join(diff[:80]) + (f"... ({len(diff) - 80} more diff lines)\n" if len(diff) > 80 else "")
     else:
         step.status = PASSED
         step.headline = f"{len(files)} module(s), {count} test(s), as the spec produces them"
     return step
+
+
+def _drift_line(out_dir: Path, names: list[str], changes: list[Any], kind: str) -> str:
+    """The drift as one line: the modules (named where there are one or two), and what changed
+    in the spec where the modules' reasons say (a one-event edit drifted every module, whose
+    header holds the spec's meaning: one DRIFT line each named every module but the event)."""
+    folder = out_dir.name
+    shown = ", ".join(f"{folder}/{name}" for name in names) if len(names) <= 2 else f"{folder}/: {len(names)} modules"
+    marker = "the spec's meaning changed ("
+    meant = {c.reason.split(marker, 1)[1].rsplit(")", 1)[0] for c in changes if marker in c.reason}
+    why = f"; the spec's meaning changed: {meant.pop()}" if len(meant) == 1 else ""
+    return f"DRIFT     {shown} ({kind}{why})"
 
 
 def _drifted_files(diff: list[str]) -> list[str]:

@@ -349,3 +349,22 @@ def test_conform_s_child_runs_on_the_workers_ci_was_given(
     assert conform[3] == "conform"
     jobs = conform[conform.index("--jobs") : conform.index("--jobs") + 2] if "--jobs" in conform else []
     assert jobs == passed, conform
+
+
+def test_drift_is_one_line_naming_what_changed_in_the_spec(tmp_path: Path) -> None:
+    """A one-event edit drifted every module (each header holds the spec's meaning): ten DRIFT
+    lines named ten modules, the event only in the details (TCP trial). One line now."""
+    from ledgercheck.codegen.changes import ModuleChange
+    from ledgercheck.model.ci import _drift_line
+
+    out = tmp_path / "generated_tests"
+    why = "the spec's meaning changed (event recv_fin)"
+    changes = [ModuleChange(f"test_{n}.py", "rewritten", True, f"tests changed; {why}") for n in range(10)]
+    names = [c.name for c in changes]
+    line = _drift_line(out, names, changes, "a change of behaviour")
+    assert line == (
+        "DRIFT     generated_tests/: 10 modules (a change of behaviour; the spec's meaning changed: event recv_fin)"
+    )
+    assert _drift_line(out, names[:1], changes[:1], "text only") == (
+        "DRIFT     generated_tests/test_0.py (text only; the spec's meaning changed: event recv_fin)"
+    )
