@@ -162,6 +162,18 @@ def _project(tmp_path: Path) -> Path:
     return tmp_path / "supervisor.toml"
 
 
+def _generated_tests_pass_on_the_class(out_dir: Path) -> None:
+    """The generated tests of `out_dir`, run by pytest on the class beside them."""
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(out_dir)]
+    done = subprocess.run(
+        [*command, "--impl", "supervisor.py:Supervisor"], capture_output=True, text=True, cwd=out_dir.parent
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 def test_each_arm_of_each_if_of_the_hook_is_a_branch_at_its_line(tmp_path: Path) -> None:
     spec_file = load_spec_text(SPEC, str(tmp_path / "supervisor.toml"))
     hook = [b for b in branches(spec_file, spec_file.variant()) if b.event == HOOK]
@@ -216,8 +228,6 @@ def test_a_hidden_lifetime_cap_is_found_by_repeating_the_trace_through_a_closed_
 
 
 def test_gen_writes_a_coverage_module_of_the_hook_that_passes_on_the_class(tmp_path: Path) -> None:
-    import subprocess
-    import sys
 
     spec = _project(tmp_path)
     out_dir = tmp_path / "generated_tests"
@@ -226,23 +236,7 @@ def test_gen_writes_a_coverage_module_of_the_hook_that_passes_on_the_class(tmp_p
     text = module.read_text()
     assert text.count("\ndef test_on_state_change_") == 7
     assert '"""Coverage tests of `[on_state_change]`, which every call that changes a shard\'s state runs' in text
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            str(out_dir),
-            "--impl",
-            "supervisor.py:Supervisor",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    _generated_tests_pass_on_the_class(out_dir)
 
 
 def test_mutate_mutates_the_hook_as_an_override_of_its_body(tmp_path: Path) -> None:
@@ -275,8 +269,6 @@ def test_a_state_the_binding_leaves_unread_is_compared_through_the_queries_only(
 ) -> None:
     """`state = { observe = false }`: `gen` raised KeyError: 'state', and conform said the class
     raised AttributeError when its state was read. The queries still show the state."""
-    import subprocess
-    import sys
 
     spec = _project(tmp_path)
     text = SPEC.replace('state = "state_of(index)"', "state = { observe = false }")
@@ -293,23 +285,7 @@ def test_a_state_the_binding_leaves_unread_is_compared_through_the_queries_only(
     assert main(["gen", str(spec), "--out", str(out_dir)]) == 0, capsys.readouterr().out
     module = (out_dir / "test_branches_of_child_crashed.py").read_text()
     assert "state=" not in module and "check.expect(0, restarts=1)" in module
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            str(out_dir),
-            "--impl",
-            "supervisor.py:Supervisor",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    _generated_tests_pass_on_the_class(out_dir)
     capsys.readouterr()
     assert main(["conform", str(spec), "--jobs", "1", "--random", "0"]) == 0, capsys.readouterr().out
     capsys.readouterr()
