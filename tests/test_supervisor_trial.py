@@ -227,6 +227,7 @@ def test_a_hidden_lifetime_cap_is_found_by_repeating_the_trace_through_a_closed_
     assert "found by a long run: the trace to branch" in out, out
 
 
+@pytest.mark.slow  # gen, and pytest in a process of its own, end to end
 def test_gen_writes_a_coverage_module_of_the_hook_that_passes_on_the_class(tmp_path: Path) -> None:
 
     spec = _project(tmp_path)
@@ -264,6 +265,7 @@ def test_mutate_mutates_the_hook_as_an_override_of_its_body(tmp_path: Path) -> N
         assert mutated.on_state_change != spec_file.variant("base").on_state_change, mutant.ident
 
 
+@pytest.mark.slow  # gen, and pytest in a process of its own, end to end
 def test_a_state_the_binding_leaves_unread_is_compared_through_the_queries_only(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
