@@ -313,6 +313,7 @@ def build_parser(args: Sequence[str] | None = None) -> argparse.ArgumentParser:
         budget_options(),
         cache_option(),
     )
+    executor.add_options(gen)  # the verdicts its tests are drawn from: independent checks
     gen.add_argument(
         "--out", default=None, help="output directory (default: generated_tests/ beside the spec's folder)"
     )

@@ -248,3 +248,16 @@ def test_the_default_folder_is_beside_the_spec_from_anywhere(tmp_path, monkeypat
     monkeypatch.chdir(elsewhere)
     assert default_out_dir(str(tmp_path / "work" / "limiter.toml")) == tmp_path / "work" / "generated_tests"
     assert default_out_dir(str(tmp_path / "proj" / "spec" / "x.toml")) == tmp_path / "proj" / "generated_tests"
+
+
+def test_gen_runs_its_checks_on_the_workers_asked_and_writes_the_same_files(tmp_path, capsys):
+    """`gen --jobs 1` was refused (`unrecognized arguments`, TCP trial) and gen checked one
+    check after the other on every machine; it takes the executor options now."""
+    from ledgercheck.model.cli import main
+
+    example = Path(__file__).resolve().parents[1] / "spec" / "examples" / "breaker.toml"
+    one, two = tmp_path / "one", tmp_path / "two"
+    assert main(["gen", str(example), "--out", str(one), "--jobs", "1"]) == 0
+    assert main(["gen", str(example), "--out", str(two), "--jobs", "2"]) == 0
+    capsys.readouterr()
+    assert {p.name: p.read_bytes() for p in one.iterdir()} == {p.name: p.read_bytes() for p in two.iterdir()}
