@@ -42,6 +42,8 @@ class ModuleChange:
     kind: str  # "added" | "removed" | "rewritten"
     behaviour: bool
     reason: str
+    meaning: str = ""
+    """Where the spec's meaning changed (`event recv_fin`), when it did."""
 
     def line(self) -> str:
         return f"  {self.kind} {self.name}: {self.reason}"
@@ -123,12 +125,13 @@ def _rewritten(name: str, old: str, new: str) -> ModuleChange:
         reasons.append(f"expected values or steps changed in {len(changed)} test(s) ({_names(changed)})")
     if before.rest != after.rest:
         reasons.append("the module's settings changed (property, expected variant or markers)")
+    what = ""
     if before.meaning != after.meaning:
         parts = changed_parts(before.parts, after.parts) if before.parts else []
         what = _names(parts, 6) if parts else "recorded before meaning digests existed"
         reasons.append(f"the spec's meaning changed ({what})")
     if reasons:
-        return ModuleChange(name, "rewritten", True, "; ".join(reasons))
+        return ModuleChange(name, "rewritten", True, "; ".join(reasons), what)
     return ModuleChange(name, "rewritten", False, "only text changed (docs, messages, figures)")
 
 

@@ -48,17 +48,16 @@ from ledgercheck.model import ir
 from ledgercheck.model.arguments import ArgumentDomain, Calls, argument_domain
 from ledgercheck.model.interpreter import advance_timers, clock_steps, initial_store
 from ledgercheck.model.semantics import ConcreteBackend, Effects, Frame, Key, Machine
-from ledgercheck.model.spec import Event, PropertyKind, Spec, SpecFile
+from ledgercheck.model.spec import HOOK, Event, PropertyKind, Spec, SpecFile
 from ledgercheck.model.trace import base_url
 
 SHARDS = 1
 MAX_DEPTH = 24
 MAX_STATES = 200_000
 MODULE_PREFIX = "test_branches_of_"
-HOOK = "on_state_change"
-"""The `event` of the branches of `[on_state_change]` (each arm of each of its `if`s): what
-every call that changes a shard's state runs, whichever event it is. A restart counted in a
-window, a window that has closed: decisions no event's own body makes."""
+# HOOK (`model.spec`): the `event` of the branches of `[on_state_change]`, each arm of each of
+# its `if`s, which every call that changes a shard's state runs: a restart counted in a window,
+# a window that has closed, decisions no event's own body makes.
 
 
 @dataclass(frozen=True)

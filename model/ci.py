@@ -392,8 +392,7 @@ def _drift_line(out_dir: Path, names: list[str], changes: list[Any], kind: str) 
     header holds the spec's meaning: one DRIFT line each named every module but the event)."""
     folder = out_dir.name
     shown = ", ".join(f"{folder}/{name}" for name in names) if len(names) <= 2 else f"{folder}/: {len(names)} modules"
-    marker = "the spec's meaning changed ("
-    meant = {c.reason.split(marker, 1)[1].rsplit(")", 1)[0] for c in changes if marker in c.reason}
+    meant = {c.meaning for c in changes if c.meaning}
     why = f"; the spec's meaning changed: {meant.pop()}" if len(meant) == 1 else ""
     return f"DRIFT     {shown} ({kind}{why})"
 

@@ -24,7 +24,7 @@ from ledgercheck.model import bmc, budget, engines
 from ledgercheck.model.console import Heartbeat
 from ledgercheck.model.encoding import Encoding
 from ledgercheck.model.errors import EXIT_OK, Undecided, UsageError
-from ledgercheck.model.figure import FLEET, cell, render_table, trace_rows
+from ledgercheck.model.figure import FLEET, fleet_rows, render_table, trace_rows
 from ledgercheck.model.result import FOCUS, Result
 from ledgercheck.model.runs import DEFAULT_DEPTH
 from ledgercheck.model.spec import Spec, load_spec, policy_text
@@ -183,8 +183,9 @@ def side_by_side(diff: Difference, a: Spec, b: Spec) -> str:
     keep as `A / B` where they differ."""
     header, rows_a = trace_rows(diff.left, a, FOCUS)
     _, rows_b = trace_rows(diff.right, b, FOCUS)
-    rows_a += _fleet_rows(diff.left, _shared_globals(a, b))
-    rows_b += _fleet_rows(diff.right, _shared_globals(a, b))
+    shared = set(_shared_globals(a, b))
+    rows_a += [[row.name, *(c.value for c in row.cells)] for row in fleet_rows(diff.left, shared.__contains__)]
+    rows_b += [[row.name, *(c.value for c in row.cells)] for row in fleet_rows(diff.right, shared.__contains__)]
     differing = diff.field if diff.shard is not None else f"{FLEET}{diff.field}"
     rows_b_by_name = {row[0]: row for row in rows_b}
     merged = []
@@ -197,10 +198,6 @@ def side_by_side(diff: Difference, a: Spec, b: Spec) -> str:
             cells.append(left if left == right else f"{left} / {right}")
         merged.append(cells)
     return render_table(header, merged)
-
-
-def _fleet_rows(trace: Trace, names: list[str]) -> list[list[str]]:
-    return [[f"{FLEET}{name}", *(cell(step.after["fleet"][name]) for step in trace.steps)] for name in names]
 
 
 def _sides(a: str, b: str, left: Spec, right: Spec) -> tuple[str, str]:

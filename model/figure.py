@@ -26,7 +26,7 @@ import os
 import shutil
 import sys
 import textwrap
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -242,11 +242,19 @@ def _fleet_rows(trace: Trace, prop: Property | None, marked: set[int | None], al
     """The fleet values a property reads (`window_restarts <= max_restarts`), or with
     `all_fields` every one: a shard's rows alone do not show what breaks a fleet property."""
     read = {n.name for n in ir.walk([prop.when, prop.check]) if isinstance(n, ir.GlobalRef)} if prop else set()
+    return fleet_rows(trace, lambda name: all_fields or name in read, read, marked)
+
+
+def fleet_rows(
+    trace: Trace, shown: Callable[[str], bool], read: Collection[str] = (), marked: Collection[int | None] = ()
+) -> list[Row]:
+    """A row per fleet value `shown` picks (`[globals]`, then the environment's variables),
+    its changes marked, and its cells at the `marked` steps where it is `read`."""
     rows: list[Row] = []
     for part in ("fleet", "environment"):
         names = list(trace.steps[0].after.get(part, {})) if trace.steps else []
         for name in names:
-            if not (all_fields or name in read):
+            if not shown(name):
                 continue
             values = [s.after.get(part, {}).get(name) for s in trace.steps]
             changed = [bool(index) and value != values[index - 1] for index, value in enumerate(values)]

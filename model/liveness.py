@@ -40,7 +40,7 @@ from typing import Any
 from ledgercheck.model import budget
 from ledgercheck.model.errors import UsageError
 from ledgercheck.model.explicit import Explorer, Label, finiteness, is_sampled, sampled
-from ledgercheck.model.result import FOCUS, EncodingMismatch, Result, Status
+from ledgercheck.model.result import FOCUS, NO_LASSO_SHOWS, EncodingMismatch, Result, Status
 from ledgercheck.model.spec import Environment, Property, PropertyKind, Spec
 
 MAX_STATES = 100_000
@@ -195,10 +195,7 @@ def check_liveness(
         note = f"no fair lasso within depth {depth} ({states} states; the search stopped at its bound)"
         finite = finiteness(explorer)
         if not finite.finite:  # where a value grows for ever, a run need never come back to a state
-            note += (
-                f"; {finite}: a counterexample that never comes back to a state it was in is no lasso, "
-                "and this search cannot show one"
-            )
+            note += f"; {finite}: {NO_LASSO_SHOWS}"
     # no lasso among a sample of its int parameters' values: the Z3 engines decide
     status, note = sampled(explorer.int_params, status, note, name_them=True)
     return Result(

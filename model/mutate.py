@@ -47,7 +47,16 @@ from ledgercheck.model.console import Heartbeat
 from ledgercheck.model.errors import EXIT_OK, EXIT_UNKNOWN, LedgercheckError, UsageError
 from ledgercheck.model.result import Status
 from ledgercheck.model.runs import MUTATE_DEPTH
-from ledgercheck.model.spec import Event, PropertyKind, Spec, SpecFile, load_spec, load_spec_text, reference_variant
+from ledgercheck.model.spec import (
+    HOOK,
+    Event,
+    PropertyKind,
+    Spec,
+    SpecFile,
+    load_spec,
+    load_spec_text,
+    reference_variant,
+)
 
 OPS = {ast.GtE: ast.Gt, ast.Gt: ast.GtE, ast.LtE: ast.Lt, ast.Lt: ast.LtE}
 
@@ -138,10 +147,6 @@ def enumerate_mutants(spec: Spec) -> list[Mutant]:
     if hook:
         mutants += _body_mutants(spec, HOOK, hook)
     return mutants
-
-
-HOOK = "on_state_change"
-"""The `event` of the mutants of `[on_state_change]` (written as an override of its body)."""
 
 
 def _body_mutants(spec: Spec, owner: str, body: str) -> list[Mutant]:

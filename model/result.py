@@ -20,6 +20,13 @@ from ledgercheck.model.trace import Trace
 FOCUS = 0
 
 
+NO_LASSO_SHOWS = (
+    "a counterexample that never comes back to a state it was in is no lasso, and this search cannot show one"
+)
+"""Ends the note of a bounded fair-lasso search over an infinite state space (`model.liveness`),
+which the text output shows under the verdict (`model.textout`)."""
+
+
 class EncodingMismatch(LedgercheckError):
     """The solver's trace and the interpreter's replay of it disagree: a bug in ledgercheck."""
 

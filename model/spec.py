@@ -603,6 +603,10 @@ def _table(source: SpecSource, data: Any, keys: KeyPath, required: bool = True) 
     return node
 
 
+HOOK = "on_state_change"
+"""The spec table of what every change of a shard's state runs; also the name its branches and
+mutants go by where an event's name would stand (`codegen.coverage`, `model.mutate`)."""
+
 _KNOWN_TOP = (
     "spec",
     "enums",

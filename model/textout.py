@@ -23,7 +23,7 @@ import textwrap
 from collections.abc import Sequence
 
 from ledgercheck.model.figure import colour_enabled, column_label, figure_of, legend, trace_figure
-from ledgercheck.model.result import Result, Status
+from ledgercheck.model.result import NO_LASSO_SHOWS, Result, Status
 from ledgercheck.model.runs import attention, mismatch_line, multi_environment, outcome, reading_order
 from ledgercheck.model.spec import Property, SpecFile, policy_text
 from ledgercheck.model.trace import Trace
@@ -81,7 +81,7 @@ def verdict_line(
     pad = " " * (variant_width + 1 + property_width + 1 + (12 if environment_column else 0))
     if result.assumptions:
         line += f"\n{pad}{result.assumptions}"
-        if result.status == Status.HOLDS_TO_DEPTH and "this search cannot show one" in result.note:
+        if result.status == Status.HOLDS_TO_DEPTH and result.note.endswith(NO_LASSO_SHOWS):
             line += f"\n{pad}{result.note}"  # a bounded liveness search over an infinite state space
     if result.region is not None:
         line += f"\n{pad}{result.region_text()}"

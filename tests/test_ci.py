@@ -359,7 +359,9 @@ def test_drift_is_one_line_naming_what_changed_in_the_spec(tmp_path: Path) -> No
 
     out = tmp_path / "generated_tests"
     why = "the spec's meaning changed (event recv_fin)"
-    changes = [ModuleChange(f"test_{n}.py", "rewritten", True, f"tests changed; {why}") for n in range(10)]
+    changes = [
+        ModuleChange(f"test_{n}.py", "rewritten", True, f"tests changed; {why}", "event recv_fin") for n in range(10)
+    ]
     names = [c.name for c in changes]
     line = _drift_line(out, names, changes, "a change of behaviour")
     assert line == (
