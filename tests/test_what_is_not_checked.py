@@ -10,6 +10,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 SPEC = """\
 [spec]
 name = "door"
@@ -113,14 +115,28 @@ def test_gen_says_a_liveness_counterexample_has_no_test(tmp_path: Path, capsys: 
     assert "ends: a liveness counterexample (a lasso) has no generated test" in out
 
 
+SYMBOLIC_HEADLINE = [
+    "--symbolic-policy",
+    "--variant",
+    "as_written",
+    "--property",
+    "no_condemnation_by_inherited_streak",
+]
+
+
 def test_a_symbolic_policy_trace_names_the_policy_it_found(capsys: Any) -> None:
     from ledgercheck.model.cli import main
 
-    args = ["--symbolic-policy", "--property", "no_condemnation_by_inherited_streak", "--variant", "as_written"]
-    main(["check", *args, "--environment", "ledger"])
+    main(["check", *SYMBOLIC_HEADLINE, "--environment", "ledger"])
     flat = " ".join(capsys.readouterr().out.split())  # the line wraps at the terminal's width
     assert re.search(r"broken at step 7, at unhealthy_threshold=\d+, healthy_threshold=\d+", flat), flat
-    main(["prove", *args, "--environment", "ledger"])
+
+
+@pytest.mark.slow
+def test_a_symbolic_policy_proof_names_the_policy_of_its_shortest_trace(capsys: Any) -> None:
+    from ledgercheck.model.cli import main
+
+    main(["prove", *SYMBOLIC_HEADLINE, "--environment", "ledger"])
     flat = " ".join(capsys.readouterr().out.split())
     assert re.search(r"shortest trace \(7 steps, at unhealthy_threshold=\d+", flat), flat
 
