@@ -42,7 +42,7 @@ from ledgercheck.model.conformance.observation import (
     compare,
     exception_text,
 )
-from ledgercheck.model.conformance.values import IntValues
+from ledgercheck.model.conformance.values import IntValues, TextValues, text_example
 from ledgercheck.model.errors import CallTimedOut, ImplementationEnded
 from ledgercheck.model.interpreter import LedgerModel
 from ledgercheck.model.lang import Param
@@ -75,6 +75,7 @@ class Conformance:
         self.clock_reads = 0
         self.policy_note = ""
         self.int_values = IntValues(spec, {**spec.default_policy(), **self.policy})
+        self.text_values = TextValues(spec)
         # The ledger's log line per state change is part of its API; a class bound through
         # `[implementation]` (a library of its own) is compared on what the binding reads.
         self.compare_logs = spec.binding is None
@@ -432,17 +433,21 @@ class Conformance:
 
     def calls_in_state(self, store: Mapping[Any, Any], shards: int, static: set[LedgerCall]) -> list[LedgerCall]:
         """The calls of one enumeration step that only this state gives reason to make: an
-        int argument compared with a field passed that field's value (and one either side),
+        int argument compared with a field passed that field's value (and one either side), a
+        text argument each string the instance holds and one it does not (`values.TextValues`),
         in every combination with the other arguments' values, less those in `static`."""
         calls: list[LedgerCall] = []
         for event in self.events.values():
-            if not self.int_values.depends_on_state(event.name):
+            if not (self.int_values.depends_on_state(event.name) or self.text_values.depends_on_state(event.name)):
                 continue
             for shard in range(shards):
                 domains = []
                 for p in event.signature.params:
                     values = self._domain(event, p, shard)
-                    met = self.int_values.at(event.name, p.name, store, shard)
+                    if p.type.kind == "str":
+                        met: tuple[Any, ...] = self.text_values.at(store, shard, values)
+                    else:
+                        met = self.int_values.at(event.name, p.name, store, shard)
                     domains.append((p.name, [*values, *(v for v in met if v not in values)]))
                 calls += [
                     call
@@ -471,7 +476,9 @@ class Conformance:
         processes (`enumeration.Enumerator`); the result is the same."""
         # The implementation's observed state is part of the merge too, but a state is only
         # merged after the comparison passed, when it equals the model's observation: a
-        # function of the model's state. So the model's key is the whole key.
+        # function of the model's state. So the model's key is the whole key, where the
+        # implementation shows every variable of it; where it hides some, a merged prefix is
+        # expanded one call further (`Enumerator.hidden`).
         return Enumerator(self, shards, merge, contract).run(depth, progress, parts, starts)
 
     # -- shrinking --
@@ -562,6 +569,9 @@ def enumeration_domain(
         values = sorted({*INT_DOMAIN, *spec_values})
     elif ptype.kind == "str":
         values = [f"http://shard-{shard}.new"]
+        example = text_example(event.examples.get(param.name))
+        if example is not None and example not in values:
+            values.append(example)
     elif ptype.kind == "enum" and ptype.enum is not None and ptype.enum in spec.enums:
         values = list(spec.enums[ptype.enum].members)
     else:

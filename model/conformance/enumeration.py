@@ -47,9 +47,12 @@ Call: TypeAlias = LedgerCall | Tick
 _Job: TypeAlias = tuple[int, int, int, bool, bool]
 """A run of a level: its nodes' bounds in the frontier, the level, whether the next level's
 states are kept, and whether the run is watched."""
-Node: TypeAlias = tuple[tuple[Call, ...], dict[Any, Any] | None]
-"""A frontier node: the calls that reached it and the model's saved state there (None at the
-last level, where only whether a state is new counts)."""
+Node: TypeAlias = tuple[tuple[Call, ...], dict[Any, Any] | None, bool]
+"""A frontier node: the calls that reached it, the model's saved state there (None at the
+last level, where only whether a state is new counts), and whether it is a probe: a prefix
+merged into a state reached before, expanded one call further (its calls compared, their
+states not kept) because the implementation's state is not all observed
+(`Enumerator.hidden`)."""
 
 
 @dataclass
@@ -63,6 +66,9 @@ class Enumeration:
     stopped: str | None = None
     """The budget that ran out ("time budget (4 s)") before the depth asked was compared:
     `depth` is then the deepest level compared in full, and no verdict stands on it."""
+    hidden: tuple[str, ...] = ()
+    """The state the implementation does not show (`Enumerator.hidden`): merged prefixes were
+    probed one call further."""
 
 
 @dataclass
@@ -70,7 +76,8 @@ class _Run:
     """What expanding a run of a level's nodes gave."""
 
     children: list[tuple[tuple[Any, ...], Node]] = field(default_factory=list)
-    """(merge key, node) of each state new to the run, in the order it was reached."""
+    """(merge key, node) of each state new to the run, in the order it was reached; where the
+    enumeration probes, the prefixes merged into a state seen before too, as probe nodes."""
     sequences: int = 0
     """Call sequences compared, the diverging one included."""
     divergence: Divergence | None = None
@@ -90,11 +97,19 @@ class Enumerator:
         choices = conformance.calls_at(shards)
         self.choices = [c for c in choices if 0 <= c.shard < shards] if contract else choices
         self.model = conformance.new_model(shards)
-        self.reads = conformance.int_values.reads(shards)
+        self.reads = (*conformance.int_values.reads(shards), *conformance.text_values.reads(shards))
         self.static = set(self.choices) if self.reads else set()
         self.in_state: dict[tuple[Any, ...], list[Call]] = {}
         """The calls of a step per values of `reads`: the fixed ones, then the state's own."""
         self.keys = StateKeys(conformance.spec, shards, merge == "full")
+        self.hidden = hidden_state(conformance.spec, conformance.observer.fleet_values, self.keys)
+        """The variables of the merge key the implementation does not show (`observe = false`,
+        a fleet value it has no attribute for). Two prefixes that bring the model to one state
+        may then leave the implementation in two: a class whose hidden fencing token lags after
+        one of them (a lease re-acquired after expiry) showed nothing until a later call
+        returned the wrong answer, and merging dropped that prefix, so `ci` passed it. With
+        hidden variables, a merged prefix is expanded one call further (each call compared, no
+        state kept: `Node`'s probe), and an implementation is never reused across calls."""
         self.observed: dict[tuple[Any, ...], Observation] = {}
         self.sink = io.StringIO()
         self.frontier: list[Node] = []
@@ -117,7 +132,7 @@ class Enumerator:
                 root.found_by = "construction"
                 return Enumeration(root, 0, 1, 1, False, time.monotonic() - start)
             seen = {self.keys.merge(model.variables())}
-            frontier = [((), model.save())]
+            frontier = [((), model.save(), False)]
         sequences = 0
 
         def ended(
@@ -125,7 +140,7 @@ class Enumerator:
         ) -> Enumeration:
             """The enumeration as it ends, `compared` the deepest level compared in full."""
             seconds = time.monotonic() - start
-            return Enumeration(divergence, compared, sequences, len(seen), exhausted, seconds, stopped)
+            return Enumeration(divergence, compared, sequences, len(seen), exhausted, seconds, stopped, self.hidden)
 
         for level in range(1, depth + 1):
             following, done, divergence, stopped = self._level(frontier, seen, level, level < depth, parts)
@@ -158,7 +173,7 @@ class Enumerator:
             key = self.keys.merge(model.variables())
             if key not in seen:
                 seen.add(key)
-                frontier.append((tuple(calls), model.save()))
+                frontier.append((tuple(calls), model.save(), False))
         model.restore(initial)
         return frontier, seen
 
@@ -184,9 +199,12 @@ class Enumerator:
                     self.conformance.traces += part.sequences
                     self.conformance.calls_compared += part.sequences
                     for key, node in part.children:
-                        if key not in seen:
+                        calls, state, probe = node
+                        if not probe and key not in seen:
                             seen.add(key)
                             following.append(node)
+                        elif self.hidden:  # (merged by an earlier run: a probe, as in one pass)
+                            following.append((calls, state, True))
                 sequences += part.sequences
                 if part.divergence is not None or part.stopped is not None:
                     return following, sequences, part.divergence, part.stopped
@@ -228,7 +246,8 @@ class Enumerator:
         conformance.fleet = shards
         limits = budget.active()
         found = _Run()
-        for number, (prefix, state) in enumerate(nodes):
+        probing = bool(self.hidden)
+        for number, (prefix, state, probe) in enumerate(nodes):
             assert state is not None  # only the last level's nodes have none, and they are not expanded
             found.stopped = limits.exhausted(memory=number % MEMORY_EVERY == 0)
             if found.stopped is not None:
@@ -237,9 +256,11 @@ class Enumerator:
             parent = self._observation()
             # An implementation at this node's state, while it still shows the node's state:
             # a call that changes nothing it shows, nor anything of the model's state, leaves
-            # it for the next call (the same judgement as merging). A field the binding does
-            # not observe (`observe = false`: a timer restarted at its current value) is
-            # state all the same. A tick moves its clock: it is built afresh after one.
+            # it for the next call (the same judgement as merging). Not where the
+            # implementation hides variables of the state (`self.hidden`): a call may have
+            # changed one of them (a timer restarted at its current value), so each call
+            # starts from a fresh replay of the prefix. A tick moves its clock: it is built
+            # afresh after one.
             ledger: Any = None
             ledger_clock: ManualClock | None = None
             for call in self._choices(state):
@@ -280,12 +301,16 @@ class Enumerator:
                         script, len(calls) - 1, differences, "enumeration", len(calls), within
                     )
                     return found
-                if impl_obs != parent or isinstance(call, Tick) or model.variables() != state:
+                if probing or impl_obs != parent or isinstance(call, Tick) or model.variables() != state:
                     ledger = None
+                if probe:
+                    continue
                 key = keys.merge(model.variables())
                 if key not in seen:
                     seen.add(key)
-                    found.children.append((key, ((*prefix, call), model.save() if keep else None)))
+                    found.children.append((key, ((*prefix, call), model.save() if keep else None, False)))
+                elif probing and keep:
+                    found.children.append((key, ((*prefix, call), model.save(), True)))
         return found
 
     def _choices(self, state: Mapping[Any, Any]) -> list[Call]:
@@ -370,6 +395,21 @@ def _global_reads(spec: Spec) -> set[str]:
         walk([event.ignore_when, event.requires, event.body])
     walk([spec.on_state_change, [q.expr for q in spec.queries.values()]])
     return found
+
+
+def hidden_state(spec: Spec, fleet_values: Sequence[str], keys: StateKeys) -> tuple[str, ...]:
+    """The variables of the merge key an implementation does not show, by name: the fields
+    its binding leaves unread (`observe = false`) and the fleet values it has no attribute for."""
+    binding = spec.binding
+    hidden: list[str] = []
+    for shard, name in keys.merge_keys:
+        if shard is None:
+            unseen = name not in fleet_values
+        else:
+            unseen = binding is not None and not binding.observes(name)
+        if unseen and name not in hidden:
+            hidden.append(name)
+    return tuple(hidden)
 
 
 class StateKeys:

@@ -292,6 +292,8 @@ def check(
                     if sampled
                     else ", every reachable state seen"
                 )
+            if result.hidden:
+                note += f"; each merged prefix probed one call further ({', '.join(result.hidden)} not observed)"
             if result.stopped is not None:
                 note = f"; stopped at depth {result.depth + 1}"
             say(

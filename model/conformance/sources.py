@@ -20,7 +20,7 @@ from ledgercheck.model import ir
 from ledgercheck.model.conformance.calls import LedgerCall, Opaque, Script, Tick, clock_ticks, invoke, opaque_value
 from ledgercheck.model.conformance.defaults import COUNTEREXAMPLE_DEPTH, COUNTEREXAMPLE_TRACES
 from ledgercheck.model.conformance.implementation import model_implementation
-from ledgercheck.model.conformance.values import IntValues
+from ledgercheck.model.conformance.values import IntValues, TextValues
 from ledgercheck.model.interpreter import LedgerModel
 from ledgercheck.model.result import Result
 from ledgercheck.model.spec import Event, Spec, SpecFile, policy_text, reference_variant
@@ -60,6 +60,7 @@ def random_scripts(
     even = [1.0] * len(events)
     enums = {name: decl.members for name, decl in spec.enums.items()}
     ints = IntValues(spec, {**spec.default_policy(), **policy})
+    texts = TextValues(spec)
     scripts = []
     number = 0
     while total > 0:
@@ -75,7 +76,8 @@ def random_scripts(
                 model.advance_time(tick.units)
                 calls.append(tick)
                 continue
-            call = _random_call(rng, model, events, rare if number % 2 == 0 else even, shards, fresh, enums, ints)
+            weights = rare if number % 2 == 0 else even
+            call = _random_call(rng, model, events, weights, shards, fresh, enums, ints, texts)
             calls.append(call)
             with contextlib.suppress(Exception):  # KeyError, or an error the event declares: compared later
                 invoke(model, call, spec.events[call.event])
@@ -91,12 +93,15 @@ def _random_args(
     fresh: Iterator[int],
     enums: Mapping[str, tuple[str, ...]],
     spec_ints: Callable[[str], tuple[int, ...]] = lambda name: (),
+    spec_texts: Callable[[str], tuple[str, ...]] = lambda name: (),
 ) -> tuple[tuple[str, Any], ...]:
     """One call's arguments: an int (or shard) from 0..9, or half the time, for an int the
     spec gives values to try (`spec_ints`: `values.IntValues` in the model's state), one of
     those, and one time in ten one of `WIDE_INTS`; a bool either way, a member of an enum, a
-    fresh address for text, an example for an opaque argument, None three times in ten where
-    the type allows it."""
+    fresh address for text, or half the time, where the instance holds strings or the event
+    has an example (`spec_texts`: `values.TextValues`), one of those (the holder calling
+    again); an example for an opaque argument, None three times in ten where the type allows
+    it."""
     args = []
     for param in event.signature.params:
         ptype = param.type
@@ -116,7 +121,11 @@ def _random_args(
             else:
                 value = rng.randrange(10)
         elif ptype.kind == "str":
-            value = f"http://shard-{shard}.restart-{next(fresh)}"
+            texts = spec_texts(param.name)
+            if texts and rng.random() < 0.5:
+                value = rng.choice(texts)
+            else:
+                value = f"http://shard-{shard}.restart-{next(fresh)}"
         elif ptype.kind == "enum" and ptype.enum in enums:  # (it got its default: None, for most)
             value = rng.choice(enums[ptype.enum or ""])
         else:
@@ -134,6 +143,7 @@ def _random_call(
     fresh: Iterator[int],
     enums: Mapping[str, tuple[str, ...]],
     ints: IntValues,
+    texts: TextValues,
 ) -> LedgerCall:
     if rng.random() < 0.02:
         event = rng.choices(events, weights)[0]
@@ -143,8 +153,15 @@ def _random_call(
     for _ in range(50):
         event = rng.choices(events, weights)[0]
         shard = rng.randrange(shards)
-        spec_ints = functools.partial(ints.at, event.name, store=model.variables(), shard=shard)
-        call = LedgerCall(event.name, shard, _random_args(rng, event, shard, fresh, enums, spec_ints))
+        store = model.variables()
+        spec_ints = functools.partial(ints.at, event.name, store=store, shard=shard)
+        held = texts.held(store, shard) if texts.events else ()
+
+        def spec_texts(name: str, event: Event = event, held: tuple[str, ...] = held) -> tuple[str, ...]:
+            example = texts.example(event.name, name)
+            return (*held, *(t for t in example if t not in held))
+
+        call = LedgerCall(event.name, shard, _random_args(rng, event, shard, fresh, enums, spec_ints, spec_texts))
         if not contract or model.contract_allows(event.name, shard, dict(call.args)):
             return call
     assert call is not None

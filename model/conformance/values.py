@@ -6,11 +6,15 @@ Per int argument that decides a branch: each constant it is compared or combined
 either side (policy constants at the policy conformance runs under), the event's example, and
 in a given state each int field or fleet value it is compared with, plus the constant added to
 it there, one either side. The enumeration passes the fixed values at every node and the
-state's values at the nodes where they differ; random traces draw from them half the time."""
+state's values at the nodes where they differ; random traces draw from them half the time.
+
+Text arguments likewise (`TextValues`): the event's example, and in a given state the strings
+the called instance holds, plus one it does not."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import ast
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from ledgercheck.model.arguments import MAX_INT_VALUES, ArgumentDomain, argument_domain
@@ -77,8 +81,78 @@ class IntValues:
         return _ints(values)
 
 
+OTHER_TEXT = "another"
+"""The suffix of the text the enumeration passes where every string it would pass is one the
+called instance holds: a value held by none of them."""
+
+
+class TextValues:
+    """Per text argument, the strings to try beyond the fresh address of the called instance:
+    the event's example, and in a given state every string the instance's text fields and the
+    fleet's text values hold, plus one none of them holds. So an argument equal to a holder's
+    and one that is not are both tried: a lease manager that took a write from a client that
+    does not hold the lease, or bumped no fencing token when its holder came back, conformed
+    while every call of the enumeration passed the one address and every random call a new one."""
+
+    def __init__(self, spec: Spec) -> None:
+        self.fields = tuple(f.name for f in spec.fields if f.type.kind == "str")
+        self.globals = tuple(g.name for g in spec.globals if g.type.kind == "str")
+        self.examples = {
+            (event.name, param.name): text
+            for event in spec.events.values()
+            for param in event.signature.params
+            if param.type.kind == "str" and (text := text_example(event.examples.get(param.name))) is not None
+        }
+        self.events = {e.name for e in spec.events.values() if any(p.type.kind == "str" for p in e.signature.params)}
+
+    def example(self, event: str, param: str) -> tuple[str, ...]:
+        text = self.examples.get((event, param))
+        return () if text is None else (text,)
+
+    def depends_on_state(self, event: str) -> bool:
+        return event in self.events and bool(self.fields or self.globals)
+
+    def reads(self, shards: int) -> tuple[Key, ...]:
+        """The state variables whose strings are tried, at `shards` shards."""
+        if not self.events:
+            return ()
+        keys: list[Key] = [(shard, name) for shard in range(shards) for name in self.fields]
+        return (*keys, *((None, name) for name in self.globals))
+
+    def held(self, store: Mapping[Key, Any], shard: int) -> tuple[str, ...]:
+        """The strings the instance `shard` and the fleet hold in `store`, each once."""
+        found: list[str] = []
+        for key in [*((shard, name) for name in self.fields), *((None, name) for name in self.globals)]:
+            value = store.get(key)
+            if isinstance(value, str) and value not in found:
+                found.append(value)
+        return tuple(found)
+
+    def at(self, store: Mapping[Key, Any], shard: int, given: Sequence[Any]) -> tuple[str, ...]:
+        """The strings to pass besides `given` (the fixed ones) for a call on `shard` in
+        `store`: those held, then one held by none, where every string given is held."""
+        held = self.held(store, shard)
+        extra = [text for text in held if text not in given]
+        texts = [v for v in given if isinstance(v, str)]
+        if held and all(text in held for text in texts):
+            base = texts[0] if texts else f"text-{shard}"
+            extra.append(f"{base}.{OTHER_TEXT}")
+        return tuple(extra)
+
+
+def text_example(text: str | None) -> str | None:
+    """The event's `examples` value for a text argument, if it is a string literal."""
+    if text is None:
+        return None
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return None
+    return value if isinstance(value, str) else None
+
+
 def _ints(values: tuple[Any, ...]) -> tuple[int, ...]:
     return tuple(v for v in values if isinstance(v, int) and not isinstance(v, bool))[:MAX_INT_VALUES]
 
 
-__all__ = ["IntValues"]
+__all__ = ["IntValues", "TextValues", "text_example"]

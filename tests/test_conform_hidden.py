@@ -1,0 +1,258 @@
+"""`conform` on a class whose state is partly hidden, and on text arguments (a lease trial).
+
+A lease manager with fencing tokens whose binding leaves the token unread (`observe = false`)
+passed `ci` with a bug: a holder that re-acquired its expired lease kept its old token, so a
+stale write was accepted. The prefixes `acquire, tick, acquire` and `acquire, release,
+acquire` bring the model to one state, so the enumeration merged the first away, and the
+class's lagging token showed only in a later call's answer. With state hidden, a merged
+prefix is expanded one call further. And every call of the enumeration passed one address
+per instance, every random call a new one: the holder never called again at random, and no
+other client ever called in the enumeration (a release by a client that does not hold the
+lease went unseen there). Text arguments now also take the strings the instance holds and
+one it does not.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ledgercheck.model import conformance as conform
+from ledgercheck.model.cli import main
+from ledgercheck.model.conformance import enumeration
+from ledgercheck.model.spec import load_spec_text
+
+SPEC = """\
+[spec]
+name = "lease"
+state_field = "state"
+default_shards = 1
+
+[enums.LState]
+members = ["FREE", "HELD", "EXPIRED"]
+api_values = "lower"
+
+[policy]
+ttl = {{ default = 1, min = 1, max = 3 }}
+
+[fields]
+state = {{ type = "LState", initial = "FREE" }}
+holder = {{ type = "str?", initial = "None" }}
+token = {{ type = "int", initial = 0 }}
+ttl_left = {{ type = "int", initial = 0 }}
+
+[events.acquire]
+call = "acquire(i, client: str)"
+ignore_when = "state == HELD"
+returns = "old.state != HELD"
+body = \"\"\"
+token = token + 1
+state = HELD
+holder = args.client
+ttl_left = ttl
+\"\"\"
+
+[events.release]
+call = "release(i, client: str)"
+ignore_when = "state != HELD or holder != args.client"
+returns = "old.state == HELD and state == FREE"
+body = \"\"\"
+state = FREE
+holder = None
+ttl_left = 0
+\"\"\"
+
+[events.tick]
+call = "tick(i)"
+ignore_when = "state != HELD"
+body = \"\"\"
+ttl_left = ttl_left - 1
+if ttl_left <= 0:
+    state = EXPIRED
+    ttl_left = 0
+\"\"\"
+
+[events.write]
+call = "write(i, client: str, token: int)"
+returns = "state == HELD and holder == args.client and args.token == token"
+body = "pass"
+
+[environments.ledger]
+any_call = true
+
+[properties.write_needs_live_lease]
+kind = "step"
+on = ["write"]
+when = "result"
+assert = "before.state == HELD and before.holder == args.client"
+expect = {{ default = "holds" }}
+
+[implementation]
+instances = "indexed"
+construct = {{ n = "instances", ttl = "ttl" }}
+
+[implementation.fields]
+state = "leases[i].state"
+holder = "leases[i].holder"
+token = {token}
+ttl_left = "leases[i].ttl_left"
+"""
+
+HIDDEN = SPEC.format(token="{ observe = false }")
+SHOWN = SPEC.format(token='"leases[i].token"')
+
+CLASS = """\
+from enum import Enum
+
+
+class LState(Enum):
+    FREE = "free"
+    HELD = "held"
+    EXPIRED = "expired"
+
+
+class Lease:
+    def __init__(self):
+        self.state = LState.FREE
+        self.holder = None
+        self.token = 0
+        self.ttl_left = 0
+
+
+class Leases:
+    def __init__(self, n, ttl):
+        self.ttl = ttl
+        self.leases = [Lease() for _ in range(n)]
+
+    def acquire(self, i, client):
+        lease = self.leases[i]
+        if lease.state == LState.HELD:
+            return False
+{resume}        lease.state = LState.HELD
+        lease.holder = client
+        lease.token += 1
+        lease.ttl_left = self.ttl
+        return True
+
+    def release(self, i, client):
+        lease = self.leases[i]
+        if lease.state != LState.HELD{holder_check}:
+            return False
+        lease.state = LState.FREE
+        lease.holder = None
+        lease.ttl_left = 0
+        return True
+
+    def tick(self, i):
+        lease = self.leases[i]
+        if lease.state == LState.HELD:
+            lease.ttl_left -= 1
+            if lease.ttl_left <= 0:
+                lease.state = LState.EXPIRED
+                lease.ttl_left = 0
+
+    def write(self, i, client, token):
+        lease = self.leases[i]
+        return lease.state == LState.HELD and lease.holder == client and token == lease.token
+"""
+
+RESUME = """\
+        if lease.state == LState.EXPIRED and lease.holder == client:  # no new token: the bug
+            lease.state = LState.HELD
+            lease.ttl_left = self.ttl
+            return True
+"""
+CLEAN = CLASS.format(resume="", holder_check=" or lease.holder != client")
+STALE_TOKEN = CLASS.format(resume=RESUME, holder_check=" or lease.holder != client")
+ANYONE_RELEASES = CLASS.format(resume="", holder_check="")
+
+ENUMERATION_ONLY = ["--random", "0", "--no-runs", "--no-branches", "--no-probes", "--no-policies"]
+ENUMERATION_ONLY += ["--no-counterexamples", "--jobs", "1", "--no-cache"]
+
+
+def _write(tmp_path: Path, spec: str, source: str) -> tuple[Path, str]:
+    """The spec and the class in a folder of their own (a module once imported stays so)."""
+    folder = tmp_path / f"lease{len(list(tmp_path.iterdir()))}"
+    folder.mkdir()
+    (folder / "lease.toml").write_text(spec, encoding="utf-8")
+    module = folder / f"leases_{folder.name}.py"
+    module.write_text(source, encoding="utf-8")
+    return folder / "lease.toml", f"{module}:Leases"
+
+
+def _conform(spec: Path, target: str, *more: str) -> list[str]:
+    return ["conform", str(spec), "--impl", target, *ENUMERATION_ONLY, *more]
+
+
+def test_a_hidden_token_that_lags_is_found_by_probing_a_merged_prefix(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec, target = _write(tmp_path, HIDDEN, STALE_TOKEN)
+    assert main(_conform(spec, target)) == 1
+    out = capsys.readouterr().out
+    assert "found by enumeration of every sequence of any call" in out, out
+    calls = ["acquire(0, 'http://shard-0.new')", "tick(0)", "acquire(0, 'http://shard-0.new')"]
+    assert "\n".join(f"  leases.{call}" for call in [*calls, "write(0, 'http://shard-0.new', 1)"]) in out, out
+
+    spec, target = _write(tmp_path, HIDDEN, CLEAN)
+    assert main(_conform(spec, target)) == 0
+    out = capsys.readouterr().out
+    assert "each merged prefix probed one call further (token not observed)" in out, out
+    assert "no divergence" in out
+
+
+def test_a_shown_token_needs_no_probe_and_diverges_where_it_lags(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec, target = _write(tmp_path, SHOWN, STALE_TOKEN)
+    assert main(_conform(spec, target)) == 1
+    out = capsys.readouterr().out
+    assert "at call 3 of 3, acquire(0, client=http://shard-0.new)" in out, out
+    spec, target = _write(tmp_path, SHOWN, CLEAN)
+    assert main(_conform(spec, target)) == 0
+    assert "probed" not in capsys.readouterr().out
+
+
+def test_a_release_by_a_client_that_holds_nothing_is_tried(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The enumeration passes the string the instance holds and one it does not."""
+    spec, target = _write(tmp_path, SHOWN, ANYONE_RELEASES)
+    assert main(_conform(spec, target)) == 1
+    out = capsys.readouterr().out
+    assert "release(0, client=http://shard-0.new.another)" in out, out
+
+
+def test_random_calls_pass_the_holder_again(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Random traces alone: half the text arguments are a string the instance holds."""
+    spec, target = _write(tmp_path, HIDDEN, STALE_TOKEN)
+    random_only = ["--depth", "1", "--random", "1000", "--no-runs", "--no-branches", "--no-probes", "--no-policies"]
+    random_only += ["--no-counterexamples", "--jobs", "1", "--no-cache"]
+    assert main(["conform", str(spec), "--impl", target, *random_only]) == 1
+    assert "found by a random trace" in capsys.readouterr().out
+
+
+def test_a_text_example_is_passed_too() -> None:
+    text = SHOWN.replace(
+        'call = "release(i, client: str)"', 'call = "release(i, client: str)"\nexamples = { client = "\'alice\'" }'
+    )
+    spec = load_spec_text(text, "lease.toml").variant()
+    event = spec.events["release"]
+    assert conform.enumeration_domain(spec, event.signature.params[0], event, 0) == ["http://shard-0.new", "alice"]
+
+
+@pytest.mark.parametrize("source", [CLEAN, STALE_TOKEN], ids=["clean", "stale-token"])
+def test_a_split_enumeration_with_probes_is_the_one_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    """Probe nodes merged across forked runs are those of one pass, in its order."""
+    monkeypatch.setattr(enumeration, "SPLIT_FROM", 1)
+    spec_path, target = _write(tmp_path, HIDDEN.replace("default_shards = 1", "default_shards = 2"), source)
+    spec = load_spec_text(spec_path.read_text(encoding="utf-8"), str(spec_path)).variant()
+    found = []
+    for parts in (1, 2, 16):
+        checker = conform.Conformance(spec, conform.load_target(target, spec), spec.resolve_policy({}))
+        result = checker.enumerate(2, 4, parts=parts)
+        divergence = None if result.divergence is None else result.divergence.script.calls
+        found.append((result.sequences, result.states, result.depth, divergence, checker.traces))
+    assert found[0][0] > 0 and all(other == found[0] for other in found[1:]), found
+    assert (found[0][3] is None) == (source is CLEAN)
