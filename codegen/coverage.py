@@ -86,10 +86,11 @@ class Branch:
 
     @property
     def slug(self) -> str:
+        part = f"_{_words(self.text)}" if self.part else ""
         if self.kind == "ignore_when":
-            return "ignored" if self.taken else "not_ignored"
+            return ("ignored" if self.taken else "not_ignored") + part
         if self.kind == "requires":
-            return "within_contract" if self.taken else "outside_contract"
+            return ("within_contract" if self.taken else "outside_contract") + part
         if self.kind == "body":
             return "runs"
         if self.kind == "raises":
@@ -103,6 +104,17 @@ class Branch:
 
     @property
     def describe(self) -> str:
+        if self.kind in ("ignore_when", "requires") and self.part:
+            before = ""
+            if self.part > 1:
+                before = " (the parts before it are false)" if self.taken else " (the parts before it hold)"
+            where = f"`{self.kind} = {self.condition}`"
+            if self.kind == "requires":
+                where = f"the callers' contract {where}"
+                outcome = "it holds" if self.taken else "it is broken (a call the callers do not make)"
+            else:
+                outcome = "the call is ignored" if self.taken else "the call is handled"
+            return f"`{self.text}` {'holds' if self.taken else 'is false'}{before} in {where}: {outcome}"
         if self.kind == "ignore_when":
             outcome = "holds: the call is ignored" if self.taken else "is false: the call is handled"
             return f"`ignore_when = {self.text}` {outcome}"
@@ -141,7 +153,7 @@ class Branch:
         """The spec text the branch comes from, without its line number (a comment added
         above must not rewrite the generated tests)."""
         if self.kind in ("ignore_when", "requires"):
-            return f"[events.{self.event}] {self.kind} = {self.text!r}{self.patched(variant)}"
+            return f"[events.{self.event}] {self.kind} = {self.condition or self.text!r}{self.patched(variant)}"
         if self.kind == "raises":
             return f"[events.{self.event}] raises {self.error} when {self.condition!r}"
         if self.kind == "body":
@@ -333,6 +345,39 @@ def _split(expr: ir.Expr, text: str, op: str) -> tuple[tuple[ir.Expr, ...], list
     return parts, texts
 
 
+def _guard_branches(event: Event, guard: str, text: str, line: int, patched: bool) -> list[Branch]:
+    """The outcomes of a guard (`ignore_when`, `requires`): it holds, or it is false; split
+    per part as an `if` is (`_guard_parts`). `release`'s `ignore_when = "state != HELD or
+    holder != args.client"` held for a lease that was free, and a class that let any client
+    release passed every generated test; a branch of its own is the holder's lease released
+    by another client."""
+    found: list[Branch] = []
+    expr = own_guard(event, guard)
+    assert expr is not None
+    for outcome in (True, False):
+        parts = _parts(expr, "or" if outcome else "and")
+        if len(parts) == 1:
+            found.append(Branch(event.name, guard, 0, outcome, text, line, patched))
+            continue
+        texts = _operands(text, ast.Or if outcome else ast.And)
+        if len(texts) != len(parts):  # a part a helper's expansion brought in
+            texts = [f"part {number} of {text}" for number in range(1, len(parts) + 1)]
+        found += [
+            Branch(event.name, guard, 0, outcome, _normal(part), line, patched, number, "", text)
+            for number, part in enumerate(texts, 1)
+        ]
+    return found
+
+
+def _guard_part(holds: bool, expr: ir.Expr, decide: Callable[[ir.Expr], bool]) -> int:
+    """Which part decided a guard's outcome `holds` (`_guard_branches`): the first part of a
+    disjunction that holds, of a conjunction that is false; 0 where it is not split."""
+    parts = _parts(expr, "or" if holds else "and")
+    if len(parts) == 1:
+        return 0
+    return next(number for number, part in enumerate(parts, 1) if decide(part) == holds)
+
+
 def _raises_branches(event: Event) -> list[Branch]:
     found: list[Branch] = []
     for ordinal, entry in enumerate(event.raises, 1):
@@ -371,8 +416,7 @@ def branches(spec_file: SpecFile, spec: Spec) -> tuple[Branch, ...]:
         found += _raises_branches(event)
         for guard in ("ignore_when", "requires"):
             if own_guard(event, guard) is not None:
-                text, line, patched = _guard_source(spec_file, spec.variant, event.name, guard)
-                found += [Branch(event.name, guard, 0, outcome, text, line, patched) for outcome in (True, False)]
+                found += _guard_branches(event, guard, *_guard_source(spec_file, spec.variant, event.name, guard))
         found += _if_branches(event.name, event.body, _if_lines(spec_file, spec.variant, event.name), event.line)
         if len(found) == first:  # no decision: the one path through the body
             body_line = spec_file.source.lines.value_where(("events", event.name, "body")).line
@@ -448,7 +492,9 @@ class TracingMachine(Machine[Any]):
         for guard in ("ignore_when", "requires"):
             expr = own_guard(event, guard)
             if expr is not None and not (guard == "ignore_when" and self.error):
-                self.taken.append((event.name, guard, 0, bool(self.eval(expr, frame, store)), 0))
+                holds = bool(self.eval(expr, frame, store))
+                part = _guard_part(holds, expr, lambda e: bool(self.eval(e, frame, store)))
+                self.taken.append((event.name, guard, 0, holds, part))
         if not self.taken and not any(True for _ in _ifs(event.body)):
             self.taken.append((event.name, "body", 0, True, 0))
         effects: Effects[Any] = Effects()
@@ -546,7 +592,7 @@ def search(
     hook_reads += [n.value for n in ir.walk(spec.on_state_change) if isinstance(n, ir.Assign) and n.kind == "local"]
     decisions += list(ir.walk(hook_reads))
     read = {n.name for n in decisions if isinstance(n, ir.GlobalRef)}
-    read |= {k[1] for domains in calls.domains.values() for d in domains for k, _ in d.variables if k[0] is None}
+    read |= {k[1] for domains in calls.domains.values() for d in domains for k in d.reads() if k[0] is None}
     globals_read = [g.name for g in spec.globals if g.name in read]
     start = start_store(spec, policy)
     traces: dict[Branch, tuple[Call, ...]] = {}

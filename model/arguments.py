@@ -23,6 +23,9 @@ from ledgercheck.model.semantics import Key
 from ledgercheck.model.spec import Event, Spec
 from ledgercheck.model.trace import base_url
 
+OTHER_TEXT = "another"
+"""The suffix of the text tried where every string tried is one the state holds: a string
+held by none of them."""
 MAX_INT_VALUES = 16
 """The most values the search tries for one int argument in one state: past it, those the spec
 names first, then the ones nearest 0, and the search says it is no proof."""
@@ -47,9 +50,20 @@ class ArgumentDomain:
     """Sums of several of `variables` (each with its whole-number factor) plus a constant,
     which the argument meets (`args.amount > paid - refunded`): their values, and one either
     side, are values to try too. Every key a sum reads is in `variables`."""
+    texts: tuple[Key, ...] = ()
+    """For a text argument that decides a branch: the text fields of the called instance and
+    the fleet's text values. The strings they hold in the state of the call are values to try,
+    and one none of them holds (a lease released by its holder, and by a client that holds
+    nothing: with one value tried, a class that let anyone release passed the generated tests)."""
+
+    def reads(self) -> tuple[Key, ...]:
+        """The state variables the values to try depend on."""
+        return (*(key for key, _ in self.variables), *self.texts)
 
     def values(self, store: Mapping[Key, Any]) -> tuple[tuple[Any, ...], bool]:
         """The values to try in `store`, and whether `MAX_INT_VALUES` cut some off."""
+        if self.texts:
+            return self._texts(store), False
         if not self.variables:
             return self.fixed, False
         found = set(self.fixed)
@@ -66,11 +80,35 @@ class ArgumentDomain:
         met = sorted(found - set(self.fixed))
         return tuple(sorted([*self.fixed, *met][:MAX_INT_VALUES], key=_order)), True
 
+    def _texts(self, store: Mapping[Key, Any]) -> tuple[Any, ...]:
+        held: list[str] = []
+        for key in self.texts:
+            value = store.get(key)
+            if isinstance(value, str) and value not in held:
+                held.append(value)
+        given = [v for v in self.fixed if isinstance(v, str)]
+        found = [*self.fixed, *(text for text in held if text not in self.fixed)]
+        if held and all(text in held for text in given):
+            found.append(f"{given[0] if given else base_url(0)}.{OTHER_TEXT}")
+        return tuple(found)
+
 
 def _order(value: Any) -> tuple[int, int]:
     """The order values are tried in: None, then 0, 1, 2, ... (an int argument is a natural
     number: no negative one is ever tried)."""
     return (0, 0) if value is None else (1, value)
+
+
+def text_example(text: str | None) -> str | None:
+    """An `examples` value for a text argument (`examples = { client = "'alice'" }`), if it
+    is a string literal."""
+    if text is None:
+        return None
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return None
+    return value if isinstance(value, str) else None
 
 
 def _example(event: Event, name: str) -> list[int]:
@@ -97,6 +135,7 @@ def argument_domain(
     kind = param.type.kind
     variables: tuple[tuple[Key, int], ...] = ()
     sums: tuple[tuple[tuple[tuple[Key, int], ...], int], ...] = ()
+    texts: tuple[Key, ...] = ()
     gap = ""
     if kind == "bool":
         values: list[Any] = [True, False]
@@ -113,7 +152,15 @@ def argument_domain(
         values = (_example(event, param.name) or [1])[:1]
     elif kind == "str":
         values = [f"{base_url(0)}.restarted"]
-        gap = use.inexact and f"{use.inexact}, and text is tried with one value"
+        if use.decides:
+            texts = (
+                *((0, f.name) for f in spec.fields if f.type.kind == "str"),
+                *((None, g.name) for g in spec.globals if g.type.kind == "str"),
+            )
+        example = text_example(event.examples.get(param.name))
+        if example is not None and example not in values:
+            values.append(example)
+        gap = use.inexact and f"{use.inexact}, and text is tried with the strings held and one more"
     else:  # opaque arguments: the default, else a placeholder the API accepts
         values = [param.default if param.has_default else "error"]
         gap = "read by a branch, and an opaque argument is tried with one value" if use.decides else ""
@@ -124,7 +171,7 @@ def argument_domain(
     if len(values) > MAX_INT_VALUES and kind == "int":
         values = values[:MAX_INT_VALUES]
         gap = gap or f"compared with more than {MAX_INT_VALUES} values"
-    return ArgumentDomain(event.name, param, tuple(values), variables, gap, sums)
+    return ArgumentDomain(event.name, param, tuple(values), variables, gap, sums, texts)
 
 
 def _key(node: Node) -> Key:
@@ -152,7 +199,7 @@ class Calls:
     def __call__(self, store: Mapping[Key, Any]) -> Iterator[tuple[Event | None, str, tuple[tuple[str, Any], ...]]]:
         for event in self.events:
             domains = self.domains[event.name]
-            key = (event.name, tuple(store[k] for d in domains for k, _ in d.variables))
+            key = (event.name, tuple(store[k] for d in domains for k in d.reads()))
             combos = self.memo.get(key)
             if combos is None:
                 combos = self.memo[key] = self.combine(event, domains, store)
@@ -197,4 +244,4 @@ class Calls:
         return tuple(out)
 
 
-__all__ = ["MAX_INT_VALUES", "ArgumentDomain", "Calls", "argument_domain"]
+__all__ = ["MAX_INT_VALUES", "OTHER_TEXT", "ArgumentDomain", "Calls", "argument_domain", "text_example"]

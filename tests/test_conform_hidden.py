@@ -256,3 +256,128 @@ def test_a_split_enumeration_with_probes_is_the_one_pass(
         found.append((result.sequences, result.states, result.depth, divergence, checker.traces))
     assert found[0][0] > 0 and all(other == found[0] for other in found[1:]), found
     assert (found[0][3] is None) == (source is CLEAN)
+
+
+def test_a_guard_that_is_a_disjunction_is_a_branch_per_part(tmp_path: Path) -> None:
+    """`release`'s `ignore_when = "state != HELD or holder != args.client"` held on a free
+    lease, the one test of it: a class that let any client release passed the generated
+    tests. Each part that holds first is a branch with a test of its own now, and the second
+    is a release of a held lease by a client that does not hold it."""
+    import subprocess
+    import sys
+
+    from ledgercheck.codegen.coverage import search
+
+    spec_file = load_spec_text(SHOWN, "lease.toml")
+    found = search(spec_file, spec_file.variant())
+    release = [b for b in found.branches if b.event == "release" and b.kind == "ignore_when"]
+    assert [(b.taken, b.part, b.text) for b in release] == [
+        (True, 1, "state != HELD"),
+        (True, 2, "holder != args.client"),
+        (False, 0, "state != HELD or holder != args.client"),
+    ]
+    assert all(b in found.traces for b in release), "a part of the guard was not reached"
+    assert [name for name, _ in found.traces[release[1]]] == ["acquire", "release"]
+    spec, clean = _write(tmp_path, SHOWN, CLEAN)
+    assert main(["gen", str(spec), "--out", str(tmp_path / "tests"), "--jobs", "1"]) == 0
+    text = (tmp_path / "tests" / "test_branches_of_release.py").read_text()
+    assert "def test_release_ignored_holder_args_client(" in text
+    flat = " ".join(text.split())
+    assert "`holder != args.client` holds (the parts before it are false) in `ignore_when = state != HELD" in flat
+
+    def pytest_on(target: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path / "tests")]
+        return subprocess.run([*command, "--impl", target], capture_output=True, text=True, timeout=300)
+
+    assert pytest_on(clean).returncode == 0
+    broken = pytest_on(_write(tmp_path, SHOWN, ANYONE_RELEASES)[1])
+    assert broken.returncode == 1 and "test_release_ignored_holder_args_client" in broken.stdout, broken.stdout
+
+
+HELD_COUNT = SHOWN.replace(
+    "[events.acquire]",
+    """[globals]
+held = { type = "int", initial = 0 }
+
+[on_state_change]
+body = \"\"\"
+if new == HELD and old != HELD:
+    held = held + 1
+elif old == HELD and new != HELD:
+    held = held - 1
+\"\"\"
+
+[properties.held_count_is_exact]
+kind = "invariant"
+scope = "fleet"
+assert = "held == count(state == HELD)"
+expect = { default = "holds" }
+
+[events.acquire]""",
+    1,
+)
+
+
+def test_a_fleet_value_the_class_does_not_keep_is_the_models_in_the_generated_tests(tmp_path: Path) -> None:
+    """A bound class with no attribute for a fleet value (a rollout's count of unavailable
+    replicas): the generated tests' monitor read it as its initial value for ever, and the
+    tests of a fleet property failed the class that was right. It reads the shadow model's."""
+    import subprocess
+    import sys
+
+    spec, clean = _write(tmp_path, HELD_COUNT.replace("default_shards = 1", "default_shards = 2"), CLEAN)
+    assert main(["gen", str(spec), "--out", str(tmp_path / "tests"), "--jobs", "1"]) == 0
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path / "tests")]
+    done = subprocess.run([*command, "--impl", clean], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout
+    assert " passed" in done.stdout and "failed" not in done.stdout
+
+
+CAPPED = (
+    HELD_COUNT.replace("default_shards = 1", "default_shards = 2")
+    .replace(
+        "ttl = { default = 1, min = 1, max = 3 }",
+        "ttl = { default = 3, min = 1, max = 3 }\nmax_held = { default = 1, min = 1, max = 2 }",
+    )
+    .replace(
+        'ignore_when = "state == HELD"\nreturns = "old.state != HELD"',
+        'ignore_when = "state == HELD or held >= max_held"\nreturns = "state == HELD and old.state != HELD"',
+    )
+    .replace(
+        'construct = { n = "instances", ttl = "ttl" }',
+        'construct = { n = "instances", ttl = "ttl", max_held = "max_held" }',
+    )
+)
+CAPPED_CLASS = (
+    CLEAN.replace(
+        "    def __init__(self, n, ttl):\n",
+        "    def __init__(self, n, ttl, max_held):\n        self.max_held = max_held\n",
+    ).replace(
+        "        if lease.state == LState.HELD:\n            return False\n",
+        "        if lease.state == LState.HELD or self._taken(i) >= self.max_held:\n            return False\n",
+    )
+    + """
+    def _taken(self, i):
+        return sum(1 for j, lease in enumerate(self.leases) if lease.state == LState.HELD or {EXPIRED})
+"""
+)
+
+
+def test_a_call_on_another_instance_where_a_trace_to_a_branch_ends_is_compared(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A cap on the leases held across the fleet, which a class also spends on another
+    instance's expired lease: seen only by a call on another instance once a lease has
+    expired (four calls on the first, past the two-instance enumeration's depth 3 here). The traces to the branches
+    end there on instance 0, and every call on every instance is made from where they end."""
+    assert "held >= max_held" in CAPPED and "max_held = " in CAPPED
+    only = ["--depth", "3", "--random", "0", "--no-runs", "--no-policies", "--no-counterexamples", "--jobs", "1"]
+    spec, wrong = _write(
+        tmp_path, CAPPED, CAPPED_CLASS.replace("{EXPIRED}", "j != i and lease.state == LState.EXPIRED")
+    )
+    assert main(["conform", str(spec), "--impl", wrong, *only, "--no-cache"]) == 1
+    out = capsys.readouterr().out
+    assert "(found by every call at 2 shards where a trace to a branch ends" in out, out
+    spec, right = _write(tmp_path, CAPPED, CAPPED_CLASS.replace("{EXPIRED}", "False"))
+    assert main(["conform", str(spec), "--impl", right, *only, "--no-cache"]) == 0
+    assert "  beside           2 shards: every call on every shard where each of the" in capsys.readouterr().out

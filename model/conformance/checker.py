@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ledgercheck.model import budget
+from ledgercheck.model.arguments import text_example
 from ledgercheck.model.budget import BudgetExhausted
 from ledgercheck.model.conformance import deadline
 from ledgercheck.model.conformance.calls import (
@@ -42,7 +43,7 @@ from ledgercheck.model.conformance.observation import (
     compare,
     exception_text,
 )
-from ledgercheck.model.conformance.values import IntValues, TextValues, text_example
+from ledgercheck.model.conformance.values import IntValues, TextValues
 from ledgercheck.model.errors import CallTimedOut, ImplementationEnded
 from ledgercheck.model.interpreter import LedgerModel
 from ledgercheck.model.lang import Param

@@ -121,7 +121,11 @@ class LedgerCheck:
         self.observed = [f.name for f in spec.fields if binding is None or binding.observes(f.name)]
         self.shadow: Any = None
         self.asked = Observer(spec, ()) if any(q.api for q in spec.queries.values()) else None
-        if len(self.observed) < len(spec.fields) or self.asked is not None:
+        # Fleet values the ledger has no attribute for are the shadow model's: a bound class
+        # keeps its own counts, or none (a rollout's count of unavailable replicas was read as
+        # its initial 0 forever, and the generated tests failed the class that was right).
+        self.hidden_globals = [g.name for g in spec.globals if not hasattr(ledger, g.name)]
+        if len(self.observed) < len(spec.fields) or self.asked is not None or self.hidden_globals:
             from ledgercheck.model.interpreter import build_api
 
             api = build_api(spec)
@@ -173,7 +177,8 @@ class LedgerCheck:
                     self._fail(f"the implementation's snapshot records have no field {field.name!r}")
                 store[(index, field.name)] = self.normalise.field(field.name, getattr(record, field.name))
         for var in self.spec.globals:
-            store[(None, var.name)] = getattr(self.ledger, var.name, var.initial_at(self.policy))
+            holder = self.shadow if var.name in self.hidden_globals else self.ledger
+            store[(None, var.name)] = getattr(holder, var.name)
         return store
 
     def callers_would_call(self, event: str, shard: int, **args: Any) -> bool:

@@ -413,6 +413,28 @@ def check(
                         f"each of the {len(ends)} traces to the branches ends, {around.sequences} call sequences, "
                         f"{around.states} distinct states ({time.monotonic() - start:.1f} s)"
                     )
+                    if job.shards > 1:
+                        # The other instances' calls where a trace to a branch leaves the first: a
+                        # rollout that went on updating replica 1 once replica 0's failures had
+                        # paused it (seen at a policy that lets two replicas be down) passed, every
+                        # deep source keeping to one instance.
+                        start = time.monotonic()
+                        side_calls = checker.enumerate(job.shards, 1, None, merge, False, 1, starts=ends)
+                        fleet = plural(job.shards, "shard")
+                        if side_calls.divergence is not None:
+                            side_calls.divergence.found_by = f"every call at {fleet} where a trace to a branch ends{at}"
+                            summary.divergence, summary.checker = checker.shrink(side_calls.divergence), checker
+                            return summary
+                        if side_calls.stopped is not None:
+                            raise BudgetExhausted(
+                                f"the {side_calls.stopped} ran out beside the ends of the traces to the branches{at}; "
+                                "the lines above found no divergence"
+                            )
+                        say(
+                            f"  beside           {fleet}{at}: every call on every shard where each of the {len(ends)} "
+                            f"traces to the branches leaves shard 0, {side_calls.sequences} calls "
+                            f"({time.monotonic() - start:.1f} s)"
+                        )
             walked = tick_runs(spec, checker.policy, scripts, seed, run_calls) if runs else []
             if walked:
                 start = time.monotonic()

@@ -13,11 +13,10 @@ the called instance holds, plus one it does not."""
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from ledgercheck.model.arguments import MAX_INT_VALUES, ArgumentDomain, argument_domain
+from ledgercheck.model.arguments import MAX_INT_VALUES, OTHER_TEXT, ArgumentDomain, argument_domain, text_example
 from ledgercheck.model.reduction import decision_cone
 from ledgercheck.model.semantics import Key
 from ledgercheck.model.spec import Spec
@@ -81,11 +80,6 @@ class IntValues:
         return _ints(values)
 
 
-OTHER_TEXT = "another"
-"""The suffix of the text the enumeration passes where every string it would pass is one the
-called instance holds: a value held by none of them."""
-
-
 class TextValues:
     """Per text argument, the strings to try beyond the fresh address of the called instance:
     the event's example, and in a given state every string the instance's text fields and the
@@ -140,19 +134,8 @@ class TextValues:
         return tuple(extra)
 
 
-def text_example(text: str | None) -> str | None:
-    """The event's `examples` value for a text argument, if it is a string literal."""
-    if text is None:
-        return None
-    try:
-        value = ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        return None
-    return value if isinstance(value, str) else None
-
-
 def _ints(values: tuple[Any, ...]) -> tuple[int, ...]:
     return tuple(v for v in values if isinstance(v, int) and not isinstance(v, bool))[:MAX_INT_VALUES]
 
 
-__all__ = ["IntValues", "TextValues", "text_example"]
+__all__ = ["IntValues", "TextValues"]
