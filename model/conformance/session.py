@@ -187,6 +187,27 @@ SAY_EVERY = 200
 """Traces of a source between two progress messages (a log hears one at most every 30 s)."""
 
 
+def _from_ends(
+    checker: Conformance, ends: list[tuple[Any, ...]], shards: int, reach: int, merge: str, at: str, what: str
+) -> Enumeration:
+    """Every sequence of up to `reach` calls at `shards` shards from where each trace to a
+    branch ends (on shard 0): its divergence shrunk and named, or a budget that ran out raised."""
+    found = checker.enumerate(shards, reach, None, merge, False, 1, starts=ends)
+    if found.divergence is not None:
+        found.divergence.found_by = (
+            f"every sequence of up to {plural(reach, 'call')} from where a trace to a branch ends{at}"
+            if shards == 1
+            else f"every call at {plural(shards, 'shard')} where a trace to a branch ends{at}"
+        )
+        found.divergence = checker.shrink(found.divergence)
+    elif found.stopped is not None:
+        raise BudgetExhausted(
+            f"the {found.stopped} ran out {what} the ends of the traces to the branches{at}; "
+            "the lines above found no divergence"
+        )
+    return found
+
+
 def check(
     conformance: Conformance,
     spec_file: SpecFile,
@@ -396,18 +417,10 @@ def check(
                 if reach > 0:
                     start = time.monotonic()
                     ends = [s.calls for s in traced.every]
-                    around = checker.enumerate(1, reach, None, merge, False, 1, starts=ends)
+                    around = _from_ends(checker, ends, 1, reach, merge, at, "around")
                     if around.divergence is not None:
-                        around.divergence.found_by = (
-                            f"every sequence of up to {plural(reach, 'call')} from where a trace to a branch ends{at}"
-                        )
-                        summary.divergence, summary.checker = checker.shrink(around.divergence), checker
+                        summary.divergence, summary.checker = around.divergence, checker
                         return summary
-                    if around.stopped is not None:
-                        raise BudgetExhausted(
-                            f"the {around.stopped} ran out around the ends of the traces to the branches{at}; "
-                            "the lines above found no divergence"
-                        )
                     say(
                         f"  around           1 shard{at}: every sequence of up to {plural(reach, 'call')} from where "
                         f"each of the {len(ends)} traces to the branches ends, {around.sequences} call sequences, "
@@ -419,21 +432,14 @@ def check(
                         # paused it (seen at a policy that lets two replicas be down) passed, every
                         # deep source keeping to one instance.
                         start = time.monotonic()
-                        side_calls = checker.enumerate(job.shards, 1, None, merge, False, 1, starts=ends)
-                        fleet = plural(job.shards, "shard")
+                        side_calls = _from_ends(checker, ends, job.shards, 1, merge, at, "beside")
                         if side_calls.divergence is not None:
-                            side_calls.divergence.found_by = f"every call at {fleet} where a trace to a branch ends{at}"
-                            summary.divergence, summary.checker = checker.shrink(side_calls.divergence), checker
+                            summary.divergence, summary.checker = side_calls.divergence, checker
                             return summary
-                        if side_calls.stopped is not None:
-                            raise BudgetExhausted(
-                                f"the {side_calls.stopped} ran out beside the ends of the traces to the branches{at}; "
-                                "the lines above found no divergence"
-                            )
                         say(
-                            f"  beside           {fleet}{at}: every call on every shard where each of the {len(ends)} "
-                            f"traces to the branches leaves shard 0, {side_calls.sequences} calls "
-                            f"({time.monotonic() - start:.1f} s)"
+                            f"  beside           {plural(job.shards, 'shard')}{at}: every call on every shard where "
+                            f"each of the {len(ends)} traces to the branches leaves shard 0, {side_calls.sequences} "
+                            f"calls ({time.monotonic() - start:.1f} s)"
                         )
             walked = tick_runs(spec, checker.policy, scripts, seed, run_calls) if runs else []
             if walked:
