@@ -350,6 +350,12 @@ def build_parser(args: Sequence[str] | None = None) -> argparse.ArgumentParser:
     )
     diff.add_argument("a", help="variant name, spec file, or spec.toml:variant")
     diff.add_argument("b", help="variant name, spec file, or spec.toml:variant")
+    diff.add_argument(
+        "c",
+        nargs="?",
+        default=None,
+        help="with three: the spec, then its two variants (`diff spec.toml fixed as_written`, as --spec)",
+    )
     diff.add_argument("--spec", default=None, help="the spec whose variants bare names refer to")
     diff.add_argument(
         "--environment",

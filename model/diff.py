@@ -248,7 +248,8 @@ def diff_command(
     *,
     a: str,
     b: str,
-    spec: str | None,
+    c: str | None = None,
+    spec: str | None = None,
     environment: str | None,
     shards: int | None,
     max_depth: int | None,
@@ -256,7 +257,12 @@ def diff_command(
     policy: list[tuple[str, int]] | None = None,
 ) -> int:
     """`ledgercheck diff A B`: where two variants or specs first disagree, and what verdicts
-    changed, at the shipped policy or the one `--policy` overrides (both sides take it)."""
+    changed, at the shipped policy or the one `--policy` overrides (both sides take it).
+    `diff SPEC A B` is `diff --spec SPEC A B` (a trial wrote it so, and got a usage error)."""
+    if c is not None:
+        if spec is not None:
+            raise UsageError(f"diff takes the spec once: --spec {spec} or first of three ({a} {b} {c}), not both")
+        spec, a, b = a, b, c
     left_spec, right_spec = resolve_side(a, spec), resolve_side(b, spec)
     max_depth = left_spec.search_depth(max_depth, DEFAULT_DEPTH)
     environment = environment or _default_environment(left_spec)

@@ -14,6 +14,7 @@ one it does not.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -381,3 +382,22 @@ def test_a_call_on_another_instance_where_a_trace_to_a_branch_ends_is_compared(
     spec, right = _write(tmp_path, CAPPED, CAPPED_CLASS.replace("{EXPIRED}", "False"))
     assert main(["conform", str(spec), "--impl", right, *only, "--no-cache"]) == 0
     assert "  beside           2 shards: every call on every shard where each of the" in capsys.readouterr().out
+
+
+def test_diff_takes_the_spec_first_of_three(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`diff lease.toml A B` was a usage error (the spec goes in --spec); it is the same as
+    `diff --spec lease.toml A B`, and giving both is refused."""
+    text = SHOWN + (
+        "\n[variants.base]\n\n[variants.open_release]\n\n[variants.open_release.override.events.release]\n"
+        'call = "release(i, client: str)"\nignore_when = "state != HELD"\n'
+        'returns = "old.state == HELD and state == FREE"\nbody = "state = FREE"\n'
+    )
+    spec, _ = _write(tmp_path, text, CLEAN)
+    args = ["--environment", "ledger", "--max-depth", "3", "--format", "json"]
+    assert main(["diff", str(spec), "base", "open_release", *args]) == 0
+    three = json.loads(capsys.readouterr().out)
+    assert main(["diff", "--spec", str(spec), "base", "open_release", *args]) == 0
+    assert json.loads(capsys.readouterr().out) == three
+    assert [step["action"] for step in three["difference"]["a"]] == [None, "acquire", "release"]
+    assert main(["diff", str(spec), "base", "open_release", "--spec", str(spec)]) == 2
+    assert "diff takes the spec once" in capsys.readouterr().err
