@@ -352,6 +352,13 @@ def _check_identifier(node: ast.AST, name: str, scope: Scope) -> None:
         raise scope.fail(node, f"the name {name!r} is not allowed (names may not start with '_')")
 
 
+def _kind_hint(kind: str) -> str:
+    """Where a field of `kind` that cannot be read here is read and set instead."""
+    if kind == "history":
+        return " (a history field is set in the event's `history` block, reading old.<field>; properties read it)"
+    return ""
+
+
 def _name(node: ast.Name, scope: Scope) -> ir.Expr:
     name = node.id
     _check_identifier(node, name, scope)
@@ -362,7 +369,7 @@ def _name(node: ast.Name, scope: Scope) -> ir.Expr:
     if scope.self_shard and name in scope.fields:
         ftype, kind = scope.fields[name]
         if kind not in scope.readable_kinds:
-            raise scope.fail(node, f"{kind} field {name!r} cannot be read here")
+            raise scope.fail(node, f"{kind} field {name!r} cannot be read here{_kind_hint(kind)}")
         return ir.FieldRef(name, "self", None, ftype)
     if scope.self_shard and name in scope.queries:
         return ir.QueryRef(name, "self")
@@ -455,7 +462,7 @@ def _shard_field(node: ast.Attribute, shard: str, snap: str | None, scope: Scope
     if attr in scope.fields:
         ftype, kind = scope.fields[attr]
         if kind not in scope.readable_kinds:
-            raise scope.fail(node, f"{kind} field {attr!r} cannot be read here")
+            raise scope.fail(node, f"{kind} field {attr!r} cannot be read here{_kind_hint(kind)}")
         return ir.FieldRef(attr, shard, snap, ftype)
     if attr in scope.queries and snap is None:
         return ir.QueryRef(attr, shard)
@@ -526,7 +533,11 @@ def _aggregate(node: ast.Call, scope: Scope) -> ir.Expr:
             node, f"calls are not allowed in expressions ({shown}); only {', '.join(AGGREGATES)} over shards"
         )
     if not scope.aggregates:
-        raise scope.fail(node, f"{name}() over shards is only allowed in environment actions and fleet properties")
+        raise scope.fail(
+            node,
+            f"{name}() over shards is only allowed in environment actions and fleet properties "
+            '(a property that counts over the shards says scope = "fleet")',
+        )
     if len(node.args) != 1 or node.keywords:
         raise scope.fail(node, f"{name}() takes exactly one per-shard condition")
     inner = replace(scope, self_shard=True, locals={}, aggregates=False)

@@ -1213,7 +1213,12 @@ class _Builder:
                 if "action" in patch:
                     target = self._str(patch, "action", keys)
                     if target.count(".") != 1:
-                        raise self.fail((*keys, "action"), f"action must read environment.action, not {target!r}")
+                        hint = (
+                            f"; the state-change hook is replaced by [variants.{variant}.override.{HOOK}] body = ..."
+                            if target == HOOK
+                            else ""
+                        )
+                        raise self.fail((*keys, "action"), f"action must read environment.action, not {target!r}{hint}")
                     self.action_patches.setdefault(target, []).append((keys, patch))
                     continue
                 if "when" in patch:

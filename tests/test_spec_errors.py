@@ -62,6 +62,25 @@ class Bad:
 
 
 BAD: dict[str, Bad] = {
+    # Hints where a message names what is wrong but not where it belongs (a rollout trial)
+    "history-field-in-body": Bad(
+        RETIRE_BODY,
+        retire_body("state = RETIRED", "own_request_streak = own_request_streak + 1"),
+        "own_request_streak + 1",
+        ("history field 'own_request_streak' cannot be read here", "the event's `history` block"),
+    ),
+    "count-in-a-shard-property": Bad(
+        'when = "before.state != DEAD and after.state == DEAD and after.incarnation > 0"',
+        'when = "before.state != DEAD and after.state == DEAD and count(state == DEAD) > 0"',
+        "count(",
+        ("count() over shards is only allowed", 'says scope = "fleet"'),
+    ),
+    "patch-of-the-hook": Bad(
+        '[[variants.fixed.patch]]\nevent = "mark_loaded"',
+        '[[variants.fixed.patch]]\naction = "on_state_change"',
+        '"on_state_change"',
+        ("not 'on_state_change'", "[variants.fixed.override.on_state_change] body = ..."),
+    ),
     # TOML syntax
     "toml-syntax": Bad("default_shards = 4", "default_shards = = 4", "= 4", ("TOML syntax error",)),
     "toml-unterminated-string": Bad(
