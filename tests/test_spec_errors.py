@@ -63,7 +63,7 @@ class Bad:
 
 BAD: dict[str, Bad] = {
     # Hints where a message names what is wrong but not where it belongs (a rollout trial)
-    "history-field-in-body": Bad(
+    "history-field-read-in-body": Bad(
         RETIRE_BODY,
         retire_body("state = RETIRED", "own_request_streak = own_request_streak + 1"),
         "own_request_streak + 1",
