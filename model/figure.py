@@ -172,6 +172,11 @@ def figure_of(
     breaking = find_break(trace, spec, prop) if prop is not None else None
     if breaking is not None and breaking.shard is not None and shard is None:
         shard = breaking.shard
+    if breaking is not None and breaking.shard is None and shard is None and trace.focus is None:
+        # A fleet property's break is no shard's: show the shard the breaking call acts on
+        # (shard 0 was shown, untouched, while a rollout's calls went to shards 1 and 2).
+        calls = reversed(trace.steps[breaking.step].calls)
+        shard = next((c.shard for c in calls if 0 <= c.shard < trace.shard_count), None)
     shard = focus_of(trace, shard)
     steps = trace.steps
     marked = {breaking.step, breaking.before} - {None} if breaking is not None else set()
@@ -216,7 +221,7 @@ def figure_of(
                 read = field.name in reads and index in marked
                 cells.append(Cell(cell(value), CHANGED if changed else "", read))
             history.append(Row(f"{HISTORY}{field.name}", tuple(cells), "history", field.name in reads))
-    fleet = _fleet_rows(trace, prop, marked, all_fields)
+    fleet = _fleet_rows(trace, prop, marked, all_fields) + _other_shards(trace, spec, prop, shard, reads, marked)
     columns = list(loop_labels(trace))
     if breaking is not None:
         columns[breaking.step] += BREAKS_LABEL
@@ -236,6 +241,31 @@ def figure_of(
 
 FLEET = "fleet "
 """The prefix of a fleet value's row (a `[globals]` value, or an environment's variable)."""
+
+
+def _other_shards(
+    trace: Trace, spec: Spec, prop: Property | None, shard: int, reads: Collection[str], marked: set[int | None]
+) -> list[Row]:
+    """For a fleet property, the fields it reads of every other shard the trace calls
+    (`shard 1 state`): a rollout's figure showed one replica draining, and not the other
+    that made two too many."""
+    if prop is None or not prop.fleet:
+        return []
+    others = sorted(
+        {c.shard for s in trace.steps[1:] for c in s.calls if 0 <= c.shard < trace.shard_count and c.shard != shard}
+    )
+    rows: list[Row] = []
+    for other in others:
+        for field in spec.fields:
+            if field.name not in reads:
+                continue
+            values = [s.after["shards"][other][field.name] for s in trace.steps]
+            cells = tuple(
+                Cell(cell(value), CHANGED if index and value != values[index - 1] else "", index in marked)
+                for index, value in enumerate(values)
+            )
+            rows.append(Row(f"shard {other} {field.name}", cells, "field", True))
+    return rows
 
 
 def _fleet_rows(trace: Trace, prop: Property | None, marked: set[int | None], all_fields: bool) -> list[Row]:

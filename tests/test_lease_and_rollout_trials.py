@@ -1,4 +1,6 @@
-"""`conform` on a class whose state is partly hidden, and on text arguments (a lease trial).
+"""What a lease trial and a rollout trial found: `conform` on a class whose state is partly
+hidden, text arguments, guards split per part, fleet values a class does not keep, calls on
+another shard, `diff SPEC A B`, and the figure of a fleet property.
 
 A lease manager with fencing tokens whose binding leaves the token unread (`observe = false`)
 passed `ci` with a bug: a holder that re-acquired its expired lease kept its old token, so a
@@ -401,3 +403,27 @@ def test_diff_takes_the_spec_first_of_three(tmp_path: Path, capsys: pytest.Captu
     assert [step["action"] for step in three["difference"]["a"]] == [None, "acquire", "release"]
     assert main(["diff", str(spec), "base", "open_release", "--spec", str(spec)]) == 2
     assert "diff takes the spec once" in capsys.readouterr().err
+
+
+def test_a_fleet_propertys_figure_shows_the_shards_the_trace_calls(capsys: pytest.CaptureFixture[str]) -> None:
+    """A fleet property's break is no shard's: the figure showed shard 0, untouched, while a
+    rollout's calls went to shards 1 and 2. It shows the shard of the breaking call, and the
+    fields the property reads of every other shard the trace calls."""
+    from ledgercheck.model.figure import trace_figure
+    from ledgercheck.model.runs import CheckRequest, run_checks
+
+    text = SHOWN.replace("default_shards = 1", "default_shards = 3").replace(
+        "[implementation]",
+        '[properties.one_lease_at_a_time]\nkind = "invariant"\nscope = "fleet"\n'
+        'assert = "count(state == HELD) <= 1"\nexpect = { default = "violated" }\n\n[implementation]',
+    )
+    spec_file = load_spec_text(text, "lease.toml")
+    request = CheckRequest(spec_file, properties=("one_lease_at_a_time",), environment="ledger", max_depth=3)
+    (result,) = run_checks(request.overlay(max_traces=1))
+    spec = spec_file.variant()
+    trace = result.traces[0]
+    acted = [c.shard for s in trace.steps[1:] for c in s.calls]
+    figure = trace_figure(trace, spec, prop=spec.properties["one_lease_at_a_time"], width=200)
+    header, *rows = figure.splitlines()
+    assert header.startswith(f"shard {acted[-1]} "), figure
+    assert any(row.startswith(f"shard {acted[0]} state ") and "HELD" in row for row in rows), figure
