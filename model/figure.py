@@ -175,8 +175,8 @@ def figure_of(
     if breaking is not None and breaking.shard is None and shard is None and trace.focus is None:
         # A fleet property's break is no shard's: show the shard the breaking call acts on
         # (shard 0 was shown, untouched, while a rollout's calls went to shards 1 and 2).
-        calls = reversed(trace.steps[breaking.step].calls)
-        shard = next((c.shard for c in calls if 0 <= c.shard < trace.shard_count), None)
+        acting = reversed(trace.steps[breaking.step].calls)
+        shard = next((c.shard for c in acting if 0 <= c.shard < trace.shard_count), None)
     shard = focus_of(trace, shard)
     steps = trace.steps
     marked = {breaking.step, breaking.before} - {None} if breaking is not None else set()
