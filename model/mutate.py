@@ -6,10 +6,11 @@ that variant, so a mutant *is* a spec and reads as a spec diff:
 
 * drop an update or a reset (remove one assignment),
 * negate or weaken a guard (`ignore_when`; an `if` condition negated),
-* off-by-one in a comparison (`>=` <-> `>`, `<=` <-> `<`), in a body or in a `raises`
+* off-by-one in a comparison (`>=` <-> `>`, `<=` <-> `<`), in a body, a guard or a `raises`
   condition,
-* drop a refusal (a `raises` condition that never holds), or drop one part of a `raises`
-  condition written as a conjunction or a disjunction (a class's guard that lost a clause),
+* drop a refusal (a `raises` condition that never holds), or drop one part of a guard or a
+  `raises` condition written as a conjunction or a disjunction (a class's guard that lost a
+  clause),
 * swap the target state of a transition (`state = A` -> `state = B`),
 * drop an announcement (remove one `emit.name(...)`), or swap two of its arguments of one type.
 
@@ -29,6 +30,7 @@ generated test that fails): it is reported before the score.
 from __future__ import annotations
 
 import ast
+import contextlib
 import copy
 import difflib
 import json
@@ -130,7 +132,10 @@ def enumerate_mutants(spec: Spec) -> list[Mutant]:
             mutants += _raises_mutants(spec, event)
         guard = _guard_text(spec, event.name)
         if guard:
-            for kind, new in (("negate a guard", f"not ({guard})"), ("weaken a guard", "False")):
+            changes = [("negate a guard", f"not ({guard})"), ("weaken a guard", "False")]
+            with contextlib.suppress(SyntaxError):
+                changes += _condition_changes(ast.parse(guard, mode="eval").body)
+            for kind, new in changes:
                 after = f"ignore_when = {new!r}"
                 ident = f"{event.name}:{kind}:{new}"
                 mutants.append(
@@ -236,14 +241,7 @@ def _raises_mutants(spec: Spec, event: Event) -> list[Mutant]:
             node = ast.parse(entry.text, mode="eval").body
         except SyntaxError:
             continue
-        changes: list[tuple[str, str]] = [("drop a refusal", "False")]
-        if isinstance(node, ast.BoolOp) and len(node.values) > 1:
-            word = "conjunction" if isinstance(node.op, ast.And) else "disjunction"
-            for left_out in range(len(node.values)):
-                rest = [v for i, v in enumerate(node.values) if i != left_out]
-                kept = rest[0] if len(rest) == 1 else ast.BoolOp(op=node.op, values=rest)
-                changes.append((f"drop a part of a {word}", ast.unparse(kept)))
-        changes += [("off by one", ast.unparse(changed)) for changed in _off_by_one(node, node)]
+        changes: list[tuple[str, str]] = [("drop a refusal", "False"), *_condition_changes(node)]
         key = "after" if entry.after else "when"
         for kind, new in changes:
             entries = [
@@ -256,6 +254,22 @@ def _raises_mutants(spec: Spec, event: Event) -> list[Mutant]:
             after = f"raises {entry.error} {key} {new}"
             found.append(Mutant(f"{event.name}:{kind}:{before} -> {new}", event.name, kind, before, after, patch))
     return found
+
+
+def _condition_changes(node: ast.expr) -> list[tuple[str, str]]:
+    """A condition (a `raises` entry's, a guard) with one part of a conjunction or disjunction
+    left out, or one comparison in it off by one. A rollout's `ignore_when = "paused or
+    unavailable >= max_unavailable or ..."` was only negated or made False, and no mutant
+    dropped the pause (a class that ignored it passed `conform`)."""
+    changes: list[tuple[str, str]] = []
+    if isinstance(node, ast.BoolOp) and len(node.values) > 1:
+        word = "conjunction" if isinstance(node.op, ast.And) else "disjunction"
+        for left_out in range(len(node.values)):
+            rest = [v for i, v in enumerate(node.values) if i != left_out]
+            kept = rest[0] if len(rest) == 1 else ast.BoolOp(op=node.op, values=rest)
+            changes.append((f"drop a part of a {word}", ast.unparse(kept)))
+    changes += [("off by one", ast.unparse(changed)) for changed in _off_by_one(node, node)]
+    return changes
 
 
 def _guard_text(spec: Spec, event: str) -> str | None:

@@ -427,3 +427,23 @@ def test_a_fleet_propertys_figure_shows_the_shards_the_trace_calls(capsys: pytes
     header, *rows = figure.splitlines()
     assert header.startswith(f"shard {acted[-1]} "), figure
     assert any(row.startswith(f"shard {acted[0]} state ") and "HELD" in row for row in rows), figure
+
+
+def test_mutants_leave_out_a_part_of_a_guard_and_put_its_comparisons_off_by_one() -> None:
+    """A rollout's `ignore_when = "paused or unavailable >= max_unavailable or ..."` was only
+    negated or made False: no mutant dropped the pause. A guard's parts and comparisons are
+    mutated as a `raises` condition's are, and each mutant is a spec that loads."""
+    from ledgercheck.model import mutate
+
+    spec_file = load_spec_text(CAPPED, "lease.toml")
+    guards = [(m.kind, m.after) for m in mutate.spec_mutants(spec_file, "base") if m.event == "acquire"]
+    assert [g for g in guards if g[1].startswith("ignore_when")] == [
+        ("negate a guard", "ignore_when = 'not (state == HELD or held >= max_held)'"),
+        ("weaken a guard", "ignore_when = 'False'"),
+        ("drop a part of a disjunction", "ignore_when = 'held >= max_held'"),
+        ("drop a part of a disjunction", "ignore_when = 'state == HELD'"),
+        ("off by one", "ignore_when = 'state == HELD or held > max_held'"),
+    ]
+    for mutant in mutate.spec_mutants(spec_file, "base"):
+        if mutant.event == "acquire" and mutant.after.startswith("ignore_when"):
+            load_spec_text(CAPPED + mutant.patch, "lease.toml")  # a spec that loads
