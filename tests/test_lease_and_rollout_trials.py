@@ -256,9 +256,9 @@ def test_a_split_enumeration_with_probes_is_the_one_pass(
         checker = conform.Conformance(spec, conform.load_target(target, spec), spec.resolve_policy({}))
         result = checker.enumerate(2, 4, parts=parts)
         divergence = None if result.divergence is None else result.divergence.script.calls
-        found.append((result.sequences, result.states, result.depth, divergence, checker.traces))
+        found.append((result.sequences, result.states, result.depth, result.exhausted, divergence, checker.traces))
     assert found[0][0] > 0 and all(other == found[0] for other in found[1:]), found
-    assert (found[0][3] is None) == (source is CLEAN)
+    assert (found[0][4] is None) == (source is CLEAN)
 
 
 def test_a_guard_that_is_a_disjunction_is_a_branch_per_part(tmp_path: Path) -> None:

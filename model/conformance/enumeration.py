@@ -203,7 +203,7 @@ class Enumerator:
                         if not probe and key not in seen:
                             seen.add(key)
                             following.append(node)
-                        elif self.hidden:  # (merged by an earlier run: a probe, as in one pass)
+                        elif self.hidden and keep:  # (merged by an earlier run: a probe, as in one pass)
                             following.append((calls, state, True))
                 sequences += part.sequences
                 if part.divergence is not None or part.stopped is not None:
