@@ -447,3 +447,21 @@ def test_mutants_leave_out_a_part_of_a_guard_and_put_its_comparisons_off_by_one(
     for mutant in mutate.spec_mutants(spec_file, "base"):
         if mutant.event == "acquire" and mutant.after.startswith("ignore_when"):
             load_spec_text(CAPPED + mutant.patch, "lease.toml")  # a spec that loads
+
+
+def test_a_small_specs_other_policies_get_the_fleet_enumeration(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A class whose fleet cap is 1 whatever the policy says differs only at two shards and
+    at a policy that allows two: the other policies' enumerations kept to one shard (a rollout
+    that ignored its pause passed `conform` so). Where the enumeration at the policy asked is
+    small, it runs at every other policy too, at its shards and depth."""
+    only = ["--random", "0", "--no-runs", "--no-branches", "--no-counterexamples", "--jobs", "1", "--no-cache"]
+    hard_coded = CAPPED_CLASS.replace("{EXPIRED}", "False").replace(">= self.max_held", ">= 1")
+    spec, wrong = _write(tmp_path, CAPPED, hard_coded)
+    assert main(["conform", str(spec), "--impl", wrong, *only]) == 1
+    out = capsys.readouterr().out
+    assert "(found by enumeration of every sequence of any call at 2 shards at the largest policy" in out, out
+    spec, right = _write(tmp_path, CAPPED, CAPPED_CLASS.replace("{EXPIRED}", "False"))
+    assert main(["conform", str(spec), "--impl", right, *only]) == 0
+    assert "every sequence of up to 4 calls at 2 shards at each;" in capsys.readouterr().out

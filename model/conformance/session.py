@@ -68,6 +68,11 @@ POLICY_DEPTH = 4
 less at the policies drawn between: a bug that shows only at another policy within a few calls
 (a success threshold of 3 reset in the wrong place) is met there for certain, not only if a
 random trace happens on it."""
+FLEET_AT_EVERY_POLICY = 10_000
+"""Call sequences of the enumeration at the policy asked, at most, for it to run again at every
+other policy (at its shards and depth, where it has more than one shard); a larger spec's
+other policies get the one-shard enumeration of `POLICY_DEPTH` (the bundled ledger's is 92,321
+sequences, 12.7 s)."""
 
 _MODES = ((True, "calls the callers' contracts allow"), (False, "any call"))
 """The enumeration's two passes, in order: the calls the contracts allow, then any call."""
@@ -287,9 +292,11 @@ def check(
     beside = None
     if depth > 0 and counterexamples and config.parallel(2) and not known():
         beside = _beside_checks(conformance, job, checks, progress)
+    fleet_sequences = 0  # the enumeration's size at the policy asked: may it run at every policy?
     if depth > 0:
         enumerated = beside.enumerated if beside is not None else None
         for what, result in (enumerated or _enumerate(conformance, job, progress)).passes:
+            fleet_sequences += result.sequences
             if result.divergence is not None:
                 say(
                     f"  enumeration      {plural(job.shards, 'shard')}, {what}: divergence at depth {result.depth + 1} "
@@ -465,13 +472,19 @@ def check(
         traces = calls = 0
         corner = _EnumerationJob(1, min(depth, POLICY_DEPTH), merge)
         drawn = _EnumerationJob(1, min(depth, POLICY_DEPTH - 1), merge)
+        if job.shards > 1 and 0 < fleet_sequences <= FLEET_AT_EVERY_POLICY:
+            # A small spec: the enumeration of the policy asked, at every other policy too. A
+            # rollout's pause, ignored by a class, showed only at two replicas and a policy
+            # that lets two be down; the policies' enumerations kept to one.
+            corner = drawn = _EnumerationJob(job.shards, depth, merge)
         for where, policy in others:
             checker = conformance.at_policy(policy, policy_note(where))
             shallow = corner if policy in (largest, smallest) else drawn
             if shallow.depth > 0:  # every short sequence: a threshold of 3 misread shows in 3 calls
                 for what, result in _enumerate(checker, shallow, None).passes:
                     if result.divergence is not None:
-                        result.divergence.found_by = f"enumeration of every sequence of {what} at 1 shard at {where}"
+                        at_shards = f"{plural(shallow.shards, 'shard')} at {where}"
+                        result.divergence.found_by = f"enumeration of every sequence of {what} at {at_shards}"
                         summary.divergence, summary.checker = checker.shrink(result.divergence), checker
                         return summary
             scripts = []
@@ -488,7 +501,8 @@ def check(
             conformance.calls_compared += checker.calls_compared
         say(
             f"  policies         {len(others)} more policies the spec allows (every sequence of up to "
-            f"{plural(corner.depth, 'call')} at 1 shard, {drawn.depth} at a drawn policy; random traces at "
+            f"{plural(corner.depth, 'call')} at {plural(corner.shards, 'shard')}"
+            f"{f', {drawn.depth} at a drawn policy' if drawn.depth != corner.depth else ' at each'}; random traces at "
             f"{plural(other_shards, 'shard')}; the branches' and their probes at the smallest): {traces} traces, "
             f"{calls} calls "
             f"({time.monotonic() - start:.1f} s)"
