@@ -322,6 +322,12 @@ class _Parser:
 
     def field(self, name: str, raw: Any, keys: KeyPath) -> FieldRead:
         known = {f.name: f for f in self.spec.fields}
+        if name in {g.name for g in self.spec.globals}:
+            raise self.fail(
+                keys,
+                f"{name!r} is a fleet value ([globals]), not a field: it is read off the class's attribute of "
+                f"the same name, where the class has one (else a query returns it)",
+            )
         if name not in known:
             raise self.fail(keys, f"{name!r} is not a field of the spec{did_you_mean(name, known)}")
         if isinstance(raw, str):
@@ -1058,6 +1064,7 @@ def bound_class(binding: Binding, spec: Spec, target: Callable[..., Any]) -> typ
     queries = {q.api for q in spec.queries.values() if q.api}  # the one object's own methods
     # One object per instance: a shard query is each object's own predicate (`may_start()`).
     per_object = {q.api for q in spec.queries.values() if q.api and not q.fleet}
+    fleet_values = {g.name for g in spec.globals}  # read off the one object's attribute of that name
 
     class Bound:
         """Built from the spec's [implementation] table (see `model.binding`)."""
@@ -1316,6 +1323,16 @@ def bound_class(binding: Binding, spec: Spec, target: Callable[..., Any]) -> typ
                         return [index for index, predicate in enumerate(predicates) if predicate()]
 
                 return holding
+            if not name.startswith("_") and name in fleet_values and binding.instances != "each":
+                # A fleet value the class keeps as an attribute of the same name (`in_use`):
+                # compared by conform and read by the generated tests' monitor. A pool class
+                # that never gave back a broken connection's slot passed the generated tests
+                # while the binding hid its count. A method of that name is no value: a query.
+                with _reading(self._clock):
+                    value = getattr(self._objects[0], name)
+                if callable(value):
+                    raise AttributeError(name)
+                return value
             if name.startswith("_") or name not in spec.events:
                 raise AttributeError(name)
             return self._event(spec.events[name])

@@ -24,6 +24,7 @@ import pytest
 from ledgercheck.model import conformance as conform
 from ledgercheck.model.cli import main
 from ledgercheck.model.conformance import enumeration
+from ledgercheck.model.errors import SpecError
 from ledgercheck.model.spec import load_spec_text
 
 SPEC = """\
@@ -465,3 +466,42 @@ def test_a_small_specs_other_policies_get_the_fleet_enumeration(
     spec, right = _write(tmp_path, CAPPED, CAPPED_CLASS.replace("{EXPIRED}", "False"))
     assert main(["conform", str(spec), "--impl", right, *only]) == 0
     assert "every sequence of up to 4 calls at 2 shards at each;" in capsys.readouterr().out
+
+
+def test_a_fleet_value_the_class_keeps_is_compared_and_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A bound class's attribute named as a fleet value (`held`): the binding hid it, so
+    conform compared it not and the generated tests read the model's (a pool class that never
+    gave back a broken connection's slot passed the generated tests). It is read off the
+    class now; a method of that name is no value, and a binding that names it as a field is
+    told where fleet values come from."""
+    import subprocess
+    import sys
+
+    keeps = CLEAN.replace(
+        "        self.leases = [Lease() for _ in range(n)]\n",
+        "        self.leases = [Lease() for _ in range(n)]\n        self.held = 0\n",
+    )
+    keeps = keeps.replace("        lease.token += 1\n", "        lease.token += 1\n        self.held += 1\n")
+    right = keeps.replace(
+        "        lease.holder = None\n", "        lease.holder = None\n        self.held -= 1\n"
+    ).replace(
+        "                lease.state = LState.EXPIRED\n",
+        "                lease.state = LState.EXPIRED\n                self.held -= 1\n",
+    )
+    text = HELD_COUNT.replace("default_shards = 1", "default_shards = 2")
+    for source, code in ((keeps, 1), (right, 0)):
+        spec, target = _write(tmp_path, text, source)
+        assert main(_conform(spec, target)) == code
+        out = capsys.readouterr().out
+        assert ("  held: model 0, implementation 1" in out) == (code == 1), out
+        assert "not observed" not in out
+    assert main(["gen", str(spec), "--out", str(tmp_path / "tests"), "--jobs", "1"]) == 0
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path / "tests")]
+    assert subprocess.run([*command, "--impl", target], capture_output=True, text=True, timeout=300).returncode == 0
+    wrong = _write(tmp_path, text, keeps)[1]
+    failed = subprocess.run([*command, "--impl", wrong], capture_output=True, text=True, timeout=300)
+    assert failed.returncode == 1 and "held" in failed.stdout, failed.stdout
+    with pytest.raises(SpecError, match="'held' is a fleet value"):
+        load_spec_text(
+            text.replace('ttl_left = "leases[i].ttl_left"', 'ttl_left = "leases[i].ttl_left"\nheld = "held"'), "l.toml"
+        )

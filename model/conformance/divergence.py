@@ -156,7 +156,8 @@ def report(checker: Conformance, divergence: Divergence, variant: str, width: in
     found = divergence.found_by or script.source
     if divergence.original_calls and divergence.original_calls != len(script.calls):
         found += f"; shrunk from {divergence.original_calls} to {len(script.calls)} calls"
-    lines.append(f"  (found by {found}; {plural(script.shards, 'shard')})")
+    # The trace as shown: the fleet it is replayed on (shrinking may have dropped shards).
+    lines.append(f"  (found by {found}; replayed on {plural(script.shards, 'shard')})")
     if checker.policy_note:
         lines.append(f"  ({checker.policy_note})")
     if script.calls and (checker.has_contracts or not divergence.within_contract):  # an unknown instance: outside
