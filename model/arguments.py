@@ -151,15 +151,15 @@ def argument_domain(
     elif kind == "int":
         values = (_example(event, param.name) or [1])[:1]
     elif kind == "str":
-        values = [f"{base_url(0)}.restarted"]
+        # The event's example is the value its calls pass (`examples = { owner = "'worker-1'" }`:
+        # the generated tests' calls read as the user's), else an address.
+        example = text_example(event.examples.get(param.name))
+        values = [example if example is not None else f"{base_url(0)}.restarted"]
         if use.decides:
             texts = (
                 *((0, f.name) for f in spec.fields if f.type.kind == "str"),
                 *((None, g.name) for g in spec.globals if g.type.kind == "str"),
             )
-        example = text_example(event.examples.get(param.name))
-        if example is not None and example not in values:
-            values.append(example)
         gap = use.inexact and f"{use.inexact}, and text is tried with the strings held and one more"
     else:  # opaque arguments: the default, else a placeholder the API accepts
         values = [param.default if param.has_default else "error"]

@@ -1422,7 +1422,10 @@ class _Builder:
                 anchor += "\n    pass"
             wanted = _stmt_head(ast.parse(anchor).body[0])
         except (SyntaxError, IndexError, ValueError, RecursionError, MemoryError):
-            raise self.fail((*keys, mode), "the anchor must be one valid statement of the block") from None
+            hint = ""
+            if textwrap.dedent(anchor_text).strip().startswith(("elif ", "else:")):
+                hint = ": an `elif` or `else` is part of its `if`, which the anchor names (`if cond:`)"
+            raise self.fail((*keys, mode), f"the anchor must be one valid statement of the block{hint}") from None
         matches = [n for n in ast.walk(tree) if isinstance(n, ast.stmt) and _stmt_head(n) == wanted]
         if len(matches) != 1:
             found = "no" if not matches else f"{len(matches)}"

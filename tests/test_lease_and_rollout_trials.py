@@ -242,6 +242,16 @@ def test_a_text_example_is_passed_too() -> None:
     spec = load_spec_text(text, "lease.toml").variant()
     event = spec.events["release"]
     assert conform.enumeration_domain(spec, event.signature.params[0], event, 0) == ["http://shard-0.new", "alice"]
+    # The coverage search passes the example itself (the generated tests' calls read as the
+    # user's: a pool trial's `examples = { owner = "'worker-1'" }` changed nothing), then in
+    # each state the strings held and one more.
+    from ledgercheck.model.arguments import argument_domain
+    from ledgercheck.model.reduction import decision_cone
+
+    domain = argument_domain(spec, event, event.signature.params[0], decision_cone(spec))
+    assert domain.fixed == ("alice",)
+    assert domain.values({(0, "holder"): "alice"})[0] == ("alice", "alice.another")
+    assert domain.values({(0, "holder"): "bob"})[0] == ("alice", "bob")
 
 
 @pytest.mark.parametrize("source", [CLEAN, STALE_TOKEN], ids=["clean", "stale-token"])

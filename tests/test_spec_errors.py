@@ -75,6 +75,12 @@ BAD: dict[str, Bad] = {
         "count(",
         ("count() over shards is only allowed", 'says scope = "fleet"'),
     ),
+    "patch-anchored-on-an-elif": Bad(
+        '[[variants.fixed.patch]]\nevent = "mark_loaded"\nafter = "consecutive_probe_successes = 0"',
+        '[[variants.fixed.patch]]\nevent = "mark_loaded"\nafter = "elif state == DEAD:"',
+        '"elif state == DEAD:"',
+        ("the anchor must be one valid statement of the block", "an `elif` or `else` is part of its `if`"),
+    ),
     "patch-of-the-hook": Bad(
         '[[variants.fixed.patch]]\nevent = "mark_loaded"',
         '[[variants.fixed.patch]]\naction = "on_state_change"',
