@@ -34,7 +34,7 @@ from ledgercheck.model.errors import UsageError
 from ledgercheck.model.figure import render_table, trace_figure
 from ledgercheck.model.result import FOCUS, Result, Status
 from ledgercheck.model.spacer import lemma_violation, spacer_proof
-from ledgercheck.model.spec import Property, PropertyKind, Spec, contracts_bind, load_spec, policy_text
+from ledgercheck.model.spec import Property, PropertyKind, Spec, contracts_bind, load_spec, plural, policy_text
 
 ENGINES = ("auto", "spacer", "kind", "explicit")
 REFUTE_DEPTH = 12
@@ -475,6 +475,12 @@ def prove_command(
         fixed = next((r.policy for r in results if r.policy), None)
         if fixed:  # a PROVED line is a proof at this policy only: say which, and how to prove them all
             print(f"at {policy_text(fixed)} only (--symbolic-policy proves at every policy the spec allows)")
+        proved_at = next((r.shards for r in results), None)
+        if proved_at:  # and for this fleet, unless the proof says more (a pool trial read PROVED as for any size)
+            print(
+                f"for {plural(proved_at, 'shard')} (--shards N proves at another fleet size; "
+                "-v names the proofs that hold for every one)"
+            )
         for result in results:
             print(_line(result, verbose))
         for result in results:

@@ -198,10 +198,13 @@ def test_a_proof_names_the_policy_it_holds_at(capsys) -> None:
 
     spec = Path(__file__).resolve().parents[1] / "spec" / "examples" / "timed_breaker.toml"
     assert main(["prove", str(spec), "--property", "refuses_while_open", "--environment", "ledger"]) == 0
-    first = capsys.readouterr().out.splitlines()[0]
+    first, second = capsys.readouterr().out.splitlines()[:2]
     assert first == "at trip_after=3, reset_timeout=4 only (--symbolic-policy proves at every policy the spec allows)"
+    # and for one fleet size (a pool trial read PROVED as proved for any number of connections)
+    assert second.startswith("for 1 shard (--shards N proves at another fleet size; -v names the proofs"), second
     assert main(["prove", str(spec), "--property", "refuses_while_open", "--symbolic-policy"]) == 0
-    assert not capsys.readouterr().out.startswith("at ")
+    out = capsys.readouterr().out
+    assert not out.startswith("at ") and out.startswith("for 1 shard ("), out
 
 
 def test_prove_at_every_policy_answers_a_liveness_property_unknown_and_proves_the_rest(capsys):
