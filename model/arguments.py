@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ast
 import itertools
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,16 +81,28 @@ class ArgumentDomain:
         return tuple(sorted([*self.fixed, *met][:MAX_INT_VALUES], key=_order)), True
 
     def _texts(self, store: Mapping[Key, Any]) -> tuple[Any, ...]:
-        held: list[str] = []
-        for key in self.texts:
-            value = store.get(key)
-            if isinstance(value, str) and value not in held:
-                held.append(value)
-        given = [v for v in self.fixed if isinstance(v, str)]
-        found = [*self.fixed, *(text for text in held if text not in self.fixed)]
-        if held and all(text in held for text in given):
-            found.append(f"{given[0] if given else base_url(0)}.{OTHER_TEXT}")
-        return tuple(found)
+        return (*self.fixed, *texts_to_try(self.fixed, held_texts(store, self.texts), base_url(0)))
+
+
+def held_texts(store: Mapping[Key, Any], keys: Iterable[Key]) -> tuple[str, ...]:
+    """The strings the variables `keys` hold in `store`, each once, in the order of `keys`."""
+    found: list[str] = []
+    for key in keys:
+        value = store.get(key)
+        if isinstance(value, str) and value not in found:
+            found.append(value)
+    return tuple(found)
+
+
+def texts_to_try(given: Sequence[Any], held: Sequence[str], base: str) -> tuple[str, ...]:
+    """The strings to pass for a text argument besides `given` (the fixed values): those `held`,
+    then, where every string given is held, one held by none (`given`'s first string, else
+    `base`, with `OTHER_TEXT` added)."""
+    extra = [text for text in held if text not in given]
+    texts = [v for v in given if isinstance(v, str)]
+    if held and all(text in held for text in texts):
+        extra.append(f"{texts[0] if texts else base}.{OTHER_TEXT}")
+    return tuple(extra)
 
 
 def _order(value: Any) -> tuple[int, int]:
@@ -244,4 +256,13 @@ class Calls:
         return tuple(out)
 
 
-__all__ = ["MAX_INT_VALUES", "OTHER_TEXT", "ArgumentDomain", "Calls", "argument_domain", "text_example"]
+__all__ = [
+    "MAX_INT_VALUES",
+    "OTHER_TEXT",
+    "ArgumentDomain",
+    "Calls",
+    "argument_domain",
+    "held_texts",
+    "text_example",
+    "texts_to_try",
+]

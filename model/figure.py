@@ -215,12 +215,8 @@ def figure_of(
     for field in spec.history:
         values = [s.after["history"]["shards"][shard][field.name] for s in steps]
         if all_fields or field.name in reads or len(set(map(repr, values))) > 1:
-            cells = []
-            for index, value in enumerate(values):
-                changed = index and value != values[index - 1]
-                read = field.name in reads and index in marked
-                cells.append(Cell(cell(value), CHANGED if changed else "", read))
-            history.append(Row(f"{HISTORY}{field.name}", tuple(cells), "history", field.name in reads))
+            read = marked if field.name in reads else set()
+            history.append(Row(f"{HISTORY}{field.name}", _cells(values, read), "history", field.name in reads))
     fleet = _fleet_rows(trace, prop, marked, all_fields) + _other_shards(trace, spec, prop, shard, reads, marked)
     columns = list(loop_labels(trace))
     if breaking is not None:
@@ -260,11 +256,7 @@ def _other_shards(
             if field.name not in reads:
                 continue
             values = [s.after["shards"][other][field.name] for s in trace.steps]
-            cells = tuple(
-                Cell(cell(value), CHANGED if index and value != values[index - 1] else "", index in marked)
-                for index, value in enumerate(values)
-            )
-            rows.append(Row(f"shard {other} {field.name}", cells, "field", True))
+            rows.append(Row(f"shard {other} {field.name}", _cells(values, marked), "field", True))
     return rows
 
 
@@ -287,13 +279,16 @@ def fleet_rows(
             if not shown(name):
                 continue
             values = [s.after.get(part, {}).get(name) for s in trace.steps]
-            changed = [bool(index) and value != values[index - 1] for index, value in enumerate(values)]
-            cells = tuple(
-                Cell(cell(value), CHANGED if changed[index] else "", name in read and index in marked)
-                for index, value in enumerate(values)
-            )
-            rows.append(Row(f"{FLEET}{name}", cells, "fleet", name in read))
+            rows.append(Row(f"{FLEET}{name}", _cells(values, marked if name in read else ()), "fleet", name in read))
     return rows
+
+
+def _cells(values: Sequence[Any], read_at: Collection[int | None]) -> tuple[Cell, ...]:
+    """A row's cells: each value, marked where it changed, read at the steps `read_at`."""
+    return tuple(
+        Cell(cell(value), CHANGED if index and value != values[index - 1] else "", index in read_at)
+        for index, value in enumerate(values)
+    )
 
 
 def loop_labels(trace: Trace) -> tuple[str, ...]:

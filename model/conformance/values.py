@@ -16,7 +16,14 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from ledgercheck.model.arguments import MAX_INT_VALUES, OTHER_TEXT, ArgumentDomain, argument_domain, text_example
+from ledgercheck.model.arguments import (
+    MAX_INT_VALUES,
+    ArgumentDomain,
+    argument_domain,
+    held_texts,
+    text_example,
+    texts_to_try,
+)
 from ledgercheck.model.reduction import decision_cone
 from ledgercheck.model.semantics import Key
 from ledgercheck.model.spec import Spec
@@ -115,23 +122,12 @@ class TextValues:
 
     def held(self, store: Mapping[Key, Any], shard: int) -> tuple[str, ...]:
         """The strings the instance `shard` and the fleet hold in `store`, each once."""
-        found: list[str] = []
-        for key in [*((shard, name) for name in self.fields), *((None, name) for name in self.globals)]:
-            value = store.get(key)
-            if isinstance(value, str) and value not in found:
-                found.append(value)
-        return tuple(found)
+        return held_texts(store, [*((shard, name) for name in self.fields), *((None, name) for name in self.globals)])
 
     def at(self, store: Mapping[Key, Any], shard: int, given: Sequence[Any]) -> tuple[str, ...]:
         """The strings to pass besides `given` (the fixed ones) for a call on `shard` in
-        `store`: those held, then one held by none, where every string given is held."""
-        held = self.held(store, shard)
-        extra = [text for text in held if text not in given]
-        texts = [v for v in given if isinstance(v, str)]
-        if held and all(text in held for text in texts):
-            base = texts[0] if texts else f"text-{shard}"
-            extra.append(f"{base}.{OTHER_TEXT}")
-        return tuple(extra)
+        `store` (`arguments.texts_to_try`, as the coverage search passes them)."""
+        return texts_to_try(given, self.held(store, shard), f"text-{shard}")
 
 
 def _ints(values: tuple[Any, ...]) -> tuple[int, ...]:
