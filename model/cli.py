@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ledgercheck.model import budget, executor, resultcache
+from ledgercheck.model import budget, console, executor, resultcache
 from ledgercheck.model.console import progress_for
 from ledgercheck.model.errors import EXIT_OK, EXIT_UNKNOWN, LedgercheckError, UsageError
 from ledgercheck.model.formats import CHECK_FORMATS, REPLAY_FORMATS, render_check
@@ -609,6 +609,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if first_run:
         args = ["check"]
     ns = parse(parser, args)
+    with console.past_a_closed_pipe():
+        return _main(parser, ns, first_run)
+
+
+def _main(parser: argparse.ArgumentParser, ns: argparse.Namespace, first_run: bool) -> int:
     try:
         with (
             budget.using(budget.from_options(ns)) as limits,
@@ -627,9 +632,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LedgercheckError as exc:
         print(f"ledgercheck: {exc}", file=sys.stderr)
         return exc.exit_code
-    except BrokenPipeError:
-        sys.stderr.close()
-        return EXIT_OK
+    except BrokenPipeError:  # written past `console.past_a_closed_pipe`: the verdict is not known
+        print("ledgercheck: the output's reader left before the verdict; no verdict", file=sys.stderr)
+        return EXIT_UNKNOWN
     except KeyboardInterrupt:
         print("ledgercheck: interrupted; nothing was written", file=sys.stderr)
         return EXIT_UNKNOWN

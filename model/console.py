@@ -11,8 +11,9 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Callable
-from typing import TextIO
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TextIO
 
 CLEAR_LINE = "\r\x1b[K"
 
@@ -89,3 +90,63 @@ class Heartbeat:
                 return
             self.stream.write(f"ledgercheck: {message}\n")
             self.stream.flush()
+
+
+class PastAClosedPipe:
+    """An output stream whose reader may stop reading (`ledgercheck ci | head -3`): once the
+    pipe is broken, what is written is dropped and the command runs on to its verdict, and
+    exits with its code. A gate under `set -o pipefail` is never passed because its reader
+    left early (it exited 0, or not, by how far the command had got)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self.reader_gone = False
+
+    def write(self, text: str) -> int:
+        if not self.reader_gone:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError:
+                self._drop()
+        return len(text)
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        if not self.reader_gone:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._drop()
+
+    def _drop(self) -> None:
+        """From now on the descriptor writes to the null device: what the stream still holds
+        is flushed there at exit, and a process started later inherits it."""
+        self.reader_gone = True
+        try:
+            null = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(null, self._stream.fileno())
+            finally:
+                os.close(null)
+        except (OSError, ValueError, AttributeError):  # a stream with no descriptor of its own
+            pass
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+@contextmanager
+def past_a_closed_pipe() -> Iterator[None]:
+    """Run with stdout and stderr as `PastAClosedPipe`s (the streams as they were after)."""
+    saved = sys.stdout, sys.stderr
+    guards = PastAClosedPipe(sys.stdout), PastAClosedPipe(sys.stderr)
+    sys.stdout, sys.stderr = guards  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        for guard in guards:
+            guard.flush()
+        sys.stdout, sys.stderr = saved

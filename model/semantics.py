@@ -10,13 +10,14 @@ what a spec means; only on arithmetic, which `tests/test_agreement.py` checks st
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import operator
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 from ledgercheck.model import ir
 from ledgercheck.model.errors import LedgercheckError
-from ledgercheck.model.operators import Operators
+from ledgercheck.model.operators import COMPARISONS, Operators
 from ledgercheck.model.spec import Action, Event, Spec, VarDecl
 
 V = TypeVar("V")
@@ -132,6 +133,10 @@ class CallRecord(Generic[V]):
     that holds names the error raised: what a trace shows)."""
 
 
+Code = Callable[["Frame[V]", Mapping[Key, V]], V]
+"""A compiled expression: its value in a frame and a store."""
+
+
 @dataclass
 class Effects(Generic[V]):
     calls: list[CallRecord[V]] = field(default_factory=list)
@@ -149,6 +154,11 @@ class Machine(Generic[V]):
         self.shards = shards
         self.shard_field_names = tuple(v.name for v in spec.shard_vars)
         self.true = backend.const(True, ir.BOOL)
+        # Expressions compiled to functions (`_compile`); plain Python values take the
+        # operators directly (the same ones `ConcreteBackend` applies, from `Operators`).
+        self._plain = type(backend) is ConcreteBackend
+        self._code: dict[int, Code[V]] = {}
+        self._kept: list[ir.Expr] = []
 
     # -- state --
 
@@ -161,66 +171,179 @@ class Machine(Generic[V]):
     # -- expressions --
 
     def eval(self, expr: ir.Expr, frame: Frame[V], store: Mapping[Key, V]) -> V:
+        code = self._code.get(id(expr))
+        if code is None:
+            code = self._compile(expr)
+        return code(frame, store)
+
+    def _compile(self, expr: ir.Expr) -> Code[V]:
+        """`expr` as a function of (frame, store), built once per node: the tree is walked
+        when the spec is first run, not at every evaluation (the executable model evaluates
+        the same few guards millions of times in a search)."""
+        code = self._build(expr)
+        self._code[id(expr)] = code
+        self._kept.append(expr)  # the id stays this node's while the machine lives
+        return code
+
+    def _sub(self, expr: ir.Expr) -> Code[V]:
+        code = self._code.get(id(expr))
+        return code if code is not None else self._compile(expr)
+
+    def _build(self, expr: ir.Expr) -> Code[V]:  # noqa: C901 - one case per node type, as in `ir`
         b = self.backend
+        if self._plain:
+            code = self._build_plain(expr)
+            if code is not None:
+                return cast(Code[V], code)
         if isinstance(expr, ir.Const):
-            return b.const(expr.value, expr.type)
+            value, vtype = expr.value, expr.type
+            return lambda f, s: b.const(value, vtype)
         if isinstance(expr, ir.FieldRef):
+            name = expr.name
             if expr.snap is not None:
-                return frame.snaps[expr.snap][expr.name]
-            return store[(self._shard(expr.shard, frame), expr.name)]
+                snap = expr.snap
+                return lambda f, s: f.snaps[snap][name]
+            if expr.shard == "self":
+
+                def own_field(f: Frame[V], s: Mapping[Key, V]) -> V:
+                    if f.self_shard is None:
+                        raise ModelError("a per-shard field was read without a shard")
+                    return s[(f.self_shard, name)]
+
+                return own_field
+            var = expr.shard
+            return lambda f, s: s[(f.shard_vars[var], name)]
         if isinstance(expr, ir.GlobalRef):
-            return store[(None, expr.name)]
+            key: Key = (None, expr.name)
+            return lambda f, s: s[key]
         if isinstance(expr, ir.PolicyRef):
-            return self.policy[expr.name]
+            name = expr.name
+            return lambda f, s: self.policy[name]
         if isinstance(expr, ir.LocalRef):
-            return frame.locals[expr.name]
+            name = expr.name
+            return lambda f, s: f.locals[name]
         if isinstance(expr, ir.ArgRef):
-            return frame.args[expr.name]
+            name = expr.name
+            return lambda f, s: f.args[name]
+        if isinstance(expr, ir.Emitted):
+            name = expr.name
+            return lambda f, s: f.emitted[name]
         if isinstance(expr, ir.Not):
-            return b.not_(self.eval(expr.operand, frame, store))
+            operand = self._sub(expr.operand)
+            return lambda f, s: b.not_(operand(f, s))
         if isinstance(expr, ir.BoolOp):
-            return self._boolop(expr, frame, store)
+            return self._build_boolop(expr)
         if isinstance(expr, ir.Compare):
-            return b.compare(expr.op, self.eval(expr.left, frame, store), self.eval(expr.right, frame, store))
+            left, right = self._sub(expr.left), self._sub(expr.right)
+            op = expr.op
+            return lambda f, s: b.compare(op, left(f, s), right(f, s))
         if isinstance(expr, ir.Arith):
-            return b.arith(expr.op, self.eval(expr.left, frame, store), self.eval(expr.right, frame, store))
+            left, right = self._sub(expr.left), self._sub(expr.right)
+            op = expr.op
+            return lambda f, s: b.arith(op, left(f, s), right(f, s))
         if isinstance(expr, ir.Neg):
-            return b.neg(self.eval(expr.operand, frame, store))
+            operand = self._sub(expr.operand)
+            return lambda f, s: b.neg(operand(f, s))
         if isinstance(expr, ir.InSet):
-            enum = expr.operand.type.enum or ""
-            return b.in_set(self.eval(expr.operand, frame, store), expr.members, enum)
+            operand = self._sub(expr.operand)
+            members, enum = expr.members, expr.operand.type.enum or ""
+            return lambda f, s: b.in_set(operand(f, s), members, enum)
         if isinstance(expr, ir.IsNone):
-            return b.is_none(self.eval(expr.operand, frame, store), expr.operand.type)
+            operand = self._sub(expr.operand)
+            vtype = expr.operand.type
+            return lambda f, s: b.is_none(operand(f, s), vtype)
         if isinstance(expr, ir.IfExp):
-            cond = self.eval(expr.cond, frame, store)
-            decided = b.decide(cond)
-            if decided is not None:
-                return self.eval(expr.then if decided else expr.orelse, frame, store)
-            return b.ite(cond, self.eval(expr.then, frame, store), self.eval(expr.orelse, frame, store))
+            cond, then, orelse = self._sub(expr.cond), self._sub(expr.then), self._sub(expr.orelse)
+
+            def if_exp(f: Frame[V], s: Mapping[Key, V]) -> V:
+                value = cond(f, s)
+                decided = b.decide(value)
+                if decided is not None:
+                    return then(f, s) if decided else orelse(f, s)
+                return b.ite(value, then(f, s), orelse(f, s))
+
+            return if_exp
         if isinstance(expr, ir.QueryRef):
             query = self.spec.queries[expr.name]
             assert query.expr is not None  # only a shard query is a name in an expression
-            inner = Frame(self._shard(expr.shard, frame), frame.shard_vars, frame.args)
-            return self.eval(query.expr, inner, store)
-        if isinstance(expr, ir.Emitted):
-            return frame.emitted[expr.name]
+            body, shard = self._sub(query.expr), expr.shard
+            return lambda f, s: body(Frame(self._shard(shard, f), f.shard_vars, f.args), s)
         if isinstance(expr, ir.Aggregate):
-            values = [self.eval(expr.body, Frame(i, frame.shard_vars, frame.args), store) for i in range(self.shards)]
-            if expr.op == "count":
-                return b.count(values)
-            return b.or_(values) if expr.op == "exists" else b.and_(values)
+            body, op = self._sub(expr.body), expr.op
+
+            def aggregate(f: Frame[V], s: Mapping[Key, V]) -> V:
+                values = [body(Frame(i, f.shard_vars, f.args), s) for i in range(self.shards)]
+                if op == "count":
+                    return b.count(values)
+                return b.or_(values) if op == "exists" else b.and_(values)
+
+            return aggregate
         raise ModelError(f"cannot evaluate {type(expr).__name__}")
 
-    def _boolop(self, expr: ir.BoolOp, frame: Frame[V], store: Mapping[Key, V]) -> V:
+    def _build_plain(self, expr: ir.Expr) -> Code[Any] | None:
+        """The operators on plain Python values, applied directly: the same ones
+        `ConcreteBackend` applies (its `Operators`), without a method call per node. None for
+        a node whose code is the same in every backend."""
+        sub = cast(Callable[[ir.Expr], Code[Any]], self._sub)
+        if isinstance(expr, ir.Const):
+            value = expr.value
+            return lambda f, s: value
+        if isinstance(expr, ir.Not):
+            operand = sub(expr.operand)
+            return lambda f, s: not operand(f, s)
+        if isinstance(expr, ir.Compare):
+            left, right, compare = sub(expr.left), sub(expr.right), COMPARISONS[expr.op]
+            return lambda f, s: compare(left(f, s), right(f, s))
+        if isinstance(expr, ir.Arith):
+            left, right = sub(expr.left), sub(expr.right)
+            arith = operator.add if expr.op == "+" else operator.sub
+            return lambda f, s: arith(left(f, s), right(f, s))
+        if isinstance(expr, ir.InSet):
+            operand, members = sub(expr.operand), expr.members
+            return lambda f, s: operand(f, s) in members
+        if isinstance(expr, ir.IsNone):
+            operand = sub(expr.operand)
+            return lambda f, s: operand(f, s) is None
+        if isinstance(expr, ir.BoolOp):
+            operands = tuple(sub(o) for o in expr.operands)
+            # The first operand that decides it is the value, as in `_build_boolop`.
+            if expr.op == "or":
+
+                def plain_or(f: Frame[Any], s: Mapping[Key, Any]) -> Any:
+                    for operand in operands:
+                        value = operand(f, s)
+                        if value:
+                            return value
+                    return False
+
+                return plain_or
+
+            def plain_and(f: Frame[Any], s: Mapping[Key, Any]) -> Any:
+                for operand in operands:
+                    value = operand(f, s)
+                    if not value:
+                        return value
+                return True
+
+            return plain_and
+        return None
+
+    def _build_boolop(self, expr: ir.BoolOp) -> Code[V]:
         b = self.backend
-        values = []
-        for operand in expr.operands:
-            value = self.eval(operand, frame, store)
-            decided = b.decide(value)
-            if decided is not None and decided == (expr.op == "or"):
-                return value
-            values.append(value)
-        return b.and_(values) if expr.op == "and" else b.or_(values)
+        operands = tuple(self._sub(o) for o in expr.operands)
+        is_or = expr.op == "or"
+
+        def boolop(f: Frame[V], s: Mapping[Key, V]) -> V:
+            values = []
+            for operand in operands:
+                value = operand(f, s)
+                decided = b.decide(value)
+                if decided is not None and decided == is_or:
+                    return value
+                values.append(value)
+            return b.or_(values) if is_or else b.and_(values)
+
+        return boolop
 
     def _shard(self, name: str, frame: Frame[V]) -> int:
         if name == "self":

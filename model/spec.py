@@ -1365,11 +1365,12 @@ class _Builder:
     ) -> tuple[Raise, ...]:
         """`raises = [{ when = "cond", error = "ErrorName" }, ...]`, first match wins; an entry
         with `after` instead of `when` (where `after_allowed`: a call with a body) is read on
-        the record after the call."""
+        the record after the call. `raises = []` raises nothing (a variant that takes its
+        errors away says so)."""
         keys: KeyPath = (*owner, "raises")
         if raw is None:
             return ()
-        if not isinstance(raw, list) or not raw:
+        if not isinstance(raw, list):
             raise self.fail(keys, 'raises must be a list of tables: [{ when = "condition", error = "ErrorName" }]')
         found = []
         for item in raw:

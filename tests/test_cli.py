@@ -271,3 +271,33 @@ def test_a_heartbeat_speaks_now_and_then_and_never_for_a_short_run() -> None:
     now = Heartbeat(chatty, every=0)
     now("mutant 1/3: killed_by_property (40s)")
     assert chatty.getvalue() == "ledgercheck: mutant 1/3: killed_by_property (40s)\n"
+
+
+def test_a_reader_that_leaves_early_does_not_change_the_exit_code(tmp_path):
+    """`ledgercheck ci | head -3` under `set -o pipefail` is judged by the command's verdict:
+    past a closed pipe the output is dropped and the command runs on to its exit code (a
+    trial's failing `gen --check | head -2` exited 0, and `ci` 0 or 1 by how far it got)."""
+    import os
+    import subprocess
+    import sys
+
+    text = SPEC.read_text().replace(
+        'message = "a freshly loaded engine came back from its first refit holding the dead engine\'s verdict"\n'
+        'expect = { as_written = "violated", fixed = "holds", refit_keeps_streak = "holds" }',
+        'message = "a freshly loaded engine came back from its first refit holding the dead engine\'s verdict"\n'
+        'expect = { as_written = "holds", fixed = "holds", refit_keeps_streak = "holds" }',
+    )
+    spec = tmp_path / "spec.toml"
+    spec.write_text(text)
+    command = [sys.executable, "-m", "ledgercheck.model.cli", "check", str(spec), "--variant", "as_written"]
+    command += ["--shards", "2", "--max-depth", "8", "--max-traces", "1", "--no-cache", "--jobs", "1"]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "LEDGERCHECK_CACHE": str(tmp_path / "cache")}
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) as process:
+        assert process.stdout is not None and process.stderr is not None
+        first = process.stdout.readline()
+        process.stdout.close()  # the reader leaves, as `head -1` does
+        errors = process.stderr.read().decode()
+        code = process.wait(timeout=600)
+    assert first, errors
+    assert code == 1, errors
+    assert "Traceback" not in errors and "Exception ignored" not in errors

@@ -313,3 +313,20 @@ def test_a_call_that_raises_where_the_spec_says_it_returns_is_named() -> None:
     ):
         with check.call("record_failure", 0):
             raise ValueError("no")
+
+
+def test_an_empty_raises_list_raises_nothing() -> None:
+    """`raises = []` is a list of no tables: the event raises nothing (a trial's spec wrote
+    it, and a variant may take an event's errors away with it)."""
+    assert RAISES in TEXT
+    spec_file = load_spec_text(TEXT.replace(RAISES, "raises = []"), NAME)
+    assert spec_file.variant().events["allow"].raises == ()
+    patched = TEXT + '\n[variants.base]\n[variants.lenient]\nexpect_like = "base"\n'
+    patched += "[variants.lenient.override.events.allow]\nraises = []\n"
+    both = load_spec_text(patched, NAME)
+    assert both.variant("base").events["allow"].raises != ()
+    assert both.variant("lenient").events["allow"].raises == ()
+    breakers = build_api(both.variant("lenient")).Ledger(shard_count=1, clock=lambda: 0.0, echo=False)
+    for _ in range(3):
+        breakers.record_failure(0)
+    breakers.allow(0)  # open, and the lenient variant refuses nothing

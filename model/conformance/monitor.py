@@ -125,7 +125,11 @@ class LedgerCheck:
         # keeps its own counts, or none (a rollout's count of unavailable replicas was read as
         # its initial 0 forever, and the generated tests failed the class that was right).
         self.hidden_globals = [g.name for g in spec.globals if not hasattr(ledger, g.name)]
-        if len(self.observed) < len(spec.fields) or self.asked is not None or self.hidden_globals:
+        # The others are the ledger's own, and must be what the shadow holds after every step
+        # (as `conform` compares them): a coordinator whose decision stayed PENDING after both
+        # participants voted yes passed every generated test.
+        self.shown_globals = [g.name for g in spec.globals if g.name not in self.hidden_globals]
+        if len(self.observed) < len(spec.fields) or self.asked is not None or spec.globals:
             from ledgercheck.model.interpreter import build_api
 
             api = build_api(spec)
@@ -178,7 +182,7 @@ class LedgerCheck:
                 store[(index, field.name)] = self.normalise.field(field.name, getattr(record, field.name))
         for var in self.spec.globals:
             holder = self.shadow if var.name in self.hidden_globals else self.ledger
-            store[(None, var.name)] = getattr(holder, var.name)
+            store[(None, var.name)] = self.normalise.fleet_value(var.name, getattr(holder, var.name))
         return store
 
     def callers_would_call(self, event: str, shard: int, **args: Any) -> bool:
@@ -302,7 +306,20 @@ class LedgerCheck:
             ignored = {p.name: None for p in params if p.type.kind == "any" and not (p.has_default or p.name in args)}
             self._mirror(getattr(self.shadow, event), shard, {**ignored, **args})
         self._monitor(event, shard, args, before, self.observe(), raised, result)
+        self._fleet_values()
         self._queries()
+
+    def _fleet_values(self) -> None:
+        """Every fleet value the ledger shows, after the current step, as the shadow model
+        (driven by the same calls) holds it."""
+        if self.shadow is None:
+            return
+        for name in self.shown_globals:
+            expected = self.normalise.fleet_value(name, getattr(self.shadow, name))
+            with self._limited():
+                actual = self.normalise.fleet_value(name, getattr(self.ledger, name))
+            if actual != expected:
+                self._fail(f"after {self.current}: the fleet value {name} is {actual!r}, expected {expected!r}")
 
     def _queries(self) -> None:
         """Every query of the spec, asked of the implementation after the current step and

@@ -64,6 +64,8 @@ class Normaliser:
         self._state_names = self._names[spec.state_enum]
         self._field_enums = {f.name: f.type.enum for f in spec.fields if f.type.enum is not None}
         self._field_kinds = {f.name: f.type.kind for f in spec.fields}
+        self._global_enums = {g.name: g.type.enum for g in spec.globals if g.type.enum is not None}
+        self._global_kinds = {g.name: g.type.kind for g in spec.globals}
         self._returned_kinds = {n: e.returns.type.kind for n, e in spec.events.items() if e.returns is not None}
         self._returned_enums = {
             name: event.returns.type.enum
@@ -91,6 +93,12 @@ class Normaliser:
         """A field's value: a string read by the field's own enum (`c1 = "crashed"` is
         CRASHED where its enum's `api_values = "lower"`), whatever the state enum is."""
         return _typed(self(value, self._field_enums.get(name)), self._field_kinds.get(name))
+
+    def fleet_value(self, name: str, value: Any) -> Any:
+        """A fleet value (`[globals]`), read by its own enum as a field is: a class's
+        `Decision.COMMIT` or `"commit"` is COMMIT (they were compared raw, and a class that
+        kept its decision as an enum member diverged at its first step)."""
+        return _typed(self(value, self._global_enums.get(name)), self._global_kinds.get(name))
 
     def returned(self, event: str, value: Any) -> Any:
         """What a call of `event` returned, read by the enum of its `returns`, if one (a value
@@ -226,7 +234,7 @@ class Observer:
             for api, query in self.fleet_queries.items():
                 obs[("query", api)] = self._fleet_query(ledger, query)
             for name in self.fleet_values:
-                obs[("global", name)] = getattr(ledger, name)
+                obs[("global", name)] = norm.fleet_value(name, getattr(ledger, name))
         except Exception as exc:
             obs[("observe",)] = f"raised {type(exc).__name__}: {exc}"
         return obs
