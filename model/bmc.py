@@ -715,6 +715,11 @@ def check_property(
             result.status, result.engine, result.invariant = Status.PROVED, "spacer", invariant
             scope = proved_for.phrase(shards)
             result.note = f"proved by spacer for {scope} (an inductive invariant exists)"
+        elif answer == z3.unsat and prove:
+            # Refuted beyond the depth asked: a proof was asked for, so the answer is the
+            # violation (a budget refill that broke a property at depth 15 read "holds up to
+            # depth 12" under --prove), with its trace where a deeper search finds it.
+            return _refuted_beyond(spec, environment, prop, result, shards, policy, max_depth, max_traces, timeout)
         result.region_depth = max_depth
     if searches_lax and result.status != Status.UNKNOWN:
         if proved_lax:  # a property that holds even without the contracts has no trace outside them
@@ -783,3 +788,48 @@ def policy_region(
             key = "violated" if value in covered[name] else "holds_to_depth"
             region[name][key].append(value)
     return region
+
+
+REFUTED_DEPTH_FACTOR = 4
+"""How much deeper than the depth asked the trace of a property Spacer refuted is searched
+for (as `prove` searches for it)."""
+
+
+def _refuted_beyond(
+    spec: Spec,
+    environment: str,
+    prop: Property,
+    searched: Result,
+    shards: int,
+    policy: Mapping[str, int] | None,
+    max_depth: int,
+    max_traces: int,
+    timeout: float | None,
+) -> Result:
+    """A property the bounded search found no violation of up to `max_depth` and Spacer
+    refuted: violated, with the shortest trace a deeper search finds (or none, and a note)."""
+    deeper = check_property(
+        spec,
+        environment,
+        prop,
+        shards=shards,
+        policy=policy,
+        max_depth=REFUTED_DEPTH_FACTOR * max(max_depth, 1),
+        max_traces=max_traces,
+        timeout=timeout,
+        lax=False,
+    )
+    if deeper.status == Status.VIOLATED:
+        deeper.note = (
+            f"no violation up to depth {max_depth}; spacer refuted it, and a deeper search found the trace "
+            f"at depth {deeper.depth}"
+        )
+        deeper.seconds += searched.seconds
+        return deeper
+    searched.status = Status.VIOLATED
+    searched.engine = "spacer"
+    searched.note = (
+        f"no violation up to depth {max_depth}; spacer refuted it, beyond the deeper search's depth "
+        f"{REFUTED_DEPTH_FACTOR * max(max_depth, 1)} (no trace)"
+    )
+    return searched

@@ -177,6 +177,8 @@ def ci_command(
         branches = _search_branches_beside(spec_file)
         verdict_step, verdicts = _verdicts(spec_file, heard)
         steps.append(verdict_step)
+        say("ci: proving what held up to the verdicts' depth")
+        steps.append(_undecided_if_spent("proofs", lambda: _proofs(spec_file, verdicts, heard)))
         say("ci: is generated_tests/ what the spec produces now?")
         searching = time.monotonic()
         while branches.is_alive():  # a search that cannot reach a branch runs to its bounds
@@ -186,7 +188,7 @@ def ci_command(
                 f"ci: the drift step waits for the coverage tests' search (the shortest trace to every branch), "
                 f"{seconds:.0f} s after the verdicts"
             )
-        steps.append(_drift(spec_file, out_dir, verdicts))
+        steps.append(_undecided_if_spent("generated tests up to date", lambda: _drift(spec_file, out_dir, verdicts)))
         started_names = {name for name, _ in children}
         for name, child in children:
             say(f"ci: waiting for {name}")
@@ -202,7 +204,14 @@ def ci_command(
                 else f"no {out_dir.name}/ directory"
             )
             steps.append(Step(name, SKIPPED, why))
-    order = ["verdicts", "generated tests up to date", "tests vs model", "tests vs implementation", "conformance"]
+    order = [
+        "verdicts",
+        "proofs",
+        "generated tests up to date",
+        "tests vs model",
+        "tests vs implementation",
+        "conformance",
+    ]
     steps.sort(key=lambda s: order.index(s.name))
     _reference_note(spec_file, steps)
     if steps[0].status == FAILED:  # a mismatch: `gen` refuses, so stale tests are not "run gen" yet
@@ -325,24 +334,90 @@ def _verdicts(spec_file: SpecFile, progress: Any) -> tuple[Step, Verdicts]:
         step.headline += f"; {len(step.notes)} vacuous (below)"
     step.status = FAILED if mismatches else UNDECIDED if unknown else PASSED
     if flagged:
-        from ledgercheck.model.figure import trace_figure
-        from ledgercheck.model.textout import outside_contracts_note, verdict_line
-
-        lines: list[str] = []
-        for result in flagged:
-            spec = spec_file.variant(result.variant)
-            prop = spec.properties[result.property]
-            lines.append(verdict_line(result, True))
-            lines.append(f"   {prop.doc}")
-            for trace in result.traces[:1]:
-                lines.append(f"-- shortest trace, {trace.length}: {prop.message}")
-                lines.append(trace_figure(trace, spec, prop=prop))
-                note = outside_contracts_note(trace, prop)
-                if note:
-                    lines.append(note)
-            lines.append("")
-        step.detail = "\n".join(lines)
+        step.detail = _traces_of(spec_file, flagged)
     return step, verdicts
+
+
+def _traces_of(spec_file: SpecFile, results: list[Any]) -> str:
+    """Each result's verdict line, its property's doc and its shortest trace: what a step
+    that failed on verdicts prints below the summary."""
+    from ledgercheck.model.figure import trace_figure
+    from ledgercheck.model.textout import outside_contracts_note, verdict_line
+
+    lines: list[str] = []
+    for result in results:
+        spec = spec_file.variant(result.variant)
+        prop = spec.properties[result.property]
+        lines.append(verdict_line(result, True))
+        lines.append(f"   {prop.doc}")
+        for trace in result.traces[:1]:
+            lines.append(f"-- shortest trace, {trace.length}: {prop.message}")
+            lines.append(trace_figure(trace, spec, prop=prop))
+            note = outside_contracts_note(trace, prop)
+            if note:
+                lines.append(note)
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _undecided_if_spent(name: str, run: Callable[[], Step]) -> Step:
+    """A step run under the command's budget: where the budget runs out in it, the step is
+    undecided and says so, and the summary of every step is still printed (the drift step
+    stopped `ci` with one line on stderr, and no summary, when the budget ran out in it)."""
+    begin = time.monotonic()
+    try:
+        return run()
+    except budget.BudgetExhausted as exc:
+        return Step(name, UNDECIDED, str(exc), time.monotonic() - begin, [f"UNDECIDED {name}: {exc}"])
+
+
+def _proofs(spec_file: SpecFile, verdicts: Verdicts, progress: Any) -> Step:
+    """Every verdict that held up to the verdicts' depth where the spec expects it to hold,
+    proved (`check --prove --engine auto`: Spacer, k-induction, or an exhausted explicit
+    search). A violation past that depth fails the run as a mismatch does: a budget refill
+    that let a slot exceed its restarts at depth 15 passed a `ci` that searched to depth 12,
+    and `prove` refuted it in under a second. What no engine proves stays what the verdict
+    said, held up to the depth, and is named below the summary: never a proof."""
+    from ledgercheck.codegen.gate import verdict_request
+    from ledgercheck.model.result import Status
+    from ledgercheck.model.runs import run_checks
+
+    step = Step("proofs")
+    bounded = {
+        (r.variant, r.property, r.environment): r
+        for r in verdicts.results.values()
+        if r.status == Status.HOLDS_TO_DEPTH and outcome(r) != "mismatch"
+    }
+    proved_before = sum(r.status == Status.PROVED for r in verdicts.results.values())
+    if not bounded:
+        step.status = PASSED
+        step.headline = f"nothing to prove: {proved_before} verdict(s) proved as they were checked"
+        return step
+    begin = time.monotonic()
+    depth = spec_file.variant().search_depth(None, DEFAULT_DEPTH)
+    # One trace: a verdict needs no more, and the fields that tell traces apart would widen what
+    # the explicit search keeps, where it would otherwise exhaust the states that matter.
+    request = verdict_request(spec_file, depth, 1).overlay(prove=True, engine="auto")
+    results = run_checks(request, progress, only=lambda job: job in bounded)
+    step.seconds = time.monotonic() - begin
+    refuted = [r for r in results if outcome(r) == "mismatch"]
+    proved = [r for r in results if r.status == Status.PROVED]
+    left = [r for r in results if r not in refuted and r not in proved]
+    step.headline = (
+        f"{len(proved)} of the {len(bounded)} verdict(s) that held up to depth {depth} proved "
+        f"({proved_before} proved as they were checked)"
+    )
+    step.failures = [f"MISMATCH  {mismatch_line(r)} (past the verdicts' depth {depth})" for r in refuted]
+    if left:
+        step.headline += f"; {len(left)} held up to depth {depth} only (below)"
+        step.notes = [
+            f"held up to depth {depth}, not proved: {r.variant} / {r.property} ({r.environment})" for r in left
+        ]
+    spent = budget.active().exhausted(memory=False)
+    step.status = FAILED if refuted else UNDECIDED if spent is not None and left else PASSED
+    if refuted:
+        step.detail = _traces_of(spec_file, refuted)
+    return step
 
 
 def _drift(spec_file: SpecFile, out_dir: Path, verdicts: Verdicts) -> Step:

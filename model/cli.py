@@ -21,7 +21,7 @@ from typing import Any
 
 from ledgercheck.model import budget, console, executor, resultcache
 from ledgercheck.model.console import progress_for
-from ledgercheck.model.errors import EXIT_OK, EXIT_UNKNOWN, LedgercheckError, UsageError
+from ledgercheck.model.errors import EXIT_MISMATCH, EXIT_OK, EXIT_UNKNOWN, LedgercheckError, UsageError
 from ledgercheck.model.formats import CHECK_FORMATS, REPLAY_FORMATS, render_check
 from ledgercheck.model.result import Result
 from ledgercheck.model.runs import (
@@ -627,7 +627,9 @@ def _main(parser: argparse.ArgumentParser, ns: argparse.Namespace, first_run: bo
         spent = limits.spent
         if spent is not None:
             print(f"ledgercheck: the {spent} ran out; the results above are what was established", file=sys.stderr)
-            return EXIT_UNKNOWN
+            # A failure found before the budget ran out stands (`ci` FAILED and exited 3): what
+            # was not established is undecided, what was is not undone.
+            return code if code == EXIT_MISMATCH else EXIT_UNKNOWN
         return code
     except LedgercheckError as exc:
         print(f"ledgercheck: {exc}", file=sys.stderr)

@@ -1334,7 +1334,8 @@ def explicit_check_all(
                 paths = [path]
                 if max_traces > 1 and found > 0:  # at depth 0 there is one trace: the initial state
                     try:
-                        paths, pairs = _views(single, found, max_depth, max_traces, deadline)
+                        # a proof's search may find it past max_depth: its own depth, then
+                        paths, pairs = _views(single, found, max(found, max_depth), max_traces, deadline)
                     except _Timeout:
                         note += "; the search for distinct views timed out"
                     else:
@@ -1342,6 +1343,7 @@ def explicit_check_all(
                             note += "; the search for distinct views timed out after the shortest depth"
                         else:
                             note += f"; {pairs} (state, view) pairs searched for distinct views"
+                paths = paths or [path]
                 traces = sorted((single.replay(p, 0) for p in paths), key=lambda t: (t.depth, _trace_key(t)))
                 traces = traces[: max(1, max_traces)]
                 depth = traces[0].depth

@@ -22,3 +22,13 @@ LEDGER_GENERATED = LEDGER_DIR / "generated_tests"
 BUNDLED_SPEC = ROOT / "spec" / "fleet_health.toml"
 BUNDLED_GENERATED = ROOT / "generated_tests"
 LEDGER_EXAMPLES = ROOT / "spec" / "examples"
+
+BUDGET_REFILL = """
+[events.record_healthy_period]
+call = "record_healthy_period(i)"
+ignore_when = "state != HEALTHY"
+requires = "state == HEALTHY"
+body = "restart_attempts = 0"
+"""
+"""A ledger engineer's change (a trial's), appended to the ledger: a healthy period refills a
+slot's restart budget, so a slot restarts past it, first at depth 15, past the verdicts' 12."""

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from caches import own_caches
-from ledger_fixture import LEDGER_GENERATED, LEDGER_SPEC
+from ledger_fixture import BUDGET_REFILL, LEDGER_GENERATED, LEDGER_SPEC
 
 ROOT = Path(__file__).resolve().parents[1]
 CLEAN = str(ROOT / "tests" / "impl" / "fleet_health_clean.py") + ":GenerationFleetHealth"
@@ -370,3 +370,18 @@ def test_drift_is_one_line_naming_what_changed_in_the_spec(tmp_path: Path) -> No
     assert _drift_line(out, names[:1], changes[:1], "text only") == (
         "DRIFT     generated_tests/test_0.py (text only; the spec's meaning changed: event recv_fin)"
     )
+
+
+def test_a_violation_past_the_verdicts_depth_fails_the_run(tmp_path: Path) -> None:
+    """`ci` passed the refill once `gen` had run (every verdict held to depth 12), and `prove`
+    refuted it in under a second. The proofs step proves what held, and fails on this."""
+    spec = project_copy(tmp_path)
+    spec.write_text(spec.read_text(encoding="utf-8") + BUDGET_REFILL, encoding="utf-8")
+    run = ci(spec, cache=tmp_path / "cache")
+    assert run.returncode == 1, run.stdout + run.stderr
+    head = run.stdout.split("\n\n", 1)[0]
+    assert (
+        "MISMATCH  fixed / restarts_stay_within_budget (ledger): violated, the spec expects holds; "
+        "shortest trace 15 steps (past the verdicts' depth 12)"
+    ) in head, head
+    assert re.search(r"\n  proofs +FAILED ", run.stdout), run.stdout

@@ -8,11 +8,13 @@ from pathlib import Path
 import pytest
 import z3
 from budgets import Tripping
-from ledger_fixture import LEDGER_SPEC
+from ledger_fixture import BUDGET_REFILL, LEDGER_SPEC
 from tiers import fast_slice
 
-from ledgercheck.model import budget, diff, prove
+from ledgercheck.model import budget, diff, prove, resultcache
 from ledgercheck.model.errors import Undecided, UsageError
+from ledgercheck.model.result import Status
+from ledgercheck.model.runs import CheckRequest, run_checks
 from ledgercheck.model.spec import load_spec, load_spec_text
 
 HEADLINE = "no_condemnation_by_inherited_streak"
@@ -217,3 +219,24 @@ def test_prove_at_every_policy_answers_a_liveness_property_unknown_and_proves_th
     out = capsys.readouterr().out
     assert "restart_always_ends" in out and "UNKNOWN (a liveness property is proved at a concrete" in out, out
     assert re.search(r"retire_retires +ledger +PROVED", out), out
+
+
+@pytest.mark.parametrize("engine", ["z3", "auto"])
+def test_check_prove_reports_a_violation_past_the_depth(engine: str) -> None:
+    """`check --prove` where the bounded search found nothing to depth 12 and the property
+    breaks at 15 (a refilled restart budget): the z3 engine read Spacer's refutation as
+    "holds up to depth 12", and `auto`'s explicit search, which found it past the depth,
+    crashed looking for more traces there. Both report the violation and its trace."""
+    spec_file = load_spec_text(LEDGER_SPEC.read_text(encoding="utf-8") + BUDGET_REFILL, "refill.toml")
+    request = CheckRequest(
+        spec_file,
+        variants=("fixed",),
+        properties=("restarts_stay_within_budget",),
+        environment="ledger",
+        prove=True,
+        engine=engine,
+    )
+    with resultcache.afresh():
+        [result] = run_checks(request)
+    assert result.status == Status.VIOLATED and result.expected == "holds", result.note
+    assert result.traces and result.traces[0].depth == 15, result.note
