@@ -673,6 +673,7 @@ def write_tests(out_dir: Path, files: Mapping[str, str]) -> list[str]:
     except OSError as exc:
         raise GenerationError(f"cannot create {out_dir}: {exc.strerror}") from None
     with _lock(out_dir):
+        budget.stop_if_interrupted()  # Ctrl-C during the run: nothing is written, wherever it was raised
         for name in files:
             target = out_dir / name
             if target.exists() and not is_generated(target):

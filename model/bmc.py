@@ -206,7 +206,7 @@ class Checker:
                     note = f"the {spent} ran out at depth {depth}; holds up to depth {max(depth - 1, 0)}"
                     return self._result(Status.UNKNOWN, max(depth - 1, 0), traces + found_here, start, note)
                 try:
-                    answer = self.solver.check(goal)
+                    answer = budget.answered(self.solver, self.solver.check(goal))
                 except z3.Z3Exception as exc:  # e.g. the memory cap
                     note = f"the solver stopped at depth {depth}: {exc}; holds up to depth {max(depth - 1, 0)}"
                     return self._result(Status.UNKNOWN, max(depth - 1, 0), traces + found_here, start, note)
@@ -768,7 +768,7 @@ def policy_region(
 
     if budget.limit_solver(checker.solver, timeout) is not None:
         return region
-    answer = checker.solver.check(flag)
+    answer = budget.answered(checker.solver, checker.solver.check(flag))
     if answer == z3.unsat:
         for name, decl in spec.policy.items():
             region[name]["holds_to_depth"] = list(range(decl.min, decl.max + 1))
@@ -780,7 +780,7 @@ def policy_region(
             if value not in covered[name]:
                 if budget.limit_solver(checker.solver, timeout) is not None:
                     return region
-                answer = checker.solver.check(flag, policy_vars[name] == value)
+                answer = budget.answered(checker.solver, checker.solver.check(flag, policy_vars[name] == value))
                 if answer == z3.sat:
                     record(checker.solver.model())
                 elif answer == z3.unknown:

@@ -23,6 +23,7 @@ import argparse
 import contextlib
 import os
 import resource
+import signal
 import sys
 import threading
 import time
@@ -111,7 +112,10 @@ class Budget:
     def exhausted(self, memory: bool = True, extra_mib: float = 0.0) -> str | None:
         """The budget that ran out ("time budget (600 s)", "memory budget (4096 MiB)"), or
         None. `memory=False` checks the clock only (a cheap check for tight loops);
-        `extra_mib` is memory the command holds outside this process (its workers)."""
+        `extra_mib` is memory the command holds outside this process (its workers). Where
+        Ctrl-C reached the command, KeyboardInterrupt again (`stop_if_interrupted`): every
+        loop that asks is stopped by it."""
+        stop_if_interrupted()
         if self.spent is None:
             deadline = self.deadline
             if deadline is not None and time.monotonic() >= deadline:
@@ -219,12 +223,69 @@ def limit_solver(solver: Any, per_call: float | None = None) -> str | None:
     Returns the exhausted budget's name instead when nothing is left to spend. The per-call
     `--timeout` is the solver's own parameter, set where the solver is made."""
     del per_call
+    stop_if_interrupted()
     budget = active()
     spent = budget.exhausted()
     if spent is not None:
         return spent
     budget.watch(solver.ctx)
     return None
+
+
+KEYBOARD = "interrupted from keyboard"
+"""Z3's reason for an `unknown` when Ctrl-C reached it: during a solver's check, Z3's own
+handler takes the signal, cancels the check and answers `unknown`, and Python never sees it."""
+
+
+_INTERRUPTED = threading.Event()
+
+
+def interrupted() -> bool:
+    """Whether Ctrl-C reached the running command (`hears_ctrl_c`), wherever it was raised."""
+    return _INTERRUPTED.is_set()
+
+
+def stop_if_interrupted() -> None:
+    """KeyboardInterrupt, again, where Ctrl-C reached the command: its KeyboardInterrupt may
+    have been raised inside a finalizer (a Z3 object's `__del__`, run by the collector
+    anywhere), where Python prints it and goes on."""
+    if _INTERRUPTED.is_set():
+        raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def hears_ctrl_c() -> Iterator[None]:
+    """Run a command remembering Ctrl-C: the handler notes it and raises KeyboardInterrupt as
+    Python's does. A trial's `gen`, interrupted, wrote every file and exited 0 in three runs of
+    ten: the interrupt had been raised in a finalizer and swallowed there. Not where SIGINT is
+    ignored (a background job), nor outside the main thread (a test's thread)."""
+    _INTERRUPTED.clear()
+    previous = signal.getsignal(signal.SIGINT)
+    installed = threading.current_thread() is threading.main_thread() and previous not in (signal.SIG_IGN, None)
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        _INTERRUPTED.set()
+        raise KeyboardInterrupt
+
+    if installed:
+        signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield
+    finally:
+        if installed:
+            signal.signal(signal.SIGINT, previous)
+        _INTERRUPTED.clear()  # the next command in this process (a test's) starts afresh
+
+
+def answered(solver: Any, answer: Any) -> Any:
+    """`answer`, what `solver`'s check returned; KeyboardInterrupt where it is Ctrl-C's
+    `unknown` (`KEYBOARD`), or Ctrl-C reached the command before. Every check goes through
+    here: Z3 turned an interrupt into one undecided verdict and the command went on."""
+    if str(answer) == "unknown" and solver.reason_unknown() == KEYBOARD:
+        _INTERRUPTED.set()
+        raise KeyboardInterrupt
+    stop_if_interrupted()
+    return answer
 
 
 def add_options(parser: argparse.ArgumentParser, memory: bool = True) -> None:

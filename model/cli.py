@@ -609,8 +609,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if first_run:
         args = ["check"]
     ns = parse(parser, args)
-    with console.past_a_closed_pipe():
-        return _main(parser, ns, first_run)
+    with console.past_a_closed_pipe(), budget.hears_ctrl_c():
+        code = _main(parser, ns, first_run)
+        if budget.interrupted() and code != EXIT_UNKNOWN:  # raised where Python swallowed it (a finalizer)
+            print("ledgercheck: interrupted; what was established is above", file=sys.stderr)
+            return EXIT_UNKNOWN
+        return code
 
 
 def _main(parser: argparse.ArgumentParser, ns: argparse.Namespace, first_run: bool) -> int:

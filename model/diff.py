@@ -117,7 +117,7 @@ def shortest_difference(
             progress(f"diff: {established}; searching depth {depth} ({time.monotonic() - began:.0f} s)")
         budget.stop_if_spent(f"the search for a difference at depth {depth}", established)
         budget.limit_solver(solver)
-        answer = solver.check(goal)
+        answer = budget.answered(solver, solver.check(goal))
         if answer == z3.unknown:  # not "no difference": the command cannot answer, and says so
             budget.stop_if_spent(f"the search for a difference at depth {depth}", established)
             raise Undecided(

@@ -154,7 +154,7 @@ def z3_lasso(
             if spent is not None:
                 return not_established(f"the {spent} ran out", k)
             try:
-                verdict = solver.check(goal)
+                verdict = budget.answered(solver, solver.check(goal))
             except z3.Z3Exception as exc:  # e.g. the memory cap
                 return not_established(f"the solver stopped ({exc})", k)
             if verdict == z3.unknown:

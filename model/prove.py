@@ -98,7 +98,7 @@ def _k_induction(
         spent = budget.limit_solver(solver, timeout)
         if spent is not None:
             return Status.UNKNOWN, k, f"k-induction: the {spent} ran out at k={k}"
-        answer = solver.check(*good_prefix, bad)
+        answer = budget.answered(solver, solver.check(*good_prefix, bad))
         if answer == z3.unsat:
             return Status.PROVED, k, ""
         if answer == z3.unknown:

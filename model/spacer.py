@@ -155,7 +155,7 @@ def _solve(
     # shift what Spacer, asked next, finds within its count.
     if trivial and all(is_step for is_step, _ in conditions) and _unsatisfiable(enc, bad_from):
         return z3.sat, z3.BoolVal(True, ctx), bad_from, True
-    answer = solver.check()
+    answer = budget.answered(solver, solver.check())
     if answer != z3.sat:
         spent = budget.active().exhausted() if answer == z3.unknown else None
         why = (f"the {spent} ran out" if spent else solver.reason_unknown()) if answer == z3.unknown else ""
@@ -270,7 +270,7 @@ def _unsatisfiable(enc: Encoding, obligations: Sequence[Any]) -> bool:
     for obligation in obligations:
         solver.push()
         solver.add(obligation)
-        answer = solver.check()
+        answer = budget.answered(solver, solver.check())
         solver.pop()
         if answer != z3.unsat:
             return False

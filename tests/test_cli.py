@@ -301,3 +301,58 @@ def test_a_reader_that_leaves_early_does_not_change_the_exit_code(tmp_path):
     assert first, errors
     assert code == 1, errors
     assert "Traceback" not in errors and "Exception ignored" not in errors
+
+
+class _InterruptedSolver:
+    """What a Z3 solver says after Ctrl-C reached it in a check: Z3's own handler took the
+    signal and cancelled the check."""
+
+    def reason_unknown(self) -> str:
+        return "interrupted from keyboard"
+
+
+def test_ctrl_c_inside_a_solver_call_is_an_interrupt() -> None:
+    """Z3 turns Ctrl-C during a check into an `unknown` answer, and Python never hears it: a
+    trial's `gen` went on, wrote every file and exited 0. Every check's answer goes through
+    `budget.answered`, which raises it again; another unknown (a budget, a timeout) is kept."""
+    import pytest
+
+    from ledgercheck.model import budget
+
+    with budget.hears_ctrl_c():
+        with pytest.raises(KeyboardInterrupt):
+            budget.answered(_InterruptedSolver(), "unknown")
+        assert budget.interrupted()
+        with pytest.raises(KeyboardInterrupt):  # and once heard, any check after it stops too
+            budget.answered(_InterruptedSolver(), "sat")
+    assert not budget.interrupted()
+    assert budget.answered(_InterruptedSolver(), "sat") == "sat"
+
+    class GaveUp(_InterruptedSolver):
+        def reason_unknown(self) -> str:
+            return "canceled"
+
+    assert budget.answered(GaveUp(), "unknown") == "unknown"
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_gen_writes_nothing_and_exits_3(tmp_path):
+    """SIGINT a few seconds into `gen --no-cache` (in a solver call or not): exit 3, the
+    interrupt named, no file written (three of ten tries of a trial's wrote them all)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "generated"
+    command = [sys.executable, "-m", "ledgercheck.model.cli", "gen", str(SPEC), "--out", str(out)]
+    command += ["--no-cache", "--jobs", "1"]
+    env = {**os.environ, "LEDGERCHECK_CACHE": str(tmp_path / "cache")}
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) as process:
+        time.sleep(4.0)
+        process.send_signal(signal.SIGINT)
+        output, errors = process.communicate(timeout=300)
+    assert process.returncode == 3, output + errors
+    assert "interrupted" in errors, errors
+    assert not out.exists() or not any(out.iterdir())
