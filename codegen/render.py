@@ -716,6 +716,33 @@ def drift(out_dir: Path, files: Mapping[str, str]) -> list[str]:
     return lines
 
 
+PYTEST_CONFIG = ("conftest.py", "pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
+"""Files pytest reads beside the tests it runs: configuration and fixtures that can skip,
+deselect or change every test of the folder."""
+
+
+def foreign_files(out_dir: Path) -> list[str]:
+    """The files of `out_dir` `gen` did not write that run with the generated tests: a Python
+    module (a `conftest.py` that skipped every generated test passed `ci`: "102 skipped"), or
+    a configuration pytest reads there. Hand-written tests belong in a folder of their own."""
+    if not out_dir.is_dir():
+        return []
+    found = []
+    for path in sorted(out_dir.iterdir()):
+        if not path.is_file():
+            continue
+        if (path.suffix == ".py" and not is_generated(path)) or path.name in PYTEST_CONFIG:
+            found.append(path.name)
+    return found
+
+
+def foreign_line(out_dir: Path, name: str) -> str:
+    return (
+        f"{out_dir.name}/{name} was not written by `ledgercheck gen`, and pytest runs it with the generated "
+        "tests (it can skip or change every one of them): move it out of the folder"
+    )
+
+
 def nothing_generated(out_dir: Path) -> str | None:
     """Why `out_dir` holds no generated tests at all (no such folder, or none in it), or None:
     a drift there is not a change of anything, the tests were never generated."""
@@ -766,6 +793,11 @@ def cmd_gen(*, spec: str | None, out: str | None, check: bool, progress: bool | 
     count = sum(text.count("\ndef test_") for text in files.values())
     changes = compare(existing_generated(out_dir), files, spec_file, verdicts)
     if check:
+        foreign = foreign_files(out_dir)
+        if foreign:
+            for name in foreign:
+                print(f"{command}: {foreign_line(out_dir, name)}")
+            return EXIT_MISMATCH
         diff = drift(out_dir, files)
         never = nothing_generated(out_dir)
         if diff and never is not None:

@@ -424,7 +424,15 @@ def _drift(spec_file: SpecFile, out_dir: Path, verdicts: Verdicts) -> Step:
     """`gen --check`, from the verdicts already established. With a verdict that differs from
     its expectation there is nothing to compare against: `gen` would refuse to write."""
     from ledgercheck.codegen.changes import compare
-    from ledgercheck.codegen.render import drift, existing_generated, nothing_generated, plan_tests, render_files
+    from ledgercheck.codegen.render import (
+        drift,
+        existing_generated,
+        foreign_files,
+        foreign_line,
+        nothing_generated,
+        plan_tests,
+        render_files,
+    )
 
     step = Step("generated tests up to date")
     if verdicts.mismatches or verdicts.unknown:
@@ -436,6 +444,12 @@ def _drift(spec_file: SpecFile, out_dir: Path, verdicts: Verdicts) -> Step:
         )
         return step
     begin = time.monotonic()
+    foreign = foreign_files(out_dir)
+    if foreign:
+        step.status = FAILED
+        step.headline = f"{len(foreign)} file(s) in {out_dir.name}/ that `gen` did not write run with the tests"
+        step.failures = [f"FOREIGN   {foreign_line(out_dir, name)}" for name in foreign]
+        return step
     files = render_files(spec_file, out_dir, plan_tests(spec_file, verdicts=verdicts))
     diff = drift(out_dir, files)
     step.seconds = time.monotonic() - begin
@@ -496,7 +510,13 @@ def _finish_child(name: str, child: Subprocess, waiting: Callable[[float], None]
     last = lines[-1].strip("= ") if lines else f"exit {code}"
     step.headline = last
     if code == 0 and _finished(name, last):
-        step.status = PASSED
+        left_out = _left_out(name, last)
+        if left_out is None:
+            step.status = PASSED
+            return step
+        step.status = FAILED
+        step.failures = [f"TESTS     {name}: {left_out}"]
+        step.detail = _narrowed(text)
         return step
     if code in (0, EXIT_UNKNOWN):  # no verdict: not a pass, and nothing diverged or failed
         if name == "conformance":  # what it says of itself, not the last line of a reproducer
@@ -599,6 +619,19 @@ def _finished(name: str, last: str) -> bool:
     if name == "conformance":
         return last.endswith("no divergence")
     return _PYTEST_SUMMARY.match(last) is not None
+
+
+def _left_out(name: str, last: str) -> str | None:
+    """What a passing pytest run of the generated tests left unjudged, or None: a skipped or
+    deselected test (the generated tests skip none; a hand-written `conftest.py` or an
+    `addopts` did, and "102 skipped" read as passed)."""
+    if name == "conformance":
+        return None
+    left = re.findall(r"(\d+) (skipped|deselected)", last)
+    if not left:
+        return None
+    counts = ", ".join(f"{count} {word}" for count, word in left)
+    return f"{counts}: the generated tests skip none; something outside them did (a conftest.py, a plugin, addopts)"
 
 
 def _not_yet(line: str) -> str:

@@ -248,6 +248,15 @@ def test_a_child_step_passes_only_with_its_verdict() -> None:
     assert not _finished("conformance", "  enumeration      2 shards, any call, depth 4: 86141 call sequences")
 
 
+def test_a_skipped_or_deselected_generated_test_is_not_a_pass() -> None:
+    from ledgercheck.model.ci import _left_out
+
+    assert _left_out("tests vs model", "98 passed, 4 xfailed in 0.58s") is None
+    assert _left_out("tests vs model", "102 skipped in 0.31s").startswith("102 skipped: ")
+    assert _left_out("tests vs implementation", "1 passed, 101 deselected in 0.2s").startswith("101 deselected: ")
+    assert _left_out("conformance", "3 skipped, no divergence") is None
+
+
 def test_waiting_for_a_child_says_so_while_it_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     """ci in a log printed nothing while it waited for its children (the tests of a slow
     implementation run for minutes): the wait now reports the child's time every WAIT_TICK,
@@ -385,3 +394,25 @@ def test_a_violation_past_the_verdicts_depth_fails_the_run(tmp_path: Path) -> No
         "shortest trace 15 steps (past the verdicts' depth 12)"
     ) in head, head
     assert re.search(r"\n  proofs +FAILED ", run.stdout), run.stdout
+
+
+SKIP_ALL = """
+import pytest
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        item.add_marker(pytest.mark.skip(reason="flaky"))
+"""
+
+
+def test_a_conftest_that_skips_the_generated_tests_fails_the_run(tmp_path: Path) -> None:
+    """A trial's `conftest.py` in generated_tests/ marked every test skipped, and `ci` read
+    "passed, 102 skipped" as a pass (the drift check looked at the generated files only)."""
+    spec = project_copy(tmp_path)
+    (tmp_path / "generated_tests" / "conftest.py").write_text(SKIP_ALL, encoding="utf-8")
+    run = ci(spec, cache=tmp_path / "cache")
+    assert run.returncode == 1, run.stdout + run.stderr
+    head = run.stdout.split("\n\n", 1)[0]
+    assert "FOREIGN   generated_tests/conftest.py was not written by `ledgercheck gen`" in head, head
+    assert "TESTS     tests vs model: " in head and " skipped: the generated tests skip none" in head, head

@@ -423,3 +423,18 @@ def test_a_part_changed_in_every_variant_is_named_once() -> None:
     assert changed_parts(recorded, current) == ["event a (and in variants fixed, next)"]
     current["event a"] = "1"
     assert changed_parts(recorded, current) == ["event a, variants fixed, next"]
+
+
+def test_a_file_gen_did_not_write_is_named_by_gen_check(tmp_path) -> None:
+    """A hand-written module or pytest configuration in the generated tests' folder runs with
+    them (a `conftest.py` can skip them all): `gen --check` names it and fails."""
+    from ledgercheck.codegen.render import foreign_files
+
+    out = tmp_path / "generated_tests"
+    out.mkdir()
+    (out / "test_generated_looking.py").write_text("def test_x():\n    pass\n", encoding="utf-8")
+    (out / "conftest.py").write_text("", encoding="utf-8")
+    (out / "pytest.ini").write_text("[pytest]\naddopts = -k nothing\n", encoding="utf-8")
+    (out / "notes.txt").write_text("kept", encoding="utf-8")
+    assert foreign_files(out) == ["conftest.py", "pytest.ini", "test_generated_looking.py"]
+    assert foreign_files(tmp_path / "absent") == []
