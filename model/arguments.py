@@ -84,6 +84,24 @@ class ArgumentDomain:
         return (*self.fixed, *texts_to_try(self.fixed, held_texts(store, self.texts), base_url(0)))
 
 
+class AtShard(Mapping[Key, Any]):
+    """A fleet's store as the call on `shard` reads it: `(0, field)`, the called instance's
+    field in an `ArgumentDomain`'s keys, is that shard's."""
+
+    def __init__(self, store: Mapping[Key, Any], shard: int) -> None:
+        self.store = store
+        self.shard = shard
+
+    def __getitem__(self, key: Key) -> Any:
+        return self.store[(self.shard, key[1]) if key[0] == 0 else key]
+
+    def __iter__(self) -> Iterator[Key]:
+        return iter(self.store)
+
+    def __len__(self) -> int:
+        return len(self.store)
+
+
 def held_texts(store: Mapping[Key, Any], keys: Iterable[Key]) -> tuple[str, ...]:
     """The strings the variables `keys` hold in `store`, each once, in the order of `keys`."""
     found: list[str] = []
@@ -258,6 +276,7 @@ class Calls:
 
 __all__ = [
     "MAX_INT_VALUES",
+    "AtShard",
     "OTHER_TEXT",
     "ArgumentDomain",
     "Calls",

@@ -71,3 +71,44 @@ def test_the_generated_tests_compare_the_fleet_values_the_class_shows(tmp_path: 
     assert wrong.returncode == 1, wrong.stdout[-3000:]
     assert "the fleet value decision is 'PENDING', expected 'COMMIT'" in wrong.stdout
     shutil.rmtree(out)
+
+
+ABORT_AFTER_COMMIT = CLASS.replace(
+    '            raise DecisionError(f"participant {pid}: cannot abort ({reason}), decision is commit")',
+    "            return",
+)
+"""A coordinator that lets an abort after the COMMIT decision through silently, where the spec
+says it raises: the decision takes both participants' yes votes, which no one-participant
+trace and no depth-4 enumeration reached, and `conform` and `ci` passed it."""
+
+
+def test_a_branch_only_several_instances_reach_is_searched_for_on_the_fleet() -> None:
+    from ledgercheck.codegen import coverage
+    from ledgercheck.model.spec import load_spec
+
+    spec_file = load_spec(FIXTURE / "twopc.toml")
+    spec = spec_file.variant()
+    one = coverage.search(spec_file, spec)
+    missed = [u.branch for u in one.unreached]
+    assert missed and not any(u.proved for u in one.unreached)  # the shards share the decision: no proof on one
+    refusal = next(b for b in missed if b.event == "abort" and b.kind == "raises" and b.taken)
+    fleet = coverage.fleet_search(spec, {}, 2, missed, max_states=1000)
+    assert refusal in fleet.traces
+    trace = fleet.traces[refusal]
+    assert {shard for shard, _, _ in trace} == {0, 1} and trace[-1][1] == "abort"
+
+
+@pytest.mark.slow
+def test_conform_takes_a_branch_only_several_instances_reach(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert ABORT_AFTER_COMMIT != CLASS
+    only_branches = ["--random", "0", "--no-runs", "--no-probes", "--no-policies", "--no-counterexamples"]
+    only_branches += ["--jobs", "1", "--no-cache", "--depth", "1"]
+    folder = _folder(tmp_path, ABORT_AFTER_COMMIT)
+    assert main(["conform", str(folder / "twopc.toml"), *only_branches]) == 1
+    out = capsys.readouterr().out
+    assert "a trace on 2 shards to a branch one shard does not reach" in out, out
+    folder = _folder(tmp_path, CLASS)
+    assert main(["conform", str(folder / "twopc.toml"), *only_branches]) == 0
+    assert "  branches         2 shards: 7 traces to the branches one shard does not reach" in capsys.readouterr().out

@@ -359,7 +359,7 @@ def check(
 
         key = tuple(sorted((name, policy.get(name)) for name in policy_read(spec)))
         if key not in searched:
-            searched[key] = branch_scripts(spec_file, spec, policy, progress)
+            searched[key] = branch_scripts(spec_file, spec, policy, progress, shards=job.shards)
         return searched[key]
 
     at_policy = branches_at(conformance.policy) if branches else None
@@ -408,6 +408,28 @@ def check(
                 f"  branches         1 shard{at}: {len(scripts)} traces to the {traced.reached} of {traced.total} "
                 f"branches the coverage search reaches, {calls} calls ({time.monotonic() - start:.1f} s{search})"
             )
+            if traced.fleet_shards > 1:
+                start = time.monotonic()
+                fleet = plural(traced.fleet_shards, "shard")
+                found = scripts_diverge(
+                    traced.fleet, f"a trace on {fleet} to a branch one shard does not reach{at}", checker
+                )
+                if found is not None:
+                    summary.divergence, summary.checker = found, checker
+                    return summary
+                say(
+                    f"  branches         {fleet}{at}: {len(traced.fleet)} traces to the branches one shard does not "
+                    f"reach, {sum(len(s.calls) for s in traced.fleet)} calls ({time.monotonic() - start:.1f} s; "
+                    f"the search {traced.fleet_seconds:.1f} s)"
+                )
+            if traced.unreached and checker is conformance:
+                shown = "; ".join(traced.unreached[:3]) + (
+                    f"; and {len(traced.unreached) - 3} more" if len(traced.unreached) > 3 else ""
+                )
+                say(
+                    f"  not reached      {plural(len(traced.unreached), 'branch')} no trace reaches (a call of "
+                    f"conform may still take it, by chance): {shown}"
+                )
             if probes:
                 start = time.monotonic()
                 probed = probe_scripts(checker, traced.every)

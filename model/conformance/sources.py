@@ -12,7 +12,7 @@ import os
 import random
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -345,16 +345,30 @@ class Branches:
     total: int
     seconds: float = 0.0
     """How long the coverage search took."""
+    fleet: list[Script] = field(default_factory=list)
+    """The traces, over `fleet_shards` instances, to the branches one instance does not reach
+    (`codegen.coverage.fleet_search`), each one branch's."""
+    fleet_shards: int = 1
+    fleet_seconds: float = 0.0
+    unreached: tuple[str, ...] = ()
+    """The branches no trace reaches (neither search), as `file:line event: what`."""
 
 
 def branch_scripts(
-    spec_file: SpecFile, spec: Spec, policy: Mapping[str, int], progress: Callable[[str], None] | None = None
+    spec_file: SpecFile,
+    spec: Spec,
+    policy: Mapping[str, int],
+    progress: Callable[[str], None] | None = None,
+    shards: int = 1,
 ) -> Branches:
     """The shortest call sequence (on one instance) to every branch of `spec` the coverage
     search reaches at `policy` (`codegen.coverage.search`, as the coverage tests are found),
     with the number of branches reached and of branches in all. The one source that reaches
     each branch however deep it lies: a timeout five ticks away, a retry limit at a policy
-    above the default."""
+    above the default. With `shards` above one, the branches one instance cannot reach are
+    searched for over that many (`codegen.coverage.fleet_search`): a decision that takes every
+    instance's vote."""
+    from ledgercheck.codegen.coverage import fleet_search
     from ledgercheck.codegen.searchcache import search  # the search, only when this source runs
 
     began = time.monotonic()
@@ -378,7 +392,35 @@ def branch_scripts(
     scripts = [
         s for s in every if not any(len(o.calls) > len(s.calls) and o.calls[: len(s.calls)] == s.calls for o in every)
     ]
-    return Branches(scripts, every, len(found.traces), len(found.branches), seconds)
+    missed = [u.branch for u in found.unreached if not u.proved]
+    fleet_scripts: list[Script] = []
+    fleet_seconds = 0.0
+    if missed and shards > 1:
+        began = time.monotonic()
+        fleet = fleet_search(spec, policy, shards, missed, progress)
+        fleet_seconds = time.monotonic() - began
+        for number, branch in enumerate((b for b in missed if b in fleet.traces), 1):
+            calls = []
+            for shard, name, given in fleet.traces[branch]:
+                if name not in spec.events:
+                    calls.append(ticks[name])
+                    continue
+                calls.append(LedgerCall(name, shard, _every_argument(spec.events[name], dict(given))))
+            fleet_scripts.append(Script(f"the trace to branch {number} on {shards} instances", shards, tuple(calls)))
+        missed = [b for b in missed if b not in fleet.traces]
+    unreached = tuple(f"{Path(spec_file.path).name}:{b.line} {b.event}: {b.describe}" for b in missed)
+    fleet_shards = shards if fleet_scripts or fleet_seconds else 1
+    return Branches(
+        scripts,
+        every,
+        len(found.traces),
+        len(found.branches),
+        seconds,
+        fleet_scripts,
+        fleet_shards,
+        fleet_seconds,
+        unreached,
+    )
 
 
 DRAWN_POLICIES = 6

@@ -13,12 +13,13 @@ the called instance holds, plus one it does not."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ledgercheck.model.arguments import (
     MAX_INT_VALUES,
     ArgumentDomain,
+    AtShard,
     argument_domain,
     held_texts,
     text_example,
@@ -27,23 +28,6 @@ from ledgercheck.model.arguments import (
 from ledgercheck.model.reduction import decision_cone
 from ledgercheck.model.semantics import Key
 from ledgercheck.model.spec import Spec
-
-
-class _AtShard(Mapping[Key, Any]):
-    """A store read as the call on `shard` reads it: `(0, field)` is that shard's field."""
-
-    def __init__(self, store: Mapping[Key, Any], shard: int) -> None:
-        self.store = store
-        self.shard = shard
-
-    def __getitem__(self, key: Key) -> Any:
-        return self.store[(self.shard, key[1]) if key[0] == 0 else key]
-
-    def __iter__(self) -> Iterator[Key]:
-        return iter(self.store)
-
-    def __len__(self) -> int:
-        return len(self.store)
 
 
 class IntValues:
@@ -83,7 +67,7 @@ class IntValues:
         domain = self.domains.get((event, param))
         if domain is None:
             return ()
-        values, _ = domain.values(_AtShard(store, shard))
+        values, _ = domain.values(AtShard(store, shard))
         return _ints(values)
 
 
