@@ -2048,7 +2048,7 @@ def _check_example(text: str, fail: Any, keys: KeyPath) -> None:
     try:
         node = ast.parse(text, mode="eval").body
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        raise fail(keys, f"example {text[:80]!r} is not a Python expression") from None
+        raise fail(keys, f"example {text[:80]!r} is not a Python expression{_quote_hint(text)}") from None
     if isinstance(node, ast.Constant):
         return
     if (
@@ -2059,7 +2059,15 @@ def _check_example(text: str, fail: Any, keys: KeyPath) -> None:
         and all(isinstance(a, ast.Constant) for a in node.args)
     ):
         return
-    raise fail(keys, f"example {text!r} must be a literal or a built-in exception of literals")
+    raise fail(keys, f"example {text!r} must be a literal or a built-in exception of literals{_quote_hint(text)}")
+
+
+def _quote_hint(text: str) -> str:
+    """For an example written as bare text (`tcp://db-1:5432`, `alice`): how to write it as
+    the string it means, quoted inside the TOML string."""
+    if text.strip() and not text.strip().startswith(("'", '"')):
+        return f" (a string is quoted inside the TOML string: '\"{text.strip()[:60]}\"')"
+    return ""
 
 
 __all__ = [

@@ -132,7 +132,8 @@ def vacuous_lines(results: Sequence[Result]) -> list[str]:
     lines = []
     for (name, environment, where), variants in groups.items():
         why = (
-            "the verdict counts only those, so it is seen only in its lax traces and conform's any-call pass"
+            "the verdict counts only those, so it checks nothing the verdict counts (outside them, if its when can "
+            "hold there at all, only the lax traces and conform's any-call pass exercise it)"
             if "contracts" in where
             else "so it checks nothing there (a when that cannot happen, or a misread field?)"
         )

@@ -62,6 +62,13 @@ class Bad:
 
 
 BAD: dict[str, Bad] = {
+    # An example written as the bare text it means (a two-phase-commit trial's endpoint)
+    "unquoted-text-example": Bad(
+        """examples = { reason = '"silent during weight transfer"' }""",
+        """examples = { reason = 'tcp://db-1:5432' }""",
+        "reason = 'tcp",
+        ("is not a Python expression", """a string is quoted inside the TOML string: '"tcp://db-1:5432"'"""),
+    ),
     # Hints where a message names what is wrong but not where it belongs (a rollout trial)
     "history-field-read-in-body": Bad(
         RETIRE_BODY,
