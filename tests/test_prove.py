@@ -240,3 +240,22 @@ def test_check_prove_reports_a_violation_past_the_depth(engine: str) -> None:
         [result] = run_checks(request)
     assert result.status == Status.VIOLATED and result.expected == "holds", result.note
     assert result.traces and result.traces[0].depth == 15, result.note
+
+
+def test_check_prove_with_distinct_traces_proves_what_prove_proves() -> None:
+    """`check --prove` asks for three distinct traces by default: the fields that tell traces
+    apart widened what the explicit search kept, which then never ran out of states (it held
+    `full_streak_condemns` to depth 145), where `prove` exhausts 1,067 states."""
+    spec_file = load_spec(LEDGER_SPEC)
+    request = CheckRequest(
+        spec_file,
+        variants=("fixed",),
+        properties=("full_streak_condemns",),
+        environment="ledger",
+        prove=True,
+        engine="auto",
+        max_traces=3,
+    )
+    with resultcache.afresh():
+        [result] = run_checks(request)
+    assert result.status == Status.PROVED, result.note
