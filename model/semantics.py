@@ -144,6 +144,15 @@ class Effects(Generic[V]):
     emits: list[Emission[V]] = field(default_factory=list)
 
 
+def _shard_of(name: str, frame: Frame[Any]) -> int:
+    """The shard a name stands for in `frame`: "self" (the event's), or a shard variable."""
+    if name == "self":
+        if frame.self_shard is None:
+            raise ModelError("a per-shard field was read without a shard")
+        return frame.self_shard
+    return frame.shard_vars[name]
+
+
 class Machine(Generic[V]):
     """Executes a spec's events and environment actions over one backend."""
 
@@ -179,7 +188,9 @@ class Machine(Generic[V]):
     def _compile(self, expr: ir.Expr) -> Code[V]:
         """`expr` as a function of (frame, store), built once per node: the tree is walked
         when the spec is first run, not at every evaluation (the executable model evaluates
-        the same few guards millions of times in a search)."""
+        the same few guards millions of times in a search). No code refers to the machine:
+        a cycle through it would keep every machine, and an encoding's Z3 context, until the
+        collector's rare full pass (a test worker ran out of its 4 GiB memory budget)."""
         code = self._build(expr)
         self._code[id(expr)] = code
         self._kept.append(expr)  # the id stays this node's while the machine lives
@@ -218,7 +229,8 @@ class Machine(Generic[V]):
             return lambda f, s: s[key]
         if isinstance(expr, ir.PolicyRef):
             name = expr.name
-            return lambda f, s: self.policy[name]
+            policy = self.policy
+            return lambda f, s: policy[name]
         if isinstance(expr, ir.LocalRef):
             name = expr.name
             return lambda f, s: f.locals[name]
@@ -267,12 +279,12 @@ class Machine(Generic[V]):
             query = self.spec.queries[expr.name]
             assert query.expr is not None  # only a shard query is a name in an expression
             body, shard = self._sub(query.expr), expr.shard
-            return lambda f, s: body(Frame(self._shard(shard, f), f.shard_vars, f.args), s)
+            return lambda f, s: body(Frame(_shard_of(shard, f), f.shard_vars, f.args), s)
         if isinstance(expr, ir.Aggregate):
-            body, op = self._sub(expr.body), expr.op
+            body, op, shards = self._sub(expr.body), expr.op, self.shards
 
             def aggregate(f: Frame[V], s: Mapping[Key, V]) -> V:
-                values = [body(Frame(i, f.shard_vars, f.args), s) for i in range(self.shards)]
+                values = [body(Frame(i, f.shard_vars, f.args), s) for i in range(shards)]
                 if op == "count":
                     return b.count(values)
                 return b.or_(values) if op == "exists" else b.and_(values)
@@ -346,11 +358,7 @@ class Machine(Generic[V]):
         return boolop
 
     def _shard(self, name: str, frame: Frame[V]) -> int:
-        if name == "self":
-            if frame.self_shard is None:
-                raise ModelError("a per-shard field was read without a shard")
-            return frame.self_shard
-        return frame.shard_vars[name]
+        return _shard_of(name, frame)
 
     # -- statements --
 

@@ -413,3 +413,28 @@ def test_z3_transition_agrees_with_interpreter(path: Path, variant: str, env: st
     assert taken == actions, f"never taken: {sorted(actions - taken)}"
     members = set(spec.enums[spec.state_enum].members)
     assert entered == members, f"never entered: {sorted(members - entered)}"
+
+
+def test_a_machine_is_freed_without_the_collector() -> None:
+    """The compiled expressions of a machine refer to nothing that refers back to it: a cycle
+    kept every machine (and an encoding's Z3 context with it) until the collector's rare full
+    pass, and a test worker ran out of its 4 GiB memory budget."""
+    import gc
+    import weakref
+
+    from ledgercheck.model.interpreter import build_api
+    from ledgercheck.model.spec import load_spec
+
+    api = build_api(load_spec(SPEC_PATH).variant("fixed"))
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        ledger = api.Ledger(shard_count=2, echo=False)
+        ledger.report_failure(0, error=RuntimeError("x"))
+        assert ledger.serving_shards() == [0, 1]
+        machine = weakref.ref(ledger._machine)
+        del ledger
+        assert machine() is None
+    finally:
+        if enabled:
+            gc.enable()
