@@ -608,6 +608,7 @@ def search(
         following: deque[tuple[dict[Key, Any], tuple[Call, ...]]] = deque()
         told = -PROGRESS_EVERY  # one message as each depth begins
         for store, trace in frontier:
+            budget.stop_if_interrupted()
             if progress is not None and len(seen) - told >= PROGRESS_EVERY:
                 told = len(seen)
                 progress(

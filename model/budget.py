@@ -79,6 +79,14 @@ class Budget:
                 self._watch_pid = os.getpid()
                 threading.Thread(target=self._watchdog, name="ledgercheck-budget", daemon=True).start()
 
+    def interrupt_watched(self) -> None:
+        """Interrupt every watched Z3 context now (Ctrl-C): a check in progress answers."""
+        with self._lock:
+            contexts = [ref() for ref in self._watched]
+        for context in contexts:
+            if context is not None:
+                context.interrupt()
+
     def close(self) -> None:
         """Stop the watchdog: the command this budget belongs to has ended, and a thread
         left polling would outlive it (and read /proc for nothing) until the deadline."""
@@ -255,17 +263,23 @@ def stop_if_interrupted() -> None:
 
 @contextlib.contextmanager
 def hears_ctrl_c() -> Iterator[None]:
-    """Run a command remembering Ctrl-C: the handler notes it and raises KeyboardInterrupt as
-    Python's does. A trial's `gen`, interrupted, wrote every file and exited 0 in three runs of
-    ten: the interrupt had been raised in a finalizer and swallowed there. Not where SIGINT is
-    ignored (a background job), nor outside the main thread (a test's thread)."""
+    """Run a command remembering Ctrl-C. The handler notes it and interrupts the solver calls
+    in progress; KeyboardInterrupt is raised where the command next looks at its budget
+    (`stop_if_interrupted`: before every solver call, at every state of a search, before
+    anything is written), not wherever the signal lands. A trial's `gen`, interrupted, wrote
+    every file and exited 0 in three runs of ten: Python's KeyboardInterrupt had been raised
+    in a Z3 object's finalizer and swallowed there (and once, raised there in the middle of
+    freeing a Z3 context, it crashed the process). A second Ctrl-C raises at once. Not where
+    SIGINT is ignored (a background job), nor outside the main thread (a test's thread)."""
     _INTERRUPTED.clear()
     previous = signal.getsignal(signal.SIGINT)
     installed = threading.current_thread() is threading.main_thread() and previous not in (signal.SIG_IGN, None)
 
     def on_sigint(signum: int, frame: Any) -> None:
+        if _INTERRUPTED.is_set():  # a second Ctrl-C: at once, wherever the command is
+            raise KeyboardInterrupt
         _INTERRUPTED.set()
-        raise KeyboardInterrupt
+        active().interrupt_watched()  # a solver call in progress answers now
 
     if installed:
         signal.signal(signal.SIGINT, on_sigint)
