@@ -35,6 +35,7 @@ made expecting its error).
 from __future__ import annotations
 
 import ast
+import dataclasses
 import hashlib
 import re
 import textwrap
@@ -170,6 +171,8 @@ class Branch:
 
 
 Call = tuple[str, tuple[tuple[str, Any], ...]]  # (event, args) on shard 0, or (tick action, ())
+FleetCall = tuple[int, str, tuple[tuple[str, Any], ...]]
+"""A call of the fleet search: (shard, event, args), or (0, tick action, ())."""
 
 
 def _words(text: str) -> str:
@@ -206,6 +209,10 @@ class Coverage:
     depth: int
     gaps: tuple[str, ...] = ()
     """The arguments whose values tried are not as good as every value (`Calls.gaps`)."""
+    fleet_traces: Mapping[Branch, tuple[FleetCall, ...]] = dataclasses.field(default_factory=dict)
+    """The branches one shard does not reach, per branch its shortest trace over
+    `fleet_shards` (`with_fleet`)."""
+    fleet_shards: int = 1
 
     @property
     def unreachable(self) -> tuple[Unreached, ...]:
@@ -674,8 +681,6 @@ def _why_unreached(exhausted: bool, gaps: Sequence[str], states: int, depth: int
     return f"{bounded}; and {tried}" if gaps else bounded
 
 
-FleetCall = tuple[int, str, tuple[tuple[str, Any], ...]]
-"""A call of the fleet search: (shard, event, args), or (0, tick action, ())."""
 FLEET_STATES = 5_000
 """Distinct states the fleet search (`fleet_search`) keeps at most: a two-phase-commit
 coordinator's seven branches that need both participants were reached by 815 (depth 7, 0.3 s),
@@ -759,6 +764,27 @@ def fleet_search(
     return FleetCoverage(shards, traces, len(seen), depth, not frontier)
 
 
+def with_fleet(spec: Spec, found: Coverage, progress: Callable[[str], None] | None = None) -> Coverage:
+    """`found` with the branches one shard did not reach searched for on the spec's fleet
+    (`fleet_search`, at its default policy), where it has more than one shard: those reached
+    get a trace of their own, and a coverage test at that size."""
+    missed = [u.branch for u in found.unreached if not u.proved]
+    if not missed or spec.default_shards < 2:
+        return found
+    fleet = fleet_search(spec, spec.default_policy(), spec.default_shards, missed, progress)
+    ordered = {b: fleet.traces[b] for b in found.branches if b in fleet.traces}
+    searched = (
+        f"; nor on {fleet.shards} shards ({'every' if fleet.exhausted else 'a bounded search of'} "
+        f"{fleet.states} states, up to {fleet.depth} calls)"
+    )
+    unreached = tuple(
+        dataclasses.replace(u, why=u.why + searched) if not u.proved else u
+        for u in found.unreached
+        if u.branch not in ordered
+    )
+    return dataclasses.replace(found, unreached=unreached, fleet_traces=ordered, fleet_shards=fleet.shards)
+
+
 def covered_by(spec: Spec, traces: Sequence[Sequence[Call]], all_branches: Sequence[Branch]) -> set[Branch]:
     """The branches the calls of `traces` take on `spec`'s model (each trace from the start)."""
     index = {b.key: b for b in all_branches}
@@ -837,6 +863,7 @@ __all__ = [
     "covered_by",
     "expect_log",
     "fleet_search",
+    "with_fleet",
     "monitored_property",
     "search",
 ]

@@ -44,7 +44,7 @@ from ledgercheck.model.console import Heartbeat, progress_for
 from ledgercheck.model.errors import EXIT_BAD_INPUT, EXIT_MISMATCH, EXIT_OK, LedgercheckError
 from ledgercheck.model.executor import ExecutorConfig
 from ledgercheck.model.figure import shows_inherited, trace_figure
-from ledgercheck.model.interpreter import Notice, advance_timers, build_api, clock_steps
+from ledgercheck.model.interpreter import Notice, advance_timers, build_api, clock_steps, initial_store
 from ledgercheck.model.result import Status
 from ledgercheck.model.runs import run_checks
 from ledgercheck.model.spec import Event, PropertyKind, Spec, SpecFile, load_spec, reference_variant
@@ -478,45 +478,52 @@ class CoverageTest:
     log: tuple[tuple[str, str], ...] | None
     """The log lines of the branch's call (None: not asserted, for a class bound through
     `[implementation]`, which logs as its library does)."""
+    shards: int = coverage.SHARDS
+    """The ledger's size: one shard, or the fleet a branch one shard does not reach needs."""
+    shard: int = 0
+    """The shard the branch's own call is made on."""
 
 
-def build_coverage_test(spec: Spec, branch: coverage.Branch, trace: Sequence[coverage.Call]) -> CoverageTest:
+def build_coverage_test(
+    spec: Spec, branch: coverage.Branch, trace: Sequence[coverage.FleetCall], shards: int = coverage.SHARDS
+) -> CoverageTest:
     """A test of one branch: after every call the state and the fields it changed (as
-    `build_test` asserts them), after the last one every field and the log lines."""
+    `build_test` asserts them), after the last one every field and the log lines. On
+    `shards` shards, each call on the shard the trace names (a tick on none)."""
     policy = spec.default_policy()
-    machine = coverage.TracingMachine(spec, policy, coverage.SHARDS)
-    store = coverage.start_store(spec, policy)
+    machine = coverage.TracingMachine(spec, policy, shards)
+    store = initial_store(spec, shards, policy, [base_url(i) for i in range(shards)])
     ticks = clock_steps(spec, policy)
     observed = observed_fields(spec)
     steps: list[GeneratedStep] = []
     log: tuple[tuple[str, str], ...] | None = ()
-    for number, (name, arg_items) in enumerate(trace, 1):
-        before = {f: store[(0, f)] for f in observed}
+    for number, (shard, name, arg_items) in enumerate(trace, 1):
+        before = {f: store[(shard, f)] for f in observed}
         if name in ticks:
             advance_timers(spec, store, ticks[name])
-            after = {f: store[(0, f)] for f in observed}
+            after = {f: store[(shard, f)] for f in observed}
             fields = [(f, after[f]) for f in observed if f == spec.state_field or after[f] != before[f]]
-            call = GeneratedCall(name, 0, "", (), ((0, tuple(fields)),), tick=ticks[name])
+            call = GeneratedCall(name, shard, "", (), ((shard, tuple(fields)),), tick=ticks[name])
             unit = spec.clock.unit if spec.clock is not None else ""
             steps.append(GeneratedStep(number, f"{name}: the clock advances {ticks[name]} {unit}", (call,)))
             continue
         event = spec.events[name]
         args = dict(arg_items)
-        effects = machine.run(event, args, store)
-        after = {f: store[(0, f)] for f in observed}
+        effects = machine.run(event, args, store, shard)
+        after = {f: store[(shard, f)] for f in observed}
         last = number == len(trace)
         fields = [(spec.state_field, after[spec.state_field])] if spec.state_field in observed else []
         fields += [(f, after[f]) for f in observed if f != spec.state_field and (last or after[f] != before[f])]
         params = event.signature.params
         monitor = tuple((p.name, pyrepr(args[p.name])) for p in params if p.type.kind != "any" and p.name in args)
-        code = call_code(event, 0, args)
+        code = call_code(event, shard, args)
         notices = [e.notice(c.shard) for c in effects.calls for e in c.emits]
         call = GeneratedCall(
             name,
-            0,
+            shard,
             code,
             monitor,
-            ((0, tuple(fields)),),
+            ((shard, tuple(fields)),),
             arg_items,
             raises=machine.error,
             returns=event.returns is not None and machine.error is None,
@@ -530,8 +537,11 @@ def build_coverage_test(spec: Spec, branch: coverage.Branch, trace: Sequence[cov
     if spec.binding is not None:
         log = None
     summary = f"{branch.event}: {branch.describe}."
+    if shards > coverage.SHARDS:
+        summary += f" On {shards} shards: no call sequence on one shard reaches it."
     source = branch.source(spec.variant)
-    return CoverageTest(f"{branch.event}_{branch.slug}", summary, source, tuple(steps), log)
+    final = trace[-1][0] if trace else 0
+    return CoverageTest(f"{branch.event}_{branch.slug}", summary, source, tuple(steps), log, shards, final)
 
 
 def render_coverage(spec_file: SpecFile, out_dir: Path, found: coverage.Coverage) -> dict[str, str]:
@@ -552,7 +562,9 @@ def render_coverage(spec_file: SpecFile, out_dir: Path, found: coverage.Coverage
     for event in [*spec.events, coverage.HOOK]:
         # every branch has a trace or is reported uncovered or unreachable (`coverage_report`)
         reached = [b for b in found.branches if b.event == event and b in found.traces]
-        tests = [build_coverage_test(spec, b, found.traces[b]) for b in reached]
+        tests = [build_coverage_test(spec, b, [(0, n, a) for n, a in found.traces[b]]) for b in reached]
+        on_fleet = [b for b in found.branches if b.event == event and b in found.fleet_traces]
+        tests += [build_coverage_test(spec, b, found.fleet_traces[b], found.fleet_shards) for b in on_fleet]
         if not tests:
             continue
         files[f"{coverage.MODULE_PREFIX}{event}.py"] = template.render(
@@ -587,7 +599,8 @@ def search_branches(spec_file: SpecFile, progress: Callable[[str], None] | None 
     key = (spec_file.variant().sha256, reference)
     if key not in _SEARCHED:
         _SEARCHED.clear()
-        _SEARCHED[key] = searchcache.search(spec_file, spec_file.variant(reference), progress=progress)
+        spec = spec_file.variant(reference)
+        _SEARCHED[key] = coverage.with_fleet(spec, searchcache.search(spec_file, spec, progress=progress), progress)
     return _SEARCHED[key]
 
 
@@ -598,7 +611,7 @@ def coverage_report(spec_file: SpecFile, command: str) -> list[str]:
     """The branch coverage of the generated suite, replayed on the reference variant's model."""
     found = search_branches(spec_file)
     reference = spec_file.variant(found.variant)
-    covered = coverage.covered_by(reference, list(found.traces.values()), found.branches)
+    covered = coverage.covered_by(reference, list(found.traces.values()), found.branches) | set(found.fleet_traces)
     lines = found.report(spec_file.path, covered)
     return [f"{command}: {lines[0]}", *lines[1:]]
 

@@ -54,6 +54,7 @@ def test_a_fleet_value_that_is_wrong_is_a_divergence(tmp_path: Path, capsys: pyt
     assert "decision" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_the_generated_tests_compare_the_fleet_values_the_class_shows(tmp_path: Path) -> None:
     folder = _folder(tmp_path, CLASS)
     out = folder / "tests"
@@ -70,6 +71,15 @@ def test_the_generated_tests_compare_the_fleet_values_the_class_shows(tmp_path: 
     wrong = pytest_on(f"{stuck}:TwoPhaseCoordinator")
     assert wrong.returncode == 1, wrong.stdout[-3000:]
     assert "the fleet value decision is 'PENDING', expected 'COMMIT'" in wrong.stdout
+    # A branch only two participants reach has a coverage test on two shards: the abort the
+    # COMMIT decision refuses, which a coordinator let through (the generated tests passed it).
+    text = (out / "test_branches_of_abort.py").read_text(encoding="utf-8")
+    assert "On 2 shards: no call sequence on one shard reaches it." in " ".join(text.split())
+    lets_through = folder / "coordinator_abort.py"
+    lets_through.write_text(ABORT_AFTER_COMMIT, encoding="utf-8")
+    abort = pytest_on(f"{lets_through}:TwoPhaseCoordinator")
+    assert abort.returncode == 1, abort.stdout[-3000:]
+    assert "test_branches_of_abort.py::test_abort_raises1_decisionerror" in abort.stdout
     shutil.rmtree(out)
 
 
