@@ -729,7 +729,9 @@ def fleet_search(
     seen = {key(start)}
     frontier: list[tuple[dict[Key, Any], tuple[FleetCall, ...]]] = [(start, ())]
     depth = 0
-    while frontier and len(traces) < len(index) and depth < MAX_DEPTH and len(seen) < max_states:
+    # No depth of its own: the states bound it (a sixth term of a replica set is 25 calls away,
+    # one past the one-shard search's MAX_DEPTH, in a state space of a few hundred states).
+    while frontier and len(traces) < len(index) and len(seen) < max_states:
         depth += 1
         if progress is not None:
             progress(

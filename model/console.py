@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -150,3 +151,26 @@ def past_a_closed_pipe() -> Iterator[None]:
         for guard in guards:
             guard.flush()
         sys.stdout, sys.stderr = saved
+
+
+TICK_SECONDS = 5.0
+"""How often a `Ticker` hands its sink a line (a `Heartbeat` prints one of them every 30 s)."""
+
+
+class Ticker:
+    """A thread that hands `say` what the command is doing, `doing()`, with the seconds since
+    it started, every `every` seconds until `stop()`: a solver call of ten minutes makes no
+    progress messages, and `ci` in a log sat silent for all of them (a trial)."""
+
+    def __init__(self, say: Callable[[str], None], doing: Callable[[], str], every: float = TICK_SECONDS) -> None:
+        self.say, self.doing, self.every = say, doing, every
+        self.began = time.monotonic()
+        self._stopped = threading.Event()
+        threading.Thread(target=self._run, name="ledgercheck-ticker", daemon=True).start()
+
+    def _run(self) -> None:
+        while not self._stopped.wait(self.every):
+            self.say(f"{self.doing()}, {time.monotonic() - self.began:.0f} s into the run")
+
+    def stop(self) -> None:
+        self._stopped.set()

@@ -376,27 +376,16 @@ def _check_one(
                 spec, environment, prop, shards=shards, policy=policy, view=request.view, prove=request.prove
             )
         if choice is not None:
-            from ledgercheck.model.explicit import explicit_check
-
             assert policy is not None
-            found = explicit_check(
-                spec,
-                environment,
-                prop,
-                shards=shards,
-                policy=policy,
-                max_depth=request.max_depth,
-                max_traces=request.max_traces,
-                timeout=request.timeout,
-                prove=request.prove,
-                progress=progress,
-            )
+            found = _explicit(request, spec, environment, prop, shards, policy, progress, request.prove)
             # A probe that neither proved nor refuted leaves the property to the Z3 engines.
             if choice == "search" or found.status in (Status.PROVED, Status.VIOLATED, Status.NOT_APPLICABLE):
                 return found
+    else:
+        choice = None
     from ledgercheck.model import engines  # Z3 loads only when the solver runs
 
-    return engines.check_property(
+    found = engines.check_property(
         spec,
         environment,
         prop,
@@ -412,6 +401,71 @@ def _check_one(
         race_proof=request.engine == "auto",  # the proof race: Spacer in a second process
         lax=request.lax,
     )
+    if (
+        request.prove
+        and request.engine == "auto"
+        and choice is None  # a probe already tried has nothing more to say
+        and prop.kind != PropertyKind.EVENTUALLY
+        and found.status == Status.HOLDS_TO_DEPTH
+        and policy is not None
+        and request.view is None
+    ):
+        return _probed_past_the_depth(request, spec, environment, prop, found, shards, policy, progress)
+    return found
+
+
+def _explicit(
+    request: CheckRequest,
+    spec: Spec,
+    environment: str,
+    prop: Property,
+    shards: int,
+    policy: dict[str, int],
+    progress: Callable[[str], None] | None,
+    prove: bool,
+) -> Result:
+    """The explicit engine's answer to the request's question about `prop`."""
+    from ledgercheck.model.explicit import explicit_check
+
+    return explicit_check(
+        spec,
+        environment,
+        prop,
+        shards=shards,
+        policy=policy,
+        max_depth=request.max_depth,
+        max_traces=request.max_traces,
+        timeout=request.timeout,
+        prove=prove,
+        progress=progress,
+    )
+
+
+def _probed_past_the_depth(
+    request: CheckRequest,
+    spec: Spec,
+    environment: str,
+    prop: Property,
+    found: Result,
+    shards: int,
+    policy: dict[str, int],
+    progress: Callable[[str], None] | None,
+) -> Result:
+    """Where no engine proved a property that held to the depth asked (Spacer gave up, or
+    ran out of its time): the explicit engine on the whole fleet, past the depth, capped at
+    `explicit.PROBE_STATES` states. It finds a violation deeper down (replicas whose shared
+    term passed its limit at depth 24, where `ci`'s proofs spent their 600 s in Spacer), or
+    runs out of states, a proof; else the bounded verdict stands."""
+    if progress is not None:
+        progress(
+            f"{spec.variant} / {prop.name} ({environment}): no proof; the explicit engine past depth {found.depth}"
+        )
+    probed = _explicit(request, spec, environment, prop, shards, policy, progress, prove=True)
+    if probed.status in (Status.VIOLATED, Status.PROVED):
+        probed.note = f"{found.note}; then {probed.note}" if found.note else probed.note
+        probed.seconds += found.seconds
+        return probed
+    return found
 
 
 def explicit_suits(

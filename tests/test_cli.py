@@ -356,3 +356,22 @@ def test_ctrl_c_during_gen_writes_nothing_and_exits_3(tmp_path):
     assert process.returncode == 3, output + errors
     assert "interrupted" in errors, errors
     assert not out.exists() or not any(out.iterdir())
+
+
+def test_a_ticker_speaks_while_nothing_else_does() -> None:
+    """A solver call of ten minutes says nothing: `ci`'s ticker hands its heartbeat what the
+    run is doing every few seconds, until stopped (a trial's log sat silent for 600 s)."""
+    import time
+
+    from ledgercheck.model.console import Ticker
+
+    heard: list[str] = []
+    ticker = Ticker(heard.append, lambda: "ci: proving", every=0.02)
+    deadline = time.monotonic() + 5.0
+    while not heard and time.monotonic() < deadline:
+        time.sleep(0.01)
+    ticker.stop()
+    assert heard and heard[0].startswith("ci: proving, ") and heard[0].endswith(" s into the run")
+    count = len(heard)
+    time.sleep(0.1)
+    assert len(heard) <= count + 1  # stopped: at most the line being said as it stopped
