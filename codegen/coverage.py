@@ -213,6 +213,9 @@ class Coverage:
     """The branches one shard does not reach, per branch its shortest trace over
     `fleet_shards` (`with_fleet`)."""
     fleet_shards: int = 1
+    coupled: tuple[str, ...] = ()
+    """The fleet values a decision reads: where there are none, each shard evolves on its own
+    and what one shard cannot reach no fleet reaches (no fleet search is needed)."""
 
     @property
     def unreachable(self) -> tuple[Unreached, ...]:
@@ -650,7 +653,7 @@ def search(
         for b in all_branches
         if b not in traces
     )
-    return Coverage(spec.variant, all_branches, traces, unreached, len(seen), depth, gaps)
+    return Coverage(spec.variant, all_branches, traces, unreached, len(seen), depth, gaps, coupled=tuple(globals_read))
 
 
 def _why_unreached(exhausted: bool, gaps: Sequence[str], states: int, depth: int, coupled: Sequence[str] = ()) -> str:
@@ -771,7 +774,7 @@ def with_fleet(spec: Spec, found: Coverage, progress: Callable[[str], None] | No
     (`fleet_search`, at its default policy), where it has more than one shard: those reached
     get a trace of their own, and a coverage test at that size."""
     missed = [u.branch for u in found.unreached if not u.proved]
-    if not missed or spec.default_shards < 2:
+    if not missed or spec.default_shards < 2 or not found.coupled:
         return found
     fleet = fleet_search(spec, spec.default_policy(), spec.default_shards, missed, progress)
     ordered = {b: fleet.traces[b] for b in found.branches if b in fleet.traces}

@@ -395,7 +395,7 @@ def branch_scripts(
     missed = [u.branch for u in found.unreached if not u.proved]
     fleet_scripts: list[Script] = []
     fleet_seconds = 0.0
-    if missed and shards > 1:
+    if missed and shards > 1 and found.coupled:  # uncoupled, each shard evolves on its own
         began = time.monotonic()
         fleet = fleet_search(spec, policy, shards, missed, progress)
         fleet_seconds = time.monotonic() - began
