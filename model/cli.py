@@ -339,6 +339,7 @@ def build_parser(args: Sequence[str] | None = None) -> argparse.ArgumentParser:
     )
     prove.add_argument("--max-k", type=int, default=8, help="deepest k for k-induction (default 8)")
     prove.add_argument("-v", "--verbose", action="store_true", help="the engines' notes on verdict lines, whole")
+    executor.add_options(prove)  # the proofs are independent jobs
 
     diff = command(
         "diff",

@@ -34,7 +34,16 @@ from ledgercheck.model.errors import UsageError
 from ledgercheck.model.figure import render_table, trace_figure
 from ledgercheck.model.result import FOCUS, Result, Status
 from ledgercheck.model.spacer import lemma_violation, spacer_proof
-from ledgercheck.model.spec import Property, PropertyKind, Spec, contracts_bind, load_spec, plural, policy_text
+from ledgercheck.model.spec import (
+    Property,
+    PropertyKind,
+    Spec,
+    SpecFile,
+    contracts_bind,
+    load_spec,
+    plural,
+    policy_text,
+)
 
 ENGINES = ("auto", "spacer", "kind", "explicit")
 REFUTE_DEPTH = 12
@@ -413,6 +422,46 @@ def _done(
 # --- command line ------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class _ProofPlan:
+    """What a worker needs for any proof of a `prove` run (sent to each worker once)."""
+
+    spec_file: SpecFile
+    shards: int | None
+    overrides: tuple[tuple[str, int], ...]
+    symbolic: bool
+    timeout: float | None
+    engine: str
+    max_k: int
+
+    def policy_of(self, spec: Spec) -> dict[str, int] | None:
+        return None if self.symbolic else spec.resolve_policy(dict(self.overrides))
+
+    def lost(self, job: tuple[str, str, str], why: str) -> Result:
+        """A proof no worker answered: unknown, saying why (never a pass)."""
+        variant, name, environment = job
+        spec = self.spec_file.variant(variant)
+        fleet = self.shards or spec.default_shards
+        return Result.not_established(spec, spec.property(name), environment, fleet, self.policy_of(spec), why)
+
+
+def _prove_job(plan: _ProofPlan, job: tuple[str, str, str], progress: Callable[[str], None] | None) -> Result:
+    """One proof of a `prove` run, in whichever process runs it."""
+    variant, name, environment = job
+    spec = plan.spec_file.variant(variant)
+    return prove_property(
+        spec,
+        environment,
+        spec.property(name),
+        shards=plan.shards or spec.default_shards,
+        policy=plan.policy_of(spec),
+        timeout=plan.timeout,
+        engine=plan.engine,
+        max_k=plan.max_k,
+        progress=progress,
+    )
+
+
 def prove_command(
     *,
     spec: str | None,
@@ -430,35 +479,24 @@ def prove_command(
     verbose: bool = False,
 ) -> int:
     """`ledgercheck prove`: every (variant, property, environment) asked for, proved or refuted."""
+    from ledgercheck.model import executor
     from ledgercheck.model.runs import environments_for, exit_code, result_json
 
     spec_file = load_spec(spec)
     if symbolic_policy and policy:
         raise UsageError("--symbolic-policy and --policy cannot be combined")
-    overrides = dict(policy)
-    results = []
+    plan = _ProofPlan(spec_file, shards, tuple(policy), symbolic_policy, timeout, engine, max_k)
+    jobs: list[tuple[str, str, str]] = []
+    for name in variant or spec_file.variants:
+        one = spec_file.variant(name)
+        plan.policy_of(one)  # a bad override is refused before any proof starts
+        for prop_name in property or list(one.properties):
+            prop = one.property(prop_name)
+            jobs += [(name, prop_name, env_name) for env_name in environments_for(one, prop, environment)]
     reporter = progress_for(progress)
     try:
-        for name in variant or spec_file.variants:
-            one = spec_file.variant(name)
-            resolved = None if symbolic_policy else one.resolve_policy(overrides)
-            fleet = shards or one.default_shards
-            for prop_name in property or list(one.properties):
-                prop = one.property(prop_name)
-                for env_name in environments_for(one, prop, environment):
-                    results.append(
-                        prove_property(
-                            one,
-                            env_name,
-                            prop,
-                            shards=fleet,
-                            policy=resolved,
-                            timeout=timeout,
-                            engine=engine,
-                            max_k=max_k,
-                            progress=reporter,
-                        )
-                    )
+        # Independent proofs, on the command's executor (`--jobs`, `--executor`), in this order.
+        results = executor.run_all(_prove_job, plan, jobs, executor.active(), plan.lost, reporter)
     finally:
         if reporter is not None:
             reporter.close()

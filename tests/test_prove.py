@@ -259,3 +259,18 @@ def test_check_prove_with_distinct_traces_proves_what_prove_proves() -> None:
     with resultcache.afresh():
         [result] = run_checks(request)
     assert result.status == Status.PROVED, result.note
+
+
+def test_prove_runs_its_proofs_on_the_executor_with_the_same_output(capsys: pytest.CaptureFixture[str]) -> None:
+    """`prove --jobs 2` (two trials' `prove` refused `--jobs`, which every other heavy command
+    takes): the proofs are independent jobs, and the output is the same, in the same order."""
+    from ledgercheck.model import cli
+
+    def run(jobs: str) -> str:
+        argv = ["prove", str(LEDGER_SPEC), "--variant", "fixed", "--environment", "ledger", "--jobs", jobs]
+        assert cli.main(argv) == 0
+        return re.sub(r"in [0-9.]+s", "in Xs", capsys.readouterr().out)
+
+    one = run("1")
+    assert one == run("2")
+    assert "full_streak_condemns" in one and "PROVED" in one
