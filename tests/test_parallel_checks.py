@@ -74,11 +74,11 @@ def test_parallel_progress_names_each_finished_check(spec_file):
 
 def test_the_commands_with_independent_jobs_default_to_one_worker_per_core_and_others_to_one_process():
     parser = cli.build_parser()
-    for command in (["check"], ["report", "--html", "x.html"], ["ci"], ["mutate"], ["conform"], ["gen"]):
+    for command in (["check"], ["report", "--html", "x.html"], ["ci"], ["mutate"], ["conform"], ["gen"], ["prove"]):
         config = executor.for_command(cli.parse(parser, command))
         assert (config.kind, config.local_workers) == ("local", executor.available_cores())
         assert executor.for_command(cli.parse(parser, [*command, "--jobs", "1"])) == executor.SERIAL
-    assert executor.for_command(cli.parse(parser, ["prove"])) == executor.SERIAL
+    assert executor.for_command(cli.parse(parser, ["replay"])) == executor.SERIAL
     assert executor.for_command(cli.parse(parser, ["conform", "--jobs", "3"])) == executor.ExecutorConfig("local", 3)
     assert executor.for_command(cli.parse(parser, ["check", "--executor", "ray"])).kind == "ray"
 
