@@ -769,14 +769,21 @@ def fleet_search(
     return FleetCoverage(shards, traces, len(seen), depth, not frontier)
 
 
-def with_fleet(spec: Spec, found: Coverage, progress: Callable[[str], None] | None = None) -> Coverage:
-    """`found` with the branches one shard did not reach searched for on the spec's fleet
-    (`fleet_search`, at its default policy), where it has more than one shard: those reached
+def with_fleet(
+    spec: Spec,
+    found: Coverage,
+    progress: Callable[[str], None] | None = None,
+    shards: int | None = None,
+    policy: Mapping[str, int] | None = None,
+) -> Coverage:
+    """`found` with the branches one shard did not reach searched for on `shards` (the spec's
+    fleet by default; `fleet_search`, at `policy` over the default), where that is more than one: those reached
     get a trace of their own, and a coverage test at that size."""
+    shards = shards or spec.default_shards
     missed = [u.branch for u in found.unreached if not u.proved]
-    if not missed or spec.default_shards < 2 or not found.coupled:
+    if not missed or shards < 2 or not found.coupled:
         return found
-    fleet = fleet_search(spec, spec.default_policy(), spec.default_shards, missed, progress)
+    fleet = fleet_search(spec, policy or {}, shards, missed, progress)
     ordered = {b: fleet.traces[b] for b in found.branches if b in fleet.traces}
     searched = (
         f"; nor on {fleet.shards} shards ({'every' if fleet.exhausted else 'a bounded search of'} "

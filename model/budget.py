@@ -231,7 +231,6 @@ def limit_solver(solver: Any, per_call: float | None = None) -> str | None:
     Returns the exhausted budget's name instead when nothing is left to spend. The per-call
     `--timeout` is the solver's own parameter, set where the solver is made."""
     del per_call
-    stop_if_interrupted()
     budget = active()
     spent = budget.exhausted()
     if spent is not None:

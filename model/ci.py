@@ -174,16 +174,19 @@ def ci_command(
     say: Callable[[str], None] = heard or (lambda message: None)
     doing = ["ci: checking the verdicts"]
     ticker = Ticker(say, lambda: doing[0])
+
+    def now(what: str) -> None:
+        doing[0] = what
+        say(what)
+
     try:
         children = _start_children(impl, conform_depth, call_timeout, spec_file, out_dir, named_by_spec)
         branches = _search_branches_beside(spec_file)
         verdict_step, verdicts = _verdicts(spec_file, heard)
         steps.append(verdict_step)
-        say("ci: proving what held up to the verdicts' depth")
-        doing[0] = "ci: proving what held up to the verdicts' depth"
+        now("ci: proving what held up to the verdicts' depth")
         steps.append(_undecided_if_spent("proofs", lambda: _proofs(spec_file, verdicts, heard)))
-        say("ci: is generated_tests/ what the spec produces now?")
-        doing[0] = "ci: comparing generated_tests/ with what the spec produces now"
+        now("ci: is generated_tests/ what the spec produces now?")
         searching = time.monotonic()
         while branches.is_alive():  # a search that cannot reach a branch runs to its bounds
             branches.join(WAIT_TICK)
@@ -395,7 +398,7 @@ def _proofs(spec_file: SpecFile, verdicts: Verdicts, progress: Any) -> Step:
 
     step = Step("proofs")
     bounded = {
-        (r.variant, r.property, r.environment): r
+        (r.variant, r.property, r.environment)
         for r in verdicts.results.values()
         if r.status == Status.HOLDS_TO_DEPTH and outcome(r) != "mismatch"
     }

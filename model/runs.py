@@ -377,7 +377,7 @@ def _check_one(
             )
         if choice is not None:
             assert policy is not None
-            found = _explicit(request, spec, environment, prop, shards, policy, progress, request.prove)
+            found = _explicit(request, spec, environment, prop, shards, policy, progress)
             # A probe that neither proved nor refuted leaves the property to the Z3 engines.
             if choice == "search" or found.status in (Status.PROVED, Status.VIOLATED, Status.NOT_APPLICABLE):
                 return found
@@ -422,7 +422,6 @@ def _explicit(
     shards: int,
     policy: dict[str, int],
     progress: Callable[[str], None] | None,
-    prove: bool,
 ) -> Result:
     """The explicit engine's answer to the request's question about `prop`."""
     from ledgercheck.model.explicit import explicit_check
@@ -436,7 +435,7 @@ def _explicit(
         max_depth=request.max_depth,
         max_traces=request.max_traces,
         timeout=request.timeout,
-        prove=prove,
+        prove=request.prove,
         progress=progress,
     )
 
@@ -460,7 +459,7 @@ def _probed_past_the_depth(
         progress(
             f"{spec.variant} / {prop.name} ({environment}): no proof; the explicit engine past depth {found.depth}"
         )
-    probed = _explicit(request, spec, environment, prop, shards, policy, progress, prove=True)
+    probed = _explicit(request, spec, environment, prop, shards, policy, progress)  # request.prove holds here
     if probed.status in (Status.VIOLATED, Status.PROVED):
         probed.note = f"{found.note}; then {probed.note}" if found.note else probed.note
         probed.seconds += found.seconds

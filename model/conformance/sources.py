@@ -368,48 +368,40 @@ def branch_scripts(
     above the default. With `shards` above one, the branches one instance cannot reach are
     searched for over that many (`codegen.coverage.fleet_search`): a decision that takes every
     instance's vote."""
-    from ledgercheck.codegen.coverage import fleet_search
+    from ledgercheck.codegen.coverage import with_fleet
     from ledgercheck.codegen.searchcache import search  # the search, only when this source runs
 
     began = time.monotonic()
     found = search(spec_file, spec, policy, progress)
     seconds = time.monotonic() - began
     ticks = {tick.event: tick for tick in clock_ticks(spec, {**spec.default_policy(), **policy})}
-    sequences: list[tuple[LedgerCall, ...]] = []
-    for branch in found.branches:
-        trace = found.traces.get(branch)
-        if trace is None:
-            continue
-        calls: list[LedgerCall] = []
-        for name, given in trace:
-            if name not in spec.events:
-                calls.append(ticks[name])
-                continue
-            calls.append(LedgerCall(name, 0, _every_argument(spec.events[name], dict(given))))
-        sequences.append(tuple(calls))
+
+    def calls_of(trace: Sequence[tuple[int, str, tuple[tuple[str, Any], ...]]]) -> tuple[LedgerCall | Tick, ...]:
+        return tuple(
+            ticks[name]
+            if name not in spec.events
+            else LedgerCall(name, shard, _every_argument(spec.events[name], dict(given)))
+            for shard, name, given in trace
+        )
+
+    sequences = [calls_of([(0, n, a) for n, a in found.traces[b]]) for b in found.branches if b in found.traces]
     unique = list(dict.fromkeys(sequences))
     every = [Script(f"the trace to branch {n} of {len(unique)}", 1, calls) for n, calls in enumerate(unique, 1)]
     scripts = [
         s for s in every if not any(len(o.calls) > len(s.calls) and o.calls[: len(s.calls)] == s.calls for o in every)
     ]
-    missed = [u.branch for u in found.unreached if not u.proved]
-    fleet_scripts: list[Script] = []
-    fleet_seconds = 0.0
-    if missed and shards > 1 and found.coupled:  # uncoupled, each shard evolves on its own
-        began = time.monotonic()
-        fleet = fleet_search(spec, policy, shards, missed, progress)
-        fleet_seconds = time.monotonic() - began
-        for number, branch in enumerate((b for b in missed if b in fleet.traces), 1):
-            calls = []
-            for shard, name, given in fleet.traces[branch]:
-                if name not in spec.events:
-                    calls.append(ticks[name])
-                    continue
-                calls.append(LedgerCall(name, shard, _every_argument(spec.events[name], dict(given))))
-            fleet_scripts.append(Script(f"the trace to branch {number} on {shards} instances", shards, tuple(calls)))
-        missed = [b for b in missed if b not in fleet.traces]
-    unreached = tuple(f"{Path(spec_file.path).name}:{b.line} {b.event}: {b.describe}" for b in missed)
-    fleet_shards = shards if fleet_scripts or fleet_seconds else 1
+    began = time.monotonic()
+    fleet = with_fleet(spec, found, progress, shards, policy)
+    fleet_seconds = time.monotonic() - began if fleet is not found else 0.0
+    fleet_scripts = [
+        Script(f"the trace to branch {number} on {shards} instances", shards, calls_of(trace))
+        for number, trace in enumerate(fleet.fleet_traces.values(), 1)
+    ]
+    unreached = tuple(
+        f"{Path(spec_file.path).name}:{u.branch.line} {u.branch.event}: {u.branch.describe}"
+        for u in fleet.unreached
+        if not u.proved
+    )
     return Branches(
         scripts,
         every,
@@ -417,7 +409,7 @@ def branch_scripts(
         len(found.branches),
         seconds,
         fleet_scripts,
-        fleet_shards,
+        shards if fleet is not found else 1,
         fleet_seconds,
         unreached,
     )
