@@ -9,6 +9,8 @@ Options (each also by its neutral name, without `ledger-`: `--impl`, `--variant`
                              seconds fails its test, named (default: conform's, 10 s; 0: none)
   --ledger-conform TARGET    add conformance tests of an implementation against the model
                              (`ledgercheck conform` as one test per trace; model.conformance.items)
+  --ledger-outcomes DIR      note what each generated test did, from its check rather than
+                             pytest's reports, in DIR (`ledgercheck ci`; codegen.outcomes)
 The default is the executable model of the variant the test's expectations come from
 (`fixed` for the bundled spec). The fixture `ledger_factory` is also `impl_factory`.
 
@@ -20,7 +22,7 @@ of the model live inside the functions that need them.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -112,6 +114,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="also replay every counterexample of the checker (slow the first time; cached like `conform`)",
     )
+    add(
+        "--ledger-outcomes",
+        default=None,
+        metavar="DIR",
+        help="write what each generated test did, read from its check and not from pytest's reports, to a file "
+        "in DIR (`ledgercheck ci` judges the tests by it)",
+    )
 
 
 _CONFIGURED: dict[str, pytest.Config] = {}
@@ -140,6 +149,21 @@ def pytest_runtest_logstart(nodeid: str, location: tuple[str, int | None, str]) 
         from ledgercheck.codegen import guard
 
         guard.starting(watched, nodeid)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """`--ledger-outcomes DIR`: this process's notes of the generated tests it ran."""
+    folder = session.config.getoption("--ledger-outcomes", default=None)
+    if folder and _NOTES:
+        from ledgercheck.codegen import outcomes
+
+        outcomes.write(Path(folder), _NOTES)
+        _NOTES.clear()
+
+
+_NOTES: list[Any] = []
+"""What each generated test this process ran did (`codegen.outcomes.Note`), under --ledger-outcomes."""
 
 
 @pytest.hookimpl(trylast=True)
@@ -218,7 +242,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 @pytest.fixture
-def ledger_factory(request: pytest.FixtureRequest) -> LedgerFactory:
+def ledger_factory(request: pytest.FixtureRequest) -> Iterator[LedgerFactory]:
     """Builds the implementation under test and the check that watches it.
 
     Against the model (the default, or `--ledger-variant`), a spec whose meaning changed
@@ -233,6 +257,7 @@ def ledger_factory(request: pytest.FixtureRequest) -> LedgerFactory:
     from ledgercheck.model.errors import LedgercheckError
 
     config = request.config
+    checks: list[LedgerCheck] = []
     call_timeout = config.getoption("--ledger-call-timeout")
     limit = CALL_TIMEOUT if call_timeout is None else call_timeout
 
@@ -311,9 +336,37 @@ def ledger_factory(request: pytest.FixtureRequest) -> LedgerFactory:
         )
         if impl_target:  # built and bound: a failure from here on is the calls'
             _known_to_the_reference(request, _spec_file(spec_path), prop, expected_from)
+        checks.append(check)
         return ledger, check
 
-    return make
+    yield make
+    if config.getoption("--ledger-outcomes", default=None):
+        _NOTES.append(_note(request, checks))
+
+
+def _note(request: pytest.FixtureRequest, checks: list[LedgerCheck]) -> Any:
+    """What the test did, from its checks: each ran to its end, or where the first did not."""
+    from ledgercheck.codegen import outcomes
+
+    outcome, message = outcomes.FINISHED, ""
+    if not checks:
+        outcome, message = outcomes.FAILED, "the test made no check (its ledger was not built)"
+    for check in checks:
+        if not check.finished:
+            broke, message = check.failure if check.failure is not None else (False, "")
+            outcome = outcomes.VIOLATED if broke else outcomes.FAILED
+            break
+    node = request.node
+    return outcomes.Note(
+        str(Path(str(node.path)).resolve()),
+        getattr(node, "originalname", node.name),
+        outcome,
+        bool(node.stash.get(_REFERENCE_XFAIL, False)),
+        message,
+    )
+
+
+_REFERENCE_XFAIL: pytest.StashKey[bool] = pytest.StashKey()
 
 
 def _known_to_the_reference(request: pytest.FixtureRequest, spec_file: SpecFile, prop: str, expected_from: str) -> None:
@@ -333,6 +386,7 @@ def _known_to_the_reference(request: pytest.FixtureRequest, spec_file: SpecFile,
             f"violate {prop}; this test expects what {expected_from} does"
         )
         request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
+        request.node.stash[_REFERENCE_XFAIL] = True
 
 
 def _check_binding(impl: Any, spec: Any, shards: int, policy: Mapping[str, int]) -> None:

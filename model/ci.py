@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -78,6 +79,9 @@ class Subprocess:
     process: subprocess.Popen[bytes]
     output: IO[bytes]
     ended: list[float] = field(default_factory=list)
+    outcomes: tuple[Path, Path] | None = None
+    """A run of the generated tests: where its tests note what they did (`--ledger-outcomes`),
+    and the folder of the generated modules whose every test must have a note."""
 
     @classmethod
     def start(cls, argv: list[str], cwd: Path, extra: Mapping[str, str] | None = None) -> Subprocess:
@@ -252,10 +256,14 @@ def _start_children(
     if out_dir.is_dir():
         pytest = [sys.executable, "-m", "pytest", "-q", "-rfE", "-p", "no:cacheprovider", "--no-header"]
         pytest.append(str(out_dir.resolve()))  # run from its parent: a relative --out would be read from there
-        children.append(("tests vs model", Subprocess.start(pytest, out_dir.parent)))
+        runs: list[tuple[str, list[str], Mapping[str, str]]] = [("tests vs model", pytest, {})]
         if impl is not None:
-            against = [*pytest, "--ledger-impl", impl, *limit]
-            children.append(("tests vs implementation", Subprocess.start(against, out_dir.parent, env)))
+            runs.append(("tests vs implementation", [*pytest, "--ledger-impl", impl, *limit], env))
+        for name, argv, extra in runs:
+            notes = Path(tempfile.mkdtemp(prefix="ledgercheck-outcomes-"))
+            child = Subprocess.start([*argv, "--ledger-outcomes", str(notes)], out_dir.parent, extra)
+            child.outcomes = (notes, out_dir)
+            children.append((name, child))
     if impl is not None:
         conform = [
             sys.executable,
@@ -518,13 +526,24 @@ def _waiting_for(name: str, say: Callable[[str], None]) -> Callable[[float], Non
 
 
 def _finish_child(name: str, child: Subprocess, waiting: Callable[[float], None] | None = None) -> Step:
-    code, text, seconds = child.finish(waiting)
+    try:
+        code, text, seconds = child.finish(waiting)
+        unseen = _unseen_outcomes(child) if child.outcomes is not None and code == 0 else []
+    finally:
+        if child.outcomes is not None:
+            shutil.rmtree(child.outcomes[0], ignore_errors=True)
     step = Step(name, seconds=seconds)
     lines = [line for line in text.splitlines() if line.strip()]
     last = lines[-1].strip("= ") if lines else f"exit {code}"
     step.headline = last
     if code == 0 and _finished(name, last):
         left_out = _left_out(name, last)
+        if left_out is None and unseen:
+            step.status = FAILED
+            step.headline = unseen[0]
+            step.failures = [f"TESTS     {name}: {line}" for line in unseen]
+            step.detail = _narrowed(text)
+            return step
         if left_out is None:
             step.status = PASSED
             if name == "conformance":  # what its pass says nothing certain about
@@ -560,6 +579,22 @@ def _finish_child(name: str, child: Subprocess, waiting: Callable[[float], None]
         step.failures = _test_failures(name, lines) or [f"TESTS     {name}: {last}"]
     step.detail = _narrowed(text)
     return step
+
+
+def _unseen_outcomes(child: Subprocess) -> list[str]:
+    """What the generated tests' own notes say pytest's summary did not: a test that never
+    ran, or did not pass though pytest counted no failure (`codegen.outcomes`)."""
+    from ledgercheck.codegen import outcomes
+    from ledgercheck.codegen.render import is_generated
+
+    assert child.outcomes is not None
+    notes, out_dir = child.outcomes
+    modules = sorted(p for p in out_dir.glob("*.py") if p.is_file() and is_generated(p))
+    try:
+        tests = outcomes.expected(modules)
+    except (OSError, SyntaxError, UnicodeDecodeError) as exc:  # pytest read them; something changed since
+        return [f"cannot read the generated tests' source ({exc})"]
+    return outcomes.judge(tests, outcomes.read(notes))
 
 
 def _divergence(lines: list[str], last: str) -> str:

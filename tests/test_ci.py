@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from beside_the_tests import PASS_EVERY_FAILURE
 from caches import own_caches
 from ledger_fixture import BUDGET_REFILL, LEDGER_GENERATED, LEDGER_SPEC
 
@@ -416,3 +417,19 @@ def test_a_conftest_that_skips_the_generated_tests_fails_the_run(tmp_path: Path)
     head = run.stdout.split("\n\n", 1)[0]
     assert "FOREIGN   generated_tests/conftest.py was not written by `ledgercheck gen`" in head, head
     assert "TESTS     tests vs model: " in head and " skipped: the generated tests skip none" in head, head
+
+
+def test_a_conftest_above_the_tests_that_passes_their_failures_fails_the_run(tmp_path: Path) -> None:
+    """A `conftest.py` in the repository's root (outside generated_tests/, where `gen` cannot
+    see it) turned every failure into a pass: pytest said `102 passed` against the class with
+    the bug. The tests' own notes (`codegen.outcomes`) say 40 of them failed."""
+    spec = project_copy(tmp_path)
+    (tmp_path / "conftest.py").write_text(PASS_EVERY_FAILURE, encoding="utf-8")
+    run = ci(spec, "--impl", AS_WRITTEN, cache=tmp_path / "cache")
+    assert run.returncode == 1, run.stdout + run.stderr
+    head = run.stdout.split("\n\n", 1)[0]
+    assert (
+        "TESTS     tests vs implementation: 40 generated test(s) did not pass, though pytest counted no failure" in head
+    ), head
+    assert re.search(r"tests vs implementation +FAILED", run.stdout), run.stdout
+    assert "102 passed" in run.stdout  # what pytest said, in the step's detail

@@ -18,6 +18,7 @@ OPTIONS = [
     ("--ledger-conform-shards", "--conform-shards", 2),
     ("--ledger-conform-random", "--conform-random", 40),
     ("--ledger-conform-seed", "--conform-seed", 7),
+    ("--ledger-outcomes", "--outcomes", "/tmp/notes"),
 ]
 
 
@@ -39,7 +40,7 @@ def test_every_ledger_option_has_an_alias() -> None:
     plugin.pytest_addoption(parser)
     names = [name for group in parser._groups for option in group.options for name in option.names()]
     old = [n for n in names if n.startswith("--ledger-")]
-    assert len(old) == 10 and all(n.replace("--ledger-", "--", 1) in names for n in old)
+    assert len(old) == 11 and all(n.replace("--ledger-", "--", 1) in names for n in old)
     assert _parse("--conform-counterexamples").ledger_conform_counterexamples is True  # type: ignore[attr-defined]
 
 

@@ -114,6 +114,10 @@ class LedgerCheck:
         self.history: dict[Key, Any] = {(i, h.name): h.initial_at(policy) for i in range(shards) for h in spec.history}
         self.normalise = Normaliser(spec)
         self.step = 0
+        self.finished = False
+        """`finish` returned: the test ran to its end (`codegen.outcomes` reads it, not pytest's report)."""
+        self.failure: tuple[bool, str] | None = None
+        """Where the check failed the test: whether on its property, and the failure's first line."""
         self.violation: str | None = None
         self.current = ""
         self._announced = 0  # how many announcements the ledger had made as the current call began
@@ -160,6 +164,7 @@ class LedgerCheck:
             headline = f"{subject}\n  {message}"
             if self.violation is not None:
                 headline += f"\n  meanwhile {self.prop.name}: {self.prop.message}\n  {self.violation}"
+        self.failure = (broke, headline.split("\n", 1)[0])
         if broke:
             raise PropertyViolated(f"{lead}{headline}", pytrace=False)
         pytest.fail(f"{lead}{headline}", pytrace=False)
@@ -430,3 +435,4 @@ class LedgerCheck:
         """The property's own assertion, over everything the monitor saw."""
         if self.violation is not None and self.judges:
             self._fail(self.violation, broke=True)
+        self.finished = True
