@@ -48,6 +48,7 @@ from typing import Any
 from ledgercheck.model import budget, ir
 from ledgercheck.model.arguments import ArgumentDomain, AtShard, Calls, argument_domain
 from ledgercheck.model.interpreter import advance_timers, clock_steps, initial_store
+from ledgercheck.model.reduction import branch_cone
 from ledgercheck.model.semantics import ConcreteBackend, Effects, Frame, Key, Machine
 from ledgercheck.model.spec import HOOK, Event, PropertyKind, Spec, SpecFile
 from ledgercheck.model.trace import base_url
@@ -554,8 +555,31 @@ def start_store(spec: Spec, policy: Mapping[str, int]) -> dict[Key, Any]:
     return initial_store(spec, SHARDS, policy, [base_url(i) for i in range(SHARDS)])
 
 
-def _key(spec: Spec, store: Mapping[Key, Any], globals_read: Sequence[str]) -> tuple[Any, ...]:
-    return tuple(store[(0, f.name)] for f in spec.fields) + tuple(store[(None, g)] for g in globals_read)
+@dataclass(frozen=True)
+class _Cone:
+    """The fields and fleet values a search tells its states apart by (`reduction.branch_cone`):
+    those that can decide a branch. The others only record (a token counted up, a version
+    returned), and two states that differ in them alone reach the same branches in as many calls."""
+
+    fields: tuple[str, ...]
+    fleet: tuple[str, ...]
+
+    @classmethod
+    def of(cls, spec: Spec) -> _Cone:
+        cone = branch_cone(spec)
+        return cls(
+            tuple(f.name for f in spec.fields if ("field", f.name) in cone),
+            tuple(g.name for g in spec.globals if ("global", g.name) in cone),
+        )
+
+    def key(self, store: Mapping[Key, Any]) -> tuple[Any, ...]:
+        """One shard's state, as the one-shard search tells it apart."""
+        return tuple(store[(0, name)] for name in self.fields) + tuple(store[(None, g)] for g in self.fleet)
+
+    def fleet_key(self, store: Mapping[Key, Any], shards: int) -> tuple[Any, ...]:
+        """A fleet's state up to a permutation of its shards."""
+        rows = sorted((tuple(store[(i, n)] for n in self.fields) for i in range(shards)), key=repr)
+        return (*rows, *(store[(None, g)] for g in self.fleet))
 
 
 def policy_read(spec: Spec) -> frozenset[str]:
@@ -606,7 +630,8 @@ def search(
     globals_read = [g.name for g in spec.globals if g.name in read]
     start = start_store(spec, policy)
     traces: dict[Branch, tuple[Call, ...]] = {}
-    seen = {_key(spec, start, globals_read)}
+    cone = _Cone.of(spec)
+    seen = {cone.key(start)}
     frontier: deque[tuple[dict[Key, Any], tuple[Call, ...]]] = deque([(start, ())])
     depth = 0
     exhausted = True
@@ -637,7 +662,7 @@ def search(
                     branch = index.get(outcome)
                     if branch is not None and branch not in traces:
                         traces[branch] = step
-                key = _key(spec, after, globals_read)
+                key = cone.key(after)
                 if key not in seen:
                     seen.add(key)
                     following.append((after, step))
@@ -720,12 +745,10 @@ def fleet_search(
     machine = TracingMachine(spec, policy, shards)
     ticks = clock_steps(spec, policy)
     calls = Calls(spec, ticks, policy)
-    names = [f.name for f in spec.fields]
-    fleet = [g.name for g in spec.globals]
+    cone = _Cone.of(spec)
 
     def key(store: Mapping[Key, Any]) -> tuple[Any, ...]:
-        rows = sorted((tuple(store[(i, n)] for n in names) for i in range(shards)), key=repr)
-        return (*rows, *(store[(None, g)] for g in fleet))
+        return cone.fleet_key(store, shards)
 
     start = initial_store(spec, shards, policy, [base_url(i) for i in range(shards)])
     traces: dict[Branch, tuple[FleetCall, ...]] = {}

@@ -622,6 +622,24 @@ def decision_cone(spec: Spec) -> frozenset[Node]:
     return graph.closure(roots)
 
 
+def branch_cone(spec: Spec) -> frozenset[Node]:
+    """What can decide, now or after more calls, which branch a call takes: `decision_cone`
+    with the `raises` conditions and the state hook's `if`s among its roots. Two states that
+    agree on its fields and fleet values take the same branches under the same calls, and so
+    do their successors: the coverage searches (`codegen.coverage`) keep one of them. A field
+    only what a call returns reads (a lease's token, counted up by every acquire) kept a
+    two-instance search's states apart until its 5,000-state bound."""
+    graph = _Graph(spec, Environment("decisions", "", (), (), any_call=False))
+    roots: set[Node] = set()
+    for event in spec.events.values():
+        ifs = [n.cond for n in ir.walk(list(event.body)) if isinstance(n, ir.If)]
+        whens = [entry.when for entry in event.raises]
+        roots |= graph.reads([event.ignore_when, event.requires, *ifs, *whens], ("event", event.name))
+    hook_ifs = [n.cond for n in ir.walk(list(spec.on_state_change)) if isinstance(n, ir.If)]
+    roots |= graph.reads(hook_ifs, ("hook",))
+    return graph.closure(roots)
+
+
 @dataclass(frozen=True)
 class ArgumentUse:
     """How one argument of an event decides what a call of it does (`argument_use`).
@@ -834,6 +852,7 @@ __all__ = [
     "Node",
     "Reduction",
     "argument_use",
+    "branch_cone",
     "decision_cone",
     "finite_reduction",
     "node_of",

@@ -319,3 +319,20 @@ def test_the_search_says_where_it_stands() -> None:
     beat = Heartbeat(lines.append, every=0.0)
     beat(heard[-1])
     assert lines == [f"ledgercheck: {heard[-1]}"]
+
+
+def test_the_search_tells_states_apart_only_by_what_can_decide_a_branch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A field no decision reads, now or after more calls (the weights' version, the base URL),
+    kept states apart that reach the same branches in as many calls: the search over every
+    field visited 2,125 states, over the branches' cone 666, to the same shortest traces."""
+    spec_file = load_spec(LEDGER_SPEC)
+    spec = spec_file.variant(reference_variant(spec_file))
+    cone = coverage._Cone.of(spec)
+    assert {"weight_version", "base_url"}.isdisjoint(cone.fields) and "state" in cone.fields
+    assert "membership_epoch" not in cone.fleet  # counted by the state hook, read by no decision
+    reduced = coverage.search(spec_file, spec)
+    every = coverage._Cone(tuple(f.name for f in spec.fields), tuple(g.name for g in spec.globals))
+    monkeypatch.setattr(coverage._Cone, "of", classmethod(lambda cls, spec: every))
+    full = coverage.search(spec_file, spec)
+    assert reduced.traces == full.traces and not reduced.unreached and not full.unreached
+    assert reduced.states < full.states, (reduced.states, full.states)
