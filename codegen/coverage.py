@@ -792,6 +792,12 @@ def fleet_search(
     return FleetCoverage(shards, traces, len(seen), depth, not frontier)
 
 
+def needs_fleet(found: Coverage, shards: int) -> bool:
+    """Whether `with_fleet` searches a fleet of `shards`: one shard missed a branch it did not
+    prove unreachable, and a decision reads a fleet value (else each shard evolves alone)."""
+    return shards > 1 and bool(found.coupled) and any(not u.proved for u in found.unreached)
+
+
 def with_fleet(
     spec: Spec,
     found: Coverage,
@@ -803,9 +809,9 @@ def with_fleet(
     fleet by default; `fleet_search`, at `policy` over the default), where that is more than one: those reached
     get a trace of their own, and a coverage test at that size."""
     shards = shards or spec.default_shards
-    missed = [u.branch for u in found.unreached if not u.proved]
-    if not missed or shards < 2 or not found.coupled:
+    if not needs_fleet(found, shards):
         return found
+    missed = [u.branch for u in found.unreached if not u.proved]
     fleet = fleet_search(spec, policy or {}, shards, missed, progress)
     ordered = {b: fleet.traces[b] for b in found.branches if b in fleet.traces}
     searched = (

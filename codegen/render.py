@@ -600,7 +600,8 @@ def search_branches(spec_file: SpecFile, progress: Callable[[str], None] | None 
     if key not in _SEARCHED:
         _SEARCHED.clear()
         spec = spec_file.variant(reference)
-        _SEARCHED[key] = coverage.with_fleet(spec, searchcache.search(spec_file, spec, progress=progress), progress)
+        found = searchcache.search(spec_file, spec, progress=progress)
+        _SEARCHED[key] = searchcache.with_fleet(spec_file, spec, found, progress=progress)
     return _SEARCHED[key]
 
 

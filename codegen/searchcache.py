@@ -3,7 +3,9 @@
 `ledgercheck ci` searches the shortest trace to every branch for its drift step while the
 `conform` it starts searches the same one for its branch traces; `gen`, `gen --check` and a
 second `ci` search it again. On a spec whose clock steps are long the search runs to its
-bounds (tens of seconds, twice at once in `ci`). So a search is kept, keyed by the spec file's
+bounds (tens of seconds, twice at once in `ci`); on a spec whose decisions read a fleet value
+both search a fleet for the branches one instance cannot reach (`with_fleet`). So a search is
+kept, keyed by the spec file's
 text, the variant's compiled form, the policy and the tool (`resultcache`'s key parts, and
 this package's own code: a changed search never reads an entry an older one wrote), in the
 cache of results
@@ -29,6 +31,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
+from ledgercheck.codegen import coverage
 from ledgercheck.codegen.coverage import Coverage
 from ledgercheck.codegen.coverage import search as fresh_search
 from ledgercheck.model import budget, resultcache, speccache
@@ -50,8 +53,33 @@ def search(
     for the same question is there (or is being written by another process, which it waits
     for), else searched and stored."""
     path = _entry(spec_file, spec, policy)
+    return _remembered(path, lambda: fresh_search(spec_file, spec, policy, progress), progress)
+
+
+def with_fleet(
+    spec_file: SpecFile,
+    spec: Spec,
+    found: Coverage,
+    shards: int | None = None,
+    policy: Mapping[str, int] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Coverage:
+    """`coverage.with_fleet(spec, found, progress, shards, policy)`, remembered as `search`
+    is (`found` is `search`'s answer to the same spec, variant and policy): `ci` searches a
+    coupled spec's fleet for its drift step, and the `conform` it starts searches it again
+    for its branch traces."""
+    shards = shards or spec.default_shards
+    if not coverage.needs_fleet(found, shards):
+        return found
+    path = _entry(spec_file, spec, policy, f"fleet of {shards}")
+    return _remembered(path, lambda: coverage.with_fleet(spec, found, progress, shards, policy), progress)
+
+
+def _remembered(path: Path | None, compute: Callable[[], Coverage], progress: Callable[[str], None] | None) -> Coverage:
+    """The entry at `path` if it can be read back; else `compute`d (once across processes:
+    under the entry's lock) and stored whole. No `path` (the cache is off): computed."""
     if path is None:
-        return fresh_search(spec_file, spec, policy, progress)
+        return compute()
     found = _read(path)
     if found is not None:
         return found
@@ -59,7 +87,7 @@ def search(
         found = _read(path)  # written while this process waited
         if found is not None:
             return found
-        found = fresh_search(spec_file, spec, policy, progress)
+        found = compute()
         if speccache.write_atomically(path, pickle.dumps(found, protocol=pickle.HIGHEST_PROTOCOL)):
             speccache.prune(path.parent, "search-*.pickle", KEEP)
         return found
@@ -79,12 +107,12 @@ def search_code() -> str:
     return digest.hexdigest()
 
 
-def _entry(spec_file: SpecFile, spec: Spec, policy: Mapping[str, int] | None) -> Path | None:
+def _entry(spec_file: SpecFile, spec: Spec, policy: Mapping[str, int] | None, what: str = "") -> Path | None:
     where = resultcache.folder()
     digest = resultcache.spec_digest(spec)
     if where is None or digest is None:
         return None
-    key = hashlib.sha256(f"{resultcache.tool()} {search_code()} {spec.variant}".encode())
+    key = hashlib.sha256(f"{resultcache.tool()} {search_code()} {spec.variant} {what}".encode())
     key.update(b"\0" + spec_file.source.text.encode("utf-8", "surrogateescape"))
     key.update(b"\0" + digest.encode() + b"\0" + repr(sorted((policy or {}).items())).encode())
     return where.parent / "coverage" / f"search-{key.hexdigest()}.pickle"

@@ -107,3 +107,30 @@ def test_a_changed_search_reads_no_entry_an_older_one_wrote(
     monkeypatch.setattr(searchcache, "search_code", lambda: "a newer search")
     searchcache.search(spec_file, spec)
     assert len(counted) == 2
+
+
+def test_the_fleet_search_is_remembered_beside_the_one_shard_search(
+    counted: list[dict[str, int]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A coupled spec's fleet search (`ci`'s drift step searches it, and the `conform` it
+    starts searches it again): stored per fleet size, read back without searching."""
+    from ledgercheck.codegen import coverage
+
+    spec_file = load_spec(str(Path(__file__).parent / "fixtures" / "twopc" / "twopc.toml"))
+    spec = spec_file.variant()
+    found = searchcache.search(spec_file, spec)
+    assert coverage.needs_fleet(found, spec.default_shards)
+    fleets: list[int] = []
+    real = coverage.fleet_search
+
+    def fleet_search(spec: Any, policy: Any, shards: int, *args: Any, **kwargs: Any) -> Any:
+        fleets.append(shards)
+        return real(spec, policy, shards, *args, **kwargs)
+
+    monkeypatch.setattr(coverage, "fleet_search", fleet_search)
+    first = searchcache.with_fleet(spec_file, spec, found)
+    assert first.fleet_traces and fleets == [spec.default_shards]
+    assert searchcache.with_fleet(spec_file, spec, found) == first and len(fleets) == 1
+    searchcache.with_fleet(spec_file, spec, found, shards=spec.default_shards + 1)  # another size: searched
+    assert fleets == [spec.default_shards, spec.default_shards + 1] and len(counted) == 1
+    assert searchcache.with_fleet(spec_file, spec, found, shards=1) is found  # one shard: nothing to search

@@ -368,8 +368,7 @@ def branch_scripts(
     above the default. With `shards` above one, the branches one instance cannot reach are
     searched for over that many (`codegen.coverage.fleet_search`): a decision that takes every
     instance's vote."""
-    from ledgercheck.codegen.coverage import with_fleet
-    from ledgercheck.codegen.searchcache import search  # the search, only when this source runs
+    from ledgercheck.codegen.searchcache import search, with_fleet  # the searches, only when this source runs
 
     began = time.monotonic()
     found = search(spec_file, spec, policy, progress)
@@ -391,7 +390,7 @@ def branch_scripts(
         s for s in every if not any(len(o.calls) > len(s.calls) and o.calls[: len(s.calls)] == s.calls for o in every)
     ]
     began = time.monotonic()
-    fleet = with_fleet(spec, found, progress, shards, policy)
+    fleet = with_fleet(spec_file, spec, found, shards, policy, progress)
     fleet_seconds = time.monotonic() - began if fleet is not found else 0.0
     fleet_scripts = [
         Script(f"the trace to branch {number} on {shards} instances", shards, calls_of(trace))
