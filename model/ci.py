@@ -226,6 +226,7 @@ def ci_command(
     ]
     steps.sort(key=lambda s: order.index(s.name))
     _reference_note(spec_file, steps)
+    _declared_note(spec_file, steps)
     if steps[0].status == FAILED:  # a mismatch: `gen` refuses, so stale tests are not "run gen" yet
         for step in steps:
             step.failures = [_not_yet(line) if STALE in line else line for line in step.failures]
@@ -736,8 +737,30 @@ def _reference_note(spec_file: SpecFile, steps: list[Step]) -> None:
     tests.failures.append(
         f"{NOTE}      these tests expect what another variant does of {', '.join(sorted(set(modules)))}; conformance "
         f"found the class to be {reference!r} ({reference_reason(spec_file)}), which the spec expects to violate "
-        f"it: a class meant to be {reference!r} says so with [spec] reference_variant = {reference!r}"
+        f"it: if the class is meant to be {reference!r} (a library with a known flaw), [spec] reference_variant = "
+        f"{reference!r} says so, and these tests then expect the violation; if it is not, the class has the bug "
+        "the other variant fixes"
     )
+
+
+def _declared_note(spec_file: SpecFile, steps: list[Step]) -> None:
+    """A declared reference the spec expects to violate properties (no other variant's
+    shortcomings): against it, their tests pass by failing (strict xfails). Said under the
+    table, so that a green run never hides which violations it accepted."""
+    from ledgercheck.model.spec import known_limitations
+
+    declared = spec_file.variant().declared_reference
+    tests = next((s for s in steps if s.name == "tests vs implementation"), None)
+    if declared is None or tests is None:
+        return
+    shared = set(known_limitations(spec_file))
+    properties = spec_file.variant(declared).properties
+    accepted = [n for n, p in properties.items() if p.expect.get(declared) == "violated" and n not in shared]
+    if accepted:
+        tests.notes.append(
+            f"accepted: the implementation is declared to be {declared!r} ([spec] reference_variant), which the spec "
+            f"expects to violate {', '.join(accepted)}: their tests pass against it when it does (xfailed)"
+        )
 
 
 def _exit_code(steps: list[Step]) -> int:

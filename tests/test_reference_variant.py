@@ -79,6 +79,12 @@ on = ["excluded"]
 assert = "after.failures == before.failures"
 expect = { library = "violated", wanted = "holds" }
 
+[properties.excluded_errors_reset_the_count]
+kind = "step"
+on = ["excluded"]
+assert = "after.failures == 0"
+expect = { library = "holds", wanted = "violated" }
+
 [properties.never_opens]
 kind = "invariant"
 assert = "state == CLOSED"
@@ -140,6 +146,23 @@ def _run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def test_a_property_no_variant_holds_does_not_choose_the_reference() -> None:
+    """A known limitation every variant shares (never_opens) tells no variant apart: the
+    reference is the first variant every other property holds in. A trial that documented
+    one in the ledger saw `gen` and `conform` move to the first variant, the one with the bug,
+    and ci fail the correct class."""
+    from ledgercheck.model.spec import known_limitations, reference_reason
+
+    text = SPEC.replace("REFERENCE", "")
+    both = load_spec_text(text, "meter.toml")
+    assert reference_variant(both) == "library" and known_limitations(both) == ("never_opens",)
+    assert reference_reason(both).startswith("the first variant: none holds every property")
+    start = text.index("[properties.excluded_errors_reset_the_count]")
+    one = load_spec_text(text[:start] + text[text.index("[properties.never_opens]") :], "meter.toml")
+    assert reference_variant(one) == "wanted"
+    assert reference_reason(one) == "the first variant every property holds in but never_opens, which no variant holds"
+
+
 def test_the_declared_variant_is_the_reference_and_a_wrong_name_is_refused() -> None:
     declared = load_spec_text(SPEC.replace("REFERENCE", 'reference_variant = "library"'), "meter.toml")
     assert reference_variant(declared) == "library"
@@ -163,7 +186,8 @@ def test_undeclared_the_class_of_the_known_violation_still_fails_its_tests(tmp_p
         "NOTE      these tests expect what another variant does of excluded_errors_keep_the_count; "
         "conformance found the class to be 'library'" in head
     ), head
-    assert "says so with [spec] reference_variant = 'library'" in head, head
+    assert "if the class is meant to be 'library' (a library with a known flaw), [spec] reference_variant = " in head
+    assert "if it is not, the class has the bug the other variant fixes" in head, head
     conform = _run(tmp_path, "conform", str(spec))
     assert "against the model of 'library' (the first variant: none holds every property; [spec] reference_variant" in (
         conform.stdout
@@ -175,6 +199,11 @@ def test_declared_the_class_of_its_variant_passes_ci(tmp_path: Path) -> None:
     run = _run(tmp_path, "ci", str(spec))
     assert run.returncode == 0, run.stdout + run.stderr
     assert "xfailed" in run.stdout, run.stdout  # the tests of the known violation, documented
+    # a green run says which violations it accepted (not never_opens: no variant holds it)
+    assert (
+        "accepted: the implementation is declared to be 'library' ([spec] reference_variant), which the spec "
+        "expects to violate excluded_errors_keep_the_count: their tests pass against it when it does (xfailed)"
+    ) in run.stdout, run.stdout
 
 
 def test_declared_a_class_that_does_the_other_variant_fails_ci(tmp_path: Path) -> None:
