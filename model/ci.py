@@ -344,12 +344,18 @@ def _verdicts(spec_file: SpecFile, progress: Any) -> tuple[Step, Verdicts]:
         step.headline += f"; {reused} answered from the cache of results (--no-cache solves them again)"
     step.failures = [f"MISMATCH  {mismatch_line(r)}" for r in mismatches]
     step.failures += [f"UNKNOWN   {mismatch_line(r)}" for r in unknown]
-    from ledgercheck.model.textout import vacuous_lines
+    from ledgercheck.model.textout import checks_nothing, vacuous_lines
 
-    step.notes = [line.strip() for line in vacuous_lines(results)]
+    empty = checks_nothing(results)
+    step.failures += [
+        f"VACUOUS   {name}: holds, but its when is never true {where}, in every variant and environment it was "
+        "checked in: it checks nothing (a when that cannot happen, or a misread field?)"
+        for name, where in empty.items()
+    ]
+    step.notes = [line.strip() for line in vacuous_lines([r for r in results if r.property not in empty])]
     if step.notes:
         step.headline += f"; {len(step.notes)} vacuous (below)"
-    step.status = FAILED if mismatches else UNDECIDED if unknown else PASSED
+    step.status = FAILED if mismatches or empty else UNDECIDED if unknown else PASSED
     if flagged:
         step.detail = _traces_of(spec_file, flagged)
     return step, verdicts

@@ -322,23 +322,34 @@ def _vacuous(
         return ""
     from ledgercheck.model.explicit import explicit_check
 
-    found = explicit_check(
-        spec,
-        environment,
-        witness,
-        shards=shards,
-        policy=policy,
-        max_depth=request.max_depth,
-        max_traces=1,
-        timeout=request.timeout,
-        prove=True,
-    )
+    def search(question: Property) -> Result:
+        return explicit_check(
+            spec,
+            environment,
+            question,
+            shards=shards,
+            policy=policy,
+            max_depth=request.max_depth,
+            max_traces=1,
+            timeout=request.timeout,
+            prove=True,
+        )
+
+    found = search(witness)
     contracts = contracts_bind(spec.environment(environment), prop) and spec.has_contracts
-    within = " within the callers' contracts" if contracts else ""
+    where = "in any reachable state" if prop.kind == PropertyKind.INVARIANT else "at any call"
     if found.status == Status.PROVED:
-        return ("in any reachable state" if prop.kind == PropertyKind.INVARIANT else "at any call") + within
+        if not contracts:
+            return where
+        # Outside the contracts too? Then the property checks nothing at all (a `when` that
+        # cannot happen), which `ci` fails; within them only, the lax traces still exercise it.
+        lax = replace(witness, counts_any_call=True)
+        if explicit_suits(spec, environment, lax, shards=shards, policy=policy, view=None, prove=True) == "search":
+            if search(lax).status == Status.PROVED:
+                return f"{where}, also outside the callers' contracts"
+        return f"{where} within the callers' contracts"
     if found.status == Status.HOLDS_TO_DEPTH and choice == "search":
-        return f"up to depth {found.depth}{within}"
+        return f"up to depth {found.depth}" + (" within the callers' contracts" if contracts else "")
     return ""
 
 

@@ -141,7 +141,10 @@ def test_a_symbolic_policy_proof_names_the_policy_of_its_shortest_trace(capsys: 
     assert re.search(r"shortest trace \(7 steps, at unhealthy_threshold=\d+", flat), flat
 
 
-def test_ci_names_a_vacuous_property_and_passes(tmp_path: Path, capsys: Any) -> None:
+def test_ci_fails_a_property_that_checks_nothing(tmp_path: Path, capsys: Any) -> None:
+    """Vacuous in every variant and environment, proved: the property checks nothing (a pool
+    trial's `when = "idle > capacity + 100"`; a red-team trial's `when` written as a
+    contradiction passed ci with a note, whatever the ledger then did)."""
     from ledgercheck.model.cli import main
 
     spec = tmp_path / "door.toml"
@@ -149,7 +152,100 @@ def test_ci_names_a_vacuous_property_and_passes(tmp_path: Path, capsys: Any) -> 
     out_dir = tmp_path / "generated_tests"
     assert main(["gen", str(spec), "--out", str(out_dir)]) == 0
     capsys.readouterr()
-    assert main(["ci", str(spec), "--out", str(out_dir)]) == 0
+    assert main(["ci", str(spec), "--out", str(out_dir)]) == 1
+    out = capsys.readouterr().out
+    head = out.split("\n\n", 1)[0]
+    assert "ledgercheck ci door.toml: FAILED, 1 problem(s):" in head, out
+    assert (
+        "  VACUOUS   jammed_never: holds, but its when is never true in any reachable state, in every variant and "
+        "environment it was checked in: it checks nothing" in head
+    ), out
+    assert "vacuous (below)" not in out
+
+
+JAMS = (
+    SPEC.replace('expect = {{ base = "holds" }}', 'expect = {{ base = "holds", jams = "violated" }}')
+    + """
+[events.jam]
+call = "jam(i)"
+body = "pass"
+
+[variants.base]
+
+[variants.jams]
+[variants.jams.override.events.jam]
+call = "jam(i)"
+body = "state = JAMMED"
+"""
+)
+
+
+def test_ci_names_a_property_vacuous_in_one_variant_and_passes(tmp_path: Path, capsys: Any) -> None:
+    """Where another variant reaches the `when` (and breaks the property, as expected), the
+    property checks something: vacuity in `base` alone is a note under the table."""
+    from ledgercheck.model.cli import main
+
+    spec = tmp_path / "door.toml"
+    spec.write_text(JAMS.format(when="state == JAMMED"), encoding="utf-8")
+    out_dir = tmp_path / "generated_tests"
+    assert main(["gen", str(spec), "--out", str(out_dir)]) == 0, capsys.readouterr().out
+    capsys.readouterr()
+    assert main(["ci", str(spec), "--out", str(out_dir)]) == 0, capsys.readouterr().out
     out = capsys.readouterr().out
     assert "1 vacuous (below)" in out
     assert "  VACUOUS   jammed_never (ledger; base): holds, but its when is never true in any reachable state" in out
+
+
+CONTRACTED = """\
+[spec]
+name = "valve"
+state_field = "state"
+default_shards = 1
+
+[enums.State]
+members = ["SHUT", "OPEN"]
+
+[fields]
+state = { type = "State", initial = "SHUT" }
+
+[events.open]
+call = "open(i)"
+requires = "state == SHUT"
+body = "state = OPEN"
+
+[events.shut]
+call = "shut(i)"
+body = "state = SHUT"
+
+[environments.ledger]
+any_call = true
+
+[properties.opened_twice]
+kind = "step"
+on = ["open"]
+when = "WHEN"
+assert = "after.state == OPEN"
+expect = { base = "holds" }
+"""
+
+
+@pytest.mark.parametrize(
+    ("when", "where"),
+    [
+        ("before.state == OPEN", "at any call within the callers' contracts"),
+        ("before.state == OPEN and before.state == SHUT", "at any call, also outside the callers' contracts"),
+    ],
+)
+def test_vacuity_within_the_contracts_is_told_from_vacuity_everywhere(
+    tmp_path: Path, capsys: Any, when: str, where: str
+) -> None:
+    """A `when` only a call outside the contracts meets (opening an open valve) is exercised
+    by the lax traces; a contradiction is met by no call at all."""
+    spec = tmp_path / "valve.toml"
+    spec.write_text(CONTRACTED.replace("WHEN", when), encoding="utf-8")
+    from ledgercheck.model.cli import main
+
+    assert main(["check", str(spec), "--no-cache", "--format", "json"]) == 0
+    loaded = json.loads(capsys.readouterr().out)
+    results = loaded["results"] if isinstance(loaded, dict) else loaded
+    assert results[0]["vacuous"] == where
