@@ -560,6 +560,13 @@ def _finish_child(name: str, child: Subprocess, waiting: Callable[[float], None]
         step.failures = [f"TESTS     {name}: {left_out}"]
         step.detail = _narrowed(text)
         return step
+    configured = _pytest_refused(name, code, lines)
+    if configured is not None:  # pytest ran none of the tests: its configuration, not theirs
+        step.status = FAILED
+        step.headline = configured
+        step.failures = [f"TESTS     {name}: {configured}"]
+        step.detail = _narrowed(text)
+        return step
     if code in (0, EXIT_UNKNOWN):  # no verdict: not a pass, and nothing diverged or failed
         if name == "conformance":  # what it says of itself, not the last line of a reproducer
             said = next((line for line in lines if line.startswith("ledgercheck: ")), None)
@@ -586,6 +593,29 @@ def _finish_child(name: str, child: Subprocess, waiting: Callable[[float], None]
         step.failures = _test_failures(name, lines) or [f"TESTS     {name}: {last}"]
     step.detail = _narrowed(text)
     return step
+
+
+PYTEST_USAGE_ERROR = 4
+
+
+def _pytest_refused(name: str, code: int, lines: list[str]) -> str | None:
+    """Why pytest ran none of the generated tests, where its configuration says so: it refused
+    its arguments (exit 4; a `-p no:ledgercheck` in `addopts` leaves the plugin's options
+    unknown, and the summary named only the rootdir), or it only collected them (`--co` in
+    `addopts`: exit 0 and no summary)."""
+    if name == "conformance":
+        return None
+    if code == PYTEST_USAGE_ERROR:
+        said = next((line.strip() for line in lines if "error: " in line), lines[0].strip() if lines else "")
+        if "--ledger-" in said:
+            return (
+                f"pytest does not know ledgercheck's options ({said}): its plugin is not loaded (a `-p no:ledgercheck` "
+                "in addopts?), and the generated tests need it"
+            )
+        return f"pytest refused its arguments ({said}): no test ran"
+    if code == 0 and lines and re.match(r"^\d+ tests? collected\b", lines[-1].strip("= ")):
+        return "pytest only collected the tests and ran none (a --co or --collect-only in addopts?)"
+    return None
 
 
 def _unseen_outcomes(child: Subprocess) -> list[str]:

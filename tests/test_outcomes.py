@@ -148,3 +148,25 @@ def test_notes_are_written_whole_by_each_process_and_read_together(tmp_path: Pat
     notes = outcomes.read(tmp_path)
     assert sorted(notes) == [("/g/test_p.py", "test_a"), ("/g/test_p.py", "test_b")]
     assert not list(tmp_path.glob(".writing-*"))
+
+
+def test_a_pytest_that_ran_none_of_the_tests_says_why() -> None:
+    """`-p no:ledgercheck` in addopts: pytest refuses `--ledger-outcomes` (exit 4) and its last
+    line was the rootdir, which ci showed as the failure; `--co` in addopts: exit 0, no summary."""
+    from ledgercheck.model.ci import _pytest_refused
+
+    usage = [
+        "ERROR: usage: python -m pytest [options] [file_or_dir] [file_or_dir] [...]",
+        "python -m pytest: error: unrecognized arguments: --ledger-outcomes /tmp/x",
+        "  inifile: /r/pytest.ini",
+        "  rootdir: /r",
+    ]
+    said = _pytest_refused("tests vs model", 4, usage)
+    assert said is not None and said.startswith("pytest does not know ledgercheck's options (python -m pytest: error:")
+    assert "`-p no:ledgercheck` in addopts?" in said
+    other = _pytest_refused("tests vs model", 4, ["ERROR: usage: ...", "pytest: error: unrecognized arguments: --x"])
+    assert other == "pytest refused its arguments (pytest: error: unrecognized arguments: --x): no test ran"
+    collected = _pytest_refused("tests vs implementation", 0, ["test_a.py::test_b", "", "102 tests collected in 0.46s"])
+    assert collected == "pytest only collected the tests and ran none (a --co or --collect-only in addopts?)"
+    assert _pytest_refused("tests vs model", 0, ["102 passed in 1.2s"]) is None
+    assert _pytest_refused("conformance", 4, usage) is None
