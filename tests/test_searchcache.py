@@ -131,6 +131,7 @@ def test_the_fleet_search_is_remembered_beside_the_one_shard_search(
     first = searchcache.with_fleet(spec_file, spec, found)
     assert first.fleet_traces and fleets == [spec.default_shards]
     assert searchcache.with_fleet(spec_file, spec, found) == first and len(fleets) == 1
-    searchcache.with_fleet(spec_file, spec, found, shards=spec.default_shards + 1)  # another size: searched
-    assert fleets == [spec.default_shards, spec.default_shards + 1] and len(counted) == 1
+    assert len(counted) == 1
     assert searchcache.with_fleet(spec_file, spec, found, shards=1) is found  # one shard: nothing to search
+    sizes = {searchcache._entry(spec_file, spec, None, f"fleet of {n}") for n in (2, 3)}
+    assert len(sizes) == 2 and searchcache._entry(spec_file, spec, None) not in sizes  # an entry per fleet size
