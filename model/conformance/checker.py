@@ -497,12 +497,20 @@ class Conformance:
         best = divergence
         calls = list(best.script.calls)
         chunk = max(1, len(calls) // 2)
+        # Removing any one of a run of equal calls leaves the same sequence: each is replayed
+        # once (a counter the class stops at 120 diverged at call 121 of a run of `fail`
+        # calls, and each of the 121 removals replayed the run: 23,500 calls, 7.6 s).
+        tried: set[tuple[LedgerCall | Tick, ...]] = set()
         while True:
             progressed = False
             start = 0
             while start < len(calls):
-                candidate = calls[:start] + calls[start + chunk :]
-                found = self.run(Script(best.script.source, best.script.shards, tuple(candidate)))
+                candidate = tuple(calls[:start] + calls[start + chunk :])
+                if candidate in tried:
+                    start += chunk
+                    continue
+                tried.add(candidate)
+                found = self.run(Script(best.script.source, best.script.shards, candidate))
                 if found is not None and still(found):
                     best = found
                     calls = list(found.script.calls)
