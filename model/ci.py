@@ -344,12 +344,12 @@ def _verdicts(spec_file: SpecFile, progress: Any) -> tuple[Step, Verdicts]:
         step.headline += f"; {reused} answered from the cache of results (--no-cache solves them again)"
     step.failures = [f"MISMATCH  {mismatch_line(r)}" for r in mismatches]
     step.failures += [f"UNKNOWN   {mismatch_line(r)}" for r in unknown]
-    from ledgercheck.model.textout import checks_nothing, vacuous_lines
+    from ledgercheck.model.textout import vacuous_lines
 
-    empty = checks_nothing(results)
+    empty = _checking_nothing(spec_file, results)
     step.failures += [
-        f"VACUOUS   {name}: holds, but its when is never true {where}, in every variant and environment it was "
-        "checked in: it checks nothing (a when that cannot happen, or a misread field?)"
+        f"VACUOUS   {name}: holds, but its when is never true {where}, in every variant: it checks nothing (a "
+        "when that cannot happen, or a misread field?)"
         for name, where in empty.items()
     ]
     step.notes = [line.strip() for line in vacuous_lines([r for r in results if r.property not in empty])]
@@ -359,6 +359,46 @@ def _verdicts(spec_file: SpecFile, progress: Any) -> tuple[Step, Verdicts]:
     if flagged:
         step.detail = _traces_of(spec_file, flagged)
     return step, verdicts
+
+
+ALSO_OUTSIDE = ", also outside the callers' contracts"
+NOWHERE = ("in any reachable state", "at any call")
+
+
+def _checking_nothing(spec_file: SpecFile, results: list[Any]) -> dict[str, str]:
+    """The properties that check nothing, each with where its `when` is never true. In each
+    variant, either an environment that may call anything proved the `when` never true at
+    any call at all (every other environment only makes such calls: it is never true there
+    either), or every environment proved it never true where it was checked; and not only
+    within the callers' contracts (the lax traces still exercise such a property). A `when`
+    that reads a policy constant is left out: at another policy it may come true (ci judges
+    the default one)."""
+    from ledgercheck.model import ir
+
+    by_property: dict[str, dict[str, list[Any]]] = {}
+    for result in results:
+        by_property.setdefault(result.property, {}).setdefault(result.variant, []).append(result)
+    empty: dict[str, str] = {}
+    for name, variants in by_property.items():
+        wheres: set[str] = set()
+        for variant, found in variants.items():
+            spec = spec_file.variant(variant)
+            prop = spec.properties[name]
+            if prop.when is None or any(isinstance(n, ir.PolicyRef) for n in ir.walk(prop.when)):
+                break
+            anywhere = [
+                r.vacuous
+                for r in found
+                if r.vacuous.endswith(ALSO_OUTSIDE)
+                or (r.vacuous in NOWHERE and spec.environment(r.environment).any_call)
+            ]
+            everywhere = all(r.vacuous in NOWHERE or r.vacuous.endswith(ALSO_OUTSIDE) for r in found)
+            if not anywhere and not everywhere:
+                break
+            wheres.update(anywhere or [r.vacuous for r in found])
+        else:
+            empty[name] = " and ".join(sorted(wheres))
+    return empty
 
 
 def _traces_of(spec_file: SpecFile, results: list[Any]) -> str:

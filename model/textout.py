@@ -142,25 +142,6 @@ def vacuous_lines(results: Sequence[Result]) -> list[str]:
     return lines
 
 
-def checks_nothing(results: Sequence[Result]) -> dict[str, str]:
-    """The properties that check nothing at all, each with where its `when` is never true:
-    vacuous in every result of theirs (every variant and environment they were checked in),
-    proved so, and not only within the callers' contracts (whose lax traces still exercise
-    it). A `when` that cannot happen, or a misread field: `ci` fails on them."""
-    found: dict[str, list[str]] = {}
-    for result in results:
-        found.setdefault(result.property, []).append(result.vacuous or "")
-    return {
-        name: wheres[0]
-        for name, wheres in found.items()
-        if all(w in _NOWHERE or w.endswith(_ALSO_OUTSIDE) for w in wheres) and len(set(wheres)) == 1
-    }
-
-
-_NOWHERE = ("in any reachable state", "at any call")
-_ALSO_OUTSIDE = ", also outside the callers' contracts"
-
-
 # --- a whole run, compact ------------------------------------------------------------------
 
 

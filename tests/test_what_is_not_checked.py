@@ -157,8 +157,8 @@ def test_ci_fails_a_property_that_checks_nothing(tmp_path: Path, capsys: Any) ->
     head = out.split("\n\n", 1)[0]
     assert "ledgercheck ci door.toml: FAILED, 1 problem(s):" in head, out
     assert (
-        "  VACUOUS   jammed_never: holds, but its when is never true in any reachable state, in every variant and "
-        "environment it was checked in: it checks nothing" in head
+        "  VACUOUS   jammed_never: holds, but its when is never true in any reachable state, in every variant: it "
+        "checks nothing" in head
     ), out
     assert "vacuous (below)" not in out
 
@@ -249,3 +249,40 @@ def test_vacuity_within_the_contracts_is_told_from_vacuity_everywhere(
     loaded = json.loads(capsys.readouterr().out)
     results = loaded["results"] if isinstance(loaded, dict) else loaded
     assert results[0]["vacuous"] == where
+
+
+def test_what_checks_nothing_is_judged_per_variant_from_the_environment_that_calls_anything() -> None:
+    """The `ledger` environment (any call) proved the `when` never true at any call at all: the
+    controller, which only makes such calls, meets it nowhere either, where its own search
+    said nothing. A `when` that reads a policy constant may come true at another policy."""
+    from types import SimpleNamespace
+
+    from ledger_fixture import LEDGER_SPEC
+
+    from ledgercheck.model.ci import _checking_nothing
+    from ledgercheck.model.spec import load_spec
+
+    spec_file = load_spec(LEDGER_SPEC)
+    also = "at any call, also outside the callers' contracts"
+
+    def results(ledger: str, controller: str, variants: tuple[str, ...] = spec_file.variants) -> list[Any]:
+        return [
+            SimpleNamespace(property="suspicion_survives_abort", variant=v, environment=e, vacuous=w)
+            for v in variants
+            for e, w in (("ledger", ledger), ("controller", controller))
+        ]
+
+    assert _checking_nothing(spec_file, results(also, "")) == {"suspicion_survives_abort": also}
+    assert _checking_nothing(spec_file, results("at any call within the callers' contracts", "")) == {}
+    assert _checking_nothing(spec_file, results("up to depth 12", "")) == {}
+    mixed = results(also, "", spec_file.variants[:2]) + results("", "", spec_file.variants[2:])
+    assert _checking_nothing(spec_file, mixed) == {}  # the reference variant meets it
+    policy = "[policy]\njam_limit = { default = 0, min = 0, max = 2 }\n\n[fields]"
+    text = SPEC.format(when="state == JAMMED and jam_limit > 0").replace("[fields]", policy)
+    from ledgercheck.model.spec import load_spec_text
+
+    door = load_spec_text(text, "door.toml")
+    nowhere = [
+        SimpleNamespace(property="jammed_never", variant="base", environment="ledger", vacuous="in any reachable state")
+    ]
+    assert _checking_nothing(door, nowhere) == {}
