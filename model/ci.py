@@ -347,11 +347,7 @@ def _verdicts(spec_file: SpecFile, progress: Any) -> tuple[Step, Verdicts]:
     from ledgercheck.model.textout import vacuous_lines
 
     empty = _checking_nothing(spec_file, results)
-    step.failures += [
-        f"VACUOUS   {name}: holds, but its when is never true {where}, in every variant: it checks nothing (a "
-        "when that cannot happen, or a misread field?)"
-        for name, where in empty.items()
-    ]
+    step.failures += [f"VACUOUS   {_nothing_line(spec_file, name, where, results)}" for name, where in empty.items()]
     step.notes = [line.strip() for line in vacuous_lines([r for r in results if r.property not in empty])]
     if step.notes:
         step.headline += f"; {len(step.notes)} vacuous (below)"
@@ -359,6 +355,22 @@ def _verdicts(spec_file: SpecFile, progress: Any) -> tuple[Step, Verdicts]:
     if flagged:
         step.detail = _traces_of(spec_file, flagged)
     return step, verdicts
+
+
+def _nothing_line(spec_file: SpecFile, name: str, where: str, results: list[Any]) -> str:
+    """Why a property checks nothing: its `when` is never true, or (a step property without
+    one) none of its events is ever called in the environments it is checked in."""
+    prop = spec_file.variant().properties[name]
+    if prop.when is None:
+        environments = ", ".join(dict.fromkeys(r.environment for r in results if r.property == name))
+        return (
+            f"{name}: holds, but no call of {' or '.join(prop.on)} is ever made ({environments}), in every variant: "
+            "it checks nothing (an environment whose actions never call it?)"
+        )
+    return (
+        f"{name}: holds, but its when is never true {where}, in every variant: it checks nothing (a when that "
+        "cannot happen, or a misread field?)"
+    )
 
 
 ALSO_OUTSIDE = ", also outside the callers' contracts"
@@ -384,7 +396,7 @@ def _checking_nothing(spec_file: SpecFile, results: list[Any]) -> dict[str, str]
         for variant, found in variants.items():
             spec = spec_file.variant(variant)
             prop = spec.properties[name]
-            if prop.when is None or any(isinstance(n, ir.PolicyRef) for n in ir.walk(prop.when)):
+            if any(isinstance(n, ir.PolicyRef) for n in ir.walk(prop.when)):
                 break
             anywhere = [
                 r.vacuous

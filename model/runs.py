@@ -314,9 +314,14 @@ def _vacuous(
     elsewhere nothing is said (the solver's search would cost as much as the check). A trace
     that breaks it is a witness that the property was exercised; none is vacuity, proved or up
     to the depth searched."""
-    if prop.when is None or prop.kind not in (PropertyKind.INVARIANT, PropertyKind.STEP) or policy is None:
+    if prop.kind not in (PropertyKind.INVARIANT, PropertyKind.STEP) or policy is None:
         return ""
-    witness = replace(prop, name=f"{prop.name} (its when)", when=None, check=ir.Not(prop.when), lemmas=())
+    if prop.when is None and prop.kind == PropertyKind.INVARIANT:
+        return ""  # every reachable state is one it is about
+    # A step property without `when` is about every call of its events: vacuous where none is
+    # ever made (a property moved to an environment whose actions never call its event).
+    check = ir.Not(prop.when) if prop.when is not None else ir.Const(False, ir.BOOL)
+    witness = replace(prop, name=f"{prop.name} (its when)", when=None, check=check, lemmas=())
     choice = explicit_suits(spec, environment, witness, shards=shards, policy=policy, view=None, prove=True)
     if choice is None:  # the solver's search would cost as much as the check: nothing is said
         return ""

@@ -134,7 +134,7 @@ def vacuous_lines(results: Sequence[Result]) -> list[str]:
         why = (
             "the verdict counts only those, so it checks nothing the verdict counts (outside them, if its when can "
             "hold there at all, only the lax traces and conform's any-call pass exercise it)"
-            if "contracts" in where
+            if where.endswith("within the callers' contracts")
             else "so it checks nothing there (a when that cannot happen, or a misread field?)"
         )
         head = f"{name} ({environment}; {', '.join(variants)})"

@@ -286,3 +286,37 @@ def test_what_checks_nothing_is_judged_per_variant_from_the_environment_that_cal
         SimpleNamespace(property="jammed_never", variant="base", environment="ledger", vacuous="in any reachable state")
     ]
     assert _checking_nothing(door, nowhere) == {}
+
+
+def test_a_step_property_whose_event_its_environments_never_call_checks_nothing(tmp_path: Path, capsys: Any) -> None:
+    """`retire_retires` (no `when`) moved to the controller, whose actions never call
+    `retire`: it held of no call, and ci passed without a word (red-team trial)."""
+    from types import SimpleNamespace
+
+    from ledger_fixture import LEDGER_SPEC
+
+    from ledgercheck.model.ci import _checking_nothing, _nothing_line
+    from ledgercheck.model.cli import main
+    from ledgercheck.model.spec import load_spec
+
+    text = LEDGER_SPEC.read_text(encoding="utf-8")
+    block = text[text.index("[properties.retire_retires]") :]
+    block = block[: block.index('environments = ["ledger"]') + len('environments = ["ledger"]')]
+    assert "when =" not in block
+    spec = tmp_path / "fleet_health.toml"
+    spec.write_text(text.replace(block, block.replace('["ledger"]', '["controller"]')), encoding="utf-8")
+    args = ["check", str(spec), "--property", "retire_retires", "--variant", "fixed", "--no-cache", "--format", "json"]
+    assert main(args) == 0
+    loaded = json.loads(capsys.readouterr().out)
+    (result,) = loaded["results"] if isinstance(loaded, dict) else loaded
+    assert result["environment"] == "controller" and result["vacuous"] == "at any call"
+    spec_file = load_spec(spec)
+    found = [
+        SimpleNamespace(property="retire_retires", variant=v, environment="controller", vacuous="at any call")
+        for v in spec_file.variants
+    ]
+    assert _checking_nothing(spec_file, found) == {"retire_retires": "at any call"}
+    assert _nothing_line(spec_file, "retire_retires", "at any call", found) == (
+        "retire_retires: holds, but no call of retire is ever made (controller), in every variant: it checks "
+        "nothing (an environment whose actions never call it?)"
+    )
