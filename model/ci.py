@@ -227,6 +227,7 @@ def ci_command(
     steps.sort(key=lambda s: order.index(s.name))
     _reference_note(spec_file, steps)
     _declared_note(spec_file, steps)
+    _weaker_conformance_note(spec_file, steps)
     if steps[0].status == FAILED:  # a mismatch: `gen` refuses, so stale tests are not "run gen" yet
         for step in steps:
             step.failures = [_not_yet(line) if STALE in line else line for line in step.failures]
@@ -848,6 +849,34 @@ def _declared_note(spec_file: SpecFile, steps: list[Step]) -> None:
         tests.notes.append(
             f"accepted: the implementation is declared to be {declared!r} ([spec] reference_variant), which the spec "
             f"expects to violate {', '.join(accepted)}: their tests pass against it when it does (xfailed)"
+        )
+
+
+def _weaker_conformance_note(spec_file: SpecFile, steps: list[Step]) -> None:
+    """The spec's `[conform]` settings that search less than conform's own defaults, under the
+    table: ci takes them as they are (the spec owner's), and a red-team trial's `depth = 0,
+    random = 0` passed three classes the defaults catch, with only a smaller trace count to tell."""
+    from ledgercheck.model.conformance.defaults import DEFAULT_DEPTH, DEFAULT_RANDOM
+    from ledgercheck.model.conformance.sources import RUN_CALLS
+
+    conformance = next((s for s in steps if s.name == "conformance" and s.status != SKIPPED), None)
+    given = spec_file.variant().conform
+    if conformance is None or given is None:
+        return
+    defaults = {
+        "depth": DEFAULT_DEPTH,
+        "random": DEFAULT_RANDOM,
+        "shards": spec_file.variant().default_shards,
+        "run_calls": RUN_CALLS,
+    }
+    weaker = [(name, getattr(given, name), default) for name, default in defaults.items()]
+    weaker = [(name, value, default) for name, value, default in weaker if value is not None and value < default]
+    if weaker:
+        said = ", ".join(f"{name} = {value}" for name, value, _ in weaker)
+        usual = ", ".join(f"{name} {default}" for name, _, default in weaker)
+        conformance.notes.append(
+            f"conformance: ran with the spec's [conform] {said}, less than conform's defaults ({usual}): a "
+            "divergence only those would reach is not looked for"
         )
 
 

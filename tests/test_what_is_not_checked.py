@@ -320,3 +320,25 @@ def test_a_step_property_whose_event_its_environments_never_call_checks_nothing(
         "retire_retires: holds, but no call of retire is ever made (controller), in every variant: it checks "
         "nothing (an environment whose actions never call it?)"
     )
+
+
+def test_ci_says_which_conform_settings_of_the_spec_search_less_than_the_defaults() -> None:
+    """`[conform] depth = 0, random = 0` in the spec passed three classes the defaults catch;
+    ci took the settings as the spec owner's and said nothing but a smaller trace count."""
+    from ledger_fixture import LEDGER_SPEC
+
+    from ledgercheck.model.ci import PASSED, Step, _weaker_conformance_note
+    from ledgercheck.model.spec import load_spec_text
+
+    text = LEDGER_SPEC.read_text(encoding="utf-8")
+    weak = load_spec_text(text + "\n[conform]\ndepth = 0\nrandom = 0\nshards = 1\nrun_calls = 500\n", "f.toml")
+    steps = [Step("conformance", PASSED)]
+    _weaker_conformance_note(weak, steps)
+    assert steps[0].notes == [
+        "conformance: ran with the spec's [conform] depth = 0, random = 0, shards = 1, less than conform's defaults "
+        "(depth 4, random 1000, shards 4): a divergence only those would reach is not looked for"
+    ]
+    deeper = load_spec_text(text + "\n[conform]\ndepth = 5\n", "f.toml")
+    steps = [Step("conformance", PASSED)]
+    _weaker_conformance_note(deeper, steps)
+    assert steps[0].notes == []
