@@ -11,7 +11,7 @@ spec expects.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -123,4 +123,60 @@ def report(verdicts: Verdicts, command: str, writing: bool) -> list[str]:
     return lines
 
 
-__all__ = ["Verdicts", "describe", "establish", "report", "verdict_request"]
+def nothing_line(spec_file: SpecFile, name: str, where: str, results: Sequence[Any]) -> str:
+    """Why a property checks nothing: its `when` is never true, or (a step property without
+    one) none of its events is ever called in the environments it is checked in."""
+    prop = spec_file.variant().properties[name]
+    if prop.when is None:
+        environments = ", ".join(dict.fromkeys(r.environment for r in results if r.property == name))
+        return (
+            f"{name}: holds, but no call of {' or '.join(prop.on)} is ever made ({environments}), in every variant: "
+            "it checks nothing (an environment whose actions never call it?)"
+        )
+    return (
+        f"{name}: holds, but its when is never true {where}, in every variant: it checks nothing (a when that "
+        "cannot happen, or a misread field?)"
+    )
+
+
+ALSO_OUTSIDE = ", also outside the callers' contracts"
+NOWHERE = ("in any reachable state", "at any call")
+
+
+def checking_nothing(spec_file: SpecFile, results: Sequence[Any]) -> dict[str, str]:
+    """The properties that check nothing, each with where its `when` is never true. In each
+    variant, either an environment that may call anything proved the `when` never true at
+    any call at all (every other environment only makes such calls: it is never true there
+    either), or every environment proved it never true where it was checked; and not only
+    within the callers' contracts (the lax traces still exercise such a property). A `when`
+    that reads a policy constant is left out: at another policy it may come true (ci judges
+    the default one)."""
+    from ledgercheck.model import ir
+
+    by_property: dict[str, dict[str, list[Any]]] = {}
+    for result in results:
+        by_property.setdefault(result.property, {}).setdefault(result.variant, []).append(result)
+    empty: dict[str, str] = {}
+    for name, variants in by_property.items():
+        wheres: set[str] = set()
+        for variant, found in variants.items():
+            spec = spec_file.variant(variant)
+            prop = spec.properties[name]
+            if any(isinstance(n, ir.PolicyRef) for n in ir.walk(prop.when)):
+                break
+            anywhere = [
+                r.vacuous
+                for r in found
+                if r.vacuous.endswith(ALSO_OUTSIDE)
+                or (r.vacuous in NOWHERE and spec.environment(r.environment).any_call)
+            ]
+            everywhere = all(r.vacuous in NOWHERE or r.vacuous.endswith(ALSO_OUTSIDE) for r in found)
+            if not anywhere and not everywhere:
+                break
+            wheres.update(anywhere or [r.vacuous for r in found])
+        else:
+            empty[name] = " and ".join(sorted(wheres))
+    return empty
+
+
+__all__ = ["Verdicts", "checking_nothing", "describe", "establish", "nothing_line", "report", "verdict_request"]

@@ -345,10 +345,11 @@ def _verdicts(spec_file: SpecFile, progress: Any) -> tuple[Step, Verdicts]:
         step.headline += f"; {reused} answered from the cache of results (--no-cache solves them again)"
     step.failures = [f"MISMATCH  {mismatch_line(r)}" for r in mismatches]
     step.failures += [f"UNKNOWN   {mismatch_line(r)}" for r in unknown]
+    from ledgercheck.codegen.gate import checking_nothing, nothing_line
     from ledgercheck.model.textout import vacuous_lines
 
-    empty = _checking_nothing(spec_file, results)
-    step.failures += [f"VACUOUS   {_nothing_line(spec_file, name, where, results)}" for name, where in empty.items()]
+    empty = checking_nothing(spec_file, results)
+    step.failures += [f"VACUOUS   {nothing_line(spec_file, name, where, results)}" for name, where in empty.items()]
     step.notes = [line.strip() for line in vacuous_lines([r for r in results if r.property not in empty])]
     if step.notes:
         step.headline += f"; {len(step.notes)} vacuous (below)"
@@ -356,62 +357,6 @@ def _verdicts(spec_file: SpecFile, progress: Any) -> tuple[Step, Verdicts]:
     if flagged:
         step.detail = _traces_of(spec_file, flagged)
     return step, verdicts
-
-
-def _nothing_line(spec_file: SpecFile, name: str, where: str, results: list[Any]) -> str:
-    """Why a property checks nothing: its `when` is never true, or (a step property without
-    one) none of its events is ever called in the environments it is checked in."""
-    prop = spec_file.variant().properties[name]
-    if prop.when is None:
-        environments = ", ".join(dict.fromkeys(r.environment for r in results if r.property == name))
-        return (
-            f"{name}: holds, but no call of {' or '.join(prop.on)} is ever made ({environments}), in every variant: "
-            "it checks nothing (an environment whose actions never call it?)"
-        )
-    return (
-        f"{name}: holds, but its when is never true {where}, in every variant: it checks nothing (a when that "
-        "cannot happen, or a misread field?)"
-    )
-
-
-ALSO_OUTSIDE = ", also outside the callers' contracts"
-NOWHERE = ("in any reachable state", "at any call")
-
-
-def _checking_nothing(spec_file: SpecFile, results: list[Any]) -> dict[str, str]:
-    """The properties that check nothing, each with where its `when` is never true. In each
-    variant, either an environment that may call anything proved the `when` never true at
-    any call at all (every other environment only makes such calls: it is never true there
-    either), or every environment proved it never true where it was checked; and not only
-    within the callers' contracts (the lax traces still exercise such a property). A `when`
-    that reads a policy constant is left out: at another policy it may come true (ci judges
-    the default one)."""
-    from ledgercheck.model import ir
-
-    by_property: dict[str, dict[str, list[Any]]] = {}
-    for result in results:
-        by_property.setdefault(result.property, {}).setdefault(result.variant, []).append(result)
-    empty: dict[str, str] = {}
-    for name, variants in by_property.items():
-        wheres: set[str] = set()
-        for variant, found in variants.items():
-            spec = spec_file.variant(variant)
-            prop = spec.properties[name]
-            if any(isinstance(n, ir.PolicyRef) for n in ir.walk(prop.when)):
-                break
-            anywhere = [
-                r.vacuous
-                for r in found
-                if r.vacuous.endswith(ALSO_OUTSIDE)
-                or (r.vacuous in NOWHERE and spec.environment(r.environment).any_call)
-            ]
-            everywhere = all(r.vacuous in NOWHERE or r.vacuous.endswith(ALSO_OUTSIDE) for r in found)
-            if not anywhere and not everywhere:
-                break
-            wheres.update(anywhere or [r.vacuous for r in found])
-        else:
-            empty[name] = " and ".join(sorted(wheres))
-    return empty
 
 
 def _traces_of(spec_file: SpecFile, results: list[Any]) -> str:
