@@ -746,13 +746,9 @@ def fleet_search(
     ticks = clock_steps(spec, policy)
     calls = Calls(spec, ticks, policy)
     cone = _Cone.of(spec)
-
-    def key(store: Mapping[Key, Any]) -> tuple[Any, ...]:
-        return cone.fleet_key(store, shards)
-
     start = initial_store(spec, shards, policy, [base_url(i) for i in range(shards)])
     traces: dict[Branch, tuple[FleetCall, ...]] = {}
-    seen = {key(start)}
+    seen = {cone.fleet_key(start, shards)}
     frontier: list[tuple[dict[Key, Any], tuple[FleetCall, ...]]] = [(start, ())]
     depth = 0
     # No depth of its own: the states bound it (a sixth term of a replica set is 25 calls away,
@@ -784,7 +780,7 @@ def fleet_search(
                     branch = index.get(outcome)
                     if branch is not None and branch not in traces:
                         traces[branch] = step
-                seen_key = key(after)
+                seen_key = cone.fleet_key(after, shards)
                 if seen_key not in seen and len(seen) < max_states:
                     seen.add(seen_key)
                     following.append((after, step))

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ledgercheck.model import ir
 from ledgercheck.model.errors import EXIT_MISMATCH, EXIT_OK, EXIT_UNKNOWN
 from ledgercheck.model.result import Result, Status
 from ledgercheck.model.runs import CheckRequest, run_checks
@@ -151,8 +152,6 @@ def checking_nothing(spec_file: SpecFile, results: Sequence[Any]) -> dict[str, s
     within the callers' contracts (the lax traces still exercise such a property). A `when`
     that reads a policy constant is left out: at another policy it may come true (ci judges
     the default one)."""
-    from ledgercheck.model import ir
-
     by_property: dict[str, dict[str, list[Any]]] = {}
     for result in results:
         by_property.setdefault(result.property, {}).setdefault(result.variant, []).append(result)

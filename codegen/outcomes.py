@@ -24,7 +24,7 @@ import ast
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -101,17 +101,17 @@ class Expected:
         return f"{Path(self.module).name}::{self.test}"
 
 
-def expected(modules: Iterable[Path]) -> list[Expected]:
-    """The tests the generated `modules` hold, read from their source: every module-level
-    `test_` function (a hand-edit that hid one from pytest still counts it)."""
+def expected(out_dir: Path, sources: Mapping[str, str]) -> list[Expected]:
+    """The tests the generated modules of `out_dir` hold (`sources`: each module's name and
+    text, as `render.existing_generated` reads them), read from their source: every
+    module-level `test_` function (a hand-edit that hid one from pytest still counts it)."""
     tests = []
-    for path in modules:
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-        for node in tree.body:
+    for name, text in sources.items():
+        path = out_dir / name
+        for node in ast.parse(text, filename=str(path)).body:
             if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
-                known = any(
-                    "xfail" in ast.unparse(d) and "PropertyViolated" in ast.unparse(d) for d in node.decorator_list
-                )
+                marks = [ast.unparse(d) for d in node.decorator_list]
+                known = any("xfail" in mark and "PropertyViolated" in mark for mark in marks)
                 tests.append(Expected(str(path.resolve()), node.name, known))
     return tests
 

@@ -543,28 +543,19 @@ def _finish_child(name: str, child: Subprocess, waiting: Callable[[float], None]
     step.headline = last
     if code == 0 and _finished(name, last):
         left_out = _left_out(name, last)
-        if left_out is None and unseen:
-            step.status = FAILED
+        if left_out is not None:
+            return _tests_failed(step, [left_out], text)
+        if unseen:
             step.headline = unseen[0]
-            step.failures = [f"TESTS     {name}: {line}" for line in unseen]
-            step.detail = _narrowed(text)
-            return step
-        if left_out is None:
-            step.status = PASSED
-            if name == "conformance":  # what its pass says nothing certain about
-                step.notes = [f"conformance: {line.strip()}" for line in lines if line.startswith("  not reached ")]
-            return step
-        step.status = FAILED
-        step.failures = [f"TESTS     {name}: {left_out}"]
-        step.detail = _narrowed(text)
+            return _tests_failed(step, unseen, text)
+        step.status = PASSED
+        if name == "conformance":  # what its pass says nothing certain about
+            step.notes = [f"conformance: {line.strip()}" for line in lines if line.startswith("  not reached ")]
         return step
     configured = _pytest_refused(name, code, lines)
     if configured is not None:  # pytest ran none of the tests: its configuration, not theirs
-        step.status = FAILED
         step.headline = configured
-        step.failures = [f"TESTS     {name}: {configured}"]
-        step.detail = _narrowed(text)
-        return step
+        return _tests_failed(step, [configured], text)
     if code in (0, EXIT_UNKNOWN):  # no verdict: not a pass, and nothing diverged or failed
         if name == "conformance":  # what it says of itself, not the last line of a reproducer
             said = next((line for line in lines if line.startswith("ledgercheck: ")), None)
@@ -589,6 +580,14 @@ def _finish_child(name: str, child: Subprocess, waiting: Callable[[float], None]
         step.failures = [f"BAD INPUT {name}: {step.headline}"]
     else:
         step.failures = _test_failures(name, lines) or [f"TESTS     {name}: {last}"]
+    step.detail = _narrowed(text)
+    return step
+
+
+def _tests_failed(step: Step, problems: list[str], text: str) -> Step:
+    """`step`, a run of the generated tests, failed for `problems` (one `TESTS` line each)."""
+    step.status = FAILED
+    step.failures = [f"TESTS     {step.name}: {problem}" for problem in problems]
     step.detail = _narrowed(text)
     return step
 
@@ -620,13 +619,12 @@ def _unseen_outcomes(child: Subprocess) -> list[str]:
     """What the generated tests' own notes say pytest's summary did not: a test that never
     ran, or did not pass though pytest counted no failure (`codegen.outcomes`)."""
     from ledgercheck.codegen import outcomes
-    from ledgercheck.codegen.render import is_generated
+    from ledgercheck.codegen.render import existing_generated
 
     assert child.outcomes is not None
     notes, out_dir = child.outcomes
-    modules = sorted(p for p in out_dir.glob("*.py") if p.is_file() and is_generated(p))
     try:
-        tests = outcomes.expected(modules)
+        tests = outcomes.expected(out_dir, existing_generated(out_dir))
     except (OSError, SyntaxError, UnicodeDecodeError) as exc:  # pytest read them; something changed since
         return [f"cannot read the generated tests' source ({exc})"]
     return outcomes.judge(tests, outcomes.read(notes))

@@ -609,17 +609,12 @@ def _called(stmts: object) -> set[str]:
 
 
 def decision_cone(spec: Spec) -> frozenset[Node]:
-    """What the outcome of some decision of some event reads (its `raises` conditions and
-    `ignore_when`, its callers' `requires`, every `if` of its body), closed under the
-    dependency graph of the events alone (no environment: a test calls them directly).
-    An event argument outside it decides no branch of any event, so one value of it takes
-    every branch any value does: the coverage search (`codegen.coverage`) tries one."""
-    graph = _Graph(spec, Environment("decisions", "", (), (), any_call=False))
-    roots: set[Node] = set()
-    for event in spec.events.values():
-        ifs = [n.cond for n in ir.walk(list(event.body)) if isinstance(n, ir.If)]
-        roots |= graph.reads([event.ignore_when, event.requires, *ifs], ("event", event.name))
-    return graph.closure(roots)
+    """What the outcome of some decision of some event reads (its `ignore_when`, its callers'
+    `requires`, every `if` of its body), closed under the dependency graph of the events
+    alone (no environment: a test calls them directly). An event argument outside it decides
+    no branch of any event, so one value of it takes every branch any value does: the
+    coverage search (`codegen.coverage`) tries one."""
+    return _cone_of_decisions(spec, raises_and_hook=False)
 
 
 def branch_cone(spec: Spec) -> frozenset[Node]:
@@ -629,14 +624,19 @@ def branch_cone(spec: Spec) -> frozenset[Node]:
     do their successors: the coverage searches (`codegen.coverage`) keep one of them. A field
     only what a call returns reads (a lease's token, counted up by every acquire) kept a
     two-instance search's states apart until its 5,000-state bound."""
+    return _cone_of_decisions(spec, raises_and_hook=True)
+
+
+def _cone_of_decisions(spec: Spec, *, raises_and_hook: bool) -> frozenset[Node]:
     graph = _Graph(spec, Environment("decisions", "", (), (), any_call=False))
     roots: set[Node] = set()
     for event in spec.events.values():
         ifs = [n.cond for n in ir.walk(list(event.body)) if isinstance(n, ir.If)]
-        whens = [entry.when for entry in event.raises]
+        whens = [entry.when for entry in event.raises] if raises_and_hook else []
         roots |= graph.reads([event.ignore_when, event.requires, *ifs, *whens], ("event", event.name))
-    hook_ifs = [n.cond for n in ir.walk(list(spec.on_state_change)) if isinstance(n, ir.If)]
-    roots |= graph.reads(hook_ifs, ("hook",))
+    if raises_and_hook:
+        hook_ifs = [n.cond for n in ir.walk(list(spec.on_state_change)) if isinstance(n, ir.If)]
+        roots |= graph.reads(hook_ifs, ("hook",))
     return graph.closure(roots)
 
 

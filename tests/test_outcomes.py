@@ -16,7 +16,7 @@ from ledger_fixture import LEDGER_EXAMPLES, LEDGER_GENERATED, LEDGER_SPEC
 
 from ledgercheck.codegen import outcomes
 from ledgercheck.codegen.outcomes import FAILED, FINISHED, VIOLATED, Expected, Note
-from ledgercheck.codegen.render import is_generated
+from ledgercheck.codegen.render import existing_generated
 from ledgercheck.model import cli
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,8 +49,8 @@ def _pytest(folder: Path, notes: Path, *args: str) -> subprocess.CompletedProces
     )
 
 
-def _modules(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.glob("*.py") if is_generated(p))
+def _tests_in(folder: Path) -> list[outcomes.Expected]:
+    return outcomes.expected(folder, existing_generated(folder))
 
 
 def test_a_run_pytest_counts_green_is_judged_by_what_each_test_did(tmp_path: Path) -> None:
@@ -61,7 +61,7 @@ def test_a_run_pytest_counts_green_is_judged_by_what_each_test_did(tmp_path: Pat
     (tmp_path / "conftest.py").write_text(PASS_EVERY_FAILURE, encoding="utf-8")
     run = _pytest(folder, tmp_path / "notes", "--ledger-impl", AS_WRITTEN)
     assert run.returncode == 0 and run.stdout.splitlines()[-1].startswith("16 passed"), run.stdout[-2000:]
-    tests = outcomes.expected(_modules(folder))
+    tests = _tests_in(folder)
     assert len(tests) == 16 and not any(t.known_violation for t in tests)
     notes = outcomes.read(tmp_path / "notes")
     assert len(notes) == 16
@@ -87,7 +87,7 @@ def test_a_module_kept_from_running_is_named_whole(tmp_path: Path) -> None:
     )
     run = _pytest(folder, tmp_path / "notes")
     assert run.returncode == 0 and run.stdout.splitlines()[-1].startswith("7 passed"), run.stdout[-2000:]
-    problems = outcomes.judge(outcomes.expected(_modules(folder)), outcomes.read(tmp_path / "notes"))
+    problems = outcomes.judge(_tests_in(folder), outcomes.read(tmp_path / "notes"))
     assert problems == [
         "9 of 16 generated test(s) never ran (something outside them kept them from running: a conftest.py, "
         "a plugin, addopts): test_wedged_engine_is_taken_out.py (all 9)"
@@ -101,7 +101,7 @@ def test_a_known_violation_is_expected_to_break_on_its_property(tmp_path: Path) 
     assert cli.main(["gen", str(LEDGER_EXAMPLES / "timed_breaker.toml"), "--out", str(out)]) == 0
     run = _pytest(out, tmp_path / "notes")
     assert run.returncode == 0 and "xfailed" in run.stdout.splitlines()[-1], run.stdout[-2000:]
-    tests = outcomes.expected(_modules(out))
+    tests = _tests_in(out)
     known = [t for t in tests if t.known_violation]
     assert known and all(t.test.startswith("test_") for t in known)
     notes = outcomes.read(tmp_path / "notes")
