@@ -672,6 +672,7 @@ def check_property(
             expected=prop.expect.get(spec.variant),
             seconds=time.monotonic() - start,
             engine="spacer",
+            proved_beyond=True,
         )
         if progress:
             progress(f"{prop.name}: holds at every depth (a checked inductive invariant), {result.seconds:.1f}s")

@@ -410,15 +410,19 @@ def _proofs(spec_file: SpecFile, verdicts: Verdicts, progress: Any) -> Step:
     from ledgercheck.model.runs import run_checks
 
     step = Step("proofs")
+    held = [r for r in verdicts.results.values() if r.verdict == "holds" and outcome(r) != "mismatch"]
+    # A verdict whose bounded search a checked invariant made unnecessary is proved already.
+    proved_before = sum(r.status == Status.PROVED or r.proved_beyond for r in held)
     bounded = {
         (r.variant, r.property, r.environment)
-        for r in verdicts.results.values()
-        if r.status == Status.HOLDS_TO_DEPTH and outcome(r) != "mismatch"
+        for r in held
+        if r.status == Status.HOLDS_TO_DEPTH and not r.proved_beyond
     }
-    proved_before = sum(r.status == Status.PROVED for r in verdicts.results.values())
     if not bounded:
         step.status = PASSED
-        step.headline = f"nothing to prove: {proved_before} verdict(s) proved as they were checked"
+        step.headline = (
+            f"nothing left to prove: the {proved_before} verdict(s) that held were proved as they were checked"
+        )
         return step
     begin = time.monotonic()
     depth = spec_file.variant().search_depth(None, DEFAULT_DEPTH)
@@ -431,8 +435,8 @@ def _proofs(spec_file: SpecFile, verdicts: Verdicts, progress: Any) -> Step:
     proved = [r for r in results if r.status == Status.PROVED]
     left = [r for r in results if r not in refuted and r not in proved]
     step.headline = (
-        f"{len(proved)} of the {len(bounded)} verdict(s) that held up to depth {depth} proved "
-        f"({proved_before} proved as they were checked)"
+        f"{proved_before + len(proved)} of the {len(held)} verdict(s) that held up to depth {depth} proved "
+        f"({proved_before} as they were checked)"
     )
     step.failures = [f"MISMATCH  {mismatch_line(r)} (past the verdicts' depth {depth})" for r in refuted]
     if left:

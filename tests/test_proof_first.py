@@ -52,6 +52,7 @@ def test_a_proof_prints_what_the_bounded_search_prints(spec_file):
     for env in ("controller", "ledger"):
         result = _check(spec, HEADLINE, env, depth=depth)
         assert (result.status, result.engine) == (Status.HOLDS_TO_DEPTH, "spacer"), env
+        assert result.proved_beyond, "the invariant settles every depth: ci's proofs step counts it"
         prop = spec.properties[HEADLINE]
         searched = bmc.Checker(spec, env, prop, 4, spec.default_policy(), contracts=spec.environment(env).any_call).run(
             depth, 3
@@ -84,7 +85,7 @@ def test_a_regression_of_a_property_expected_to_hold_is_still_found(spec_file):
     spec = regressed.variant("as_written")
     result = _check(spec, HEADLINE, "ledger", traces=1)
     assert (result.status, result.depth, result.engine) == (Status.VIOLATED, 8, "bmc")
-    assert result.matches is False
+    assert result.matches is False and not result.proved_beyond
     original = _check(spec_file.variant("as_written"), HEADLINE, "ledger", traces=1)
     assert result.traces == original.traces
 
@@ -125,6 +126,7 @@ def test_an_unchecked_invariant_settles_nothing(spec_file, monkeypatch):
     monkeypatch.setattr(spacer, "_certified", lambda *args: False)
     result = _check(spec, spec_prop, depth=6)
     assert (result.status, result.depth, result.engine) == (Status.HOLDS_TO_DEPTH, 6, "bmc")
+    assert not result.proved_beyond, "a bounded search proves nothing past its depth"
 
 
 def test_with_prove_the_first_proof_is_the_answer(spec_file):
