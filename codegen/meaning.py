@@ -40,6 +40,7 @@ SOURCE_FIELDS = frozenset(
         "path",
         "sha256",
         "returns_text",
+        "requires_text",
         "where",
         "drive_where",
     }

@@ -43,8 +43,14 @@ class Break:
         return f"step {self.step}, {label}, breaks {self.prop.name}{where}: {self.prop.message}"
 
 
-def property_reads(prop: Property) -> frozenset[str]:
-    return frozenset(ir.field_reads([prop.when, prop.check]))
+def property_reads(prop: Property, spec: Spec | None = None) -> frozenset[str]:
+    """The per-shard fields a property reads; with `spec`, also those the `requires` of its
+    events read where it reads whether a call kept its contract (`Spec.contract_property`)."""
+    found = ir.field_reads([prop.when, prop.check])
+    kept = any(isinstance(n, ir.LocalRef) and n.name == ir.CONTRACT_KEPT for n in ir.walk([prop.when, prop.check]))
+    if spec is not None and kept:
+        found |= ir.field_reads([spec.events[name].requires for name in prop.on])
+    return frozenset(found)
 
 
 def find_break(trace: Trace, spec: Spec, prop: Property) -> Break | None:
@@ -56,7 +62,7 @@ def find_break(trace: Trace, spec: Spec, prop: Property) -> Break | None:
     sim = Simulation(spec, env, trace.shard_count, trace.policy)
     machine = sim.machine
     shards: list[int | None] = [None] if prop.fleet else _shard_order(trace)
-    reads = property_reads(prop)
+    reads = property_reads(prop, spec)
     for index, step in enumerate(trace.steps[1:], 1):
         if step.action is None:
             return None

@@ -4,7 +4,9 @@ An engineer who changed the ledger needs one answer, "did my change break anythi
 or a regression test can see?", and needs it named, not buried. So `ci` runs every step that
 can say no, and prints a summary that names each failure *before* anything else:
 
-1. verdicts: every variant x every property x every environment the property applies to;
+1. verdicts: every variant x every property x every environment the property applies to,
+   then the proofs of those that held up to its depth, and whether the callers the spec
+   models keep the events' contracts (`Spec.contract_property`);
 2. drift: is `generated_tests/` what the spec produces now (`gen --check`)?
 3. the generated tests against the spec's executable model (pytest, in a subprocess);
 4. with `--impl TARGET`: the generated tests against that implementation, and `conform`.
@@ -190,6 +192,8 @@ def ci_command(
         steps.append(verdict_step)
         now("ci: proving what held up to the verdicts' depth")
         steps.append(_undecided_if_spent("proofs", lambda: _proofs(spec_file, verdicts, heard)))
+        now("ci: do the callers the spec models keep the contracts?")
+        steps.append(_undecided_if_spent(CONTRACTS, lambda: _contracts(spec_file, heard)))
         now("ci: is generated_tests/ what the spec produces now?")
         searching = time.monotonic()
         while branches.is_alive():  # a search that cannot reach a branch runs to its bounds
@@ -219,6 +223,7 @@ def ci_command(
     order = [
         "verdicts",
         "proofs",
+        CONTRACTS,
         "generated tests up to date",
         "tests vs model",
         "tests vs implementation",
@@ -368,7 +373,7 @@ def _traces_of(spec_file: SpecFile, results: list[Any]) -> str:
     lines: list[str] = []
     for result in results:
         spec = spec_file.variant(result.variant)
-        prop = spec.properties[result.property]
+        prop = spec.property(result.property)
         lines.append(verdict_line(result, True))
         lines.append(f"   {prop.doc}")
         for trace in result.traces[:1]:
@@ -449,6 +454,75 @@ def _proofs(spec_file: SpecFile, verdicts: Verdicts, progress: Any) -> Step:
     if refuted:
         step.detail = _traces_of(spec_file, refuted)
     return step
+
+
+CONTRACTS = "callers' contracts"
+"""The step that checks the callers the spec models keep the events' `requires`."""
+
+
+def _contracts(spec_file: SpecFile, progress: Any) -> Step:
+    """Whether the environments whose actions are callers (a controller's flows) keep every
+    event's callers' contract (`Spec.contract_property`), proved as the proofs step proves, to the
+    verdicts' depth and past it. A verdict where any call may be made counts only the calls
+    the contracts allow; a flow that makes another call is a trace that verdict never sees
+    (a trial's controller reported a refit for a DEAD shard, which the ledger returns to
+    HEALTHY, and every property checked in the `ledger` environment still held)."""
+    from ledgercheck.codegen.gate import verdict_request
+    from ledgercheck.model.result import Status
+    from ledgercheck.model.runs import run_checks
+    from ledgercheck.model.spec import CONTRACTS_PROPERTY
+
+    step = Step(CONTRACTS)
+    variants = tuple(n for n in spec_file.variants if spec_file.variant(n).contract_property() is not None)
+    if not variants:
+        step.headline = "no environment's actions call an event with a requires"
+        return step
+    begin = time.monotonic()
+    depth = spec_file.variant().search_depth(None, DEFAULT_DEPTH)
+    request = verdict_request(spec_file, depth, 1).overlay(
+        variants=variants, properties=(CONTRACTS_PROPERTY,), prove=True, engine="auto", timeout=PROOF_CALL_SECONDS
+    )
+    results = run_checks(request, progress)
+    step.seconds = time.monotonic() - begin
+    broken = [r for r in results if r.status == Status.VIOLATED]
+    unknown = [r for r in results if r.status == Status.UNKNOWN]
+    bounded = [r for r in results if r.status == Status.HOLDS_TO_DEPTH]
+    environments = " and ".join(dict.fromkeys(r.environment for r in results))
+    if broken:
+        step.headline = f"the calls of {environments} break a requires in {len(broken)} of {len(results)} check(s)"
+    else:
+        proved = len(results) - len(unknown) - len(bounded)
+        step.headline = f"the calls of {environments} keep every requires: proved in {proved} of {len(results)}"
+        step.headline += " check(s)"
+        if bounded:
+            step.headline += f", {len(bounded)} up to depth {depth} only (below)"
+    step.failures = [f"CONTRACT  {_contract_line(spec_file, r)}" for r in broken]
+    step.failures += [f"UNKNOWN   {r.variant} / {r.property} ({r.environment}): {r.note}" for r in unknown]
+    step.notes = [
+        f"callers' contracts kept up to depth {r.depth}, not proved: {r.variant} ({r.environment})" for r in bounded
+    ]
+    step.status = FAILED if broken else UNDECIDED if unknown else PASSED
+    if broken:
+        step.detail = _traces_of(spec_file, broken)
+    return step
+
+
+def _contract_line(spec_file: SpecFile, result: Any) -> str:
+    """'fixed (controller): refit_lands() calls report_refit on shard 0 outside its requires
+    (state == STALE), step 4 of the shortest trace'."""
+    trace = min(result.traces, key=lambda t: t.depth)
+    spec = spec_file.variant(result.variant)
+    for index, step in enumerate(trace.steps[1:], 1):
+        for call in step.calls:
+            if not call.contract_ok:
+                args = ", ".join(f"{k}={v!r}" for k, v in call.args.items())
+                requires = spec.events[call.event].requires_text
+                return (
+                    f"{result.variant} ({result.environment}): {step.action}() calls {call.event}({call.shard}"
+                    f"{', ' + args if args else ''}) outside its requires ({requires}), step {index} of the "
+                    f"shortest trace ({trace.length})"
+                )
+    return mismatch_line(result)
 
 
 def _drift(spec_file: SpecFile, out_dir: Path, verdicts: Verdicts) -> Step:

@@ -180,7 +180,7 @@ def figure_of(
     shard = focus_of(trace, shard)
     steps = trace.steps
     marked = {breaking.step, breaking.before} - {None} if breaking is not None else set()
-    reads = property_reads(prop) if prop is not None else frozenset()
+    reads = property_reads(prop, spec) if prop is not None else frozenset()
     calls: list[Row] = []
     if trace.environment != "ledger" or any(len(s.calls) != 1 for s in steps[1:]):
         calls.append(Row("calls on shard", tuple(Cell(focus_events(s, shard)) for s in steps), "calls"))

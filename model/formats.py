@@ -138,7 +138,7 @@ def markdown_check(spec_file: SpecFile, results: Sequence[Result], all_fields: b
         if not groups:
             continue
         spec = spec_file.variant(result.variant)
-        prop = spec.properties[result.property]
+        prop = spec.property(result.property)
         where = f" ({md_text(result.environment)})" if several else ""
         section = ["", f"#### {md_code(result.variant)} / {md_code(result.property)}{where}", "", md_text(prop.doc)]
         for heading, trace in groups:
@@ -381,7 +381,7 @@ def _break_text(spec_file: SpecFile, result: Result) -> str:
     if not result.traces:
         return ""
     spec = spec_file.variant(result.variant)
-    line = figure_of(result.traces[0], spec, prop=spec.properties[result.property]).break_line()
+    line = figure_of(result.traces[0], spec, prop=spec.property(result.property)).break_line()
     return f"; {line}" if line else ""
 
 
@@ -392,7 +392,7 @@ def _junit_text(spec_file: SpecFile, result: Result, all_fields: bool = False) -
     groups = trace_groups(result)
     if groups:
         spec = spec_file.variant(result.variant)
-        prop = spec.properties[result.property]
+        prop = spec.property(result.property)
         lines += ["", legend(spec)]
         for heading, trace in groups:
             figure = trace_figure(trace, spec, width=FIXED_WIDTH, prop=prop, all_fields=all_fields)

@@ -37,6 +37,11 @@ ANY = Type("any")
 SHARD = Type("shard")
 NONE = Type("none", optional=True)
 
+CONTRACT_KEPT = "contract kept"
+"""The call's outcome a step property reads as "the call was within its event's callers'
+contract (`requires`)". Not a name the spec language can spell (it holds a space): only the
+property `Spec.contract_property` builds reads it."""
+
 
 # --- expressions -------------------------------------------------------------------------
 

@@ -529,7 +529,7 @@ def prove_command(
                 found = result.traces[0].policy if result.policy is None else {}  # symbolic: the values found
                 at = f", at {policy_text(found)}" if found else ""
                 print(f"\n== {where}: {kind} ({result.traces[0].length}{at})")
-                print(trace_figure(result.traces[0], shown, prop=shown.properties[result.property]))
+                print(trace_figure(result.traces[0], shown, prop=shown.property(result.property)))
             elif result.status == Status.UNKNOWN and "counterexample to induction" in result.note:
                 print(f"\n== {result.variant} / {result.property}")
                 print(result.note.split("; no proof: ", 1)[-1])

@@ -90,13 +90,15 @@ class _Graph:
             self.add(("local", *scope, "raised"), raised)
             if event.returns is not None:
                 self.add(("local", *scope, "result"), self.reads(event.returns, scope) | ctx)
+            # Whether the call kept its callers' contract (`Spec.contract_property`): its `requires`.
+            self.add(("local", *scope, ir.CONTRACT_KEPT), self.reads(event.requires, scope) | {("call", event.name)})
         for action in env.actions:
             scope = ("action", action.name)
             ctx = self.reads(action.when, scope)
             if env.any_call:
                 # A call outside its contract discards the whole action: every contract it
                 # calls decides every write it makes.
-                for name in sorted(_called(action.body)):
+                for name in sorted(called_events(action.body)):
                     event = spec.events[name]
                     ctx |= self.reads(event.requires, ("event", name))
             self.block(action.body, frozenset(ctx), scope)
@@ -562,7 +564,7 @@ def relevant_actions(spec: Spec, env: Environment, reduction: Reduction) -> froz
     in the cone and calls no event whose call is in it only stutters, as far as they can tell."""
     out = set()
     for action in env.actions:
-        calls = _called(action.body)
+        calls = called_events(action.body)
         # (an action assigns fields directly only as a clock tick advancing timers)
         assigns = {
             (n.kind, n.name) for n in ir.walk(action.body) if isinstance(n, ir.Assign) and n.kind in ("global", "field")
@@ -600,7 +602,7 @@ def shards_independent(spec: Spec, env: Environment, props: Sequence[Property], 
     return True
 
 
-def _called(stmts: object) -> set[str]:
+def called_events(stmts: object) -> set[str]:
     """The events a block calls."""
     return {n.event for n in ir.walk(stmts) if isinstance(n, ir.CallEvent)}
 

@@ -268,7 +268,7 @@ def _break_list(spec_file: SpecFile, results: Sequence[Result]) -> list[str]:
             continue
         seen.add((result.variant, result.property))
         spec = spec_file.variant(result.variant)
-        line = figure_of(result.traces[0], spec, prop=spec.properties[result.property]).break_line()
+        line = figure_of(result.traces[0], spec, prop=spec.property(result.property)).break_line()
         if line:
             target = esc(anchor(result.variant, result.property, result.environment))
             items.append(
@@ -381,7 +381,7 @@ def _trace_sections(spec_file: SpecFile, results: Sequence[Result]) -> list[str]
     out = ['<section id="traces">', "<h2>Traces</h2>", _legend_html(spec_file.variant())]
     for result in reading_order(with_traces):
         spec = spec_file.variant(result.variant)
-        prop = spec.properties[result.property]
+        prop = spec.property(result.property)
         mismatch = (
             f' <span class="mismatch-tag">MISMATCH: the spec expects {esc(result.expected)}</span>'
             if result.matches is False

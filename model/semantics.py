@@ -553,7 +553,10 @@ class Machine(Generic[V]):
     ) -> V:
         """The condition under which one call breaks a step property."""
         b = self.backend
-        outcome = {"raised": record.raised if record.raised is not None else b.const(False, ir.BOOL)}
+        outcome = {
+            "raised": record.raised if record.raised is not None else b.const(False, ir.BOOL),
+            ir.CONTRACT_KEPT: record.contract_ok,
+        }
         if record.result is not None:
             outcome["result"] = record.result
         snaps = {"before": record.before, "after": record.after}

@@ -208,6 +208,8 @@ class Event:
     raises: tuple[Raise, ...] = ()
     returns: ir.Expr | None = None  # evaluated on the record after the call
     returns_text: str = ""
+    requires_text: str = ""
+    """The callers' contract as written (patches applied), for what says which call broke it."""
 
 
 @dataclass(frozen=True)
@@ -336,6 +338,11 @@ class Property:
         return self.when if self.when is not None else ir.TRUE
 
 
+CONTRACTS_PROPERTY = "callers_keep_the_contracts"
+"""The property `Spec.contract_property` derives: the callers the spec models keep the
+events' contracts. Its name is what `ci` prints and `check --property` asks for."""
+
+
 def contracts_bind(env: Environment, props: Property | Sequence[Property]) -> bool:
     """Whether the callers' contracts bind the calls a verdict on `props` counts: in an
     environment that may call anything (elsewhere the environment's actions are the callers),
@@ -456,9 +463,61 @@ class Spec:
         return self.environments[name]
 
     def property(self, name: str) -> Property:
+        """A property of the spec's, or the one `contract_property` derives from it (which no
+        loop over `properties` meets: `check --property callers_keep_the_contracts` asks it)."""
         if name not in self.properties:
+            derived = self.contract_property() if name == CONTRACTS_PROPERTY else None
+            if derived is not None:
+                return derived
+            if name == CONTRACTS_PROPERTY:
+                raise UsageError(f"{name}: no environment's actions call an event with a requires (nothing to keep)")
             raise UsageError(f"unknown property {name!r}{did_you_mean(name, self.properties)}")
         return self.properties[name]
+
+    def contract_property(self) -> Property | None:
+        """Whether the callers the spec models keep the contracts the ledger relies on: a step
+        property derived from the spec, `callers_keep_the_contracts`; None where no
+        environment's actions call an event with a `requires`.
+
+        An event's `requires` is what its callers promise (the ledger does not check it), and
+        where an environment may call anything a verdict counts only the calls the contracts
+        allow. So those verdicts are about the real system only if its real callers keep them,
+        and the spec models those callers too: an environment whose actions are a controller's
+        flows. A flow edited to call an event outside its contract (a refit reported for a
+        DEAD shard, which the ledger returns to HEALTHY) breaks no property checked where any
+        call may be made, since that environment never makes the call. This property is
+        checked at every call of an event with a `requires`, in every environment whose actions
+        call one: the call is within the contract (read on the called shard before the call,
+        with its arguments, as where the ledger is called directly). No loop over `properties`
+        meets it: `ci` checks it in a step of its own, `check --property` asks it by name."""
+        events = tuple(name for name, event in self.events.items() if event.requires is not None)
+        environments = tuple(
+            name
+            for name, env in self.environments.items()
+            if not env.any_call
+            and any(isinstance(n, ir.CallEvent) and n.event in events for n in ir.walk([a.body for a in env.actions]))
+        )
+        if not environments:
+            return None
+        return Property(
+            name=CONTRACTS_PROPERTY,
+            claim=None,
+            doc=(
+                "Every call an action makes keeps the called event's callers' contract (its requires): "
+                "the verdicts where any call may be made count only such calls."
+            ),
+            kind=PropertyKind.STEP,
+            on=events,
+            when=None,
+            check=ir.LocalRef(ir.CONTRACT_KEPT, BOOL),
+            message="an action called an event outside its callers' contract (requires)",
+            expect={self.variant: "holds"},
+            environments=environments,
+            fleet=False,
+            line=0,
+            when_text="",
+            assert_text="; ".join(f"{name}: {self.events[name].requires_text}" for name in events),
+        )
 
     def default_policy(self) -> dict[str, int]:
         return {name: decl.default for name, decl in self.policy.items()}
@@ -1376,6 +1435,7 @@ class _Builder:
             raises,
             returns,
             (returns_text or "").strip(),
+            str(guards["requires"] or "").strip(),
         )
 
     def _raises(

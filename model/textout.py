@@ -286,7 +286,7 @@ def print_results(
             continue
         done.add(key)
         spec = spec_file.variant(result.variant)
-        prop = spec.properties[result.property]
+        prop = spec.property(result.property)
         print()
         shards = f"{result.shards} shard{'' if result.shards == 1 else 's'}"
         heading = f"== {result.variant} / {result.property} ({result.environment}, {shards})"
