@@ -41,6 +41,7 @@ SOURCE_FIELDS = frozenset(
         "sha256",
         "returns_text",
         "requires_text",
+        "accepted_weakenings",
         "where",
         "drive_where",
     }

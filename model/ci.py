@@ -157,12 +157,14 @@ def ci_command(
     conform_depth: int | None,
     call_timeout: float | None,
     progress: bool | None,
+    base: str | None = None,
 ) -> int:
     """`ledgercheck ci`: every step, the summary first; exit 0 only when all passed."""
     from ledgercheck.model.conformance.deadline import check_limit
 
     check_limit(call_timeout)
     spec_file = load_spec(spec)
+    weakening = _weakening(spec_file, base)  # before anything runs: a base that cannot be read is bad input
     from ledgercheck.codegen.render import default_out_dir
 
     out_dir = Path(out) if out else default_out_dir(spec_file.path)
@@ -172,7 +174,7 @@ def ci_command(
 
         binding = spec_file.variant().binding
         impl = spec_target(binding.target, spec_file.path) if binding is not None and binding.target else None
-    steps: list[Step] = []
+    steps: list[Step] = [weakening]
     started = time.monotonic()
     reporter = progress_for(progress)
     # a log (CI, neither option): a line now and then, never minutes of silence
@@ -221,6 +223,7 @@ def ci_command(
             )
             steps.append(Step(name, SKIPPED, why))
     order = [
+        WEAKENING,
         "verdicts",
         "proofs",
         CONTRACTS,
@@ -453,6 +456,46 @@ def _proofs(spec_file: SpecFile, verdicts: Verdicts, progress: Any) -> Step:
     step.status = FAILED if refuted else UNDECIDED if spent is not None and left else PASSED
     if refuted:
         step.detail = _traces_of(spec_file, refuted)
+    return step
+
+
+WEAKENING = "weakening"
+"""The step that compares the spec with its base (`--base`): what the change checks less."""
+
+
+def _weakening(spec_file: SpecFile, base: str | None) -> Step:
+    """`--base REF`: every change from the spec at REF that checks less (`model.weakening`)
+    fails the run unless `[weakened]` accepts it; what ci cannot judge is named below."""
+    from ledgercheck.model import weakening
+
+    step = Step(WEAKENING)
+    if base is None:
+        step.headline = "no --base given (the spec at the base of the change, to compare with)"
+        return step
+    begin = time.monotonic()
+    was = weakening.base_spec(spec_file, base)
+    if was is None:
+        step.status = PASSED
+        step.headline = f"the spec is new at {base}: nothing to compare"
+        return step
+    found = weakening.compare(was, spec_file, base)
+    step.seconds = time.monotonic() - begin
+    step.failures = [f"WEAKENED  {line}" for line in weakening.lines(found.weakened)]
+    if found.weakened:
+        step.failures.append(
+            f"{NOTE}      each checks less than the spec at {base}; accept one with a reason in the spec's "
+            f'[weakened] table: "{found.weakened[0].key}" = "why"'
+        )
+    step.notes = [f"accepted weakening: {w.line()} ({why})" for w, why in found.accepted]
+    step.notes += [f"changed since {base}: {line}" for line in weakening.lines(found.changed)]
+    step.notes += [f"[weakened] {key!r} accepts nothing this change weakens" for key in found.stale]
+    step.status = FAILED if found.weakened else PASSED
+    if found.weakened:
+        step.headline = f"{len(found.weakened)} change(s) check less than the spec at {base}"
+    elif found.accepted:
+        step.headline = f"{len(found.accepted)} change(s) check less than at {base}, each accepted in [weakened]"
+    else:
+        step.headline = f"nothing the spec checks was weakened against {base}"
     return step
 
 

@@ -76,7 +76,8 @@ EXAMPLES = {
     "ci": "examples:\n"
     "  ledgercheck ci\n"
     "  ledgercheck ci --impl path/to/fleet_health.py:GenerationFleetHealth\n"
-    "  ledgercheck ci spec/fleet_health.toml --out generated_tests",
+    "  ledgercheck ci spec/fleet_health.toml --out generated_tests\n"
+    "  ledgercheck ci --base origin/main   # also fail on what the change checks less",
 }
 
 PROGRESS_HELP = "progress on stderr (default: a status line when stderr is a terminal)"
@@ -433,6 +434,13 @@ def build_parser(args: Sequence[str] | None = None) -> argparse.ArgumentParser:
     )
     ci.add_argument(
         "--conform-depth", type=int, default=None, metavar="D", help="conformance enumeration depth (conform's default)"
+    )
+    ci.add_argument(
+        "--base",
+        default=None,
+        metavar="REF",
+        help="fail on what the change checks less than the spec at REF (a git revision, e.g. origin/main, "
+        "or a spec file): a property removed, an expectation turned to violated, a contract added, ...",
     )
     ci.add_argument(
         "--call-timeout",

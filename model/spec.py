@@ -408,6 +408,9 @@ class Spec:
     declared_reference: str | None = None
     """`[spec] reference_variant`: the variant the spec's implementation is meant to be (see
     `reference_variant`)."""
+    accepted_weakenings: Mapping[str, str] = field(default_factory=dict)
+    """`[weakened]`: the changes that check less which the spec accepts, each with its reason
+    (`ci --base`, `model.weakening`); the same for every variant."""
     max_depth: int | None = None
     """`[spec] max_depth`: the depth every search of this spec goes to unless `--max-depth` says
     otherwise (a counterexample 14 steps deep is found by `ci` too, which takes no option)."""
@@ -703,6 +706,7 @@ _KNOWN_TOP = (
     "implementation",
     "notifications",
     "conform",
+    "weakened",
 )
 
 
@@ -883,6 +887,7 @@ class _Builder:
             conform=self.conform,
             max_depth=max_depth,
             declared_reference=reference or None,
+            accepted_weakenings=self._weakened(),
         )
 
     def _enums(self) -> dict[str, EnumDecl]:
@@ -1171,6 +1176,19 @@ class _Builder:
 
     def shard_fields(self) -> tuple[VarDecl, ...]:
         return self.fields + self.history
+
+    def _weakened(self) -> dict[str, str]:
+        """`[weakened]`: "what" = "why", each a change `ci --base` would fail on, accepted."""
+        table = _table(self.source, self.data, ("weakened",), required=False)
+        accepted: dict[str, str] = {}
+        for key, reason in table.items():
+            if not isinstance(reason, str) or not reason.strip():
+                raise self.fail(
+                    ("weakened", key),
+                    f'[weakened] {key!r} needs a reason, as text: "{key}" = "why checking less is right here"',
+                )
+            accepted[key] = reason.strip()
+        return accepted
 
     def _conform(self) -> ConformDefaults | None:
         table = _table(self.source, self.data, ("conform",), required=False)

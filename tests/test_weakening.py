@@ -1,0 +1,195 @@
+"""`ci --base REF`: a change that checks less fails the run unless the spec accepts it
+(`model.weakening`). Red-team trials passed `ci` by deleting the property their regression
+broke, by turning its expectation to "violated" (`gen` then wrote tests that expect the
+violation), by a `requires` that ruled the failing call out, by a smaller fleet and by a
+narrower policy range: each was in the diff, and `ci` said nothing."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from ledger_fixture import LEDGER_SPEC
+
+from ledgercheck.model import ci, weakening
+from ledgercheck.model.errors import SpecError, UsageError
+from ledgercheck.model.spec import SpecFile, load_spec_text
+
+TEXT = LEDGER_SPEC.read_text(encoding="utf-8")
+HEADLINE_EXPECT = 'expect = { as_written = "violated", fixed = "holds", refit_keeps_streak = "holds" }'
+
+
+def _spec(text: str) -> SpecFile:
+    return load_spec_text(text, "fleet_health.toml")
+
+
+def _section(text: str, header: str) -> tuple[int, int]:
+    start = text.index(header)
+    end = text.find("\n[", start + len(header))
+    return start, (len(text) if end < 0 else end + 1)
+
+
+def _without(text: str, header: str) -> str:
+    start, end = _section(text, header)
+    return text[:start] + text[end:]
+
+
+def _keys(text: str) -> list[str]:
+    return [w.key for w in weakening.compare(_spec(TEXT), _spec(text), "base").weakened]
+
+
+def test_the_same_spec_weakens_nothing() -> None:
+    found = weakening.compare(_spec(TEXT), _spec(TEXT), "base")
+    assert (found.weakened, found.accepted, found.changed, found.stale) == ((), (), (), ())
+
+
+def test_a_property_removed() -> None:
+    assert _keys(_without(TEXT, "[properties.retirement_is_final]")) == ["property retirement_is_final"]
+
+
+def test_an_expectation_turned_to_violated_is_absorbing_a_regression() -> None:
+    start, end = _section(TEXT, "[properties.no_condemnation_by_inherited_streak]")
+    prop = TEXT[start:end]
+    assert HEADLINE_EXPECT in prop
+    prop = prop.replace(HEADLINE_EXPECT, HEADLINE_EXPECT.replace('fixed = "holds"', 'fixed = "violated"'))
+    flipped = TEXT[:start] + prop + TEXT[end:]
+    (found,) = weakening.compare(_spec(TEXT), _spec(flipped), "base").weakened
+    assert found.key == "expect fixed / no_condemnation_by_inherited_streak"
+    assert "the generated tests expect the violation" in found.what
+    # the other way round checks more: nothing to say
+    assert weakening.compare(_spec(flipped), _spec(TEXT), "base").weakened == ()
+
+
+def test_a_callers_contract_added_or_changed() -> None:
+    start, end = _section(TEXT, "[events.retire]")
+    event = TEXT[start:end]
+    assert "requires" not in event
+    added = TEXT[:start] + event.replace("\nbody", '\nrequires = "state == DEAD"\nbody', 1) + TEXT[end:]
+    (found,) = weakening.compare(_spec(TEXT), _spec(added), "base").weakened
+    assert found.key == "requires retire" and "a callers' contract added (state == DEAD)" in found.what
+    changed = TEXT.replace('requires = "state == DEAD"', 'requires = "state == DEAD and restart_attempts < 2"', 1)
+    assert _keys(changed) == ["requires mark_restarting"]
+    spaced = TEXT.replace('requires = "state == DEAD"', 'requires = "state  ==  DEAD"', 1)
+    assert _keys(spaced) == [], "the same contract, spaced otherwise"
+
+
+def test_a_smaller_fleet_a_lower_depth_a_narrower_policy() -> None:
+    smaller = TEXT.replace("default_shards = 4", "default_shards = 2", 1)
+    assert _keys(smaller) == ["default_shards"]
+    shallower = TEXT.replace("default_shards = 4", "default_shards = 4\nmax_depth = 8", 1)
+    assert _keys(shallower) == ["max_depth"]
+    deeper = TEXT.replace("default_shards = 4", "default_shards = 4\nmax_depth = 14", 1)
+    assert _keys(deeper) == []
+    narrower = TEXT.replace(
+        "unhealthy_threshold = { default = 3, min = 1, max = 8 }",
+        "unhealthy_threshold = { default = 3, min = 2, max = 8 }",
+    )
+    assert _keys(narrower) == ["policy unhealthy_threshold"]
+    moved = TEXT.replace(
+        "unhealthy_threshold = { default = 3, min = 1, max = 8 }",
+        "unhealthy_threshold = { default = 4, min = 1, max = 8 }",
+    )
+    found = weakening.compare(_spec(TEXT), _spec(moved), "base")
+    assert found.weakened == () and [w.key for w in found.changed] == ["policy unhealthy_threshold"]
+
+
+def test_a_property_checked_in_fewer_environments_or_fewer_calls() -> None:
+    start, end = _section(TEXT, "[properties.no_repeat_spurious_condemnation]")
+    prop = TEXT[start:end]
+    assert "environments" not in prop
+    narrowed = TEXT[:start] + prop.rstrip("\n") + '\nenvironments = ["ledger"]\n\n' + TEXT[end:]
+    found = weakening.compare(_spec(TEXT), _spec(narrowed), "base").weakened
+    assert [(w.key, w.what) for w in found] == [
+        ("environments of no_repeat_spurious_condemnation", "no longer checked in controller")
+    ]
+    start, end = _section(TEXT, "[properties.retirement_is_final]")
+    prop = TEXT[start:end]
+    line = next(x for x in prop.splitlines() if x.startswith('calls = "any"'))
+    assert _keys(TEXT[:start] + prop.replace(line + "\n", "") + TEXT[end:]) == ["calls of retirement_is_final"]
+
+
+def test_a_changed_assert_is_named_and_fails_nothing() -> None:
+    start, end = _section(TEXT, "[properties.retirement_is_final]")
+    prop = TEXT[start:end]
+    line = next(x for x in prop.splitlines() if x.startswith("assert = "))
+    edited = TEXT[:start] + prop.replace(line, line[:-1] + ' or True"') + TEXT[end:]
+    found = weakening.compare(_spec(TEXT), _spec(edited), "base")
+    assert found.weakened == ()
+    assert [w.key for w in found.changed] == ["property retirement_is_final"]
+
+
+def test_a_variant_or_environment_removed() -> None:
+    start, _ = _section(TEXT, "[variants.refit_keeps_streak]")
+    tail = TEXT[start:]
+    nxt = tail.find("\n[variants.", 1)
+    no_variant = TEXT[:start] + (tail[nxt + 1 :] if nxt > 0 else "")
+    no_variant = no_variant.replace(', refit_keeps_streak = "holds"', "").replace(
+        ', refit_keeps_streak = "violated"', ""
+    )
+    try:
+        keys = _keys(no_variant)
+    except SpecError as exc:  # the variant is named elsewhere: what is left is not this test's
+        pytest.skip(f"the pinned spec names refit_keeps_streak elsewhere: {exc}")
+    assert "variant refit_keeps_streak" in keys
+
+
+def test_weakened_accepts_a_change_by_name_with_a_reason() -> None:
+    removed = _without(TEXT, "[properties.retirement_is_final]")
+    accepted = (
+        removed + '\n[weakened]\n"property retirement_is_final" = "folded into retire_retires"\n"max_depth" = "x"\n'
+    )
+    found = weakening.compare(_spec(TEXT), _spec(accepted), "base")
+    assert found.weakened == ()
+    assert [(w.key, why) for w, why in found.accepted] == [
+        ("property retirement_is_final", "folded into retire_retires")
+    ]
+    assert found.stale == ("max_depth",)
+
+
+def test_a_reason_is_required() -> None:
+    with pytest.raises(SpecError, match=r"\[weakened\] 'max_depth' needs a reason"):
+        _spec(TEXT + '\n[weakened]\n"max_depth" = "  "\n')
+
+
+def _repo(tmp_path: Path) -> Path:
+    (tmp_path / "spec").mkdir()
+    spec = tmp_path / "spec" / "fleet_health.toml"
+    spec.write_text(TEXT, encoding="utf-8")
+    for argv in (["init", "-q"], ["add", "-A"], ["-c", "user.email=a@b", "-c", "user.name=t", "commit", "-qm", "base"]):
+        subprocess.run(["git", "-C", str(tmp_path), *argv], check=True)
+    return spec
+
+
+def test_the_base_is_read_from_git_or_a_file(tmp_path: Path) -> None:
+    spec = _repo(tmp_path)
+    spec.write_text(_without(TEXT, "[properties.retirement_is_final]"), encoding="utf-8")
+    head = load_spec_text(spec.read_text(encoding="utf-8"), str(spec))
+    head = SpecFile(str(spec), head.source, head.compiled)
+    was = weakening.base_spec(head, "HEAD")
+    assert was is not None and "retirement_is_final" in was.variant().properties
+    step = ci._weakening(head, "HEAD")
+    assert step.status == ci.FAILED
+    assert step.failures[0] == "WEAKENED  property retirement_is_final: removed: nothing checks it any more"
+    assert step.failures[1].startswith("NOTE      each checks less than the spec at HEAD; accept one with a reason")
+    copy = tmp_path / "base.toml"
+    copy.write_text(TEXT, encoding="utf-8")
+    assert ci._weakening(head, str(copy)).failures == [f.replace("HEAD", str(copy)) for f in step.failures]
+    with pytest.raises(UsageError, match="--base no-such-ref: not a spec file, and git cannot read"):
+        weakening.base_spec(head, "no-such-ref")
+
+
+def test_a_spec_new_at_the_base_weakens_nothing(tmp_path: Path) -> None:
+    spec = _repo(tmp_path)
+    fresh = spec.with_name("other.toml")
+    fresh.write_text(TEXT, encoding="utf-8")
+    loaded = load_spec_text(TEXT, str(fresh))
+    head = SpecFile(str(fresh), loaded.source, loaded.compiled)
+    assert weakening.base_spec(head, "HEAD") is None
+    step = ci._weakening(head, "HEAD")
+    assert (step.status, step.headline) == (ci.PASSED, "the spec is new at HEAD: nothing to compare")
+
+
+def test_without_base_the_step_is_skipped(spec_file: SpecFile) -> None:
+    step = ci._weakening(spec_file, None)
+    assert step.status == ci.SKIPPED and step.headline.startswith("no --base given")
