@@ -12,22 +12,28 @@ reason, in its `[weakened]` table (reviewed in the same diff):
     [weakened]
     "property no_repeat_spurious_condemnation" = "folded into suspicion_survives_abort (#3601)"
 
-What is compared is what the spec declares, not what it means: a `when` or an `assert` that
-changed is named (ci cannot tell a stronger one from a weaker one without a search it does not
-run) but fails nothing, and so is a policy default that moved (the verdicts are judged there).
-A changed `requires` fails as an added one does: it may allow fewer calls.
+A property whose `when` or `assert` was edited is judged by what it means: the changed spec
+is searched (and the answer proved) for a reachable state, or call, that the edited property
+accepts and the base's version rejects (`accepts_more`); one is a weakening, with its trace. An
+edit that only reads otherwise, or accepts more only where no run goes (`verdict_reads <= 2`
+where no run reads a verdict twice), checks no less and says nothing. The rest is compared as
+declared: a changed `requires` fails as an added one does (it may allow fewer calls), and a
+policy default that moved is named but fails nothing (the verdicts are judged there).
 """
 
 from __future__ import annotations
 
 import subprocess
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
+from ledgercheck.model import ir
 from ledgercheck.model.errors import UsageError
+from ledgercheck.model.result import Status
 from ledgercheck.model.runs import DEFAULT_DEPTH
-from ledgercheck.model.spec import SpecFile, load_spec_text
+from ledgercheck.model.spec import Property, PropertyKind, Spec, SpecFile, load_spec_text
 
 _Note = Callable[[str, str], None]
 """What the comparisons call with each weakening they find (`compare`'s `weaker`)."""
@@ -104,8 +110,9 @@ def compare(base: SpecFile, head: SpecFile, base_name: str) -> Comparison:
         if variant not in head.variants:
             weaker(f"variant {variant}", "removed: nothing is checked of it any more")
     _spec_settings(base, head, weaker, changed)
+    compared: set[str] = set()
     for variant in (v for v in base.variants if v in head.variants):
-        _properties(base, head, variant, weaker, changed)
+        _properties(base, head, variant, weaker, changed, compared)
         _contracts(base, head, variant, weaker)
     accepts = dict(head.variant().accepted_weakenings)
     weakened = tuple(w for w in found.values() if w.key not in accepts)
@@ -149,7 +156,12 @@ def _spec_settings(base: SpecFile, head: SpecFile, weaker: _Note, changed: dict[
             weaker(f"conform {setting}", f"lowered from {was} to {now_value}: conformance searches less")
 
 
-def _properties(base: SpecFile, head: SpecFile, variant: str, weaker: _Note, changed: dict[str, Weakening]) -> None:
+def _properties(
+    base: SpecFile, head: SpecFile, variant: str, weaker: _Note, changed: dict[str, Weakening], flagged: set[str]
+) -> None:
+    """Each property of the base's: removed, expected violated, checked in fewer places or
+    over fewer calls, or (its `when` or `assert` edited) accepting what the base's rejected,
+    in some variant both specs have (`flagged`: those found so in an earlier variant)."""
     b, h = base.variant(variant), head.variant(variant)
     for name, was in b.properties.items():
         now = h.properties.get(name)
@@ -166,9 +178,21 @@ def _properties(base: SpecFile, head: SpecFile, variant: str, weaker: _Note, cha
             weaker(f"environments of {name}", f"no longer checked in {', '.join(lost)}")
         if was.counts_any_call and not now.counts_any_call:
             weaker(f"calls of {name}", 'no longer counts the calls outside the callers\' contracts (calls = "any")')
+        if was.kind == PropertyKind.STEP and now.kind == PropertyKind.STEP:
+            dropped = [event for event in was.on if event not in now.on]
+            if dropped:
+                weaker(f"on of {name}", f"no longer checked at the calls of {', '.join(dropped)}")
         if _words(was.when_text) != _words(now.when_text) or _words(was.assert_text) != _words(now.assert_text):
             key = f"property {name}"
-            changed.setdefault(key, Weakening(key, "its when or assert changed: read whether it checks less"))
+            if key in flagged:  # one variant where it accepts more is enough to say so
+                continue
+            what = accepts_more(b, h, variant, was, now)
+            if what is not None and what.startswith(ACCEPTS):
+                flagged.add(key)
+                changed.pop(key, None)
+                weaker(key, f"in {variant}, {what}")
+            elif what is not None:
+                changed.setdefault(key, Weakening(key, what))
 
 
 def _contracts(base: SpecFile, head: SpecFile, variant: str, weaker: _Note) -> None:
@@ -189,6 +213,82 @@ def _contracts(base: SpecFile, head: SpecFile, variant: str, weaker: _Note) -> N
                 f"the callers' contract changed from ({was.requires_text}) to ({now.requires_text}): "
                 "calls the old one allowed may not be counted",
             )
+
+
+ACCEPTS = "now accepts"
+"""How a property's finding begins where its edit accepts what the base's rejected."""
+
+
+def accepts_more(base: Spec, head: Spec, variant: str, was: Property, now: Property) -> str | None:
+    """Whether a property whose `when` or `assert` was edited accepts, in some reachable state
+    of the changed spec, what the base's version rejected: a question about the changed spec,
+    asked as a property of its own (the base's verdict wherever the new one passes), checked
+    in each environment both apply to at the spec's fleet and policy, to its depth and by a
+    proof past it. A sentence beginning with `ACCEPTS` where it does (the first such step);
+    else what was found (checks no less, or could not be compared); None where nothing is to
+    be said."""
+    if was.kind != now.kind or was.fleet != now.fleet:
+        return f"its kind or scope changed ({was.kind.value} -> {now.kind.value}): read whether it checks less"
+    if was.kind == PropertyKind.EVENTUALLY:
+        return "its when or assert changed (a liveness property: read whether it checks less)"
+    question = _no_less(was, now, variant)
+    environments = [e for e in head.environments if was.applies_to(e) and now.applies_to(e) and e in base.environments]
+    from ledgercheck.model import engines  # Z3 loads only where a property was edited
+
+    depth = head.search_depth(None, DEFAULT_DEPTH)
+    proved = True
+    for environment in environments:
+        try:
+            found = engines.check_property(
+                head,
+                environment,
+                question,
+                shards=head.default_shards,
+                policy=head.default_policy(),
+                max_depth=depth,
+                max_traces=1,
+                lax=False,
+                prove=True,
+            )
+        except (UsageError, KeyError, AttributeError, TypeError, ValueError) as exc:
+            return f"its when or assert changed, and could not be compared with the base's ({exc}): read it"
+        if found.status == Status.VIOLATED and found.traces:
+            trace = min(found.traces, key=lambda t: t.depth)
+            return (
+                f"{ACCEPTS} what the base's version rejected, in {environment}: after "
+                f"{', '.join(_step_text(s) for s in trace.steps[1:])} (shard {trace.focus})"
+            )
+        proved = proved and found.status == Status.PROVED
+    if not proved:
+        return f"its when or assert changed; it rejects what the base's did up to depth {depth}, not proved past it"
+    return None
+
+
+def _no_less(was: Property, now: Property, variant: str) -> Property:
+    """The property "wherever `now` passes, `was` passes": for an invariant, of every
+    state; for a step property, of every call of an event both watch."""
+
+    def passes(prop: Property) -> ir.Expr:
+        return prop.check if prop.when is None else ir.BoolOp("or", (ir.Not(prop.when), prop.check))
+
+    check = ir.BoolOp("or", (ir.Not(passes(now)), passes(was)))
+    on = tuple(event for event in was.on if event in now.on)
+    return replace(
+        now,
+        name=f"{now.name} (as at the base)",
+        when=None,
+        check=check,
+        on=on,
+        lemmas=(),
+        expect={variant: "holds"},
+        view=None,
+    )
+
+
+def _step_text(step: Any) -> str:
+    shards = ", ".join(str(v) for v in step.shards.values())
+    args = ", ".join(f"{k}={v}" for k, v in step.args.items())
+    return f"{step.action}({', '.join(x for x in (shards, args) if x)})"
 
 
 def _words(text: str) -> str:

@@ -109,14 +109,38 @@ def test_a_property_checked_in_fewer_environments_or_fewer_calls() -> None:
     assert _keys(TEXT[:start] + prop.replace(line + "\n", "") + TEXT[end:]) == ["calls of retirement_is_final"]
 
 
-def test_a_changed_assert_is_named_and_fails_nothing() -> None:
-    start, end = _section(TEXT, "[properties.retirement_is_final]")
-    prop = TEXT[start:end]
-    line = next(x for x in prop.splitlines() if x.startswith("assert = "))
-    edited = TEXT[:start] + prop.replace(line, line[:-1] + ' or True"') + TEXT[end:]
-    found = weakening.compare(_spec(TEXT), _spec(edited), "base")
-    assert found.weakened == ()
-    assert [w.key for w in found.changed] == ["property retirement_is_final"]
+HEADLINE_ASSERT = (
+    'assert = "after.own_request_streak >= unhealthy_threshold or after.own_probe_streak >= unhealthy_threshold"'
+)
+
+
+def test_an_assert_that_accepts_what_the_base_rejected_is_a_weakening() -> None:
+    """A disjunct that lets the seed's condemnation through: the search finds the call the
+    edited property accepts and the base's rejects, and names it."""
+    assert TEXT.count(HEADLINE_ASSERT) == 1
+    masked = TEXT.replace(HEADLINE_ASSERT, HEADLINE_ASSERT[:-1] + ' or after.incarnation > 0"')
+    (found,) = weakening.compare(_spec(TEXT), _spec(masked), "base").weakened
+    assert found.key == "property no_condemnation_by_inherited_streak"
+    assert found.what.startswith("in as_written, now accepts what the base's version rejected, in ledger: after ")
+    assert "mark_loaded(0" in found.what and found.what.endswith("report_failure(0) (shard 0)")
+
+
+@pytest.mark.slow  # 5-7 s: each variant in both environments, proved
+def test_an_edit_that_checks_no_less_says_nothing() -> None:
+    """A stronger assert, and one weaker only where no run goes (no run reads a verdict
+    twice): neither accepts a reachable state or call the base's rejected."""
+    stronger = TEXT.replace(HEADLINE_ASSERT, 'assert = "after.own_request_streak >= unhealthy_threshold"')
+    looser = TEXT.replace('assert = "verdict_reads <= 1"', 'assert = "verdict_reads <= 2"')
+    for edited in (stronger, looser):
+        found = weakening.compare(_spec(TEXT), _spec(edited), "base")
+        assert (found.weakened, found.changed) == ((), ())
+
+
+def test_a_step_property_watching_fewer_calls() -> None:
+    start, end = _section(TEXT, "[properties.no_condemnation_by_inherited_streak]")
+    on = 'on = ["report_failure", "record_probe"]'
+    narrowed = TEXT[:start] + TEXT[start:end].replace(on, 'on = ["report_failure"]') + TEXT[end:]
+    assert _keys(narrowed) == ["on of no_condemnation_by_inherited_streak"]
 
 
 def test_a_variant_or_environment_removed() -> None:
