@@ -199,8 +199,17 @@ def test_the_base_is_read_from_git_or_a_file(tmp_path: Path) -> None:
     copy = tmp_path / "base.toml"
     copy.write_text(TEXT, encoding="utf-8")
     assert ci._weakening(head, str(copy)).failures == [f.replace("HEAD", str(copy)) for f in step.failures]
-    with pytest.raises(UsageError, match="--base no-such-ref: not a spec file, and git cannot read"):
+    with pytest.raises(UsageError, match="--base no-such-ref: not a spec file, and not a revision of "):
         weakening.base_spec(head, "no-such-ref")
+    # an unset variable, or the index (the change compared with itself), is no base
+    with pytest.raises(UsageError, match="--base is empty"):
+        weakening.base_spec(head, "")
+    with pytest.raises(UsageError, match="--base :0: not a spec file, and not a revision"):
+        weakening.base_spec(head, ":0")
+    not_a_spec = tmp_path / "pyproject.toml"
+    not_a_spec.write_text("[build-system]\nrequires = []\n", encoding="utf-8")
+    with pytest.raises(UsageError, match=r"--base .*pyproject.toml: the spec there does not load: .*pyproject.toml"):
+        weakening.base_spec(head, str(not_a_spec))
 
 
 def test_a_spec_new_at_the_base_weakens_nothing(tmp_path: Path) -> None:
@@ -217,3 +226,91 @@ def test_a_spec_new_at_the_base_weakens_nothing(tmp_path: Path) -> None:
 def test_without_base_the_step_is_skipped(spec_file: SpecFile) -> None:
     step = ci._weakening(spec_file, None)
     assert step.status == ci.SKIPPED and step.headline.startswith("no --base given")
+
+
+def _commit(root: Path, message: str) -> None:
+    for argv in (["add", "-A"], ["-c", "user.email=a@b", "-c", "user.name=t", "commit", "-qm", message]):
+        subprocess.run(["git", "-C", str(root), *argv], check=True)
+
+
+def _loaded(path: Path) -> SpecFile:
+    from ledgercheck.model.spec import load_spec
+
+    return load_spec(path)
+
+
+def test_a_renamed_spec_is_compared_with_its_old_self(tmp_path: Path) -> None:
+    """`git mv` and a weakening: the base is found under its old name (it passed as a new spec)."""
+    spec = _repo(tmp_path)
+    moved = spec.with_name("fh.toml")
+    subprocess.run(["git", "-C", str(tmp_path), "mv", str(spec), str(moved)], check=True)
+    moved.write_text(_without(TEXT, "[properties.retirement_is_final]"), encoding="utf-8")
+    step = ci._weakening(_loaded(moved), "HEAD")
+    assert step.failures[0] == "WEAKENED  property retirement_is_final: removed: nothing checks it any more"
+
+
+def test_a_spec_that_extends_another_reads_both_at_the_base(tmp_path: Path) -> None:
+    """The file it extends is read at the base too: a weakening of the parent is seen, and the
+    command runs from any folder."""
+    parent = _repo(tmp_path)
+    child = tmp_path / "spec" / "examples" / "next.toml"
+    child.parent.mkdir()
+    child.write_text('extends = "../fleet_health.toml"\n', encoding="utf-8")
+    _commit(tmp_path, "child")
+    parent.write_text(TEXT.replace("default_shards = 4", "default_shards = 2", 1), encoding="utf-8")
+    step = ci._weakening(_loaded(child), "HEAD")
+    assert step.failures[0].startswith("WEAKENED  default_shards: lowered from 4 to 2"), step.failures
+
+
+def test_an_acceptance_holds_for_the_change_that_writes_it(tmp_path: Path) -> None:
+    """A change lowered max_depth to 10 and accepted it; the next one lowered it to 1 under
+    the same entry, and passed. An entry kept from the base accepts nothing now."""
+    spec = _repo(tmp_path)
+    accepted = '\n[weakened]\n"max_depth" = "12 -> 10 (#1)"\n'
+    spec.write_text(TEXT.replace("default_shards = 4", "default_shards = 4\nmax_depth = 10", 1) + accepted)
+    assert ci._weakening(_loaded(spec), "HEAD").status == ci.PASSED
+    _commit(tmp_path, "first")
+    spec.write_text(TEXT.replace("default_shards = 4", "default_shards = 4\nmax_depth = 1", 1) + accepted)
+    step = ci._weakening(_loaded(spec), "HEAD")
+    assert step.status == ci.FAILED and step.failures[0].startswith("WEAKENED  max_depth: lowered from 10 to 1")
+
+
+def test_what_means_less_though_it_reads_the_same() -> None:
+    """A set or a query narrowed changes every contract and property that reads it, their
+    text unchanged; a history block edited changes the properties that read what it keeps."""
+    serving = 'SERVING = ["HEALTHY", "SUSPECT"]'
+    assert serving in TEXT
+    keys = _keys(TEXT.replace(serving, 'SERVING = ["HEALTHY"]'))
+    assert "requires report_success" in keys, keys
+    suspected = 'suspected = { when = "state == SUSPECT or (state == STALE and state_before_partial == SUSPECT)"'
+    assert suspected in TEXT
+    assert "requires condemn_silent_participant" in _keys(TEXT.replace(suspected, suspected.split(" or ")[0] + '"'))
+    start, end = _section(TEXT, "[events.mark_restarting]")
+    event = TEXT[start:end]
+    assert "restarts_started = restarts_started + 1" in event
+    edited = (
+        TEXT[:start] + event.replace("restarts_started = restarts_started + 1", "restarts_started = 0") + TEXT[end:]
+    )
+    assert "history of restarts_stay_within_budget" in _keys(edited)
+
+
+def test_a_kind_an_action_a_fairness_a_variants_policy_and_conform() -> None:
+    """Each as a red-team trial wrote it, none of them flagged before."""
+    start, end = _section(TEXT, "[properties.no_repeat_spurious_condemnation]")
+    prop = TEXT[start:end]
+    eventually = prop.replace('kind = "invariant"', 'kind = "eventually"')
+    assert "kind of no_repeat_spurious_condemnation" in _keys(TEXT[:start] + eventually + TEXT[end:])
+    start, end = _section(TEXT, "[environments.controller.actions.probe_answers]")
+    assert _keys(TEXT[:start] + TEXT[end:]) == ["action controller.probe_answers"]
+    fair = 'fairness = [{ weak = ["restart_loaded", "restart_fails"], doc = "a background restart always ends" }]'
+    assert fair in TEXT
+    more = fair[:-1] + ', { weak = ["probe_answers"] }]'
+    assert _keys(TEXT.replace(fair, more)) == ["fairness controller"]
+    guard = 'when = "phase != ENDED and i.state == RESTARTING"\nbody = "mark_restart_failed(i)"'
+    assert guard in TEXT
+    found = weakening.compare(_spec(TEXT), _spec(TEXT.replace(guard, guard.replace("phase != ENDED and ", ""))), "b")
+    assert found.weakened == () and [w.key for w in found.changed] == ["action controller.restart_fails"]
+    conform = TEXT + "\n[conform]\ndepth = 0\n"
+    assert _keys(conform) == ["conform depth"], "the base's conform searched at its defaults"
+    narrowed = TEXT + "\n[variants.fixed.override.policy]\nunhealthy_threshold = { default = 3, min = 3, max = 8 }\n"
+    assert _keys(narrowed) == ["policy unhealthy_threshold"], "a variant's own policy is compared too"
