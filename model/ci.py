@@ -164,7 +164,7 @@ def ci_command(
 
     check_limit(call_timeout)
     spec_file = load_spec(spec)
-    weakening = _weakening(spec_file, base)  # before anything runs: a base that cannot be read is bad input
+    was = _base_of(spec_file, base)  # before anything runs: a base that cannot be read is bad input
     from ledgercheck.codegen.render import default_out_dir
 
     out_dir = Path(out) if out else default_out_dir(spec_file.path)
@@ -174,7 +174,7 @@ def ci_command(
 
         binding = spec_file.variant().binding
         impl = spec_target(binding.target, spec_file.path) if binding is not None and binding.target else None
-    steps: list[Step] = [weakening]
+    steps: list[Step] = []
     started = time.monotonic()
     reporter = progress_for(progress)
     # a log (CI, neither option): a line now and then, never minutes of silence
@@ -190,6 +190,10 @@ def ci_command(
     try:
         children = _start_children(impl, conform_depth, call_timeout, spec_file, out_dir, named_by_spec)
         branches = _search_branches_beside(spec_file)
+        if base is not None:
+            now(f"ci: what does the change check less than the spec at {base}?")
+        steps.append(_undecided_if_spent(WEAKENING, lambda: _weakening(spec_file, base, was)))
+        now("ci: checking the verdicts")
         verdict_step, verdicts = _verdicts(spec_file, heard)
         steps.append(verdict_step)
         now("ci: proving what held up to the verdicts' depth")
@@ -464,9 +468,19 @@ WEAKENING = "weakening"
 """The step that compares the spec with its base (`--base`): what the change checks less."""
 
 
-def _weakening(spec_file: SpecFile, base: str | None) -> Step:
-    """`--base REF`: every change from the spec at REF that checks less (`model.weakening`)
-    fails the run unless `[weakened]` accepts it; what ci cannot judge is named below."""
+def _base_of(spec_file: SpecFile, base: str | None) -> SpecFile | None:
+    """The spec at `--base`, read before any step starts (one that cannot be read is bad input)."""
+    if base is None:
+        return None
+    from ledgercheck.model import weakening
+
+    return weakening.base_spec(spec_file, base)
+
+
+def _weakening(spec_file: SpecFile, base: str | None, was: SpecFile | None) -> Step:
+    """`--base REF`: every change from the spec at REF (`was`, None where the spec is new
+    there) that checks less (`model.weakening`) fails the run unless `[weakened]` accepts it;
+    what ci cannot judge is named below."""
     from ledgercheck.model import weakening
 
     step = Step(WEAKENING)
@@ -474,7 +488,6 @@ def _weakening(spec_file: SpecFile, base: str | None) -> Step:
         step.headline = "no --base given (the spec at the base of the change, to compare with)"
         return step
     begin = time.monotonic()
-    was = weakening.base_spec(spec_file, base)
     if was is None:
         step.status = PASSED
         step.headline = f"the spec is new at {base}: nothing to compare"

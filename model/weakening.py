@@ -366,6 +366,10 @@ def _history_written(spec: Spec, event: str) -> set[str]:
     return {n.name for n in ir.walk(spec.events[event].history) if isinstance(n, ir.Assign)}
 
 
+SOLVER_CALL_SECONDS = 30.0
+"""Seconds one solver call of the comparison may take (as `ci`'s proofs step allows): past it
+the proof gives up and the comparison says it could not prove the edit checks no less."""
+
 ACCEPTS = "now accepts"
 """How a property's finding begins where its edit accepts what the base's rejected."""
 
@@ -398,6 +402,7 @@ def accepts_more(base: Spec, head: Spec, variant: str, was: Property, now: Prope
                 policy=head.default_policy(),
                 max_depth=depth,
                 max_traces=1,
+                timeout=SOLVER_CALL_SECONDS,
                 lax=False,
                 prove=True,
             )

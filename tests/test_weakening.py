@@ -192,13 +192,15 @@ def test_the_base_is_read_from_git_or_a_file(tmp_path: Path) -> None:
     head = SpecFile(str(spec), head.source, head.compiled)
     was = weakening.base_spec(head, "HEAD")
     assert was is not None and "retirement_is_final" in was.variant().properties
-    step = ci._weakening(head, "HEAD")
+    step = ci._weakening(head, "HEAD", ci._base_of(head, "HEAD"))
     assert step.status == ci.FAILED
     assert step.failures[0] == "WEAKENED  property retirement_is_final: removed: nothing checks it any more"
     assert step.failures[1].startswith("NOTE      each checks less than the spec at HEAD; accept one with a reason")
     copy = tmp_path / "base.toml"
     copy.write_text(TEXT, encoding="utf-8")
-    assert ci._weakening(head, str(copy)).failures == [f.replace("HEAD", str(copy)) for f in step.failures]
+    assert ci._weakening(head, str(copy), ci._base_of(head, str(copy))).failures == [
+        f.replace("HEAD", str(copy)) for f in step.failures
+    ]
     with pytest.raises(UsageError, match="--base no-such-ref: not a spec file, and not a revision of "):
         weakening.base_spec(head, "no-such-ref")
     # an unset variable, or the index (the change compared with itself), is no base
@@ -219,18 +221,22 @@ def test_a_spec_new_at_the_base_weakens_nothing(tmp_path: Path) -> None:
     loaded = load_spec_text(TEXT, str(fresh))
     head = SpecFile(str(fresh), loaded.source, loaded.compiled)
     assert weakening.base_spec(head, "HEAD") is None
-    step = ci._weakening(head, "HEAD")
+    step = ci._weakening(head, "HEAD", ci._base_of(head, "HEAD"))
     assert (step.status, step.headline) == (ci.PASSED, "the spec is new at HEAD: nothing to compare")
 
 
 def test_without_base_the_step_is_skipped(spec_file: SpecFile) -> None:
-    step = ci._weakening(spec_file, None)
+    step = ci._weakening(spec_file, None, None)
     assert step.status == ci.SKIPPED and step.headline.startswith("no --base given")
 
 
 def _commit(root: Path, message: str) -> None:
     for argv in (["add", "-A"], ["-c", "user.email=a@b", "-c", "user.name=t", "commit", "-qm", message]):
         subprocess.run(["git", "-C", str(root), *argv], check=True)
+
+
+def _step(spec_file: SpecFile, base: str) -> ci.Step:
+    return ci._weakening(spec_file, base, ci._base_of(spec_file, base))
 
 
 def _loaded(path: Path) -> SpecFile:
@@ -245,7 +251,7 @@ def test_a_renamed_spec_is_compared_with_its_old_self(tmp_path: Path) -> None:
     moved = spec.with_name("fh.toml")
     subprocess.run(["git", "-C", str(tmp_path), "mv", str(spec), str(moved)], check=True)
     moved.write_text(_without(TEXT, "[properties.retirement_is_final]"), encoding="utf-8")
-    step = ci._weakening(_loaded(moved), "HEAD")
+    step = _step(_loaded(moved), "HEAD")
     assert step.failures[0] == "WEAKENED  property retirement_is_final: removed: nothing checks it any more"
 
 
@@ -258,7 +264,7 @@ def test_a_spec_that_extends_another_reads_both_at_the_base(tmp_path: Path) -> N
     child.write_text('extends = "../fleet_health.toml"\n', encoding="utf-8")
     _commit(tmp_path, "child")
     parent.write_text(TEXT.replace("default_shards = 4", "default_shards = 2", 1), encoding="utf-8")
-    step = ci._weakening(_loaded(child), "HEAD")
+    step = _step(_loaded(child), "HEAD")
     assert step.failures[0].startswith("WEAKENED  default_shards: lowered from 4 to 2"), step.failures
 
 
@@ -268,10 +274,10 @@ def test_an_acceptance_holds_for_the_change_that_writes_it(tmp_path: Path) -> No
     spec = _repo(tmp_path)
     accepted = '\n[weakened]\n"max_depth" = "12 -> 10 (#1)"\n'
     spec.write_text(TEXT.replace("default_shards = 4", "default_shards = 4\nmax_depth = 10", 1) + accepted)
-    assert ci._weakening(_loaded(spec), "HEAD").status == ci.PASSED
+    assert _step(_loaded(spec), "HEAD").status == ci.PASSED
     _commit(tmp_path, "first")
     spec.write_text(TEXT.replace("default_shards = 4", "default_shards = 4\nmax_depth = 1", 1) + accepted)
-    step = ci._weakening(_loaded(spec), "HEAD")
+    step = _step(_loaded(spec), "HEAD")
     assert step.status == ci.FAILED and step.failures[0].startswith("WEAKENED  max_depth: lowered from 10 to 1")
 
 
