@@ -63,6 +63,8 @@ def test_default_variant_is_the_one_whose_properties_hold() -> None:
 
 @pytest.mark.slow
 def test_clean_implementation_conforms_to_fixed(capsys: pytest.CaptureFixture[str]) -> None:
+    """Every source, none finding a divergence. At enumeration depth 3: depth 4 took 46 s alone
+    (136 s in a loaded full suite, the suite's largest item) and runs no code depth 3 does not."""
     code = main(
         [
             "conform",
@@ -71,7 +73,7 @@ def test_clean_implementation_conforms_to_fixed(capsys: pytest.CaptureFixture[st
             "--variant",
             "fixed",
             "--depth",
-            "4",
+            "3",
             "--random",
             "300",
             "--cex-depth",
@@ -85,7 +87,7 @@ def test_clean_implementation_conforms_to_fixed(capsys: pytest.CaptureFixture[st
     out = capsys.readouterr().out
     assert code == 0, out
     assert re.search(r"^\d+ traces, \d+ calls compared, no divergence$", out, re.M), out
-    assert re.search(r"any call, depth 4: \d+ call sequences", out), out
+    assert re.search(r"any call, depth 3: \d+ call sequences", out), out
     assert "300 calls in 6 traces" in out, out
     found = re.search(r"counterexamples\s+(\d+) traces of the checker", out)
     assert found and int(found.group(1)) >= 2, out  # the as_written violations at depth 6, lax traces
