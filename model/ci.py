@@ -39,7 +39,14 @@ from typing import IO, TYPE_CHECKING, Any
 from ledgercheck.model import budget, executor
 from ledgercheck.model.console import Heartbeat, Ticker, progress_for
 from ledgercheck.model.errors import EXIT_BAD_INPUT, EXIT_MISMATCH, EXIT_OK, EXIT_UNKNOWN
-from ledgercheck.model.runs import DEFAULT_DEPTH, DEFAULT_TRACES, attention, mismatch_line, outcome
+from ledgercheck.model.runs import (
+    DEFAULT_DEPTH,
+    DEFAULT_TRACES,
+    PROOF_CALL_SECONDS,
+    attention,
+    mismatch_line,
+    outcome,
+)
 from ledgercheck.model.spec import SpecFile, load_spec
 
 if TYPE_CHECKING:
@@ -394,12 +401,6 @@ def _traces_of(spec_file: SpecFile, results: list[Any]) -> str:
     return "\n".join(lines)
 
 
-PROOF_CALL_SECONDS = 30.0
-"""Seconds one solver call of the proofs step may take: Spacer, given the whole budget, spent
-600 s on a replica set's term limit that the explicit engine then refutes in half a second
-(`runs._probed_past_the_depth`); past it the proof gives up and the next engine tries."""
-
-
 def _undecided_if_spent(name: str, run: Callable[[], Step]) -> Step:
     """A step run under the command's budget: where the budget runs out in it, the step is
     undecided and says so, and the summary of every step is still printed (the drift step
@@ -481,12 +482,12 @@ def _weakening(spec_file: SpecFile, base: str | None, was: SpecFile | None) -> S
     """`--base REF`: every change from the spec at REF (`was`, None where the spec is new
     there) that checks less (`model.weakening`) fails the run unless `[weakened]` accepts it;
     what ci cannot judge is named below."""
-    from ledgercheck.model import weakening
-
     step = Step(WEAKENING)
     if base is None:
         step.headline = "no --base given (the spec at the base of the change, to compare with)"
         return step
+    from ledgercheck.model import weakening
+
     begin = time.monotonic()
     if was is None:
         step.status = PASSED
@@ -567,18 +568,17 @@ def _contracts(spec_file: SpecFile, progress: Any) -> Step:
 def _contract_line(spec_file: SpecFile, result: Any) -> str:
     """'fixed (controller): refit_lands() calls report_refit on shard 0 outside its requires
     (state == STALE), step 4 of the shortest trace'."""
+    from ledgercheck.model.textout import calls_outside_contracts
+
     trace = min(result.traces, key=lambda t: t.depth)
-    spec = spec_file.variant(result.variant)
-    for index, step in enumerate(trace.steps[1:], 1):
-        for call in step.calls:
-            if not call.contract_ok:
-                args = ", ".join(f"{k}={v!r}" for k, v in call.args.items())
-                requires = spec.events[call.event].requires_text
-                return (
-                    f"{result.variant} ({result.environment}): {step.action}() calls {call.event}({call.shard}"
-                    f"{', ' + args if args else ''}) outside its requires ({requires}), step {index} of the "
-                    f"shortest trace ({trace.length})"
-                )
+    for index, step, call in calls_outside_contracts(trace)[:1]:
+        args = ", ".join(f"{k}={v!r}" for k, v in call.args.items())
+        requires = spec_file.variant(result.variant).events[call.event].requires_text
+        return (
+            f"{result.variant} ({result.environment}): {step.action}() calls {call.event}({call.shard}"
+            f"{', ' + args if args else ''}) outside its requires ({requires}), step {index} of the "
+            f"shortest trace ({trace.length})"
+        )
     return mismatch_line(result)
 
 
@@ -934,19 +934,13 @@ def _weaker_conformance_note(spec_file: SpecFile, steps: list[Step]) -> None:
     """The spec's `[conform]` settings that search less than conform's own defaults, under the
     table: ci takes them as they are (the spec owner's), and a red-team trial's `depth = 0,
     random = 0` passed three classes the defaults catch, with only a smaller trace count to tell."""
-    from ledgercheck.model.conformance.defaults import DEFAULT_DEPTH, DEFAULT_RANDOM
-    from ledgercheck.model.conformance.sources import RUN_CALLS
+    from ledgercheck.model.conformance.defaults import searched_by_default
 
     conformance = next((s for s in steps if s.name == "conformance" and s.status != SKIPPED), None)
     given = spec_file.variant().conform
     if conformance is None or given is None:
         return
-    defaults = {
-        "depth": DEFAULT_DEPTH,
-        "random": DEFAULT_RANDOM,
-        "shards": spec_file.variant().default_shards,
-        "run_calls": RUN_CALLS,
-    }
+    defaults = searched_by_default(spec_file.variant().default_shards)
     weaker = [(name, getattr(given, name), default) for name, default in defaults.items()]
     weaker = [(name, value, default) for name, value, default in weaker if value is not None and value < default]
     if weaker:

@@ -327,6 +327,11 @@ def children(node: object) -> Iterator[object]:
                 yield value
 
 
+def called_events(stmts: object) -> set[str]:
+    """The events a block calls."""
+    return {n.event for n in walk(stmts) if isinstance(n, CallEvent)}
+
+
 def walk(nodes: object) -> Iterator[object]:
     """Every IR node under `nodes` (expressions, statements, lists of them), in no promised
     order."""

@@ -98,6 +98,7 @@ def check_eventually(
             note=proof.note(prop, shards),
             engine="spacer",
             invariant=proof.invariant.text if prove else "",
+            proved_beyond=not prove,
         )
     spent = explicit.seconds + time.monotonic() - start  # the bounded search and the WF1 attempt
     if prove:

@@ -98,7 +98,7 @@ class _Graph:
             if env.any_call:
                 # A call outside its contract discards the whole action: every contract it
                 # calls decides every write it makes.
-                for name in sorted(called_events(action.body)):
+                for name in sorted(ir.called_events(action.body)):
                     event = spec.events[name]
                     ctx |= self.reads(event.requires, ("event", name))
             self.block(action.body, frozenset(ctx), scope)
@@ -564,7 +564,7 @@ def relevant_actions(spec: Spec, env: Environment, reduction: Reduction) -> froz
     in the cone and calls no event whose call is in it only stutters, as far as they can tell."""
     out = set()
     for action in env.actions:
-        calls = called_events(action.body)
+        calls = ir.called_events(action.body)
         # (an action assigns fields directly only as a clock tick advancing timers)
         assigns = {
             (n.kind, n.name) for n in ir.walk(action.body) if isinstance(n, ir.Assign) and n.kind in ("global", "field")
@@ -600,11 +600,6 @@ def shards_independent(spec: Spec, env: Environment, props: Sequence[Property], 
             if isinstance(node, (ir.FieldRef, ir.QueryRef, ir.CallEvent)) and node.shard not in ("self", own):
                 return False
     return True
-
-
-def called_events(stmts: object) -> set[str]:
-    """The events a block calls."""
-    return {n.event for n in ir.walk(stmts) if isinstance(n, ir.CallEvent)}
 
 
 # --- the arguments that decide a call --------------------------------------------------------

@@ -80,7 +80,8 @@ class Result:
     """No trace of any length breaks it at this fleet and policy, though the verdict asked
     for is the bounded one (`holds_to_depth`, what every format prints): an inductive
     invariant found before the bounded search and checked by a plain solver made the search
-    unnecessary (`bmc._proof_first`). `ci`'s proofs step counts it proved, not proving it again."""
+    unnecessary (`bmc._proof_first`), or a liveness property's WF1 proof held
+    (`liveness`). `ci`'s proofs step counts it proved, not proving it again."""
     reused: bool = False
     """Answered from the cache of results (`model.resultcache`), not solved by this run. No
     format prints it: a reused result prints what a fresh check would; `ci` counts them."""

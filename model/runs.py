@@ -46,6 +46,11 @@ MUTATE_DEPTH = 10
 `[spec] max_depth` says."""
 DEFAULT_TRACES = 3
 """How many distinct traces per result they keep by default."""
+PROOF_CALL_SECONDS = 30.0
+"""Seconds one solver call of a proof `ci` asks for may take (its proofs, its callers'
+contracts, the comparison of an edited property with its base's): Spacer, given the whole
+budget, spent 600 s on a replica set's term limit that the explicit engine then refutes in half
+a second (`_probed_past_the_depth`); past it the proof gives up and the next engine tries."""
 
 EngineChoice = Literal["z3", "explicit", "auto"]
 """`check --engine`: which engine answers a safety property (liveness has one, the lasso search)."""

@@ -468,12 +468,12 @@ class Spec:
     def property(self, name: str) -> Property:
         """A property of the spec's, or the one `contract_property` derives from it (which no
         loop over `properties` meets: `check --property callers_keep_the_contracts` asks it)."""
-        if name not in self.properties:
-            derived = self.contract_property() if name == CONTRACTS_PROPERTY else None
-            if derived is not None:
-                return derived
-            if name == CONTRACTS_PROPERTY:
+        if name == CONTRACTS_PROPERTY and name not in self.properties:
+            derived = self.contract_property()
+            if derived is None:
                 raise UsageError(f"{name}: no environment's actions call an event with a requires (nothing to keep)")
+            return derived
+        if name not in self.properties:
             raise UsageError(f"unknown property {name!r}{did_you_mean(name, self.properties)}")
         return self.properties[name]
 
@@ -497,8 +497,7 @@ class Spec:
         environments = tuple(
             name
             for name, env in self.environments.items()
-            if not env.any_call
-            and any(isinstance(n, ir.CallEvent) and n.event in events for n in ir.walk([a.body for a in env.actions]))
+            if not env.any_call and ir.called_events([a.body for a in env.actions]) & set(events)
         )
         if not environments:
             return None

@@ -26,7 +26,7 @@ from ledgercheck.model.figure import colour_enabled, column_label, figure_of, le
 from ledgercheck.model.result import NO_LASSO_SHOWS, Result, Status
 from ledgercheck.model.runs import attention, mismatch_line, multi_environment, outcome, reading_order
 from ledgercheck.model.spec import Property, SpecFile, policy_text
-from ledgercheck.model.trace import Trace
+from ledgercheck.model.trace import Call, Step, Trace
 
 NOTE_LIMIT = 44
 """Characters of an engine's note shown on a verdict line without -v."""
@@ -207,10 +207,10 @@ def holds_paragraphs(results: Sequence[Result], width: int) -> list[str]:
 
 def bounded_only(result: Result) -> bool:
     """A quiet result that holds up to the depth searched with nothing more: no invariant
-    settled it for every depth (the one tried before a search, `engine` "spacer"), so a
+    settled it for every depth (`proved_beyond`: the one tried before a search, or WF1), so a
     violation one step deeper would have passed. Said beside the verdict, which it does not
     change."""
-    return quiet(result) and result.status == Status.HOLDS_TO_DEPTH and result.engine != "spacer"
+    return quiet(result) and result.status == Status.HOLDS_TO_DEPTH and not result.proved_beyond
 
 
 def wrap(text: str, width: int) -> str:
@@ -218,15 +218,21 @@ def wrap(text: str, width: int) -> str:
     return textwrap.fill(text, width, subsequent_indent="   ", break_on_hyphens=False, break_long_words=False)
 
 
-def outside_contracts(trace: Trace) -> list[str]:
-    """The calls of `trace` the callers' contracts rule out (`step 2, mark_loaded(0)`): what a
-    property judged over any call (`calls = "any"`) counts, and its readers should know."""
+def calls_outside_contracts(trace: Trace) -> list[tuple[int, Step, Call]]:
+    """The calls of `trace` the callers' contracts rule out, each with its step and the step's
+    number."""
     return [
-        f"step {number}, {call.event}({call.shard})"
+        (number, step, call)
         for number, step in enumerate(trace.steps[1:], 1)
         for call in step.calls
         if not call.contract_ok
     ]
+
+
+def outside_contracts(trace: Trace) -> list[str]:
+    """The calls of `trace` the callers' contracts rule out (`step 2, mark_loaded(0)`): what a
+    property judged over any call (`calls = "any"`) counts, and its readers should know."""
+    return [f"step {number}, {call.event}({call.shard})" for number, _, call in calls_outside_contracts(trace)]
 
 
 def outside_contracts_note(trace: Trace, prop: Property) -> str:

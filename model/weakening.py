@@ -30,13 +30,14 @@ import tomllib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from ledgercheck.model import ir
+from ledgercheck.model.conformance.defaults import searched_by_default
 from ledgercheck.model.errors import LedgercheckError, UsageError
 from ledgercheck.model.result import Status
-from ledgercheck.model.runs import DEFAULT_DEPTH
+from ledgercheck.model.runs import DEFAULT_DEPTH, PROOF_CALL_SECONDS
 from ledgercheck.model.spec import Property, PropertyKind, Spec, SpecFile, load_spec
+from ledgercheck.model.textout import steps_text
 
 _Note = Callable[[str, str], None]
 """What the comparisons call with each weakening they find (`compare`'s `weaker`)."""
@@ -167,7 +168,7 @@ def compare(base: SpecFile, head: SpecFile, base_name: str) -> Comparison:
         b, h = base.variant(variant), head.variant(variant)
         _spec_settings(b, h, weaker, changed)
         _environments(b, h, weaker, changed)
-        _properties(b, h, variant, weaker, changed, flagged)
+        _properties(b, h, variant, weaker, changed, flagged, _history_edits(b, h))
         _events(b, h, weaker)
     before = dict(base.variant().accepted_weakenings)
     accepts = {k: why for k, why in head.variant().accepted_weakenings.items() if before.get(k) != why}
@@ -198,22 +199,12 @@ def _spec_settings(b: Spec, h: Spec, weaker: _Note, changed: dict[str, Weakening
             key = f"policy {name}"
             what = f"default {decl.default} -> {now.default} in {h.variant}: the verdicts are judged there"
             changed.setdefault(key, Weakening(key, what))
-    defaults = _conform_defaults(b)
-    for setting, default in defaults.items():
+    for setting, default in searched_by_default(b.default_shards).items():
         was = getattr(b.conform, setting, None) if b.conform is not None else None
         now_value = getattr(h.conform, setting, None) if h.conform is not None else None
         was, now_value = (default if was is None else was), (default if now_value is None else now_value)
         if now_value < was:
             weaker(f"conform {setting}", f"lowered from {was} to {now_value}: conformance searches less")
-
-
-def _conform_defaults(spec: Spec) -> dict[str, int]:
-    """What `conform` searches with where `[conform]` leaves a setting out."""
-    from ledgercheck.model.conformance.defaults import DEFAULT_DEPTH as CONFORM_DEPTH
-    from ledgercheck.model.conformance.defaults import DEFAULT_RANDOM
-    from ledgercheck.model.conformance.sources import RUN_CALLS
-
-    return {"depth": CONFORM_DEPTH, "random": DEFAULT_RANDOM, "shards": spec.default_shards, "run_calls": RUN_CALLS}
 
 
 def _environments(b: Spec, h: Spec, weaker: _Note, changed: dict[str, Weakening]) -> None:
@@ -242,12 +233,19 @@ def _environments(b: Spec, h: Spec, weaker: _Note, changed: dict[str, Weakening]
 
 
 def _properties(
-    b: Spec, h: Spec, variant: str, weaker: _Note, changed: dict[str, Weakening], flagged: set[str]
+    b: Spec,
+    h: Spec,
+    variant: str,
+    weaker: _Note,
+    changed: dict[str, Weakening],
+    flagged: set[str],
+    history_edits: list[str],
 ) -> None:
     """Each property of the base's: removed, expected violated, checked in fewer places or
     over fewer calls, of another kind, or (its `when` or `assert` meaning otherwise, with the
     sets and queries they read) accepting what the base's rejected, in some variant both specs
-    have (`flagged`: those found so in an earlier variant); the history it reads edited."""
+    have (`flagged`: those found so in an earlier variant); the history it reads kept otherwise
+    by one of `history_edits` (`_history_edits`)."""
     for name, was in b.properties.items():
         now = h.properties.get(name)
         if now is None:
@@ -274,7 +272,7 @@ def _properties(
             if dropped:
                 weaker(f"on of {name}", f"no longer checked at the calls of {', '.join(dropped)}")
         read = _history_read(was, b)
-        edited = [event for event in _history_edits(b, h) if read & _history_written(b, event)]
+        edited = [event for event in history_edits if read & _history_written(b, event)]
         if edited and now.kind != PropertyKind.EVENTUALLY:
             weaker(
                 f"history of {name}",
@@ -366,10 +364,6 @@ def _history_written(spec: Spec, event: str) -> set[str]:
     return {n.name for n in ir.walk(spec.events[event].history) if isinstance(n, ir.Assign)}
 
 
-SOLVER_CALL_SECONDS = 30.0
-"""Seconds one solver call of the comparison may take (as `ci`'s proofs step allows): past it
-the proof gives up and the comparison says it could not prove the edit checks no less."""
-
 ACCEPTS = "now accepts"
 """How a property's finding begins where its edit accepts what the base's rejected."""
 
@@ -382,8 +376,6 @@ def accepts_more(base: Spec, head: Spec, variant: str, was: Property, now: Prope
     proof past it. A sentence beginning with `ACCEPTS` where it does (the first such step);
     else what was found (checks no less, or could not be compared); None where nothing is to
     be said."""
-    if was.kind != now.kind or was.fleet != now.fleet:
-        return f"its kind or scope changed ({was.kind.value} -> {now.kind.value}): read whether it checks less"
     if was.kind == PropertyKind.EVENTUALLY:
         return "its when or assert changed (a liveness property: read whether it checks less)"
     question = _no_less(was, now, variant)
@@ -402,7 +394,7 @@ def accepts_more(base: Spec, head: Spec, variant: str, was: Property, now: Prope
                 policy=head.default_policy(),
                 max_depth=depth,
                 max_traces=1,
-                timeout=SOLVER_CALL_SECONDS,
+                timeout=PROOF_CALL_SECONDS,
                 lax=False,
                 prove=True,
             )
@@ -411,8 +403,8 @@ def accepts_more(base: Spec, head: Spec, variant: str, was: Property, now: Prope
         if found.status == Status.VIOLATED and found.traces:
             trace = min(found.traces, key=lambda t: t.depth)
             return (
-                f"{ACCEPTS} what the base's version rejected, in {environment}: after "
-                f"{', '.join(_step_text(s) for s in trace.steps[1:])} (shard {trace.focus})"
+                f"{ACCEPTS} what the base's version rejected, in {environment}: after {steps_text(trace)} "
+                f"(shard {trace.focus})"
             )
         proved = proved and found.status == Status.PROVED
     if not proved:
@@ -439,16 +431,6 @@ def _no_less(was: Property, now: Property, variant: str) -> Property:
         expect={variant: "holds"},
         view=None,
     )
-
-
-def _step_text(step: Any) -> str:
-    shards = ", ".join(str(v) for v in step.shards.values())
-    args = ", ".join(f"{k}={v}" for k, v in step.args.items())
-    return f"{step.action}({', '.join(x for x in (shards, args) if x)})"
-
-
-def _words(text: str) -> str:
-    return " ".join(text.split())
 
 
 def lines(items: Iterable[Weakening]) -> list[str]:

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from ledgercheck.model.cli import main
-from ledgercheck.model.conformance.sources import RUN_CALLS, run_scripts
+from ledgercheck.model.conformance.defaults import RUN_CALLS
+from ledgercheck.model.conformance.sources import run_scripts
 from ledgercheck.model.spec import load_spec_text
 
 SPEC = """\

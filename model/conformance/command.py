@@ -20,14 +20,10 @@ from ledgercheck.model import budget, executor
 from ledgercheck.model.budget import BudgetExhausted
 from ledgercheck.model.conformance import deadline
 from ledgercheck.model.conformance.checker import Conformance
-from ledgercheck.model.conformance.defaults import COUNTEREXAMPLE_DEPTH, DEFAULT_DEPTH, DEFAULT_RANDOM
+from ledgercheck.model.conformance.defaults import COUNTEREXAMPLE_DEPTH, DEFAULT_DEPTH, DEFAULT_RANDOM, RUN_CALLS
 from ledgercheck.model.conformance.implementation import ImplementationError, load_target, spec_target
 from ledgercheck.model.conformance.session import check
-from ledgercheck.model.conformance.sources import (
-    RUN_CALLS,
-    default_cache,
-    default_variant,
-)
+from ledgercheck.model.conformance.sources import default_cache, default_variant
 from ledgercheck.model.console import Heartbeat
 from ledgercheck.model.errors import (
     EXIT_MISMATCH,

@@ -22,13 +22,13 @@ from ledgercheck.model.conformance.defaults import (
     DEFAULT_DEPTH,
     DEFAULT_RANDOM,
     ENUMERATION_SHARDS,
+    RUN_CALLS,
 )
 from ledgercheck.model.conformance.divergence import Divergence
 from ledgercheck.model.conformance.enumeration import Enumeration
 from ledgercheck.model.conformance.probes import probe_scripts
 from ledgercheck.model.conformance.sources import (
     COUNTING_CALLS,
-    RUN_CALLS,
     Branches,
     branch_scripts,
     counterexample_scripts,

@@ -18,7 +18,7 @@ from typing import Any
 
 from ledgercheck.model import ir
 from ledgercheck.model.conformance.calls import LedgerCall, Opaque, Script, Tick, clock_ticks, invoke, opaque_value
-from ledgercheck.model.conformance.defaults import COUNTEREXAMPLE_DEPTH, COUNTEREXAMPLE_TRACES
+from ledgercheck.model.conformance.defaults import COUNTEREXAMPLE_DEPTH, COUNTEREXAMPLE_TRACES, RUN_CALLS
 from ledgercheck.model.conformance.implementation import model_implementation
 from ledgercheck.model.conformance.values import IntValues, TextValues
 from ledgercheck.model.interpreter import LedgerModel
@@ -170,9 +170,6 @@ def _random_call(
 
 # --- long runs ------------------------------------------------------------------------------
 
-RUN_CALLS = 100
-"""How long each trace of `run_scripts` is, in calls: its pattern repeated to that length, far
-past the enumeration's depth (a counter a class stops at 8, 12 or 32; a fourth redrive)."""
 CYCLE_REPEATS = 33
 """How many times `run_scripts` makes a trace to a branch at least, however long it is (a
 redrive a class stops resetting after 20 or 32, eight calls a cycle)."""
